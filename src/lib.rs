@@ -1,0 +1,4 @@
+//! wavegate: truthful readiness for Argo CD sync waves.
+
+pub mod checks;
+pub mod health;
