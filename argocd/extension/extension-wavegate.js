@@ -1,0 +1,308 @@
+// wavegate UI extension for Argo CD (https://argo-cd.readthedocs.io/en/stable/developer-guide/extensions/ui-extensions/).
+//
+// Argo CD concatenates /tmp/extensions/**/extension*.js into /extensions.js and runs it with a
+// global `React` and `window.extensionsAPI`; there is no bundler at run time, so this file is
+// plain ES2018 with hand-written React.createElement calls and hooks only (React >= 16.8, which
+// every Argo CD with extensions ships).
+//
+// Registers:
+//   * a "Gate" tab on wavegate.dev/WaveGate resources: the per-check verdicts;
+//   * a "Waves" tab on argoproj.io/Application resources: every sync wave and the first one that
+//     is not truly healthy;
+//   * a "Waves" item in the application status panel, with a flyout holding the full table.
+//
+// Data comes from wavegate through Argo CD's proxy extension named "wavegate"
+// (<argocd>/extensions/wavegate/<path> is forwarded to <wavegate>/<path>); Argo CD authorises
+// each request against the Application named in Argocd-Application-Name / Argocd-Project-Name,
+// which is why every request carries them. Shapes: docs/contracts.md.
+(function (window) {
+  'use strict';
+
+  var React = window.React;
+  var h = React.createElement;
+  var EXTENSION = 'wavegate';
+  var POLL_MS = 5000;
+  var STATUSES = ['Healthy', 'Progressing', 'Degraded', 'Suspended', 'Missing', 'Unknown'];
+  // Dark text on a light tint (all pairs above 7:1); the status word is always printed, so colour
+  // is never the only signal.
+  var COLORS = {
+    Healthy: ['#0a5c24', '#d3f5dc', '\u2713'],
+    Progressing: ['#1e3a8a', '#dbe7fe', '\u2026'],
+    Degraded: ['#8a1712', '#fde0de', '\u2715'],
+    Suspended: ['#4c1d95', '#ece6fe', '\u2016'],
+    Missing: ['#6b3d00', '#fdefc4', '!'],
+    Unknown: ['#32383f', '#e4e7eb', '?']
+  };
+
+  // ---- talking to wavegate through Argo CD ---------------------------------------------------
+
+  function proxyHeaders(application) {
+    var md = (application && application.metadata) || {};
+    var spec = (application && application.spec) || {};
+    return {
+      'Accept': 'application/json',
+      'Argocd-Application-Name': (md.namespace || 'argocd') + ':' + md.name,
+      'Argocd-Project-Name': spec.project || 'default'
+    };
+  }
+
+  // Relative to the document's <base href>, so an Argo CD served under a root path
+  // (server.rootpath / --basehref) reaches its own /extensions/ endpoint.
+  function proxyUrl(path) {
+    return 'extensions/' + EXTENSION + '/' + path;
+  }
+
+  function explain(status, body, text) {
+    if (body && body.error) return 'wavegate answered HTTP ' + status + ': ' + body.error;
+    if (status === 401) return 'Argo CD answered 401: the session has expired, log in again.';
+    if (status === 403) return 'Argo CD denied the request (403): grant "p, <role>, extensions, invoke, ' + EXTENSION + ', allow" in argocd-rbac-cm.';
+    if (status === 404) return 'Argo CD answered 404: is the proxy extension "' + EXTENSION + '" configured in argocd-cm (extension.config) and server.enable.proxy.extension "true"?';
+    if (status === 502 || status === 503 || status === 504) return 'wavegate is unreachable through Argo CD (HTTP ' + status + ').';
+    return 'HTTP ' + status + ': ' + (text || '').slice(0, 200);
+  }
+
+  function fetchJson(path, application) {
+    return fetch(proxyUrl(path), { headers: proxyHeaders(application), credentials: 'same-origin', cache: 'no-store' })
+      .then(function (res) {
+        return res.text().then(function (text) {
+          var body = null;
+          try { body = text ? JSON.parse(text) : null; } catch (e) { /* an HTML or text error page */ }
+          if (!res.ok) throw new Error(explain(res.status, body, text));
+          if (body === null) throw new Error('wavegate returned no JSON for ' + path);
+          return body;
+        });
+      }, function (err) {
+        throw new Error('Cannot reach Argo CD\u2019s proxy for wavegate: ' + (err && err.message ? err.message : err));
+      });
+  }
+
+  // Polls `path` every POLL_MS while the component is mounted. The last good data stays on
+  // screen when a later request fails; the error is shown next to it.
+  function usePoll(path, application) {
+    var appKey = JSON.stringify(proxyHeaders(application));
+    var st = React.useState({ data: null, error: null, updated: null });
+    var state = st[0], setState = st[1];
+    React.useEffect(function () {
+      var alive = true, timer = null;
+      setState({ data: null, error: null, updated: null });
+      function tick() {
+        if (!alive) return;
+        // A hidden browser tab does not poll.
+        if (window.document && window.document.hidden) { timer = setTimeout(tick, POLL_MS); return; }
+        fetchJson(path, application).then(function (data) {
+          if (alive) setState({ data: data, error: null, updated: new Date() });
+        }, function (err) {
+          if (alive) setState(function (prev) { return { data: prev.data, error: err.message, updated: prev.updated }; });
+        }).then(function () { if (alive) timer = setTimeout(tick, POLL_MS); });
+      }
+      tick();
+      return function () { alive = false; clearTimeout(timer); };
+    }, [path, appKey]);
+    return state;
+  }
+
+  // ---- small presentational pieces -------------------------------------------------------------
+
+  var S = {
+    root: { padding: '1em', fontSize: '14px', lineHeight: 1.45, color: '#1f2328' },
+    table: { width: '100%', borderCollapse: 'collapse', margin: '0.5em 0 1em', background: '#fff' },
+    th: { textAlign: 'left', padding: '6px 8px', borderBottom: '1px solid #d0d7de', background: '#f6f8fa', color: '#4d565f', fontWeight: 600, fontSize: '12px', textTransform: 'uppercase', letterSpacing: '0.03em' },
+    rowTh: { textAlign: 'left', padding: '6px 8px', borderBottom: '1px solid #d0d7de', fontFamily: 'monospace', fontWeight: 600, whiteSpace: 'nowrap', verticalAlign: 'top' },
+    groupTh: { textAlign: 'left', padding: '6px 8px', borderBottom: '1px solid #d0d7de', background: '#eef1f4', fontWeight: 600 },
+    td: { padding: '6px 8px', borderBottom: '1px solid #d0d7de', verticalAlign: 'top', wordBreak: 'break-word' },
+    mono: { fontFamily: 'monospace' },
+    muted: { color: '#57606a', fontSize: '12px' },
+    error: { color: '#8a1712', background: '#fde0de', border: '1px solid #cf222e', borderRadius: '4px', padding: '6px 10px', margin: '0.5em 0' },
+    blocking: { color: '#8a1712', background: '#fde0de', borderRadius: '4px', padding: '6px 10px', margin: '0.5em 0' },
+    clear: { color: '#0a5c24', background: '#d3f5dc', borderRadius: '4px', padding: '6px 10px', margin: '0.5em 0' }
+  };
+
+  function statusOf(s) { return STATUSES.indexOf(s) >= 0 ? s : 'Unknown'; }
+
+  function Badge(props) {
+    var s = statusOf(props.status);
+    var c = COLORS[s];
+    return h('span', {
+      'data-testid': props.testid || 'wavegate-status', 'data-status': s,
+      style: { display: 'inline-block', padding: '0 8px', borderRadius: '999px', border: '1px solid ' + c[0], color: c[0], background: c[1], fontWeight: 600, fontSize: '12px', lineHeight: '20px', whiteSpace: 'nowrap' }
+    }, h('span', { 'aria-hidden': 'true' }, c[2] + ' '), props.status || 'Unknown');
+  }
+
+  function ErrorLine(props) {
+    return props.error ? h('div', { role: 'alert', 'data-testid': 'wavegate-error', style: S.error }, props.error) : null;
+  }
+
+  function Updated(props) {
+    return h('div', { 'data-testid': 'wavegate-source', style: S.muted }, props.text,
+      props.updated ? ' \u00b7 updated ' + props.updated.toLocaleTimeString() : '',
+      ' \u00b7 refreshes every ' + POLL_MS / 1000 + ' s');
+  }
+
+  function Th(text) { return h('th', { scope: 'col', style: S.th }, text); }
+
+  // ---- Gate tab (wavegate.dev/WaveGate) --------------------------------------------------------
+
+  // The target a check points at, in the same words the HTTP API uses.
+  function checkTarget(check, gateNs) {
+    var kinds = {
+      service: 'services', cnpgDatabase: 'databases.postgresql.cnpg.io',
+      cockroachCluster: 'crdbclusters.crdb.cockroachlabs.com', application: 'applications.argoproj.io'
+    };
+    for (var k in kinds) {
+      if (check[k]) return kinds[k] + '/' + (check[k].namespace || gateNs) + '/' + check[k].name;
+    }
+    if (check.resource) return check.resource.kind + '/' + (check.resource.namespace || gateNs) + '/' + check.resource.name;
+    return '';
+  }
+
+  // What Argo CD already holds: the WaveGate's own status, written by wavegate's controller.
+  function gateFromResource(res) {
+    var md = res.metadata || {}, spec = res.spec || {}, status = res.status;
+    if (!status || !status.health) return null;
+    var specChecks = {};
+    (spec.checks || []).forEach(function (c) { specChecks[c.name] = c; });
+    return {
+      namespace: md.namespace, name: md.name, generation: md.generation,
+      observedGeneration: status.observedGeneration, timeout: spec.timeout,
+      health: status.health,
+      checks: (status.checks || []).map(function (c) {
+        return { name: c.name, target: specChecks[c.name] ? checkTarget(specChecks[c.name], md.namespace) : '', status: c.status, message: c.message, lastTransitionTime: c.lastTransitionTime };
+      })
+    };
+  }
+
+  function GateView(props) {
+    var g = props.gate;
+    var health = g.health || {};
+    var lagging = g.generation != null && g.observedGeneration != null && g.generation !== g.observedGeneration;
+    return h('div', { 'data-testid': 'wavegate-gate', 'data-status': statusOf(health.status) },
+      h('h3', { style: { margin: '0 0 0.3em', fontSize: '16px' } }, 'Gate ', h('span', { style: S.mono }, g.namespace + '/' + g.name), ' ', h(Badge, { status: health.status, testid: 'wavegate-gate-status' })),
+      h('p', { 'data-testid': 'wavegate-gate-message', style: { margin: '0.3em 0' } }, health.message || ''),
+      lagging ? h('p', { style: S.blocking }, 'wavegate has judged generation ' + g.observedGeneration + ' but the WaveGate is at generation ' + g.generation + '; the verdict may be out of date.') : null,
+      (g.checks || []).length === 0 ? h('p', { style: S.muted }, 'This gate lists no checks.') :
+        h('table', { style: S.table },
+          h('caption', { style: { textAlign: 'left', ...S.muted } }, 'Checks of gate ' + g.namespace + '/' + g.name),
+          h('thead', null, h('tr', null, Th('Check'), Th('Target'), Th('Status'), Th('Message'), Th('Since'))),
+          h('tbody', null, g.checks.map(function (c) {
+            return h('tr', { key: c.name, 'data-testid': 'wavegate-check-' + c.name, 'data-status': statusOf(c.status) },
+              h('th', { scope: 'row', style: S.rowTh }, c.name),
+              h('td', { style: { ...S.td, ...S.mono } }, c.target || ''),
+              h('td', { style: S.td }, h(Badge, { status: c.status, testid: 'wavegate-check-status' })),
+              h('td', { style: S.td, 'data-testid': 'wavegate-check-message' }, c.message || ''),
+              h('td', { style: { ...S.td, whiteSpace: 'nowrap' } }, c.lastTransitionTime ? h('time', { dateTime: c.lastTransitionTime, title: c.lastTransitionTime }, new Date(c.lastTransitionTime).toLocaleString()) : ''));
+          }))));
+  }
+
+  function GateTab(props) {
+    var res = props.resource || {};
+    var md = res.metadata || {};
+    var live = usePoll('api/v1/gates/' + encodeURIComponent(md.namespace) + '/' + encodeURIComponent(md.name), props.application);
+    var stored = gateFromResource(res);
+    var gate = live.data || stored;
+    var source = live.data ? 'Live from wavegate' : stored ? 'From the WaveGate\u2019s status in the cluster (waiting for wavegate)' : '';
+    return h('div', { style: S.root, 'data-testid': 'wavegate-gate-tab' },
+      h(ErrorLine, { error: live.error }),
+      gate ? h(GateView, { gate: gate }) :
+        h('p', null, live.error ? 'No verdict to show: this WaveGate has no status yet and wavegate could not be asked.' : 'Loading the verdict from wavegate\u2026'),
+      gate ? h(Updated, { text: source, updated: live.data ? live.updated : null }) : null);
+  }
+
+  // ---- Waves (argoproj.io/Application tab, status panel, flyout) ------------------------------
+
+  function resourceName(r) {
+    return (r.group ? r.kind + '.' + r.group : r.kind) + ' ' + (r.namespace ? r.namespace + '/' : '') + r.name;
+  }
+
+  function BlockingLine(props) {
+    var w = props.waves;
+    if (w.blockingWave == null) {
+      return h('p', { 'data-testid': 'wavegate-blocking-wave', 'data-wave': 'none', style: S.clear },
+        h('strong', null, 'No blocking wave'), ' \u2014 ' + (w.message || 'all waves truly healthy'));
+    }
+    return h('p', { 'data-testid': 'wavegate-blocking-wave', 'data-wave': String(w.blockingWave), style: S.blocking },
+      h('strong', null, 'Blocking wave: ' + w.blockingWave), w.message ? ' \u2014 ' + w.message : '');
+  }
+
+  function WavesView(props) {
+    var w = props.waves;
+    var waves = w.waves || [];
+    return h('div', { 'data-testid': 'wavegate-waves', 'data-status': statusOf((w.health || {}).status) },
+      h('h3', { style: { margin: '0 0 0.3em', fontSize: '16px' } }, 'Waves of ', h('span', { style: S.mono }, w.namespace + '/' + w.name), ' ', h(Badge, { status: (w.health || {}).status, testid: 'wavegate-app-status' })),
+      h(BlockingLine, { waves: w }),
+      waves.length === 0 ? h('p', { style: S.muted }, 'No resources with sync waves.') :
+        h('table', { style: S.table },
+          h('caption', { style: { textAlign: 'left', ...S.muted } }, 'Resources by sync wave'),
+          h('thead', null, h('tr', null, Th('Resource'), Th('Status'), Th('Message'), Th('Judged by'))),
+          waves.map(function (wave) {
+            var blocking = w.blockingWave != null && wave.wave === w.blockingWave;
+            var rs = wave.resources || [];
+            return h('tbody', { key: 'w' + wave.wave, 'data-testid': 'wavegate-wave-' + wave.wave, 'data-status': statusOf(wave.status) },
+              h('tr', null, h('th', { scope: 'rowgroup', colSpan: 4, style: blocking ? { ...S.groupTh, ...S.blocking, borderRadius: 0, margin: 0 } : S.groupTh },
+                'Wave ' + wave.wave + ' ', h(Badge, { status: wave.status, testid: 'wavegate-wave-status' }), blocking ? ' \u2014 blocking' : '',
+                h('span', { style: { ...S.muted, fontWeight: 'normal' } }, ' \u00b7 ' + rs.length + (rs.length === 1 ? ' resource' : ' resources')))),
+              rs.map(function (r) {
+                var key = [r.group, r.kind, r.namespace, r.name].join('/');
+                return h('tr', { key: key, 'data-testid': 'wavegate-resource-' + r.kind + '-' + (r.namespace || '') + '-' + r.name },
+                  h('th', { scope: 'row', style: S.rowTh }, resourceName(r)),
+                  h('td', { style: S.td }, h(Badge, { status: r.status, testid: 'wavegate-resource-status' })),
+                  h('td', { style: S.td }, r.message || ''),
+                  h('td', { style: S.td }, r.judgedBy || ''));
+              }));
+          })));
+  }
+
+  function WavesPanel(props) {
+    var live = props.live;
+    return h('div', { style: S.root, 'data-testid': props.testid },
+      h(ErrorLine, { error: live.error }),
+      live.data ? h(WavesView, { waves: live.data }) : h('p', null, live.error ? 'No wave data.' : 'Loading waves from wavegate\u2026'),
+      live.data ? h(Updated, { text: 'From wavegate', updated: live.updated }) : null);
+  }
+
+  // Resource tab on an Application node. In app-of-apps that node may be a child Application:
+  // show the waves of the one clicked, while the proxy headers keep naming the Application whose
+  // page this is (that is what Argo CD authorises).
+  function ApplicationWavesTab(props) {
+    var target = props.resource && props.resource.kind === 'Application' && props.resource.metadata ? props.resource : props.application;
+    var md = (target && target.metadata) || {};
+    var live = usePoll('api/v1/applications/' + encodeURIComponent(md.namespace || 'argocd') + '/' + encodeURIComponent(md.name) + '/waves', props.application);
+    return h(WavesPanel, { live: live, testid: 'wavegate-waves-tab' });
+  }
+
+  function WavesFlyout(props) {
+    var live = usePoll('api/v1/waves', props.application);
+    return h(WavesPanel, { live: live, testid: 'wavegate-waves-flyout' });
+  }
+
+  // Status panel item; Argo CD renders each extension as a direct child of the panel row, so it
+  // brings its own application-status-panel__item wrapper.
+  function WavesStatusPanel(props) {
+    var live = usePoll('api/v1/waves', props.application);
+    var w = live.data;
+    var label = h('div', { style: { lineHeight: '19.5px', marginBottom: '0.3em' } },
+      h('label', { style: { fontSize: '12px', fontWeight: 600, color: '#495763' } }, 'WAVES'));
+    var value, detail = null;
+    if (w) {
+      value = w.blockingWave == null
+        ? h('span', null, h(Badge, { status: 'Healthy', testid: 'wavegate-panel-status' }), ' all waves truly healthy')
+        : h('span', null, h(Badge, { status: (w.health || {}).status || 'Progressing', testid: 'wavegate-panel-status' }), ' wave ' + w.blockingWave + ' is blocking');
+      detail = w.blockingWave == null ? null : w.message;
+    } else {
+      value = live.error ? h('span', null, h(Badge, { status: 'Unknown', testid: 'wavegate-panel-status' }), ' unavailable') : 'Loading\u2026';
+      detail = live.error;
+    }
+    return h('div', { className: 'application-status-panel__item', 'data-testid': 'wavegate-status-panel', 'data-wave': w ? String(w.blockingWave == null ? 'none' : w.blockingWave) : '', style: { maxWidth: '360px' } },
+      label,
+      h('div', { className: 'application-status-panel__item-value', 'data-testid': 'wavegate-panel-value' }, value),
+      detail ? h('div', { className: 'application-status-panel__item-name', 'data-testid': 'wavegate-panel-message', role: live.error && !w ? 'alert' : null, title: detail, style: { overflow: 'hidden', textOverflow: 'ellipsis', display: '-webkit-box', WebkitLineClamp: 2, WebkitBoxOrient: 'vertical' } }, detail) : null,
+      props.openFlyout ? h('button', { type: 'button', className: 'argo-button argo-button--base-o', 'data-testid': 'wavegate-panel-details', onClick: function () { props.openFlyout(); }, style: { marginTop: '0.3em', fontSize: '12px' } }, 'Wave details') : null);
+  }
+
+  var api = window.extensionsAPI;
+  if (!api) return; // not inside Argo CD's UI
+  api.registerResourceExtension(GateTab, 'wavegate.dev', 'WaveGate', 'Gate', { icon: 'fa-door-open' });
+  api.registerResourceExtension(ApplicationWavesTab, 'argoproj.io', 'Application', 'Waves', { icon: 'fa-layer-group' });
+  if (typeof api.registerStatusPanelExtension === 'function') {
+    api.registerStatusPanelExtension(WavesStatusPanel, 'Waves', 'wavegate_waves', WavesFlyout);
+  }
+})(window);
