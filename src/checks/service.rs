@@ -1,1 +1,666 @@
-//! (being written)
+//! Service endpoints: does this Service actually route to something?
+//!
+//! Argo CD (and kstatus, Flux, Helm, kapp) call every Service Healthy unless it is a
+//! LoadBalancer still waiting for an address. None of them notices a selector that matches no
+//! pods (seed 001: `app: forgejo` against pods labelled `app: gitea`) or a Service with zero
+//! ready endpoints. This check does, reading the same EndpointSlices kube-proxy and DNS read.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::{Pod, Service};
+use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
+
+use crate::health::{Finding, Verdict};
+
+/// How many pods with near-matching labels a message names at most.
+const MAX_NAMED_PODS: usize = 3;
+
+/// Label keys that commonly carry an application's identity. Shown next to a near-matching
+/// pod so the reader sees at a glance what the pod calls itself.
+const IDENTITY_KEYS: [&str; 4] = [
+    "app",
+    "app.kubernetes.io/name",
+    "app.kubernetes.io/instance",
+    "k8s-app",
+];
+
+/// The label the EndpointSlice controller puts on every slice it manages for a Service
+/// (`discovery.k8s.io/v1` `LabelServiceName`); manually managed slices must carry it too.
+const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Params {
+    /// Ready endpoints required. `0` means "the Service exists", for headless join Services
+    /// that must resolve before their pods are created (seed 000).
+    pub min_ready: u32,
+}
+
+impl Default for Params {
+    fn default() -> Self {
+        Params { min_ready: 1 }
+    }
+}
+
+/// Judge Service `namespace/name` from the cached Service, the pods of its namespace and its
+/// EndpointSlices (those labelled `kubernetes.io/service-name=<name>`).
+pub fn check(
+    namespace: &str,
+    name: &str,
+    service: Option<&Service>,
+    pods_in_namespace: &[Arc<Pod>],
+    slices: &[Arc<EndpointSlice>],
+    params: &Params,
+) -> Finding {
+    let id = format!("{namespace}/{name}");
+    let Some(service) = service else {
+        return Verdict::missing(format!("Service {id} does not exist")).into();
+    };
+    let spec = service.spec.as_ref();
+
+    if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
+        let target = spec.and_then(|s| s.external_name.as_deref()).unwrap_or("");
+        // An ExternalName Service is a DNS CNAME; the EndpointSlice controller skips it, so
+        // there are no endpoints to count and existing is all it can do.
+        return Verdict::healthy(format!(
+            "Service {id} is an ExternalName alias for {target:?}; Kubernetes publishes no endpoints for it"
+        ))
+        .into();
+    }
+
+    if params.min_ready == 0 {
+        return Verdict::healthy(format!(
+            "Service {id} exists (minReady 0: endpoints not required)"
+        ))
+        .into();
+    }
+
+    let endpoints = Endpoints::count(namespace, name, slices);
+
+    // The EndpointSlice controller ignores a Service without a selector (and an empty selector
+    // round-trips as none); its slices are written by hand or by another controller, so they
+    // are the only evidence there is.
+    let selector = spec
+        .and_then(|s| s.selector.as_ref())
+        .filter(|s| !s.is_empty());
+    let Some(selector) = selector else {
+        if endpoints.ready >= params.min_ready as usize {
+            return healthy(&id, endpoints.ready);
+        }
+        return Verdict::progressing(format!(
+            "Service {id} has no selector and its EndpointSlices list {} (need {})",
+            endpoints.summary(),
+            params.min_ready
+        ))
+        .into();
+    };
+
+    let pods: Vec<&Pod> = pods_in_namespace
+        .iter()
+        .map(Arc::as_ref)
+        .filter(|p| {
+            p.metadata
+                .namespace
+                .as_deref()
+                .is_none_or(|ns| ns == namespace)
+        })
+        .collect();
+    let matching: Vec<&Pod> = pods
+        .iter()
+        .copied()
+        .filter(|p| selects(selector, p))
+        .collect();
+    let live: Vec<&Pod> = matching.iter().copied().filter(|p| is_live(p)).collect();
+
+    if live.is_empty() {
+        return no_live_pods(&id, namespace, selector, &matching, &pods);
+    }
+
+    if endpoints.ready >= params.min_ready as usize {
+        return healthy(&id, endpoints.ready);
+    }
+
+    let mut message = format!(
+        "Service {id} has {} (need {})",
+        endpoints.summary(),
+        params.min_ready
+    );
+    let not_ready: Vec<String> = live
+        .iter()
+        .filter(|p| !is_ready(p))
+        .map(|p| pod_id(namespace, p))
+        .collect();
+    if !not_ready.is_empty() {
+        message.push_str(&format!(
+            "; {} of {} selected pods not Ready: {}",
+            not_ready.len(),
+            live.len(),
+            name_some(&not_ready, 2)
+        ));
+    } else if live.len() < params.min_ready as usize {
+        message.push_str(&format!(
+            "; selector {} matches only {} pod(s)",
+            format_labels(selector.iter()),
+            live.len()
+        ));
+    }
+    Verdict::progressing(message).into()
+}
+
+fn healthy(id: &str, ready: usize) -> Finding {
+    let plural = if ready == 1 { "" } else { "s" };
+    Verdict::healthy(format!("Service {id} has {ready} ready endpoint{plural}")).into()
+}
+
+/// The selector matches no pod that could become an endpoint. Whether that is a mistake or a
+/// moment in a rollout decides between a persistent failure and plain waiting.
+fn no_live_pods(
+    id: &str,
+    namespace: &str,
+    selector: &BTreeMap<String, String>,
+    matching: &[&Pod],
+    pods: &[&Pod],
+) -> Finding {
+    let wanted = format_labels(selector.iter());
+    if !matching.is_empty() {
+        // Only finished or deleted pods match: a Job-like workload or a rollout in flight.
+        // The controller that owns them will replace them (or not); either way, keep waiting.
+        let names: Vec<String> = matching.iter().map(|p| pod_id(namespace, p)).collect();
+        return Verdict::progressing(format!(
+            "Service {id} selects {wanted}, which matches only pods that are finished or being deleted: {}",
+            name_some(&names, MAX_NAMED_PODS)
+        ))
+        .into();
+    }
+
+    let mut near: Vec<(u32, &Pod)> = pods
+        .iter()
+        .copied()
+        .filter(|p| is_live(p))
+        .filter_map(|p| near_match_score(selector, p).map(|score| (score, p)))
+        .collect();
+    if near.is_empty() {
+        // Nothing resembling the target exists yet: the workload is most likely being created
+        // in this very wave. That is not evidence of a mistake.
+        return Verdict::progressing(format!(
+            "Service {id} selects {wanted}, which matches no pods yet"
+        ))
+        .into();
+    }
+    near.sort_by(|(a, pa), (b, pb)| {
+        b.cmp(a)
+            .then_with(|| pa.metadata.name.cmp(&pb.metadata.name))
+    });
+    let described: Vec<String> = near
+        .iter()
+        .take(MAX_NAMED_PODS)
+        .map(|(_, p)| {
+            format!(
+                "{} ({})",
+                pod_id(namespace, p),
+                format_labels(relevant_labels(selector, p).into_iter())
+            )
+        })
+        .collect();
+    let (noun, verb) = if described.len() == 1 {
+        ("pod", "looks")
+    } else {
+        ("pods", "look")
+    };
+    let more = match near.len().saturating_sub(MAX_NAMED_PODS) {
+        0 => String::new(),
+        n => format!(" (and {n} more)"),
+    };
+    // Pods that nearly match are evidence of a selector/label mismatch (seed 001), but a
+    // relabelling rollout passes through this state too, so the caller's grace decides when
+    // it becomes Degraded.
+    Finding::Persistent {
+        message: format!(
+            "Service {id} selects {wanted}, which matches no pods; {noun} {}{more} {verb} like the intended target",
+            described.join(", ")
+        ),
+    }
+}
+
+/// Kubernetes' selector semantics for Services: every selector pair must be among the pod's
+/// labels (`labels.SelectorFromSet`).
+fn selects(selector: &BTreeMap<String, String>, pod: &Pod) -> bool {
+    let labels = pod.metadata.labels.as_ref();
+    selector
+        .iter()
+        .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+}
+
+/// A pod the EndpointSlice controller will publish (or is about to, once it has an IP).
+///
+/// `ShouldPodBeInEndpoints` (k8s.io/endpointslice/util) drops terminal pods (phase Succeeded or
+/// Failed); pods with a deletionTimestamp stay listed only as `terminating`, never ready
+/// (unless publishNotReadyAddresses), so they are no target for new traffic either. A pod
+/// without an IP yet still counts here: it is the intended target, just not scheduled.
+fn is_live(pod: &Pod) -> bool {
+    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
+    let terminal = matches!(phase, Some("Succeeded" | "Failed"));
+    !terminal && pod.metadata.deletion_timestamp.is_none()
+}
+
+/// `podutil.IsPodReady`: the pod's `Ready` condition is `True`.
+fn is_ready(pod: &Pod) -> bool {
+    pod.status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+}
+
+/// How strongly a pod's labels suggest it was meant to be selected, or `None` if they do not.
+///
+/// A pod carrying a selector pair exactly (but not all of them) is the strongest hint, then a
+/// selector value under another key (`app.kubernetes.io/name=forgejo` for `app=forgejo`), then
+/// a selector key with another value (`app=gitea` for `app=forgejo`).
+fn near_match_score(selector: &BTreeMap<String, String>, pod: &Pod) -> Option<u32> {
+    let labels = pod.metadata.labels.as_ref()?;
+    let mut score = 0;
+    for (key, value) in selector {
+        match labels.get(key) {
+            Some(v) if v == value => score += 4,
+            Some(_) => score += 1,
+            None => {}
+        }
+        if labels.iter().any(|(k, v)| k != key && v == value) {
+            score += 2;
+        }
+    }
+    (score > 0).then_some(score)
+}
+
+/// The pod's labels a reader needs to see the mismatch: the selector's keys, keys that hold a
+/// selector value, and the usual identity keys.
+fn relevant_labels<'a>(
+    selector: &BTreeMap<String, String>,
+    pod: &'a Pod,
+) -> Vec<(&'a String, &'a String)> {
+    let Some(labels) = pod.metadata.labels.as_ref() else {
+        return Vec::new();
+    };
+    let values: BTreeSet<&String> = selector.values().collect();
+    labels
+        .iter()
+        .filter(|(k, v)| {
+            selector.contains_key(*k) || values.contains(v) || IDENTITY_KEYS.contains(&k.as_str())
+        })
+        .collect()
+}
+
+fn format_labels<'a>(labels: impl Iterator<Item = (&'a String, &'a String)>) -> String {
+    labels
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn pod_id(namespace: &str, pod: &Pod) -> String {
+    let ns = pod.metadata.namespace.as_deref().unwrap_or(namespace);
+    let name = pod.metadata.name.as_deref().unwrap_or("<unnamed>");
+    format!("{ns}/{name}")
+}
+
+/// `a, b (and 3 more)`.
+fn name_some(names: &[String], max: usize) -> String {
+    let mut out = names
+        .iter()
+        .take(max)
+        .cloned()
+        .collect::<Vec<_>>()
+        .join(", ");
+    if names.len() > max {
+        out.push_str(&format!(" (and {} more)", names.len() - max));
+    }
+    out
+}
+
+/// Endpoints of one Service across all its EndpointSlices.
+struct Endpoints {
+    ready: usize,
+    total: usize,
+}
+
+impl Endpoints {
+    fn count(namespace: &str, service: &str, slices: &[Arc<EndpointSlice>]) -> Self {
+        let mut all = BTreeSet::new();
+        let mut ready = BTreeSet::new();
+        let ours = slices.iter().filter(|s| {
+            s.metadata
+                .namespace
+                .as_deref()
+                .is_none_or(|ns| ns == namespace)
+                && s.metadata
+                    .labels
+                    .as_ref()
+                    .and_then(|l| l.get(SERVICE_NAME_LABEL))
+                    .is_some_and(|n| n == service)
+        });
+        for endpoint in ours.flat_map(|s| s.endpoints.iter().flatten()) {
+            let Some(key) = endpoint_key(endpoint) else {
+                continue;
+            };
+            if counts_as_ready(endpoint) {
+                ready.insert(key.clone());
+            }
+            all.insert(key);
+        }
+        Endpoints {
+            ready: ready.len(),
+            total: all.len(),
+        }
+    }
+
+    fn summary(&self) -> String {
+        format!("{} of {} ready endpoints", self.ready, self.total)
+    }
+}
+
+/// One key per backend. Slices may overlap while the controller moves endpoints between them,
+/// and a dual-stack Service has one slice per address family listing the same pod twice, so
+/// the pod (targetRef) identifies an endpoint; addresses only when there is no targetRef.
+fn endpoint_key(endpoint: &Endpoint) -> Option<String> {
+    if let Some(r) = endpoint.target_ref.as_ref()
+        && let Some(name) = r.name.as_deref()
+    {
+        let kind = r.kind.as_deref().unwrap_or("");
+        let ns = r.namespace.as_deref().unwrap_or("");
+        return Some(format!("{kind}/{ns}/{name}"));
+    }
+    endpoint.addresses.first().map(|a| format!("addr/{a}"))
+}
+
+/// Kubernetes' own readiness, not ours: `ready` nil means ready (EndpointConditions API doc),
+/// and for `publishNotReadyAddresses` Services the EndpointSlice controller sets ready=true
+/// whatever the pod's readiness (`podToEndpoint` in k8s.io/endpointslice utils.go) — exactly
+/// what DNS publishes, which is the point of such Services. Terminating endpoints never count:
+/// they are on their way out, even when publishNotReadyAddresses keeps them "ready".
+fn counts_as_ready(endpoint: &Endpoint) -> bool {
+    let conditions = endpoint.conditions.as_ref();
+    let ready = conditions.and_then(|c| c.ready).unwrap_or(true);
+    let terminating = conditions.and_then(|c| c.terminating).unwrap_or(false);
+    ready && !terminating
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::HealthStatus;
+    use serde::Deserialize;
+
+    /// The objects of one fixture file (a multi-document YAML of real objects).
+    #[derive(Default)]
+    struct Snapshot {
+        service: Option<Service>,
+        pods: Vec<Arc<Pod>>,
+        slices: Vec<Arc<EndpointSlice>>,
+    }
+
+    impl Snapshot {
+        fn load(yaml: &str) -> Self {
+            let mut snapshot = Snapshot::default();
+            for doc in serde_yaml::Deserializer::from_str(yaml) {
+                let value = serde_yaml::Value::deserialize(doc).unwrap();
+                let kind = value["kind"].as_str().unwrap().to_owned();
+                match kind.as_str() {
+                    "Service" => snapshot.service = Some(serde_yaml::from_value(value).unwrap()),
+                    "Pod" => snapshot
+                        .pods
+                        .push(Arc::new(serde_yaml::from_value(value).unwrap())),
+                    "EndpointSlice" => snapshot
+                        .slices
+                        .push(Arc::new(serde_yaml::from_value(value).unwrap())),
+                    other => panic!("unexpected kind {other}"),
+                }
+            }
+            snapshot
+        }
+
+        fn check(&self, min_ready: u32) -> Finding {
+            let svc = self.service.as_ref().unwrap();
+            let ns = svc.metadata.namespace.as_deref().unwrap();
+            let name = svc.metadata.name.as_deref().unwrap();
+            check(
+                ns,
+                name,
+                Some(svc),
+                &self.pods,
+                &self.slices,
+                &Params { min_ready },
+            )
+        }
+    }
+
+    fn settled(finding: Finding) -> Verdict {
+        match finding {
+            Finding::Settled(v) => v,
+            Finding::Persistent { message } => panic!("expected a settled verdict, got {message}"),
+        }
+    }
+
+    const SEED_001: &str =
+        include_str!("../../tests/fixtures/service/seed-001-selector-mismatch.yaml");
+    const FIXED: &str = include_str!("../../tests/fixtures/service/selector-fixed.yaml");
+    const NOT_READY: &str = include_str!("../../tests/fixtures/service/pods-not-ready.yaml");
+    const JOIN: &str = include_str!("../../tests/fixtures/service/seed-000-headless-join.yaml");
+    const EXTERNAL: &str = include_str!("../../tests/fixtures/service/external-name.yaml");
+    const PUBLISH_NOT_READY: &str =
+        include_str!("../../tests/fixtures/service/publish-not-ready.yaml");
+    const TERMINATING: &str =
+        include_str!("../../tests/fixtures/service/terminating-endpoint.yaml");
+    const MANUAL: &str = include_str!("../../tests/fixtures/service/manual-slice-ready-nil.yaml");
+    const OVERLAP: &str = include_str!("../../tests/fixtures/service/overlapping-slices.yaml");
+
+    #[test]
+    fn missing_service_is_missing() {
+        let v = settled(check("cicd", "forgejo", None, &[], &[], &Params::default()));
+        assert_eq!(v.status, HealthStatus::Missing);
+        assert_eq!(v.message, "Service cicd/forgejo does not exist");
+    }
+
+    #[test]
+    fn selector_matching_no_pods_is_not_healthy() {
+        let finding = Snapshot::load(SEED_001).check(1);
+        let Finding::Persistent { message } = finding else {
+            panic!("expected a persistent failure, got {finding:?}");
+        };
+        assert_eq!(
+            message,
+            "Service cicd/forgejo selects app=forgejo, which matches no pods; \
+             pod cicd/gitea-7d9c8f6b5-x2k4q (app=gitea, app.kubernetes.io/instance=forgejo, \
+             app.kubernetes.io/name=gitea) looks like the intended target"
+        );
+    }
+
+    #[test]
+    fn selector_mismatch_does_not_name_unrelated_pods() {
+        let finding = Snapshot::load(SEED_001).check(1);
+        let Finding::Persistent { message } = finding else {
+            panic!("expected a persistent failure");
+        };
+        assert!(!message.contains("runner"), "{message}");
+    }
+
+    #[test]
+    fn selector_mismatch_becomes_degraded_only_after_grace() {
+        use std::time::Duration;
+        let finding = Snapshot::load(SEED_001).check(1);
+        let grace = Duration::from_secs(60);
+        let early = finding.clone().resolve(Duration::from_secs(5), grace);
+        assert_eq!(early.status, HealthStatus::Progressing);
+        let late = finding.resolve(Duration::from_secs(61), grace);
+        assert_eq!(late.status, HealthStatus::Degraded);
+    }
+
+    #[test]
+    fn fixed_selector_with_ready_endpoint_is_healthy() {
+        let v = settled(Snapshot::load(FIXED).check(1));
+        assert_eq!(
+            v,
+            Verdict::healthy("Service cicd/forgejo has 1 ready endpoint")
+        );
+    }
+
+    #[test]
+    fn fewer_ready_endpoints_than_min_ready_is_progressing() {
+        let v = settled(Snapshot::load(FIXED).check(2));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert_eq!(
+            v.message,
+            "Service cicd/forgejo has 1 of 1 ready endpoints (need 2); \
+             selector app=gitea, app.kubernetes.io/name=gitea matches only 1 pod(s)"
+        );
+    }
+
+    #[test]
+    fn matching_pods_that_are_not_ready_are_named() {
+        let v = settled(Snapshot::load(NOT_READY).check(1));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert_eq!(
+            v.message,
+            "Service cicd/forgejo has 0 of 2 ready endpoints (need 1); 2 of 2 selected pods \
+             not Ready: cicd/gitea-7d9c8f6b5-x2k4q, cicd/gitea-7d9c8f6b5-p9m2c"
+        );
+    }
+
+    #[test]
+    fn headless_join_service_with_min_ready_zero_is_healthy_before_any_pod_exists() {
+        let v = settled(Snapshot::load(JOIN).check(0));
+        assert_eq!(v.status, HealthStatus::Healthy);
+        assert!(
+            v.message
+                .starts_with("Service prod/cockroachdb-join exists")
+        );
+    }
+
+    #[test]
+    fn selector_with_no_pods_at_all_is_waiting_not_failing() {
+        let v = settled(Snapshot::load(JOIN).check(1));
+        assert_eq!(
+            v,
+            Verdict::progressing(
+                "Service prod/cockroachdb-join selects crdb.cockroachlabs.com/cluster=cockroachdb, \
+                 which matches no pods yet"
+            )
+        );
+    }
+
+    #[test]
+    fn external_name_service_is_healthy_without_endpoints() {
+        let v = settled(Snapshot::load(EXTERNAL).check(3));
+        assert_eq!(v.status, HealthStatus::Healthy);
+        assert!(v.message.contains("cicd/smtp"));
+        assert!(v.message.contains("publishes no endpoints"));
+    }
+
+    #[test]
+    fn publish_not_ready_addresses_counts_unready_pods_as_kubernetes_does() {
+        let v = settled(Snapshot::load(PUBLISH_NOT_READY).check(2));
+        assert_eq!(
+            v,
+            Verdict::healthy("Service prod/cockroachdb has 2 ready endpoints")
+        );
+    }
+
+    #[test]
+    fn terminating_endpoint_does_not_count() {
+        let v = settled(Snapshot::load(TERMINATING).check(2));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert!(
+            v.message
+                .starts_with("Service cicd/forgejo has 1 of 2 ready endpoints (need 2)"),
+            "{}",
+            v.message
+        );
+    }
+
+    #[test]
+    fn terminating_endpoint_does_not_count_even_when_marked_ready() {
+        let mut s = Snapshot::load(TERMINATING);
+        let slice = Arc::make_mut(&mut s.slices[0]);
+        for ep in slice.endpoints.iter_mut().flatten() {
+            ep.conditions.get_or_insert_default().ready = Some(true);
+        }
+        let v = settled(s.check(2));
+        assert_eq!(v.status, HealthStatus::Progressing);
+    }
+
+    #[test]
+    fn selectorless_service_with_ready_nil_endpoint_is_healthy() {
+        let v = settled(Snapshot::load(MANUAL).check(1));
+        assert_eq!(
+            v,
+            Verdict::healthy("Service ddb/legacy-pg has 1 ready endpoint")
+        );
+    }
+
+    #[test]
+    fn selectorless_service_without_endpoints_is_progressing() {
+        let mut s = Snapshot::load(MANUAL);
+        s.slices.clear();
+        let v = settled(s.check(1));
+        assert_eq!(
+            v,
+            Verdict::progressing(
+                "Service ddb/legacy-pg has no selector and its EndpointSlices list \
+                 0 of 0 ready endpoints (need 1)"
+            )
+        );
+    }
+
+    #[test]
+    fn pod_listed_in_two_overlapping_slices_counts_once() {
+        let v = settled(Snapshot::load(OVERLAP).check(2));
+        assert!(
+            v.message
+                .starts_with("Service cicd/forgejo has 1 of 1 ready endpoints (need 2)"),
+            "{}",
+            v.message
+        );
+    }
+
+    #[test]
+    fn slices_of_another_service_are_ignored() {
+        let mut s = Snapshot::load(FIXED);
+        let slice = Arc::make_mut(&mut s.slices[0]);
+        slice
+            .metadata
+            .labels
+            .get_or_insert_default()
+            .insert(SERVICE_NAME_LABEL.into(), "gitea-ssh".into());
+        let v = settled(s.check(1));
+        assert_eq!(v.status, HealthStatus::Progressing);
+    }
+
+    #[test]
+    fn only_finished_pods_matching_is_progressing() {
+        let mut s = Snapshot::load(FIXED);
+        let pod = Arc::make_mut(&mut s.pods[0]);
+        pod.status.get_or_insert_default().phase = Some("Succeeded".into());
+        s.slices.clear();
+        let v = settled(s.check(1));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert!(
+            v.message.contains("finished or being deleted"),
+            "{}",
+            v.message
+        );
+    }
+
+    #[test]
+    fn near_matches_are_capped_at_three() {
+        let mut s = Snapshot::load(SEED_001);
+        let template = s.pods[0].clone();
+        for i in 0..4 {
+            let mut pod = (*template).clone();
+            pod.metadata.name = Some(format!("gitea-extra-{i}"));
+            s.pods.push(Arc::new(pod));
+        }
+        let Finding::Persistent { message } = s.check(1) else {
+            panic!("expected a persistent failure");
+        };
+        assert!(message.contains("(and 2 more) look like"), "{message}");
+    }
+}
