@@ -169,17 +169,17 @@ pub enum Finding {
 
 impl Finding {
     /// Resolve against how long this failure has been seen (`lasted`) and the allowed `grace`.
+    /// The message does not count seconds, so a gate's status does not change (and is not
+    /// rewritten) on every evaluation while the grace runs.
     pub fn resolve(self, lasted: std::time::Duration, grace: std::time::Duration) -> Verdict {
         match self {
             Finding::Settled(v) => v,
             Finding::Persistent { message } if lasted >= grace => Verdict::degraded(format!(
-                "{message} (for {}s, longer than the {}s grace)",
-                lasted.as_secs(),
+                "{message} (persisted longer than the {}s grace)",
                 grace.as_secs()
             )),
             Finding::Persistent { message } => Verdict::progressing(format!(
-                "{message} (for {}s; Degraded after {}s)",
-                lasted.as_secs(),
+                "{message} (Degraded if it persists for {}s)",
                 grace.as_secs()
             )),
         }

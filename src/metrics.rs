@@ -1,0 +1,128 @@
+//! Prometheus metrics: what wavegate was asked, what it answered, and what it cost.
+
+use crate::health::HealthStatus;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResourceLabel {
+    pub resource: String,
+}
+
+impl ResourceLabel {
+    pub fn new(resource: &str) -> Self {
+        ResourceLabel {
+            resource: resource.to_string(),
+        }
+    }
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct StatusLabel {
+    pub status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: String,
+}
+
+pub struct Metrics {
+    registry: Registry,
+    pub asks: Family<ResourceLabel, Counter>,
+    pub verdicts: Family<StatusLabel, Counter>,
+    pub verdict_cache: Family<OutcomeLabel, Counter>,
+    pub probe_seconds: Histogram,
+    pub watch_restarts: Family<ResourceLabel, Counter>,
+    pub watch_errors: Family<ResourceLabel, Counter>,
+    pub gate_status_writes: Counter,
+    pub annotation_writes: Counter,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("wavegate");
+        let asks = Family::<ResourceLabel, Counter>::default();
+        let verdicts = Family::<StatusLabel, Counter>::default();
+        let verdict_cache = Family::<OutcomeLabel, Counter>::default();
+        let probe_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 14));
+        let watch_restarts = Family::<ResourceLabel, Counter>::default();
+        let watch_errors = Family::<ResourceLabel, Counter>::default();
+        let gate_status_writes = Counter::default();
+        let annotation_writes = Counter::default();
+        registry.register("asks", "Health asks by resource", asks.clone());
+        registry.register("verdicts", "Verdicts by status", verdicts.clone());
+        registry.register(
+            "verdict_cache",
+            "Verdict cache lookups by outcome (hit, miss)",
+            verdict_cache.clone(),
+        );
+        registry.register(
+            "probe_duration_seconds",
+            "Time to probe one CockroachDB pod",
+            probe_seconds.clone(),
+        );
+        registry.register(
+            "watch_restarts",
+            "Watch (re)lists by resource",
+            watch_restarts.clone(),
+        );
+        registry.register(
+            "watch_errors",
+            "Watch errors by resource",
+            watch_errors.clone(),
+        );
+        registry.register(
+            "gate_status_writes",
+            "WaveGate status patches sent to the API server",
+            gate_status_writes.clone(),
+        );
+        registry.register(
+            "annotation_writes",
+            "Annotation-mode patches sent to the API server",
+            annotation_writes.clone(),
+        );
+        Metrics {
+            registry,
+            asks,
+            verdicts,
+            verdict_cache,
+            probe_seconds,
+            watch_restarts,
+            watch_errors,
+            gate_status_writes,
+            annotation_writes,
+        }
+    }
+}
+
+impl Metrics {
+    pub fn record_verdict(&self, status: HealthStatus) {
+        self.verdicts
+            .get_or_create(&StatusLabel {
+                status: status.as_str().to_string(),
+            })
+            .inc();
+    }
+
+    pub fn record_cache(&self, hit: bool) {
+        let outcome = if hit { "hit" } else { "miss" };
+        self.verdict_cache
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.to_string(),
+            })
+            .inc();
+    }
+
+    /// The OpenMetrics text exposition.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        match prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            Ok(()) => out,
+            Err(e) => format!("# encoding failed: {e}\n"),
+        }
+    }
+}
