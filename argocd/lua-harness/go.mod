@@ -1,0 +1,10 @@
+module wavegate.dev/argocd/lua-harness
+
+go 1.23
+
+require (
+	github.com/yuin/gopher-lua v1.1.2
+	sigs.k8s.io/yaml v1.6.0
+)
+
+require go.yaml.in/yaml/v2 v2.4.2 // indirect
