@@ -1,0 +1,93 @@
+-- Health of a CloudNativePG Database, for Argo CD (argocd-cm sandbox: Lua 5.1, no string/math).
+--
+-- With wavegate annotation mode on, wavegate's verdict wins. Otherwise CNPG's own report:
+-- Healthy only once status.applied is true for the current metadata.generation. applied false
+-- is never Degraded: CNPG keeps retrying (the cluster may still be starting, the owner role may
+-- not exist yet), so it is the transient case a sync wave should wait out.
+
+-- BEGIN wavegate annotation mode (docs/contracts.md)
+-- Scripts loaded from argocd-cm cannot share code, so each annotation-aware wavegate script
+-- carries this same block; the harness fails if the copies drift apart. Written for Argo CD's
+-- argocd-cm sandbox: Lua 5.1 without the string and math libraries (tonumber, tostring and ..
+-- are all it needs).
+local function describe(o)
+  local meta = o.metadata or {}
+  local name = meta.name or "?"
+  if meta.namespace ~= nil then
+    name = meta.namespace .. "/" .. name
+  end
+  return (o.kind or "object") .. " " .. name
+end
+
+-- An object that exists is never Missing, and Argo CD leaves a child Application's Missing or
+-- Unknown out of its parent's health (controller/health.go), which is how a parent went Healthy
+-- too early in argo-cd #6708. Both become Progressing; the other four pass through.
+local passThrough = {Healthy = true, Progressing = true, Degraded = true, Suspended = true}
+
+-- Returns wavegate's verdict when the object opted in (wavegate.dev/annotate: "true"), else nil.
+-- Opted in without a verdict yet means wavegate has not judged it: Progressing, not native
+-- logic, or the wave would move on before the judge has spoken.
+local function wavegateVerdict(o)
+  local meta = o.metadata or {}
+  local ann = meta.annotations or {}
+  if ann["wavegate.dev/annotate"] ~= "true" then
+    return nil
+  end
+  local status = ann["wavegate.dev/health-status"]
+  if status == nil then
+    return {status = "Progressing", message = describe(o) .. ": waiting for wavegate's first verdict (annotation mode is on)"}
+  end
+  -- Annotations are strings and metadata.generation a number: compare through tonumber.
+  local observed = ann["wavegate.dev/observed-generation"]
+  if observed ~= nil and meta.generation ~= nil and tonumber(observed) ~= meta.generation then
+    return {status = "Progressing", message = "wavegate has not judged generation " .. meta.generation .. " of " .. describe(o) .. " yet (last judged " .. observed .. ")"}
+  end
+  local message = ann["wavegate.dev/health-message"]
+  if message == nil or message == "" then
+    message = describe(o) .. ": wavegate says " .. status
+  end
+  if passThrough[status] then
+    return {status = status, message = message}
+  end
+  return {status = "Progressing", message = "wavegate says " .. status .. ": " .. message}
+end
+-- END wavegate annotation mode
+
+local verdict = wavegateVerdict(obj)
+if verdict ~= nil then
+  return verdict
+end
+
+local what = describe(obj)
+local generation = (obj.metadata or {}).generation
+local spec = obj.spec or {}
+local status = obj.status
+if status == nil then
+  return {status = "Progressing", message = what .. ": CNPG has not reconciled it yet (no status)"}
+end
+
+if status.observedGeneration == nil or (generation ~= nil and status.observedGeneration ~= generation) then
+  local message = what .. ": CNPG has not reconciled generation " .. tostring(generation) .. " yet"
+  if status.observedGeneration ~= nil then
+    message = message .. " (observed " .. tostring(status.observedGeneration) .. ")"
+  end
+  return {status = "Progressing", message = message}
+end
+
+if status.applied == true then
+  local message = what .. ": applied by CNPG"
+  if spec.name ~= nil and spec.cluster ~= nil and spec.cluster.name ~= nil then
+    message = what .. ": database \"" .. spec.name .. "\" applied on cluster " .. spec.cluster.name
+  end
+  return {status = "Healthy", message = message}
+end
+
+if status.applied == false then
+  local message = what .. ": CNPG could not apply it yet and will retry"
+  if status.message ~= nil and status.message ~= "" then
+    message = message .. ": " .. status.message
+  end
+  return {status = "Progressing", message = message}
+end
+
+return {status = "Progressing", message = what .. ": CNPG has not reported whether generation " .. tostring(generation) .. " is applied"}
