@@ -1,0 +1,34 @@
+// Command gencm writes argocd/argocd-cm/argocd-cm-patch.yaml from the health scripts.
+//
+//	cd argocd/lua-harness && go run ./cmd/gencm
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	luaharness "wavegate.dev/argocd/lua-harness"
+)
+
+func main() {
+	root := flag.String("root", "../resource_customizations", "folder holding <group>/<Kind>/health.lua")
+	out := flag.String("out", "../argocd-cm/argocd-cm-patch.yaml", "patch file to write")
+	flag.Parse()
+	if err := run(*root, *out); err != nil {
+		fmt.Fprintln(os.Stderr, "gencm:", err)
+		os.Exit(1)
+	}
+}
+
+func run(root, out string) error {
+	checks, err := luaharness.LoadHealthChecks(root)
+	if err != nil {
+		return err
+	}
+	patch, err := luaharness.ArgoCDCMPatch(checks)
+	if err != nil {
+		return err
+	}
+	return os.WriteFile(out, []byte(patch), 0o644)
+}
