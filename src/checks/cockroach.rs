@@ -1,1 +1,922 @@
-//! (being written)
+//! CockroachDB single cluster (`crdbclusters.crdb.cockroachlabs.com`): is it ONE cluster?
+//!
+//! Seed 000: when the pods start before the `<name>-join` Service resolves, each node gives up
+//! joining and initialises a cluster of its own. Every pod is Ready, the operator is content,
+//! and Argo CD sees nothing wrong — yet data written through one pod is invisible through the
+//! other. Only the nodes themselves know: each reports its node id and how many live nodes it
+//! sees, and (with credentials) its cluster ID.
+//!
+//! The check runs in two pure steps around the network I/O in [`crate::probe`]:
+//! [`plan`] picks the pods to probe from the cache (their IPs come from the Pod objects only, so
+//! a caller cannot point the prober anywhere else), and [`judge`] turns the answers into a
+//! [`Finding`].
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::IpAddr;
+use std::sync::Arc;
+
+use k8s_openapi::api::core::v1::Pod;
+use serde_json::Value;
+
+use crate::health::{Finding, Verdict};
+
+/// CockroachDB's default `--http-port`, and the default of both operators' `httpPort`.
+pub const DEFAULT_HTTP_PORT: u16 = 8080;
+
+/// Label the current operator (cockroachdb-parent chart, `v1beta1`) puts on every pod of a
+/// cluster; seed 000's Services select on it too.
+const CLUSTER_LABEL: &str = "crdb.cockroachlabs.com/cluster";
+
+/// Labels the older public cockroach-operator (`v1alpha1`) puts on its StatefulSet's pods
+/// (cockroach-operator `pkg/resource` StatefulSet builder: `app.kubernetes.io/name=cockroachdb`,
+/// `app.kubernetes.io/instance=<cluster>`, `app.kubernetes.io/component=database`).
+const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+const NAME_LABEL: &str = "app.kubernetes.io/name";
+
+/// What the request may override.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Params {
+    /// Live nodes every member must see (the whole cluster, all regions).
+    pub expected_nodes: Option<u32>,
+    /// Pods to probe, instead of the operator's labels.
+    pub selector: Option<BTreeMap<String, String>>,
+    /// The nodes' `--http-port`, instead of the CrdbCluster's.
+    pub http_port: Option<u16>,
+}
+
+/// One pod to probe. `ip` is the Pod's `status.podIP`, never caller input (no SSRF).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct ProbeTarget {
+    pub pod: String,
+    pub ip: String,
+    pub port: u16,
+}
+
+/// A selected pod that cannot be probed (yet), and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnprobedPod {
+    pub pod: String,
+    pub reason: String,
+}
+
+/// Which pods to probe and what to expect of them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// Live nodes each member must see: the whole cluster, every region.
+    pub expected_nodes: u32,
+    /// Pods expected in this namespace (this region's share of a multi-region cluster).
+    pub expected_pods: u32,
+    /// Pods with an IP, sorted by name; probed even when Kubernetes says not Ready, because
+    /// their answer explains why ("node is waiting for cluster initialization").
+    pub targets: Vec<ProbeTarget>,
+    /// Selected pods that count as existing but cannot be probed (no IP yet, failed).
+    pub unprobed: Vec<UnprobedPod>,
+    /// Selected pods on their way out (deletionTimestamp set): a rollout is in progress.
+    pub terminating: Vec<String>,
+    /// Probed pods whose `Ready` condition is not True, with the condition's reason.
+    pub not_ready_in_kubernetes: BTreeMap<String, String>,
+}
+
+impl Plan {
+    /// Selected pods that exist and are not terminating.
+    pub fn pods_present(&self) -> usize {
+        self.targets.len() + self.unprobed.len()
+    }
+}
+
+/// How one pod answered `GET /health?ready=1`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Readiness {
+    /// 200: the node accepts SQL clients.
+    Ready,
+    /// The node answered but is not ready; CockroachDB's reason (503 body), e.g. "node is
+    /// waiting for cluster initialization".
+    NotReady(String),
+    /// No usable answer: connection refused, timeout, garbage.
+    Unreachable(String),
+}
+
+/// What one pod said about itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodProbe {
+    pub pod: String,
+    pub readiness: Readiness,
+    /// `node_id` from `/_status/vars`.
+    pub node_id: Option<i64>,
+    /// `liveness_livenodes` from `/_status/vars` (0 when the node is not itself live).
+    pub live_nodes: Option<i64>,
+    /// `clusterId` from `/_admin/v1/cluster` (needs a login in secure clusters).
+    pub cluster_id: Option<String>,
+    /// Side remarks worth showing, e.g. why the cluster ID could not be read.
+    pub notes: Vec<String>,
+}
+
+impl PodProbe {
+    /// A probe that got nothing but `readiness`.
+    pub fn bare(pod: impl Into<String>, readiness: Readiness) -> Self {
+        PodProbe {
+            pod: pod.into(),
+            readiness,
+            node_id: None,
+            live_nodes: None,
+            cluster_id: None,
+            notes: Vec::new(),
+        }
+    }
+}
+
+/// The two CrdbCluster shapes. Detected by shape, not `apiVersion`: the current operator's CRD
+/// still serves `v1alpha1` (seed 000's ownerReferences say `crdb.cockroachlabs.com/v1alpha1`)
+/// while its spec is the `v1beta1` one with `regions`.
+enum Generation {
+    /// `spec.regions[]` (cockroachdb-parent chart, helm-charts `api/v1beta1/crdbcluster_types.go`).
+    Regions,
+    /// `spec.nodes` (cockroach-operator `api/v1alpha1`): one StatefulSet named like the cluster.
+    StatefulSet,
+}
+
+/// Decide which pods to probe and how many nodes to expect.
+pub fn plan(
+    namespace: &str,
+    name: &str,
+    cluster: Option<&Value>,
+    pods_in_namespace: &[Arc<Pod>],
+    params: &Params,
+) -> Result<Plan, Finding> {
+    let object = format!("{namespace}/{name}");
+    let (generation, from_spec, port) = match cluster {
+        Some(cluster) => {
+            let spec = cluster.get("spec").unwrap_or(&Value::Null);
+            let (generation, counts) = expected_from_spec(cluster, spec).ok_or_else(|| {
+                Finding::Settled(Verdict::unknown(format!(
+                    "{object}: CrdbCluster has neither spec.regions[].nodes nor spec.nodes; \
+                     set expectedNodes"
+                )))
+            })?;
+            let port = match generation {
+                Generation::Regions => spec.pointer("/template/spec/httpPort"),
+                Generation::StatefulSet => spec.get("httpPort"),
+            }
+            .and_then(Value::as_u64)
+            .and_then(|p| u16::try_from(p).ok());
+            (Some(generation), Some(counts), port)
+        }
+        None if params.selector.is_none() && params.expected_nodes.is_none() => {
+            return Err(Verdict::missing(format!("{object}: CrdbCluster not found")).into());
+        }
+        None => (None, None, None),
+    };
+
+    let (expected_nodes, expected_pods) = match (params.expected_nodes, from_spec) {
+        (Some(nodes), Some(counts)) if counts.local_known => (nodes, counts.local.min(nodes)),
+        (Some(nodes), _) => (nodes, nodes),
+        (None, Some(counts)) => (counts.total, counts.local),
+        (None, None) => {
+            return Err(Verdict::missing(format!(
+                "{object}: CrdbCluster not found and no expectedNodes given, so the node count \
+                 is unknown"
+            ))
+            .into());
+        }
+    };
+    if expected_nodes == 0 {
+        return Err(Verdict::unknown(format!(
+            "{object}: expects 0 nodes; there is nothing to probe"
+        ))
+        .into());
+    }
+    let port = params.http_port.or(port).unwrap_or(DEFAULT_HTTP_PORT);
+
+    let mut plan = Plan {
+        expected_nodes,
+        expected_pods,
+        targets: Vec::new(),
+        unprobed: Vec::new(),
+        terminating: Vec::new(),
+        not_ready_in_kubernetes: BTreeMap::new(),
+    };
+    let mut pods: Vec<&Pod> = pods_in_namespace
+        .iter()
+        .map(Arc::as_ref)
+        .filter(|pod| {
+            pod.metadata
+                .namespace
+                .as_deref()
+                .is_none_or(|ns| ns == namespace)
+        })
+        .filter(|pod| selects(pod, name, generation.as_ref(), params.selector.as_ref()))
+        .collect();
+    pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    for pod in pods {
+        let pod_name = pod.metadata.name.clone().unwrap_or_default();
+        if pod.metadata.deletion_timestamp.is_some() {
+            plan.terminating.push(pod_name);
+            continue;
+        }
+        let status = pod.status.as_ref();
+        let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+        if matches!(phase, "Succeeded" | "Failed") {
+            plan.unprobed.push(UnprobedPod {
+                pod: pod_name,
+                reason: format!("pod phase {phase}"),
+            });
+            continue;
+        }
+        // The IP must parse as an address: it is the only thing that reaches a URL.
+        let ip = status
+            .and_then(|s| s.pod_ip.as_deref())
+            .filter(|ip| !ip.is_empty());
+        let Some(ip) = ip else {
+            plan.unprobed.push(UnprobedPod {
+                pod: pod_name,
+                reason: format!("no pod IP yet (phase {phase})"),
+            });
+            continue;
+        };
+        if ip.parse::<IpAddr>().is_err() {
+            plan.unprobed.push(UnprobedPod {
+                pod: pod_name,
+                reason: format!("pod IP {ip:?} is not an IP address"),
+            });
+            continue;
+        }
+        if let Some(reason) = kubernetes_unreadiness(pod) {
+            plan.not_ready_in_kubernetes
+                .insert(pod_name.clone(), reason);
+        }
+        plan.targets.push(ProbeTarget {
+            pod: pod_name,
+            ip: ip.to_string(),
+            port,
+        });
+    }
+    Ok(plan)
+}
+
+struct ExpectedCounts {
+    total: u32,
+    local: u32,
+    /// Whether `local` was derived from a region known to be this one (multi-region).
+    local_known: bool,
+}
+
+fn expected_from_spec(cluster: &Value, spec: &Value) -> Option<(Generation, ExpectedCounts)> {
+    if let Some(regions) = spec.get("regions").and_then(Value::as_array) {
+        let nodes = |r: &Value| {
+            r.get("nodes")
+                .and_then(Value::as_u64)
+                .and_then(|n| u32::try_from(n).ok())
+                .unwrap_or(0)
+        };
+        let total: u32 = regions.iter().map(nodes).sum();
+        // Every region's nodes join one cluster, so each member must see the sum. Only this
+        // Kubernetes cluster's region has pods here: the operator records it in
+        // `status.region` (helm-charts `CrdbClusterStatus.Region`). Without it, a
+        // multi-region spec expects every node here, which can only err towards waiting.
+        let local_region = cluster
+            .pointer("/status/region")
+            .and_then(Value::as_str)
+            .and_then(|code| {
+                regions
+                    .iter()
+                    .find(|r| r.get("code").and_then(Value::as_str) == Some(code))
+            });
+        let counts = match (regions.len(), local_region) {
+            (1, _) => ExpectedCounts {
+                total,
+                local: total,
+                local_known: false,
+            },
+            (_, Some(region)) => ExpectedCounts {
+                total,
+                local: nodes(region),
+                local_known: true,
+            },
+            (_, None) => ExpectedCounts {
+                total,
+                local: total,
+                local_known: false,
+            },
+        };
+        return Some((Generation::Regions, counts));
+    }
+    let nodes = spec
+        .get("nodes")
+        .and_then(Value::as_u64)
+        .and_then(|n| u32::try_from(n).ok())?;
+    Some((
+        Generation::StatefulSet,
+        ExpectedCounts {
+            total: nodes,
+            local: nodes,
+            local_known: false,
+        },
+    ))
+}
+
+fn selects(
+    pod: &Pod,
+    cluster: &str,
+    generation: Option<&Generation>,
+    selector: Option<&BTreeMap<String, String>>,
+) -> bool {
+    let labels = pod.metadata.labels.as_ref();
+    let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+    if let Some(selector) = selector {
+        return selector.iter().all(|(k, v)| label(k) == Some(v.as_str()));
+    }
+    let current = || label(CLUSTER_LABEL) == Some(cluster);
+    let older = || {
+        (label(INSTANCE_LABEL) == Some(cluster) && label(NAME_LABEL) == Some("cockroachdb"))
+            || pod
+                .metadata
+                .owner_references
+                .iter()
+                .flatten()
+                .any(|o| o.kind == "StatefulSet" && o.name == cluster)
+    };
+    match generation {
+        Some(Generation::Regions) => current(),
+        Some(Generation::StatefulSet) => older(),
+        None => current() || older(),
+    }
+}
+
+/// Why Kubernetes does not consider the pod Ready, if it does not.
+fn kubernetes_unreadiness(pod: &Pod) -> Option<String> {
+    let ready = pod
+        .status
+        .as_ref()
+        .and_then(|s| s.conditions.as_ref())
+        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
+    match ready {
+        Some(c) if c.status == "True" => None,
+        Some(c) => Some(match c.reason.as_deref() {
+            Some(reason) => format!("Pod condition Ready={} ({reason})", c.status),
+            None => format!("Pod condition Ready={}", c.status),
+        }),
+        None => Some("Pod has no Ready condition yet".to_string()),
+    }
+}
+
+/// Judge the cluster from every target's probe.
+///
+/// Degraded only on proof (two cluster IDs); "all ready but someone sees too few live nodes"
+/// is [`Finding::Persistent`], because gossip takes a moment to settle after a join and
+/// Degraded fails the Argo CD sync.
+pub fn judge(namespace: &str, name: &str, plan: &Plan, probes: &[PodProbe]) -> Finding {
+    let object = format!("{namespace}/{name}");
+    let expected = i64::from(plan.expected_nodes);
+    let by_pod: BTreeMap<&str, &PodProbe> = probes.iter().map(|p| (p.pod.as_str(), p)).collect();
+
+    // One row per selected pod, probed or not, for the table.
+    let mut rows: Vec<PodProbe> = Vec::new();
+    for target in &plan.targets {
+        let mut row = by_pod.get(target.pod.as_str()).map_or_else(
+            || PodProbe::bare(&target.pod, Readiness::Unreachable("not probed".into())),
+            |p| (*p).clone(),
+        );
+        if let Some(reason) = plan.not_ready_in_kubernetes.get(&target.pod)
+            && row.readiness == Readiness::Ready
+        {
+            row.readiness = Readiness::NotReady(reason.clone());
+        }
+        rows.push(row);
+    }
+    for unprobed in &plan.unprobed {
+        rows.push(PodProbe::bare(
+            &unprobed.pod,
+            Readiness::NotReady(unprobed.reason.clone()),
+        ));
+    }
+    for pod in &plan.terminating {
+        rows.push(PodProbe::bare(
+            pod,
+            Readiness::NotReady("terminating".into()),
+        ));
+    }
+    rows.sort_by(|a, b| a.pod.cmp(&b.pod));
+
+    let with_table = |summary: String| format!("{object}: {summary}\n{}", table(&rows));
+
+    let cluster_ids: BTreeSet<&str> = rows
+        .iter()
+        .filter_map(|r| r.cluster_id.as_deref())
+        .collect();
+    let with_id = rows.iter().filter(|r| r.cluster_id.is_some()).count();
+    if cluster_ids.len() >= 2 {
+        // Proof: a CockroachDB cluster has exactly one ID, so two IDs are two clusters.
+        return Verdict::degraded(with_table(format!(
+            "split cluster — {} cluster IDs among {with_id} pods",
+            cluster_ids.len()
+        )))
+        .into();
+    }
+
+    let mut waiting: Vec<String> = Vec::new();
+    let present = plan.pods_present();
+    let wanted = usize::try_from(plan.expected_pods).unwrap_or(usize::MAX);
+    if present < wanted {
+        waiting.push(format!("{present} of {wanted} pods exist"));
+    } else if present > wanted {
+        waiting.push(format!("{present} pods exist for {wanted} expected nodes"));
+    }
+    if !plan.terminating.is_empty() {
+        waiting.push(format!("{} pod(s) terminating", plan.terminating.len()));
+    }
+    for row in &rows {
+        if plan.terminating.contains(&row.pod) {
+            continue;
+        }
+        match &row.readiness {
+            Readiness::Ready => match row.live_nodes {
+                None => waiting.push(format!(
+                    "{} is ready but reported no liveness_livenodes",
+                    row.pod
+                )),
+                Some(live) if live > expected => waiting.push(format!(
+                    "{} sees {live} live nodes, more than the {expected} expected",
+                    row.pod
+                )),
+                Some(_) => {}
+            },
+            Readiness::NotReady(reason) => waiting.push(format!("{} not ready: {reason}", row.pod)),
+            Readiness::Unreachable(error) => {
+                waiting.push(format!("{} unreachable: {error}", row.pod))
+            }
+        }
+    }
+    if !waiting.is_empty() {
+        return Verdict::progressing(with_table(waiting.join("; "))).into();
+    }
+
+    // Everyone is ready and answered; now the count each one sees.
+    let short: Vec<String> = rows
+        .iter()
+        .filter_map(|r| {
+            r.live_nodes
+                .filter(|live| *live < expected)
+                .map(|live| format!("{} sees {live} of {expected} live nodes", r.pod))
+        })
+        .collect();
+    let mut node_ids: BTreeMap<i64, Vec<&str>> = BTreeMap::new();
+    for row in &rows {
+        if let Some(id) = row.node_id {
+            node_ids.entry(id).or_default().push(&row.pod);
+        }
+    }
+    let shared: Vec<String> = node_ids
+        .iter()
+        .filter(|(_, pods)| pods.len() > 1)
+        .map(|(id, pods)| format!("{} all claim node {id}", pods.join(", ")))
+        .collect();
+    if !short.is_empty() || !shared.is_empty() {
+        let mut summary = if cluster_ids.len() == 1 && with_id == rows.len() {
+            // Same cluster everywhere: not a split, but nodes that are not live.
+            format!(
+                "pods see fewer live nodes than expected — {}",
+                short.join(", ")
+            )
+        } else {
+            let mut evidence = short;
+            evidence.extend(shared);
+            format!(
+                "probable split cluster — {} (cluster IDs unknown without credentials)",
+                evidence.join(", ")
+            )
+        };
+        if cluster_ids.len() == 1 && with_id < rows.len() {
+            summary.push_str("; some cluster IDs unknown");
+        }
+        return Finding::Persistent {
+            message: with_table(summary),
+        };
+    }
+
+    let id = match cluster_ids.first() {
+        Some(id) => format!(", cluster ID {id}"),
+        None => String::new(),
+    };
+    Verdict::healthy(format!(
+        "{object}: all {present} pods ready, each sees {expected} live nodes{id}"
+    ))
+    .into()
+}
+
+/// The per-pod table shown under every non-Healthy message.
+pub fn table(probes: &[PodProbe]) -> String {
+    const HEADER: [&str; 5] = ["POD", "NODE", "LIVE", "CLUSTER ID", "READY"];
+    let dash = || "-".to_string();
+    let cells: Vec<[String; 5]> = probes
+        .iter()
+        .map(|p| {
+            [
+                p.pod.clone(),
+                p.node_id.map_or_else(dash, |n| n.to_string()),
+                p.live_nodes.map_or_else(dash, |n| n.to_string()),
+                p.cluster_id.clone().unwrap_or_else(dash),
+                match &p.readiness {
+                    Readiness::Ready => "yes".to_string(),
+                    Readiness::NotReady(reason) => format!("no: {reason}"),
+                    Readiness::Unreachable(error) => format!("unreachable: {error}"),
+                },
+            ]
+        })
+        .collect();
+    let mut widths = HEADER.map(str::len);
+    for row in &cells {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.chars().count());
+        }
+    }
+    let line = |row: [&str; 5]| {
+        let mut out = String::from(" ");
+        for (i, cell) in row.iter().enumerate() {
+            out.push(' ');
+            if i + 1 == row.len() {
+                out.push_str(cell);
+            } else {
+                out.push_str(&format!("{cell:<w$} ", w = widths[i]));
+            }
+        }
+        out.trim_end().to_string()
+    };
+    let mut lines = vec![line(HEADER)];
+    lines.extend(
+        cells
+            .iter()
+            .map(|r| line([&r[0], &r[1], &r[2], &r[3], &r[4]])),
+    );
+    for p in probes {
+        lines.extend(p.notes.iter().map(|n| format!("  {}: {n}", p.pod)));
+    }
+    lines.join("\n")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::HealthStatus;
+
+    const V1BETA1: &str = include_str!("../../tests/fixtures/cockroach/crdbcluster-v1beta1.yaml");
+    const V1ALPHA1: &str = include_str!("../../tests/fixtures/cockroach/crdbcluster-v1alpha1.yaml");
+    const MULTI_REGION: &str =
+        include_str!("../../tests/fixtures/cockroach/crdbcluster-multi-region.yaml");
+    const PODS_V1BETA1: &str = include_str!("../../tests/fixtures/cockroach/pods-v1beta1.yaml");
+    const PODS_STARTING: &str =
+        include_str!("../../tests/fixtures/cockroach/pods-v1beta1-starting.yaml");
+    const PODS_V1ALPHA1: &str = include_str!("../../tests/fixtures/cockroach/pods-v1alpha1.yaml");
+
+    const ID_A: &str = "15152a17-fcc9-4a51-8c04-af0ec0126551";
+    const ID_B: &str = "2c4d3ec6-47f5-4161-97ff-ef4b12f595f0";
+
+    fn object(yaml: &str) -> Value {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    fn pods(yaml: &str) -> Vec<Arc<Pod>> {
+        let list: Value = serde_yaml::from_str(yaml).unwrap();
+        list["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| Arc::new(serde_json::from_value(p.clone()).unwrap()))
+            .collect()
+    }
+
+    fn seed_plan() -> Plan {
+        let cluster = object(V1BETA1);
+        plan(
+            "prod",
+            "cockroachdb",
+            Some(&cluster),
+            &pods(PODS_V1BETA1),
+            &Params::default(),
+        )
+        .unwrap()
+    }
+
+    fn probe(pod: &str) -> PodProbe {
+        PodProbe::bare(pod, Readiness::Ready)
+    }
+
+    trait Sees {
+        fn node(self, id: i64, live: i64) -> Self;
+        fn cluster(self, id: &str) -> Self;
+    }
+
+    impl Sees for PodProbe {
+        fn node(mut self, id: i64, live: i64) -> Self {
+            self.node_id = Some(id);
+            self.live_nodes = Some(live);
+            self
+        }
+        fn cluster(mut self, id: &str) -> Self {
+            self.cluster_id = Some(id.to_string());
+            self
+        }
+    }
+
+    fn settled(finding: Finding) -> Verdict {
+        match finding {
+            Finding::Settled(v) => v,
+            Finding::Persistent { message } => panic!("expected a settled verdict, got {message}"),
+        }
+    }
+
+    #[test]
+    fn current_operator_selects_pods_by_cluster_label_and_sums_regions() {
+        let plan = seed_plan();
+        assert_eq!(plan.expected_nodes, 2);
+        assert_eq!(plan.expected_pods, 2);
+        assert_eq!(
+            plan.targets,
+            vec![
+                ProbeTarget {
+                    pod: "cockroachdb-fgrbw".into(),
+                    ip: "10.244.1.17".into(),
+                    port: 8080
+                },
+                ProbeTarget {
+                    pod: "cockroachdb-nbm5k".into(),
+                    ip: "10.244.2.9".into(),
+                    port: 8080
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn older_operator_selects_statefulset_pods_and_reads_spec_nodes_and_http_port() {
+        let cluster = object(V1ALPHA1);
+        let plan = plan(
+            "prod",
+            "roach",
+            Some(&cluster),
+            &pods(PODS_V1ALPHA1),
+            &Params::default(),
+        )
+        .unwrap();
+        assert_eq!(plan.expected_nodes, 3);
+        let names: Vec<_> = plan.targets.iter().map(|t| t.pod.as_str()).collect();
+        assert_eq!(names, ["roach-0", "roach-1", "roach-2"]);
+        assert!(plan.targets.iter().all(|t| t.port == 8090));
+    }
+
+    #[test]
+    fn multi_region_expects_every_region_live_but_only_local_pods_here() {
+        let cluster = object(MULTI_REGION);
+        let plan = plan(
+            "prod",
+            "cockroachdb",
+            Some(&cluster),
+            &pods(PODS_V1BETA1),
+            &Params::default(),
+        )
+        .unwrap();
+        assert_eq!(plan.expected_nodes, 8);
+        assert_eq!(plan.expected_pods, 3);
+        assert!(plan.targets.iter().all(|t| t.port == 8081));
+    }
+
+    #[test]
+    fn missing_cluster_without_overrides_is_missing() {
+        let err = plan(
+            "prod",
+            "cockroachdb",
+            None,
+            &pods(PODS_V1BETA1),
+            &Params::default(),
+        )
+        .unwrap_err();
+        let v = settled(err);
+        assert_eq!(v.status, HealthStatus::Missing);
+        assert!(
+            v.message
+                .starts_with("prod/cockroachdb: CrdbCluster not found")
+        );
+    }
+
+    #[test]
+    fn overrides_work_before_the_cluster_exists() {
+        let params = Params {
+            expected_nodes: Some(2),
+            selector: Some(BTreeMap::from([(
+                "app.kubernetes.io/name".to_string(),
+                "cockroachdb".to_string(),
+            )])),
+            http_port: Some(9090),
+        };
+        let plan = plan("prod", "cockroachdb", None, &pods(PODS_V1BETA1), &params).unwrap();
+        assert_eq!(plan.expected_nodes, 2);
+        assert_eq!(plan.targets.len(), 2);
+        assert!(plan.targets.iter().all(|t| t.port == 9090));
+    }
+
+    #[test]
+    fn pods_without_ip_or_terminating_are_not_probed() {
+        let cluster = object(V1BETA1);
+        let plan = plan(
+            "prod",
+            "cockroachdb",
+            Some(&cluster),
+            &pods(PODS_STARTING),
+            &Params::default(),
+        )
+        .unwrap();
+        assert_eq!(plan.targets.len(), 1);
+        assert_eq!(plan.unprobed[0].pod, "cockroachdb-nbm5k");
+        assert_eq!(plan.unprobed[0].reason, "no pod IP yet (phase Pending)");
+        assert_eq!(plan.terminating, ["cockroachdb-x7q2p"]);
+        assert_eq!(
+            plan.not_ready_in_kubernetes["cockroachdb-fgrbw"],
+            "Pod condition Ready=False (ContainersNotReady)"
+        );
+        let v = settled(judge("prod", "cockroachdb", &plan, &[]));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert!(
+            v.message
+                .contains("cockroachdb-nbm5k not ready: no pod IP yet")
+        );
+    }
+
+    #[test]
+    fn two_cluster_ids_is_degraded() {
+        let plan = seed_plan();
+        let probes = [
+            probe("cockroachdb-fgrbw").node(1, 1).cluster(ID_A),
+            probe("cockroachdb-nbm5k").node(1, 1).cluster(ID_B),
+        ];
+        let v = settled(judge("prod", "cockroachdb", &plan, &probes));
+        assert_eq!(v.status, HealthStatus::Degraded);
+        let lines: Vec<&str> = v.message.lines().collect();
+        assert_eq!(
+            lines[0],
+            "prod/cockroachdb: split cluster — 2 cluster IDs among 2 pods"
+        );
+        assert_eq!(
+            lines[1],
+            "  POD                NODE  LIVE  CLUSTER ID                            READY"
+        );
+        assert_eq!(
+            lines[2],
+            "  cockroachdb-fgrbw  1     1     15152a17-fcc9-4a51-8c04-af0ec0126551  yes"
+        );
+        assert!(lines[3].contains(ID_B));
+    }
+
+    #[test]
+    fn split_is_proven_even_while_another_pod_is_still_starting() {
+        let plan = seed_plan();
+        let probes = [
+            probe("cockroachdb-fgrbw").node(1, 1).cluster(ID_A),
+            PodProbe::bare(
+                "cockroachdb-nbm5k",
+                Readiness::Unreachable("timeout".into()),
+            )
+            .cluster(ID_B),
+        ];
+        let v = settled(judge("prod", "cockroachdb", &plan, &probes));
+        assert_eq!(v.status, HealthStatus::Degraded);
+    }
+
+    #[test]
+    fn all_ready_but_each_sees_one_node_is_a_persistent_probable_split() {
+        let plan = seed_plan();
+        let probes = [
+            probe("cockroachdb-fgrbw").node(1, 1),
+            probe("cockroachdb-nbm5k").node(1, 1),
+        ];
+        match judge("prod", "cockroachdb", &plan, &probes) {
+            Finding::Persistent { message } => {
+                assert!(message.starts_with("prod/cockroachdb: probable split cluster — "));
+                assert!(message.contains("cockroachdb-fgrbw sees 1 of 2 live nodes"));
+                assert!(message.contains("cockroachdb-fgrbw, cockroachdb-nbm5k all claim node 1"));
+            }
+            other => panic!("expected Persistent, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn waiting_for_cluster_initialization_is_progressing() {
+        let plan = seed_plan();
+        let probes = [
+            probe("cockroachdb-fgrbw").node(1, 1).cluster(ID_A),
+            PodProbe::bare(
+                "cockroachdb-nbm5k",
+                Readiness::NotReady("node is waiting for cluster initialization".into()),
+            ),
+        ];
+        let v = settled(judge("prod", "cockroachdb", &plan, &probes));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert!(v.message.starts_with(
+            "prod/cockroachdb: cockroachdb-nbm5k not ready: node is waiting for cluster \
+             initialization"
+        ));
+    }
+
+    #[test]
+    fn fewer_pods_than_expected_is_progressing() {
+        let cluster = object(V1BETA1);
+        let one_pod = &pods(PODS_V1BETA1)[..1];
+        let plan = plan(
+            "prod",
+            "cockroachdb",
+            Some(&cluster),
+            one_pod,
+            &Params::default(),
+        )
+        .unwrap();
+        let probes = [probe("cockroachdb-fgrbw").node(1, 1)];
+        let v = settled(judge("prod", "cockroachdb", &plan, &probes));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert!(v.message.starts_with("prod/cockroachdb: 1 of 2 pods exist"));
+    }
+
+    #[test]
+    fn ready_probe_does_not_override_kubernetes_not_ready() {
+        let cluster = object(V1BETA1);
+        let plan = plan(
+            "prod",
+            "cockroachdb",
+            Some(&cluster),
+            &pods(PODS_STARTING),
+            &Params::default(),
+        )
+        .unwrap();
+        let v = settled(judge(
+            "prod",
+            "cockroachdb",
+            &plan,
+            &[probe("cockroachdb-fgrbw").node(1, 2)],
+        ));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert!(
+            v.message
+                .contains("cockroachdb-fgrbw not ready: Pod condition Ready=False")
+        );
+    }
+
+    #[test]
+    fn unanswered_probe_is_not_healthy() {
+        let plan = seed_plan();
+        let probes = [
+            probe("cockroachdb-fgrbw").node(1, 2).cluster(ID_A),
+            PodProbe::bare(
+                "cockroachdb-nbm5k",
+                Readiness::Unreachable("no answer within 2s".into()),
+            ),
+        ];
+        let v = settled(judge("prod", "cockroachdb", &plan, &probes));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert!(
+            v.message
+                .contains("cockroachdb-nbm5k unreachable: no answer within 2s")
+        );
+    }
+
+    #[test]
+    fn ready_without_live_node_count_is_not_healthy() {
+        let plan = seed_plan();
+        let probes = [
+            probe("cockroachdb-fgrbw").node(1, 2),
+            probe("cockroachdb-nbm5k"),
+        ];
+        let v = settled(judge("prod", "cockroachdb", &plan, &probes));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert!(v.message.contains("reported no liveness_livenodes"));
+    }
+
+    #[test]
+    fn one_cluster_with_a_dead_node_is_persistent_but_not_called_a_split() {
+        let plan = seed_plan();
+        let probes = [
+            probe("cockroachdb-fgrbw").node(1, 1).cluster(ID_A),
+            probe("cockroachdb-nbm5k").node(2, 1).cluster(ID_A),
+        ];
+        match judge("prod", "cockroachdb", &plan, &probes) {
+            Finding::Persistent { message } => {
+                assert!(message.contains("pods see fewer live nodes than expected"));
+                assert!(!message.contains("split"));
+            }
+            other => panic!("expected Persistent, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn joined_cluster_is_healthy() {
+        let plan = seed_plan();
+        let probes = [
+            probe("cockroachdb-fgrbw").node(1, 2).cluster(ID_A),
+            probe("cockroachdb-nbm5k").node(2, 2).cluster(ID_A),
+        ];
+        let v = settled(judge("prod", "cockroachdb", &plan, &probes));
+        assert_eq!(v.status, HealthStatus::Healthy, "{}", v.message);
+        assert_eq!(
+            v.message,
+            format!(
+                "prod/cockroachdb: all 2 pods ready, each sees 2 live nodes, cluster ID {ID_A}"
+            )
+        );
+    }
+}
