@@ -1,1 +1,529 @@
-//! (being written)
+//! Argo CD `Application` (`applications.argoproj.io`) for app-of-apps: is the child really done?
+//!
+//! A parent Application's sync wave advances when its child Applications report Healthy. Argo
+//! CD's own health snippet for Applications (argocd-cm, "argoproj.io/Application" in the
+//! operator manual) returns `status.health` as is — so a child still describing the previous
+//! revision reads Healthy before it has even started to roll out the new one (argo-cd #4577,
+//! "Sync waves complete when objects are still Progressing"), and a child whose resources do
+//! not exist yet briefly lets the parent go green (argo-cd #6708).
+//!
+//! Healthy here needs all of: health Healthy, sync Synced, the last comparison made against
+//! what the spec asks for now, and no operation running or pending. Field names follow
+//! `pkg/apis/application/v1alpha1/types.go` (`ApplicationStatus`, `SyncStatus.ComparedTo`,
+//! `OperationState`).
+
+use serde_json::{Map, Value};
+
+use crate::health::{HealthStatus, Verdict};
+
+/// Judge one child Application.
+pub fn check(namespace: &str, name: &str, application: Option<&Value>) -> Verdict {
+    let object = format!("Application {namespace}/{name}");
+    let Some(app) = application else {
+        return Verdict::missing(format!("{object} not found"));
+    };
+    if app
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
+    {
+        return Verdict::progressing(format!("{object} is being deleted"));
+    }
+
+    let status = app.get("status").filter(|s| !s.is_null());
+    if status.is_none_or(|s| s.get("health").is_none() && s.get("sync").is_none()) {
+        return Verdict::progressing(format!(
+            "{object} has no health or sync status yet (Argo CD has not reconciled it)"
+        ));
+    }
+
+    let mut shortfalls: Vec<(HealthStatus, String)> = Vec::new();
+
+    // An operation in flight means the status describes a state that is about to change.
+    let operation_running = operation_in_flight(app);
+    if let Some(clause) = &operation_running {
+        shortfalls.push((HealthStatus::Progressing, clause.clone()));
+    }
+
+    // The status is only evidence about the spec it was computed from. Argo CD's controller
+    // uses this same test to decide that a comparison is stale and must be redone
+    // (`needRefreshAppStatus` / `currentSourceEqualsSyncedSource` in
+    // controller/appcontroller.go: "spec.source differs", "spec.destination differs").
+    let stale = stale_comparison(app);
+    let comparison_current = stale.is_none();
+    if let Some(clause) = stale {
+        shortfalls.push((HealthStatus::Progressing, clause));
+    }
+
+    let health = app
+        .pointer("/status/health/status")
+        .and_then(Value::as_str)
+        .unwrap_or("Unknown");
+    let health_message = app
+        .pointer("/status/health/message")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty());
+    let sync = app
+        .pointer("/status/sync/status")
+        .and_then(Value::as_str)
+        .unwrap_or("Unknown");
+
+    let health_status = match health {
+        "Healthy" => None,
+        // Argo CD's snippet passes a child's Degraded through, failing the parent's sync. We
+        // agree only when the Degraded belongs to the current spec and nothing is running:
+        // during a rollout or before a refresh it may describe the old state and clear up.
+        "Degraded" if comparison_current && operation_running.is_none() => {
+            Some(HealthStatus::Degraded)
+        }
+        "Degraded" => Some(HealthStatus::Progressing),
+        "Suspended" => Some(HealthStatus::Suspended),
+        // #6708: Missing means the child's resources are not created yet — keep waiting. It is
+        // not our Missing (the Application object itself exists).
+        "Progressing" | "Missing" => Some(HealthStatus::Progressing),
+        _ => Some(HealthStatus::Unknown),
+    };
+    if let Some(status) = health_status {
+        let clause = match health_message {
+            Some(m) => format!("health {health}: {m}"),
+            None => format!("health {health}"),
+        };
+        shortfalls.push((status, clause));
+    }
+
+    match sync {
+        "Synced" => {}
+        "OutOfSync" => shortfalls.push((HealthStatus::Progressing, sync_clause(health, sync))),
+        _ => {
+            let clause = match comparison_error(app) {
+                Some(error) => format!("{}: {error}", sync_clause(health, sync)),
+                None => sync_clause(health, sync),
+            };
+            shortfalls.push((HealthStatus::Unknown, clause));
+        }
+    }
+
+    if shortfalls.is_empty() {
+        let revision = synced_revisions(app);
+        return Verdict::healthy(format!("{object} is Healthy and Synced{revision}"));
+    }
+    let status = shortfalls
+        .iter()
+        .map(|(s, _)| *s)
+        .fold(HealthStatus::Healthy, |worst, s| {
+            if s.is_worse_than(worst) { s } else { worst }
+        });
+    let clauses: Vec<&str> = shortfalls.iter().map(|(_, c)| c.as_str()).collect();
+    Verdict::new(status, format!("{object}: {}", clauses.join("; ")))
+}
+
+fn sync_clause(health: &str, sync: &str) -> String {
+    if health == "Healthy" {
+        format!("is Healthy but {sync}")
+    } else {
+        format!("is {sync}")
+    }
+}
+
+/// `operationState.phase` Running/Terminating, or an `operation` requested but not started.
+fn operation_in_flight(app: &Value) -> Option<String> {
+    let phase = app
+        .pointer("/status/operationState/phase")
+        .and_then(Value::as_str);
+    if let Some(phase @ ("Running" | "Terminating")) = phase {
+        let message = app
+            .pointer("/status/operationState/message")
+            .and_then(Value::as_str)
+            .filter(|m| !m.is_empty());
+        return Some(match message {
+            Some(m) => format!("sync operation {phase} ({m})"),
+            None => format!("sync operation {phase}"),
+        });
+    }
+    // The controller moves `operation` into `status.operationState` when it starts; while the
+    // field is set the operation is still to come (or in progress).
+    if app.get("operation").is_some_and(|o| !o.is_null()) {
+        return Some("sync operation requested, not started yet".to_string());
+    }
+    None
+}
+
+/// Why the last comparison does not describe the current spec, if it does not.
+fn stale_comparison(app: &Value) -> Option<String> {
+    let Some(compared) = app.pointer("/status/sync/comparedTo") else {
+        return Some("has not been compared with its spec yet".to_string());
+    };
+    let spec = app.get("spec").unwrap_or(&Value::Null);
+    let spec_sources = spec
+        .get("sources")
+        .and_then(Value::as_array)
+        .filter(|s| !s.is_empty());
+
+    // Argo CD treats an Application as multi-source when `spec.sources` is non-empty
+    // (`ApplicationSpec.HasMultipleSources`), and then records `comparedTo.sources`.
+    let source_clause = match spec_sources {
+        Some(wanted) => {
+            let seen = compared
+                .get("sources")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or_default();
+            if seen.len() != wanted.len() {
+                Some(format!(
+                    "last compared {} source(s) but spec has {}",
+                    seen.len(),
+                    wanted.len()
+                ))
+            } else {
+                let differences: Vec<String> = wanted
+                    .iter()
+                    .zip(seen)
+                    .enumerate()
+                    .filter_map(|(i, (w, s))| {
+                        source_difference(s, w).map(|d| format!("source #{}: {d}", i + 1))
+                    })
+                    .collect();
+                (!differences.is_empty()).then(|| differences.join(", "))
+            }
+        }
+        None => source_difference(
+            compared.get("source").unwrap_or(&Value::Null),
+            spec.get("source").unwrap_or(&Value::Null),
+        ),
+    };
+
+    let destination_clause = {
+        let seen = compared.get("destination").unwrap_or(&Value::Null);
+        let wanted = spec.get("destination").unwrap_or(&Value::Null);
+        (normalized(seen) != normalized(wanted)).then(|| {
+            format!(
+                "last compared destination {} but spec asks for {}",
+                destination_text(seen),
+                destination_text(wanted)
+            )
+        })
+    };
+
+    let clauses: Vec<String> = source_clause
+        .into_iter()
+        .chain(destination_clause)
+        .collect();
+    (!clauses.is_empty()).then(|| clauses.join(", "))
+}
+
+/// How a compared source differs from the wanted one, led by the revision (the common case).
+fn source_difference(seen: &Value, wanted: &Value) -> Option<String> {
+    let (seen, wanted) = (normalized(seen), normalized(wanted));
+    if seen == wanted {
+        return None;
+    }
+    let field = |v: &Option<Value>, key: &str| {
+        v.as_ref()
+            .and_then(|v| v.get(key))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let (seen_rev, wanted_rev) = (
+        field(&seen, "targetRevision"),
+        field(&wanted, "targetRevision"),
+    );
+    if seen_rev != wanted_rev {
+        return Some(format!(
+            "last compared revision {} but spec asks for {}",
+            scalar_text(&seen_rev),
+            scalar_text(&wanted_rev)
+        ));
+    }
+    let mut keys: Vec<&String> = Vec::new();
+    for v in [&seen, &wanted].into_iter().flatten() {
+        if let Some(map) = v.as_object() {
+            keys.extend(map.keys());
+        }
+    }
+    keys.sort();
+    keys.dedup();
+    let differing: Vec<&str> = keys
+        .into_iter()
+        .filter(|k| field(&seen, k) != field(&wanted, k))
+        .map(String::as_str)
+        .collect();
+    Some(format!(
+        "last compared a source that differs from the spec in {}",
+        differing.join(", ")
+    ))
+}
+
+/// Drop what Go's `omitempty` would drop (null, "", false, 0, [], {}), recursively, so that an
+/// absent block and an empty one compare equal — as they do for Argo CD, whose
+/// `ApplicationSource.Equals` compares Go structs where both are the zero value. `None` means
+/// "nothing set".
+fn normalized(value: &Value) -> Option<Value> {
+    match value {
+        Value::Null => None,
+        Value::Bool(b) => b.then_some(Value::Bool(true)),
+        Value::Number(n) if n.as_f64() == Some(0.0) => None,
+        Value::String(s) if s.is_empty() => None,
+        Value::Array(items) if items.is_empty() => None,
+        Value::Array(items) => Some(Value::Array(
+            items
+                .iter()
+                .map(|i| normalized(i).unwrap_or(Value::Null))
+                .collect(),
+        )),
+        Value::Object(map) => {
+            let kept: Map<String, Value> = map
+                .iter()
+                .filter_map(|(k, v)| normalized(v).map(|v| (k.clone(), v)))
+                .collect();
+            (!kept.is_empty()).then_some(Value::Object(kept))
+        }
+        other => Some(other.clone()),
+    }
+}
+
+fn scalar_text(value: &Value) -> String {
+    match value {
+        Value::Null => "(none)".to_string(),
+        Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+fn destination_text(destination: &Value) -> String {
+    let part = |key: &str| {
+        destination
+            .get(key)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let target = part("server").or(part("name")).unwrap_or("(none)");
+    match part("namespace") {
+        Some(ns) => format!("{target} namespace {ns}"),
+        None => target.to_string(),
+    }
+}
+
+fn comparison_error(app: &Value) -> Option<String> {
+    app.pointer("/status/conditions")
+        .and_then(Value::as_array)?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some("ComparisonError"))
+        .and_then(|c| c.get("message").and_then(Value::as_str))
+        .map(str::to_string)
+}
+
+fn synced_revisions(app: &Value) -> String {
+    if let Some(revision) = app
+        .pointer("/status/sync/revision")
+        .and_then(Value::as_str)
+        .filter(|r| !r.is_empty())
+    {
+        return format!(" at revision {revision}");
+    }
+    let revisions: Vec<&str> = app
+        .pointer("/status/sync/revisions")
+        .and_then(Value::as_array)
+        .map(|r| r.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    if revisions.is_empty() {
+        String::new()
+    } else {
+        format!(" at revisions {}", revisions.join(", "))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fixture(name: &str) -> Value {
+        let yaml = match name {
+            "healthy-synced" => {
+                include_str!("../../tests/fixtures/application/healthy-synced.yaml")
+            }
+            "healthy-before-sync" => {
+                include_str!("../../tests/fixtures/application/healthy-before-sync.yaml")
+            }
+            "healthy-outofsync" => {
+                include_str!("../../tests/fixtures/application/healthy-outofsync.yaml")
+            }
+            "operation-running" => {
+                include_str!("../../tests/fixtures/application/operation-running.yaml")
+            }
+            "degraded" => include_str!("../../tests/fixtures/application/degraded.yaml"),
+            "suspended" => include_str!("../../tests/fixtures/application/suspended.yaml"),
+            "multi-source" => include_str!("../../tests/fixtures/application/multi-source.yaml"),
+            "multi-source-stale" => {
+                include_str!("../../tests/fixtures/application/multi-source-stale.yaml")
+            }
+            "missing-resources" => {
+                include_str!("../../tests/fixtures/application/missing-resources.yaml")
+            }
+            "never-compared" => {
+                include_str!("../../tests/fixtures/application/never-compared.yaml")
+            }
+            other => panic!("no fixture {other}"),
+        };
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    fn judge(name: &str) -> Verdict {
+        let app = fixture(name);
+        let ns = app["metadata"]["namespace"].as_str().unwrap().to_string();
+        let n = app["metadata"]["name"].as_str().unwrap().to_string();
+        check(&ns, &n, Some(&app))
+    }
+
+    #[test]
+    fn healthy_synced_current_child_is_healthy() {
+        let v = judge("healthy-synced");
+        assert_eq!(v.status, HealthStatus::Healthy, "{}", v.message);
+        assert_eq!(
+            v.message,
+            "Application argocd/forgejo is Healthy and Synced at revision \
+             4f2a9c1d8e7b6a5f4e3d2c1b0a9f8e7d6c5b4a39"
+        );
+    }
+
+    #[test]
+    fn healthy_before_syncing_the_new_revision_is_progressing() {
+        let v = judge("healthy-before-sync");
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert_eq!(
+            v.message,
+            "Application argocd/forgejo: last compared revision v1.3.0 but spec asks for v1.4.0"
+        );
+    }
+
+    #[test]
+    fn healthy_but_out_of_sync_is_progressing() {
+        let v = judge("healthy-outofsync");
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert_eq!(
+            v.message,
+            "Application argocd/forgejo: is Healthy but OutOfSync"
+        );
+    }
+
+    #[test]
+    fn running_sync_operation_is_progressing_even_when_healthy_and_synced() {
+        let v = judge("operation-running");
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert_eq!(
+            v.message,
+            "Application argocd/forgejo: sync operation Running (waiting for completion of hook \
+             batch/Job/forgejo-migrate)"
+        );
+    }
+
+    #[test]
+    fn pending_operation_is_progressing() {
+        let mut app = fixture("healthy-synced");
+        app["operation"] = serde_json::json!({"sync": {"revision": "v1.4.0"}});
+        let v = check("argocd", "forgejo", Some(&app));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert!(
+            v.message
+                .contains("sync operation requested, not started yet")
+        );
+    }
+
+    #[test]
+    fn degraded_child_of_the_current_spec_is_degraded() {
+        let v = judge("degraded");
+        assert_eq!(v.status, HealthStatus::Degraded);
+        assert_eq!(
+            v.message,
+            "Application argocd/forgejo: health Degraded: Deployment \"forgejo\" exceeded its \
+             progress deadline"
+        );
+    }
+
+    #[test]
+    fn degraded_child_mid_sync_is_only_progressing() {
+        let mut app = fixture("degraded");
+        app["status"]["operationState"]["phase"] = "Running".into();
+        let v = check("argocd", "forgejo", Some(&app));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert!(v.message.contains("health Degraded: Deployment"));
+    }
+
+    #[test]
+    fn suspended_child_is_suspended() {
+        let v = judge("suspended");
+        assert_eq!(v.status, HealthStatus::Suspended);
+        assert_eq!(v.message, "Application argocd/reports: health Suspended");
+    }
+
+    #[test]
+    fn multi_source_compares_every_source_and_ignores_empty_blocks() {
+        let v = judge("multi-source");
+        assert_eq!(v.status, HealthStatus::Healthy, "{}", v.message);
+        assert!(
+            v.message
+                .ends_with("at revisions 25.4.2, 0c1d2e3f4a5b6c7d8e9f0a1b2c3d4e5f6a7b8c9d")
+        );
+    }
+
+    #[test]
+    fn multi_source_with_a_stale_chart_version_is_progressing() {
+        let v = judge("multi-source-stale");
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert_eq!(
+            v.message,
+            "Application argocd/cockroachdb: source #1: last compared revision 25.4.2 but spec \
+             asks for 25.4.3"
+        );
+    }
+
+    #[test]
+    fn child_whose_resources_are_missing_is_progressing_not_healthy() {
+        let v = judge("missing-resources");
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert_eq!(
+            v.message,
+            "Application argocd/forgejo: health Missing; is OutOfSync"
+        );
+    }
+
+    #[test]
+    fn never_compared_child_is_not_healthy() {
+        let v = judge("never-compared");
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert_eq!(
+            v.message,
+            "Application argocd/forgejo has no health or sync status yet (Argo CD has not \
+             reconciled it)"
+        );
+    }
+
+    #[test]
+    fn changed_path_is_named() {
+        let mut app = fixture("healthy-synced");
+        app["spec"]["source"]["path"] = "forgejo-v2".into();
+        let v = check("argocd", "forgejo", Some(&app));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert!(
+            v.message
+                .ends_with("last compared a source that differs from the spec in path")
+        );
+    }
+
+    #[test]
+    fn changed_destination_is_named() {
+        let mut app = fixture("healthy-synced");
+        app["spec"]["destination"]["namespace"] = "forge".into();
+        let v = check("argocd", "forgejo", Some(&app));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert!(v.message.contains(
+            "last compared destination https://kubernetes.default.svc namespace cicd but spec \
+             asks for https://kubernetes.default.svc namespace forge"
+        ));
+    }
+
+    #[test]
+    fn absent_application_is_missing() {
+        let v = check("argocd", "forgejo", None);
+        assert_eq!(v.status, HealthStatus::Missing);
+        assert_eq!(v.message, "Application argocd/forgejo not found");
+    }
+}
