@@ -7,4 +7,5 @@ pub mod cache;
 pub mod checks;
 pub mod health;
 pub mod metrics;
+pub mod probe;
 pub mod resource;
