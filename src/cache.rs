@@ -377,6 +377,31 @@ impl Cache {
         Ok(w)
     }
 
+    /// The plural under which the API server serves `kind` in `group` (for resources named by
+    /// kind, as Argo CD lists them in an Application's status).
+    pub async fn plural_of(&self, group: &str, kind: &str) -> Result<String, CacheError> {
+        let client = self.client.clone();
+        let (g, k) = (group.to_string(), kind.to_string());
+        let found = self
+            .discovered
+            .get_with((g.clone(), format!("Kind:{k}")), async move {
+                let what = format!("kind {k} in group {g:?}");
+                match kube::discovery::group(&client, &g).await {
+                    Ok(api_group) => api_group
+                        .recommended_kind(&k)
+                        .map(|(ar, _)| ar)
+                        .ok_or(CacheError::NotInstalled(what)),
+                    Err(kube::Error::Discovery(_)) => Err(CacheError::NotInstalled(what)),
+                    Err(e) => Err(CacheError::Discovery {
+                        what,
+                        error: e.to_string(),
+                    }),
+                }
+            })
+            .await?;
+        Ok(found.plural)
+    }
+
     /// Whether the API server serves `plural.group` at all.
     pub async fn resolve(&self, group: &str, plural: &str) -> Result<(), CacheError> {
         self.discover(group, plural).await.map(|_| ())

@@ -1,11 +1,15 @@
 //! wavegate: truthful readiness for Argo CD sync waves.
 //!
 //! Data flows one way: watch ([`cache`]) → snapshot → pure check ([`checks`]) → verdict
-//! ([`health`]) → HTTP, WaveGate status or annotations.
+//! ([`health`]) → HTTP ([`api`]), WaveGate status or annotations.
 
+pub mod api;
 pub mod cache;
 pub mod checks;
+pub mod cli;
+pub mod evaluate;
 pub mod health;
 pub mod metrics;
 pub mod probe;
 pub mod resource;
+pub mod waves;

@@ -1,3 +1,69 @@
-fn main() {
-    println!("wavegate");
+use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+use std::time::Duration;
+use wavegate::cli::{self, CheckArgs, ServeArgs, WaitArgs};
+
+/// Truthful readiness for Argo CD sync waves.
+#[derive(Parser)]
+#[command(name = "wavegate", version, about)]
+struct Args {
+    #[command(subcommand)]
+    command: Command,
+    /// Log format.
+    #[arg(long, env = "WAVEGATE_LOG_FORMAT", default_value = "text", global = true, value_parser = ["text", "json"])]
+    log_format: String,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Run the sidecar: watch cache, HTTP API, gate controller, metrics.
+    Serve(ServeArgs),
+    /// Judge one object once and print its Argo CD health.
+    ///
+    /// Exit codes: 0 Healthy, 3 Progressing, 4 Degraded, 5 Missing, 6 Suspended, 7 Unknown,
+    /// 1 could not evaluate (e.g. no cluster), 2 bad arguments.
+    Check(CheckArgs),
+    /// Block until an object or WaveGate is Healthy, for Argo CD hook Jobs and init containers.
+    ///
+    /// Exit codes: 0 Healthy, 4 Degraded (definite failure: stop waiting), 124 timed out,
+    /// 1 could not evaluate, 2 bad arguments.
+    Wait(WaitArgs),
+}
+
+fn main() -> ExitCode {
+    let args = Args::parse();
+    init_tracing(&args.log_format);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("wavegate: cannot start the async runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    let code = runtime.block_on(async move {
+        match args.command {
+            Command::Serve(a) => cli::serve(a).await,
+            Command::Check(a) => cli::check(a).await,
+            Command::Wait(a) => cli::wait(a).await,
+        }
+    });
+    // Watches and probes may still be in flight; they hold nothing worth waiting for.
+    runtime.shutdown_timeout(Duration::from_millis(100));
+    ExitCode::from(code)
+}
+
+fn init_tracing(format: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn,tower_http=warn"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    if format == "json" {
+        builder.json().init();
+    } else {
+        builder.init();
+    }
 }

@@ -1,0 +1,95 @@
+use super::{ApiError, AppState};
+use crate::evaluate::Ask;
+use crate::health::Verdict;
+use crate::resource::{Resource, Target};
+use axum::Json;
+use axum::extract::rejection::{PathRejection, QueryRejection};
+use axum::extract::{Path, Query, Request, State};
+use axum::http::{StatusCode, header};
+use axum::middleware::Next;
+use axum::response::{Html, IntoResponse, Response};
+use std::collections::HashMap;
+
+pub async fn health(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String, String)>, PathRejection>,
+    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<Json<Verdict>, ApiError> {
+    let Path((resource, namespace, name)) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Query(params) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let resource = Resource::parse(&resource).map_err(|e| ApiError::NotFound(e.to_string()))?;
+    if let Resource::Generic { group, plural } = &resource {
+        // An unknown kind is the caller's mistake (404), unlike a known CRD that is not
+        // installed yet, which is a verdict (Unknown) because a later wave may install it.
+        state
+            .evaluator
+            .cache()
+            .resolve(group, plural)
+            .await
+            .map_err(|e| ApiError::NotFound(format!("unknown resource {resource}: {e}")))?;
+    }
+    let ask = Ask::from_params(Target::new(resource, &namespace, &name)?, &params)?;
+    Ok(Json(state.evaluator.judge(&ask).await))
+}
+
+pub async fn healthz() -> &'static str {
+    "ok"
+}
+
+/// Ready once every watch started so far has synced and none is failing.
+pub async fn readyz(State(state): State<AppState>) -> Response {
+    match state.evaluator.cache().readiness() {
+        Ok(n) => (StatusCode::OK, format!("ok: {n} watches synced\n")).into_response(),
+        Err(problems) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!("not ready:\n{}\n", problems.join("\n")),
+        )
+            .into_response(),
+    }
+}
+
+pub async fn metrics(State(state): State<AppState>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        state.metrics.encode(),
+    )
+        .into_response()
+}
+
+pub async fn dashboard() -> Html<&'static str> {
+    Html(include_str!("dashboard.html"))
+}
+
+pub async fn not_found() -> ApiError {
+    ApiError::NotFound("no such endpoint; see docs/openapi.yaml".into())
+}
+
+/// Bearer-token check for `/api/*`, compared in constant time.
+pub async fn require_token(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    if let Some(expected) = &state.token {
+        let given = req
+            .headers()
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .unwrap_or("");
+        if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
+            return Err(ApiError::Unauthorized);
+        }
+    }
+    Ok(next.run(req).await)
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}

@@ -1,0 +1,310 @@
+//! The subcommands: argument types and what each one runs.
+
+use crate::api::{self, AppState};
+use crate::cache::Cache;
+use crate::evaluate::{Ask, EvalConfig, Evaluator};
+use crate::health::{HealthStatus, Verdict};
+use crate::metrics::Metrics;
+use crate::probe::Credentials;
+use crate::resource::{Resource, Target};
+use clap::Args;
+use std::collections::{BTreeSet, HashMap};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+#[derive(Args, Debug, Clone)]
+pub struct ClusterArgs {
+    /// Namespaces to watch (comma-separated). Empty: cluster-wide watches.
+    #[arg(long, env = "WAVEGATE_NAMESPACES", value_delimiter = ',')]
+    pub namespaces: Vec<String>,
+    /// How long a verdict is reused for identical asks.
+    #[arg(long, env = "WAVEGATE_VERDICT_TTL", default_value = "50ms", value_parser = humantime::parse_duration)]
+    pub verdict_ttl: Duration,
+    /// How long a CockroachDB probe result is reused.
+    #[arg(long, env = "WAVEGATE_PROBE_TTL", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub probe_ttl: Duration,
+    /// Upper bound on probing one CockroachDB pod.
+    #[arg(long, env = "WAVEGATE_PROBE_TIMEOUT", default_value = "2s", value_parser = humantime::parse_duration)]
+    pub probe_timeout: Duration,
+    /// How long a Service selector may match no pods while near-matching pods exist before
+    /// the verdict turns Degraded (which fails an Argo CD sync).
+    #[arg(long, env = "WAVEGATE_SELECTOR_GRACE", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub selector_grace: Duration,
+    /// How long CNPG may report `applied: false` before Degraded (CNPG retries every 30s).
+    #[arg(long, env = "WAVEGATE_CNPG_GRACE", default_value = "90s", value_parser = humantime::parse_duration)]
+    pub cnpg_grace: Duration,
+    /// How long ready CockroachDB pods may see fewer live nodes than expected before Degraded.
+    #[arg(long, env = "WAVEGATE_CRDB_GRACE", default_value = "60s", value_parser = humantime::parse_duration)]
+    pub crdb_grace: Duration,
+    /// Directory of a mounted Secret with `username` and `password` files for CockroachDB's
+    /// admin API (enables cluster-ID comparison). Never read through the Kubernetes API.
+    #[arg(long, env = "WAVEGATE_CRDB_CREDENTIALS_DIR")]
+    pub crdb_credentials_dir: Option<PathBuf>,
+    /// How long a first read waits for a new watch to sync.
+    #[arg(long, env = "WAVEGATE_SYNC_WAIT", default_value = "5s", value_parser = humantime::parse_duration)]
+    pub sync_wait: Duration,
+}
+
+#[derive(Args, Debug)]
+pub struct ServeArgs {
+    /// Address to listen on.
+    #[arg(long, env = "WAVEGATE_LISTEN", default_value = "0.0.0.0:8080")]
+    pub listen: String,
+    /// File holding a bearer token that `/api/*` requests must present.
+    #[arg(long, env = "WAVEGATE_TOKEN_FILE")]
+    pub token_file: Option<PathBuf>,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct CheckArgs {
+    /// `<resource>/<name>`, resource as kubectl names it: services/forgejo,
+    /// databases.postgresql.cnpg.io/forgejo, crdbclusters.crdb.cockroachlabs.com/cockroachdb.
+    pub target: String,
+    #[arg(short = 'n', long, env = "WAVEGATE_NAMESPACE", default_value = "default")]
+    pub namespace: String,
+    /// Check parameter `key=value` (e.g. minReady=0, expectedNodes=3); repeatable.
+    #[arg(short = 'p', long = "param")]
+    pub params: Vec<String>,
+    /// Output format.
+    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
+    pub output: String,
+    #[command(flatten)]
+    pub cluster: ClusterArgs,
+}
+
+#[derive(Args, Debug)]
+pub struct WaitArgs {
+    #[command(flatten)]
+    pub check: CheckArgs,
+    /// Give up after this long (exit 124).
+    #[arg(long, default_value = "10m", value_parser = humantime::parse_duration)]
+    pub timeout: Duration,
+    /// Time between evaluations.
+    #[arg(long, default_value = "2s", value_parser = humantime::parse_duration)]
+    pub interval: Duration,
+}
+
+const EXIT_ERROR: u8 = 1;
+const EXIT_USAGE: u8 = 2;
+const EXIT_TIMEOUT: u8 = 124;
+
+/// Exit code of `check` for each status (documented in `--help` and README).
+pub fn exit_code(status: HealthStatus) -> u8 {
+    match status {
+        HealthStatus::Healthy => 0,
+        HealthStatus::Progressing => 3,
+        HealthStatus::Degraded => 4,
+        HealthStatus::Missing => 5,
+        HealthStatus::Suspended => 6,
+        HealthStatus::Unknown => 7,
+    }
+}
+
+impl ClusterArgs {
+    fn eval_config(&self) -> Result<EvalConfig, String> {
+        let crdb_credentials = match &self.crdb_credentials_dir {
+            Some(dir) => Some(read_credentials(dir)?),
+            None => None,
+        };
+        Ok(EvalConfig {
+            verdict_ttl: self.verdict_ttl,
+            probe_ttl: self.probe_ttl,
+            probe_timeout: self.probe_timeout,
+            selector_grace: self.selector_grace,
+            cnpg_grace: self.cnpg_grace,
+            crdb_grace: self.crdb_grace,
+            crdb_credentials,
+            ..EvalConfig::default()
+        })
+    }
+
+    fn namespace_set(&self) -> Option<BTreeSet<String>> {
+        let set: BTreeSet<String> = self
+            .namespaces
+            .iter()
+            .map(|s| s.trim().to_string())
+            .filter(|s| !s.is_empty())
+            .collect();
+        (!set.is_empty()).then_some(set)
+    }
+}
+
+/// Credentials from a mounted Secret volume: one file per key, as Kubernetes projects them.
+fn read_credentials(dir: &std::path::Path) -> Result<Credentials, String> {
+    let read = |key: &str| {
+        let path = dir.join(key);
+        std::fs::read_to_string(&path)
+            .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
+            .map_err(|e| format!("cannot read CockroachDB credential file {}: {e}", path.display()))
+    };
+    Ok(Credentials {
+        username: read("username")?,
+        password: read("password")?,
+    })
+}
+
+async fn evaluator(
+    cluster: &ClusterArgs,
+    namespaces: Option<BTreeSet<String>>,
+    metrics: Arc<Metrics>,
+) -> Result<Arc<Evaluator>, String> {
+    let config = cluster.eval_config()?;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|e| format!("cannot build a Kubernetes client (KUBECONFIG or in-cluster): {e}"))?;
+    let cache = Cache::new(client, namespaces, cluster.sync_wait, metrics.clone());
+    Evaluator::new(cache, config, metrics).map_err(|e| e.to_string())
+}
+
+pub async fn serve(args: ServeArgs) -> u8 {
+    let token = match &args.token_file {
+        Some(path) => match std::fs::read_to_string(path) {
+            Ok(t) if !t.trim().is_empty() => Some(Arc::<str>::from(t.trim())),
+            Ok(_) => {
+                eprintln!("wavegate: token file {} is empty", path.display());
+                return EXIT_USAGE;
+            }
+            Err(e) => {
+                eprintln!("wavegate: cannot read token file {}: {e}", path.display());
+                return EXIT_USAGE;
+            }
+        },
+        None => None,
+    };
+    let metrics = Arc::new(Metrics::default());
+    let evaluator = match evaluator(&args.cluster, args.cluster.namespace_set(), metrics.clone()).await
+    {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("wavegate: {e}");
+            return EXIT_ERROR;
+        }
+    };
+    let listener = match tokio::net::TcpListener::bind(&args.listen).await {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("wavegate: cannot listen on {}: {e}", args.listen);
+            return EXIT_ERROR;
+        }
+    };
+    let state = AppState {
+        evaluator,
+        metrics,
+        token,
+    };
+    tracing::info!(listen = %args.listen, "wavegate serving");
+    let app = api::router(state);
+    let shutdown = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    match axum::serve(listener, app)
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
+        Ok(()) => 0,
+        Err(e) => {
+            eprintln!("wavegate: server failed: {e}");
+            EXIT_ERROR
+        }
+    }
+}
+
+/// Parse `check`'s arguments into an ask, or the message for exit code 2.
+fn ask_of(args: &CheckArgs) -> Result<Ask, String> {
+    let (resource, name) = args
+        .target
+        .split_once('/')
+        .ok_or_else(|| format!("{:?}: expected <resource>/<name>", args.target))?;
+    let resource = Resource::parse(resource).map_err(|e| e.to_string())?;
+    let target = Target::new(resource, &args.namespace, name).map_err(|e| e.to_string())?;
+    let mut params = HashMap::new();
+    for p in &args.params {
+        let (k, v) = p
+            .split_once('=')
+            .ok_or_else(|| format!("--param {p:?}: expected key=value"))?;
+        params.insert(k.to_string(), v.to_string());
+    }
+    Ask::from_params(target, &params).map_err(|e| e.to_string())
+}
+
+fn print_verdict(v: &Verdict, output: &str) {
+    if output == "json" {
+        match serde_json::to_string(v) {
+            Ok(s) => println!("{s}"),
+            Err(e) => eprintln!("wavegate: {e}"),
+        }
+    } else {
+        println!("{v}");
+    }
+}
+
+async fn one_shot_evaluator(args: &CheckArgs) -> Result<(Ask, Arc<Evaluator>), u8> {
+    let ask = ask_of(args).map_err(|e| {
+        eprintln!("wavegate: {e}");
+        EXIT_USAGE
+    })?;
+    // One namespace's watches only: a one-shot check must not list the whole cluster.
+    let scope = Some(BTreeSet::from([ask.namespace().to_string()]));
+    let mut cluster = args.cluster.clone();
+    cluster.verdict_ttl = Duration::from_millis(1);
+    let ev = evaluator(&cluster, scope, Arc::new(Metrics::default()))
+        .await
+        .map_err(|e| {
+            eprintln!("wavegate: {e}");
+            EXIT_ERROR
+        })?;
+    Ok((ask, ev))
+}
+
+pub async fn check(args: CheckArgs) -> u8 {
+    let (ask, ev) = match one_shot_evaluator(&args).await {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let v = ev.judge_fresh(&ask).await;
+    print_verdict(&v, &args.output);
+    exit_code(v.status)
+}
+
+pub async fn wait(args: WaitArgs) -> u8 {
+    let (ask, ev) = match one_shot_evaluator(&args.check).await {
+        Ok(x) => x,
+        Err(code) => return code,
+    };
+    let deadline = Instant::now() + args.timeout;
+    let mut last: Option<Verdict> = None;
+    loop {
+        let v = ev.judge_fresh(&ask).await;
+        if last.as_ref() != Some(&v) {
+            eprintln!("{} {}: {v}", ask.resource(), ask.object());
+        }
+        match v.status {
+            HealthStatus::Healthy => {
+                print_verdict(&v, &args.check.output);
+                return 0;
+            }
+            HealthStatus::Degraded => {
+                print_verdict(&v, &args.check.output);
+                return exit_code(HealthStatus::Degraded);
+            }
+            _ => {}
+        }
+        last = Some(v);
+        let now = Instant::now();
+        if now >= deadline {
+            if let Some(v) = &last {
+                eprintln!(
+                    "wavegate: timed out after {} waiting for {} {}; last: {v}",
+                    humantime::format_duration(args.timeout),
+                    ask.resource(),
+                    ask.object()
+                );
+            }
+            return EXIT_TIMEOUT;
+        }
+        tokio::time::sleep(args.interval.min(deadline - now)).await;
+    }
+}

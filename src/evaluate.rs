@@ -1,0 +1,479 @@
+//! From a question ("is this object truly ready?") to a verdict: read a snapshot from the cache,
+//! probe CockroachDB pods where needed, run the pure check, and resolve persistent failures
+//! against their grace periods.
+//!
+//! Verdicts and probe results go through short-TTL moka caches with request coalescing
+//! (`get_with`), so a thousand concurrent asks for one object cause one evaluation and one probe
+//! per pod.
+
+use crate::cache::{Cache, CacheError};
+use crate::checks::{application, cnpg, cockroach, generic, service};
+use crate::health::{Finding, Verdict};
+use crate::metrics::{Metrics, ResourceLabel};
+use crate::probe::{self, Credentials};
+use crate::resource::{InputError, Resource, Target};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// One question, with the check's parameters. Built from an HTTP query, a CLI flag set or a
+/// WaveGate check entry.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum Ask {
+    Service {
+        namespace: String,
+        name: String,
+        min_ready: u32,
+    },
+    CnpgDatabase {
+        namespace: String,
+        name: String,
+        require_cluster_ready: bool,
+    },
+    CrdbCluster {
+        namespace: String,
+        name: String,
+        expected_nodes: Option<u32>,
+        selector: Option<BTreeMap<String, String>>,
+    },
+    Application {
+        namespace: String,
+        name: String,
+    },
+    Generic {
+        group: String,
+        plural: String,
+        namespace: String,
+        name: String,
+        rule: generic::Rule,
+    },
+}
+
+impl Ask {
+    /// Build an ask from a target and string parameters (HTTP query or CLI `--param k=v`).
+    /// Unknown parameters are rejected so a typo never silently weakens a check.
+    pub fn from_params(target: Target, params: &HashMap<String, String>) -> Result<Ask, InputError> {
+        let Target {
+            resource,
+            namespace,
+            name,
+        } = target;
+        let allowed: &[&str] = match resource {
+            Resource::Service => &["minReady"],
+            Resource::CnpgDatabase => &["requireClusterReady"],
+            Resource::CrdbCluster => &["expectedNodes", "selector"],
+            Resource::Application => &[],
+            Resource::Generic { .. } => &["healthy", "progressing", "degraded"],
+        };
+        if let Some(k) = params.keys().find(|k| !allowed.contains(&k.as_str())) {
+            return Err(InputError::Parameter {
+                name: k.clone(),
+                reason: format!(
+                    "not a parameter of {resource} (allowed: {})",
+                    if allowed.is_empty() {
+                        "none".to_string()
+                    } else {
+                        allowed.join(", ")
+                    }
+                ),
+            });
+        }
+        Ok(match resource {
+            Resource::Service => Ask::Service {
+                namespace,
+                name,
+                min_ready: parse_param(params, "minReady")?.unwrap_or(1),
+            },
+            Resource::CnpgDatabase => Ask::CnpgDatabase {
+                namespace,
+                name,
+                require_cluster_ready: parse_param(params, "requireClusterReady")?
+                    .unwrap_or(false),
+            },
+            Resource::CrdbCluster => Ask::CrdbCluster {
+                namespace,
+                name,
+                expected_nodes: parse_param(params, "expectedNodes")?,
+                selector: params
+                    .get("selector")
+                    .map(|s| parse_selector(s))
+                    .transpose()?,
+            },
+            Resource::Application => Ask::Application { namespace, name },
+            Resource::Generic { group, plural } => {
+                let rule = generic::Rule {
+                    healthy: params.get("healthy").cloned(),
+                    progressing: params.get("progressing").cloned(),
+                    degraded: params.get("degraded").cloned(),
+                };
+                generic::validate(&rule).map_err(|reason| InputError::Parameter {
+                    name: "healthy/progressing/degraded".into(),
+                    reason,
+                })?;
+                Ask::Generic {
+                    group,
+                    plural,
+                    namespace,
+                    name,
+                    rule,
+                }
+            }
+        })
+    }
+
+    /// kubectl-style resource, for metrics and messages.
+    pub fn resource(&self) -> String {
+        match self {
+            Ask::Service { .. } => Resource::Service.to_string(),
+            Ask::CnpgDatabase { .. } => Resource::CnpgDatabase.to_string(),
+            Ask::CrdbCluster { .. } => Resource::CrdbCluster.to_string(),
+            Ask::Application { .. } => Resource::Application.to_string(),
+            Ask::Generic { group, plural, .. } => Resource::Generic {
+                group: group.clone(),
+                plural: plural.clone(),
+            }
+            .to_string(),
+        }
+    }
+
+    pub fn namespace(&self) -> &str {
+        match self {
+            Ask::Service { namespace, .. }
+            | Ask::CnpgDatabase { namespace, .. }
+            | Ask::CrdbCluster { namespace, .. }
+            | Ask::Application { namespace, .. }
+            | Ask::Generic { namespace, .. } => namespace,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        match self {
+            Ask::Service { name, .. }
+            | Ask::CnpgDatabase { name, .. }
+            | Ask::CrdbCluster { name, .. }
+            | Ask::Application { name, .. }
+            | Ask::Generic { name, .. } => name,
+        }
+    }
+
+    /// `namespace/name` of the object judged.
+    pub fn object(&self) -> String {
+        format!("{}/{}", self.namespace(), self.name())
+    }
+
+    fn key(&self) -> String {
+        // Debug is stable within one process, which is all a cache key needs.
+        format!("{self:?}")
+    }
+}
+
+fn parse_param<T: std::str::FromStr>(
+    params: &HashMap<String, String>,
+    name: &str,
+) -> Result<Option<T>, InputError>
+where
+    T::Err: std::fmt::Display,
+{
+    params
+        .get(name)
+        .map(|v| {
+            v.parse::<T>().map_err(|e| InputError::Parameter {
+                name: name.to_string(),
+                reason: format!("{v:?}: {e}"),
+            })
+        })
+        .transpose()
+}
+
+/// `k=v,k2=v2`, the equality-only subset of a label selector.
+fn parse_selector(s: &str) -> Result<BTreeMap<String, String>, InputError> {
+    let bad = |why: &str| InputError::Parameter {
+        name: "selector".into(),
+        reason: format!("{s:?}: {why} (expected key=value[,key=value])"),
+    };
+    let mut out = BTreeMap::new();
+    for pair in s.split(',') {
+        let (k, v) = pair.split_once('=').ok_or_else(|| bad("missing '='"))?;
+        let valid = |x: &str| {
+            x.len() <= 317
+                && x
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b))
+        };
+        if k.is_empty() || !valid(k) || !valid(v) {
+            return Err(bad("invalid label key or value"));
+        }
+        out.insert(k.to_string(), v.to_string());
+    }
+    Ok(out)
+}
+
+/// Tunables of evaluation, set from `wavegate serve` flags.
+#[derive(Debug, Clone)]
+pub struct EvalConfig {
+    pub verdict_ttl: Duration,
+    pub probe_ttl: Duration,
+    pub probe_timeout: Duration,
+    /// How long a selector may match no pods while near-matching pods exist before Degraded.
+    pub selector_grace: Duration,
+    /// How long CNPG may report `applied: false` before Degraded (CNPG retries every 30 s).
+    pub cnpg_grace: Duration,
+    /// How long ready CockroachDB pods may see fewer live nodes than expected before Degraded.
+    pub crdb_grace: Duration,
+    pub crdb_scheme: probe::Scheme,
+    pub crdb_tls: probe::TlsSettings,
+    pub crdb_credentials: Option<Credentials>,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        EvalConfig {
+            verdict_ttl: Duration::from_millis(50),
+            probe_ttl: Duration::from_secs(2),
+            probe_timeout: Duration::from_secs(2),
+            selector_grace: Duration::from_secs(60),
+            cnpg_grace: Duration::from_secs(90),
+            crdb_grace: Duration::from_secs(60),
+            crdb_scheme: probe::Scheme::Http,
+            crdb_tls: probe::TlsSettings::default(),
+            crdb_credentials: None,
+        }
+    }
+}
+
+pub struct Evaluator {
+    cache: Arc<Cache>,
+    config: EvalConfig,
+    verdicts: moka::future::Cache<String, Verdict>,
+    probes: moka::future::Cache<String, cockroach::PodProbe>,
+    /// When each persistent failure was first seen, by ask.
+    failing_since: Mutex<HashMap<String, Instant>>,
+    http: reqwest::Client,
+    metrics: Arc<Metrics>,
+}
+
+impl Evaluator {
+    pub fn new(
+        cache: Arc<Cache>,
+        config: EvalConfig,
+        metrics: Arc<Metrics>,
+    ) -> Result<Arc<Evaluator>, probe::ProbeError> {
+        let http = probe::client(&config.crdb_tls)?;
+        Ok(Arc::new(Evaluator {
+            verdicts: moka::future::Cache::builder()
+                .time_to_live(config.verdict_ttl.max(Duration::from_millis(1)))
+                .max_capacity(100_000)
+                .build(),
+            probes: moka::future::Cache::builder()
+                .time_to_live(config.probe_ttl.max(Duration::from_millis(1)))
+                .max_capacity(10_000)
+                .build(),
+            failing_since: Mutex::default(),
+            http,
+            cache,
+            config,
+            metrics,
+        }))
+    }
+
+    pub fn cache(&self) -> &Arc<Cache> {
+        &self.cache
+    }
+
+    /// The verdict for `ask`, from the verdict cache when fresh. Concurrent asks for the same
+    /// object wait on one evaluation.
+    pub async fn judge(&self, ask: &Ask) -> Verdict {
+        self.metrics
+            .asks
+            .get_or_create(&ResourceLabel::new(&ask.resource()))
+            .inc();
+        let mut computed = false;
+        let verdict = self
+            .verdicts
+            .get_with(ask.key(), async {
+                computed = true;
+                self.evaluate(ask).await
+            })
+            .await;
+        self.metrics.record_cache(!computed);
+        self.metrics.record_verdict(verdict.status);
+        verdict
+    }
+
+    /// Evaluate now, bypassing the verdict cache (probes stay cached). For the gate controller,
+    /// which runs on change events and must see the change that woke it.
+    pub async fn judge_fresh(&self, ask: &Ask) -> Verdict {
+        let v = self.evaluate(ask).await;
+        self.verdicts.insert(ask.key(), v.clone()).await;
+        v
+    }
+
+    async fn evaluate(&self, ask: &Ask) -> Verdict {
+        let (finding, grace) = match self.find(ask).await {
+            Ok(found) => found,
+            Err(e) => (Finding::Settled(cache_verdict(ask, &e)), Duration::ZERO),
+        };
+        let key = ask.key();
+        let lasted = match &finding {
+            Finding::Persistent { .. } => self.lasted(&key),
+            Finding::Settled(_) => {
+                self.forget(&key);
+                Duration::ZERO
+            }
+        };
+        finding.resolve(lasted, grace)
+    }
+
+    async fn find(&self, ask: &Ask) -> Result<(Finding, Duration), CacheError> {
+        let c = &self.cache;
+        Ok(match ask {
+            Ask::Service {
+                namespace,
+                name,
+                min_ready,
+            } => {
+                let svc = c.service(namespace, name).await?;
+                let pods = c.pods(namespace).await?;
+                let slices = c.endpoint_slices(namespace, name).await?;
+                let params = service::Params {
+                    min_ready: *min_ready,
+                };
+                let f = service::check(namespace, name, svc.as_deref(), &pods, &slices, &params);
+                (f, self.config.selector_grace)
+            }
+            Ask::CnpgDatabase {
+                namespace,
+                name,
+                require_cluster_ready,
+            } => {
+                let (g, _) = Resource::CnpgDatabase.group_plural();
+                let db = c.object(g, "databases", namespace, name).await?;
+                let cluster = match db.as_ref().and_then(cnpg::cluster_name) {
+                    Some(cluster) => c.object(g, "clusters", namespace, cluster).await?,
+                    None => None,
+                };
+                let params = cnpg::Params {
+                    require_cluster_ready: *require_cluster_ready,
+                };
+                let f = cnpg::check(namespace, name, db.as_ref(), cluster.as_ref(), &params);
+                (f, self.config.cnpg_grace)
+            }
+            Ask::CrdbCluster {
+                namespace,
+                name,
+                expected_nodes,
+                selector,
+            } => {
+                let (g, p) = Resource::CrdbCluster.group_plural();
+                let overridden = expected_nodes.is_some() && selector.is_some();
+                let cluster = match c.object(g, p, namespace, name).await {
+                    Ok(o) => o,
+                    // With both overrides the check can run before the operator is installed.
+                    Err(CacheError::NotInstalled(_)) if overridden => None,
+                    Err(e) => return Err(e),
+                };
+                let pods = c.pods(namespace).await?;
+                let params = cockroach::Params {
+                    expected_nodes: *expected_nodes,
+                    selector: selector.clone(),
+                    http_port: None,
+                };
+                let f = match cockroach::plan(namespace, name, cluster.as_ref(), &pods, &params) {
+                    Err(f) => f,
+                    Ok(plan) => {
+                        let probes = futures::future::join_all(
+                            plan.targets.iter().map(|t| self.probe(t)),
+                        )
+                        .await;
+                        cockroach::judge(namespace, name, &plan, &probes)
+                    }
+                };
+                (f, self.config.crdb_grace)
+            }
+            Ask::Application { namespace, name } => {
+                let (g, p) = Resource::Application.group_plural();
+                let app = c.object(g, p, namespace, name).await?;
+                let v = application::check(namespace, name, app.as_ref());
+                (Finding::Settled(v), Duration::ZERO)
+            }
+            Ask::Generic {
+                group,
+                plural,
+                namespace,
+                name,
+                rule,
+            } => {
+                let obj = c.object(group, plural, namespace, name).await?;
+                let v = generic::check(&ask.resource(), namespace, name, obj.as_ref(), rule);
+                (Finding::Settled(v), Duration::ZERO)
+            }
+        })
+    }
+
+    /// Judge an object named by kind with the generic kstatus rules (no expressions).
+    pub async fn judge_kind(&self, r: &crate::waves::ResourceRef) -> Verdict {
+        let what = format!("{} {}/{}", r.kind, r.namespace, r.name);
+        match self.cache.plural_of(&r.group, &r.kind).await {
+            Ok(plural) => {
+                let ask = Ask::Generic {
+                    group: r.group.clone(),
+                    plural,
+                    namespace: r.namespace.clone(),
+                    name: r.name.clone(),
+                    rule: generic::Rule::default(),
+                };
+                self.judge(&ask).await
+            }
+            Err(e) => Verdict::unknown(format!("{what}: {e}")),
+        }
+    }
+
+    /// Probe one pod, coalesced and cached for the probe TTL.
+    async fn probe(&self, target: &cockroach::ProbeTarget) -> cockroach::PodProbe {
+        let key = format!("{}|{}:{}", target.pod, target.ip, target.port);
+        self.probes
+            .get_with(key, async {
+                let started = Instant::now();
+                let p = probe::probe_pod_with(
+                    &self.http,
+                    self.config.crdb_scheme,
+                    target,
+                    self.config.crdb_credentials.as_ref(),
+                    self.config.probe_timeout,
+                )
+                .await;
+                self.metrics
+                    .probe_seconds
+                    .observe(started.elapsed().as_secs_f64());
+                p
+            })
+            .await
+    }
+
+    fn lasted(&self, key: &str) -> Duration {
+        match self.failing_since.lock() {
+            Ok(mut m) => m
+                .entry(key.to_string())
+                .or_insert_with(Instant::now)
+                .elapsed(),
+            Err(_) => Duration::ZERO,
+        }
+    }
+
+    fn forget(&self, key: &str) {
+        if let Ok(mut m) = self.failing_since.lock() {
+            m.remove(key);
+        }
+    }
+}
+
+/// A cache that cannot answer is never evidence of health: not yet synced keeps the wave
+/// waiting (Progressing), anything else is Unknown with the reason.
+fn cache_verdict(ask: &Ask, e: &CacheError) -> Verdict {
+    let msg = format!("{} {}: {e}", ask.resource(), ask.object());
+    match e {
+        CacheError::NotSynced(_) => Verdict::progressing(msg),
+        _ => Verdict::unknown(msg),
+    }
+}

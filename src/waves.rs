@@ -1,0 +1,315 @@
+//! The waves view: an Application's resources grouped by sync wave, each judged truthfully, and
+//! the first wave that is not really ready.
+//!
+//! Argo CD records each managed resource in `status.resources[]` with its `syncWave`
+//! (`ResourceStatus` in pkg/apis/application/v1alpha1/types.go). Since Argo CD 3.0 the
+//! per-resource `health` there is not persisted by default, so it is used only as a last resort.
+
+use crate::evaluate::{Ask, Evaluator};
+use crate::health::{HealthStatus, Verdict, worst_of};
+use serde::Serialize;
+use serde_json::Value;
+
+/// Who judged a resource.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum JudgedBy {
+    /// One of wavegate's checks (or a WaveGate's own status).
+    Wavegate,
+    /// kstatus rules on the live object.
+    Kstatus,
+    /// The health Argo CD recorded in the Application's status.
+    Argocd,
+}
+
+/// One managed resource as listed in `status.resources[]`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResourceRef {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct JudgedResource {
+    #[serde(flatten)]
+    pub resource: ResourceRef,
+    pub status: HealthStatus,
+    pub message: String,
+    #[serde(rename = "judgedBy")]
+    pub judged_by: JudgedBy,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Wave {
+    pub wave: i64,
+    pub status: HealthStatus,
+    pub resources: Vec<JudgedResource>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Waves {
+    pub namespace: String,
+    pub name: String,
+    pub health: Verdict,
+    #[serde(rename = "blockingWave")]
+    pub blocking_wave: Option<i64>,
+    pub message: String,
+    pub waves: Vec<Wave>,
+}
+
+/// The resources of an Application with their waves, skipping hooks (they run during a sync
+/// phase and are not part of any wave's health).
+pub fn managed_resources(app: &Value) -> Vec<(ResourceRef, i64, Option<Verdict>)> {
+    let Some(list) = app.pointer("/status/resources").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    list.iter()
+        .filter(|r| !r.get("hook").and_then(Value::as_bool).unwrap_or(false))
+        .map(|r| {
+            let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            let reported = r
+                .get("health")
+                .and_then(|h| serde_json::from_value::<Verdict>(h.clone()).ok());
+            (
+                ResourceRef {
+                    group: s("group"),
+                    version: s("version"),
+                    kind: s("kind"),
+                    namespace: s("namespace"),
+                    name: s("name"),
+                },
+                r.get("syncWave").and_then(Value::as_i64).unwrap_or(0),
+                reported,
+            )
+        })
+        .collect()
+}
+
+/// Group judged resources into waves in ascending order and find the first blocking one.
+pub fn assemble(
+    namespace: &str,
+    name: &str,
+    health: Verdict,
+    judged: Vec<(i64, JudgedResource)>,
+) -> Waves {
+    let mut waves: Vec<Wave> = Vec::new();
+    let mut judged = judged;
+    judged.sort_by_key(|(w, _)| *w);
+    for (w, r) in judged {
+        match waves.last_mut() {
+            Some(last) if last.wave == w => last.resources.push(r),
+            _ => waves.push(Wave {
+                wave: w,
+                status: HealthStatus::Healthy,
+                resources: vec![r],
+            }),
+        }
+    }
+    for wave in &mut waves {
+        let verdicts: Vec<(String, Verdict)> = wave
+            .resources
+            .iter()
+            .map(|r| {
+                (
+                    format!("{} {}", r.resource.kind, r.resource.name),
+                    Verdict::new(r.status, r.message.clone()),
+                )
+            })
+            .collect();
+        wave.status = worst_of(verdicts.iter().map(|(n, v)| (n.as_str(), v))).status;
+    }
+    let blocking = waves.iter().find(|w| w.status != HealthStatus::Healthy);
+    let message = match blocking {
+        None if waves.is_empty() => format!("Application {namespace}/{name} lists no resources yet"),
+        None => "all waves truly healthy".to_string(),
+        Some(w) => {
+            let reasons: Vec<String> = w
+                .resources
+                .iter()
+                .filter(|r| r.status != HealthStatus::Healthy)
+                .map(|r| {
+                    format!(
+                        "{} {}/{} is {}: {}",
+                        r.resource.kind, r.resource.namespace, r.resource.name, r.status, r.message
+                    )
+                })
+                .collect();
+            format!("wave {} is not truly healthy: {}", w.wave, reasons.join("; "))
+        }
+    };
+    Waves {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        health,
+        blocking_wave: blocking.map(|w| w.wave),
+        message,
+        waves,
+    }
+}
+
+/// The ask for a resource wavegate has a dedicated check for.
+fn ask_for(r: &ResourceRef) -> Option<Ask> {
+    let (namespace, name) = (r.namespace.clone(), r.name.clone());
+    match (r.group.as_str(), r.kind.as_str()) {
+        ("", "Service") => Some(Ask::Service {
+            namespace,
+            name,
+            min_ready: 1,
+        }),
+        ("postgresql.cnpg.io", "Database") => Some(Ask::CnpgDatabase {
+            namespace,
+            name,
+            require_cluster_ready: false,
+        }),
+        ("crdb.cockroachlabs.com", "CrdbCluster") => Some(Ask::CrdbCluster {
+            namespace,
+            name,
+            expected_nodes: None,
+            selector: None,
+        }),
+        ("argoproj.io", "Application") => Some(Ask::Application { namespace, name }),
+        _ => None,
+    }
+}
+
+/// A WaveGate is judged by the status wavegate's controller wrote, at its current generation.
+fn gate_verdict(gate: Option<&Value>, r: &ResourceRef) -> Verdict {
+    let Some(gate) = gate else {
+        return Verdict::missing(format!("WaveGate {}/{} does not exist", r.namespace, r.name));
+    };
+    let generation = gate.pointer("/metadata/generation").and_then(Value::as_i64);
+    let observed = gate
+        .pointer("/status/observedGeneration")
+        .and_then(Value::as_i64);
+    if generation.is_none() || generation != observed {
+        return Verdict::progressing(format!(
+            "WaveGate {}/{}: wavegate has not evaluated generation {} yet",
+            r.namespace,
+            r.name,
+            generation.unwrap_or(0)
+        ));
+    }
+    gate.pointer("/status/health")
+        .and_then(|h| serde_json::from_value::<Verdict>(h.clone()).ok())
+        .unwrap_or_else(|| {
+            Verdict::progressing(format!("WaveGate {}/{} has no health yet", r.namespace, r.name))
+        })
+}
+
+/// Judge every resource of `app` and assemble the view.
+pub async fn view(evaluator: &Evaluator, app: &Value) -> Waves {
+    let namespace = app
+        .pointer("/metadata/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let name = app
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let health = crate::checks::application::check(namespace, name, Some(app));
+    let mut judged = Vec::new();
+    for (r, wave, reported) in managed_resources(app) {
+        let (verdict, by) = if let Some(ask) = ask_for(&r) {
+            (evaluator.judge(&ask).await, JudgedBy::Wavegate)
+        } else if r.group == "wavegate.dev" && r.kind == "WaveGate" {
+            let gate = evaluator
+                .cache()
+                .object("wavegate.dev", "wavegates", &r.namespace, &r.name)
+                .await;
+            match gate {
+                Ok(g) => (gate_verdict(g.as_ref(), &r), JudgedBy::Wavegate),
+                Err(e) => (
+                    Verdict::unknown(format!("WaveGate {}/{}: {e}", r.namespace, r.name)),
+                    JudgedBy::Wavegate,
+                ),
+            }
+        } else if let Some(v) = reported {
+            (v, JudgedBy::Argocd)
+        } else {
+            (evaluator.judge_kind(&r).await, JudgedBy::Kstatus)
+        };
+        judged.push((
+            wave,
+            JudgedResource {
+                resource: r,
+                status: verdict.status,
+                message: verdict.message,
+                judged_by: by,
+            },
+        ));
+    }
+    assemble(namespace, name, health, judged)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn judged(kind: &str, name: &str, status: HealthStatus, msg: &str) -> JudgedResource {
+        JudgedResource {
+            resource: ResourceRef {
+                group: String::new(),
+                version: "v1".into(),
+                kind: kind.into(),
+                namespace: "cicd".into(),
+                name: name.into(),
+            },
+            status,
+            message: msg.into(),
+            judged_by: JudgedBy::Wavegate,
+        }
+    }
+
+    #[test]
+    fn first_unhealthy_wave_blocks_even_if_later_waves_look_fine() {
+        let w = assemble(
+            "argocd",
+            "platform",
+            Verdict::healthy(""),
+            vec![
+                (5, judged("Deployment", "app", HealthStatus::Healthy, "")),
+                (1, judged("Service", "forgejo", HealthStatus::Progressing, "matches no pods")),
+                (0, judged("ConfigMap", "c", HealthStatus::Healthy, "")),
+            ],
+        );
+        assert_eq!(w.waves.iter().map(|w| w.wave).collect::<Vec<_>>(), [0, 1, 5]);
+        assert_eq!(w.blocking_wave, Some(1));
+        assert!(w.message.contains("Service cicd/forgejo is Progressing: matches no pods"));
+    }
+
+    #[test]
+    fn hooks_are_not_part_of_any_wave() {
+        let app = serde_json::json!({"status": {"resources": [
+            {"kind": "Job", "name": "wait", "namespace": "x", "hook": true, "syncWave": 2},
+            {"kind": "Service", "name": "s", "namespace": "x", "version": "v1", "syncWave": -1}
+        ]}});
+        let rs = managed_resources(&app);
+        assert_eq!(rs.len(), 1);
+        assert_eq!(rs[0].1, -1);
+    }
+
+    #[test]
+    fn gate_with_stale_generation_is_not_trusted() {
+        let gate = serde_json::json!({"metadata": {"generation": 2},
+            "status": {"observedGeneration": 1, "health": {"status": "Healthy"}}});
+        let r = ResourceRef {
+            group: "wavegate.dev".into(),
+            version: "v1alpha1".into(),
+            kind: "WaveGate".into(),
+            namespace: "cicd".into(),
+            name: "g".into(),
+        };
+        assert_eq!(gate_verdict(Some(&gate), &r).status, HealthStatus::Progressing);
+        assert_eq!(gate_verdict(None, &r).status, HealthStatus::Missing);
+    }
+
+    #[test]
+    fn no_resources_is_not_reported_as_healthy_waves() {
+        let w = assemble("argocd", "p", Verdict::progressing("x"), vec![]);
+        assert_eq!(w.blocking_wave, None);
+        assert!(w.message.contains("lists no resources"));
+    }
+}
