@@ -5,7 +5,10 @@ use crate::resource::{Resource, Target};
 use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
-use axum::http::{StatusCode, header};
+use crate::cache::CacheError;
+use crate::waves::{self, Waves};
+use axum::http::{HeaderMap, StatusCode, header};
+use serde_json::{Value, json};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use std::collections::HashMap;
@@ -92,4 +95,70 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Argo CD Applications with wavegate's own verdict and first blocking wave. When Argo CD's CRD
+/// is not installed there are no applications to show, which is not an error.
+pub async fn applications(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let (group, plural) = Resource::Application.group_plural();
+    let apps = match state.evaluator.cache().objects(group, plural, None).await {
+        Ok(apps) => apps,
+        Err(CacheError::NotInstalled(_)) => Vec::new(),
+        Err(e) => return Err(ApiError::Unavailable(e.to_string())),
+    };
+    let mut out = Vec::with_capacity(apps.len());
+    for app in &apps {
+        let w = waves::view(&state.evaluator, app).await;
+        out.push(json!({
+            "namespace": w.namespace,
+            "name": w.name,
+            "health": w.health,
+            "blockingWave": w.blocking_wave,
+        }));
+    }
+    Ok(Json(json!({ "applications": out })))
+}
+
+pub async fn application_waves(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Json<Waves>, ApiError> {
+    let Path((namespace, name)) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    waves_of(&state, &namespace, &name).await.map(Json)
+}
+
+/// The proxy-extension entry: Argo CD names the application in `Argocd-Application-Name`
+/// (`<namespace>:<name>`) after checking the caller may see it.
+pub async fn header_waves(
+    State(state): State<AppState>,
+    headers: HeaderMap,
+) -> Result<Json<Waves>, ApiError> {
+    let value = headers
+        .get("argocd-application-name")
+        .and_then(|v| v.to_str().ok())
+        .ok_or_else(|| {
+            ApiError::BadRequest("missing header Argocd-Application-Name: <namespace>:<name>".into())
+        })?;
+    let (namespace, name) = value.split_once(':').ok_or_else(|| {
+        ApiError::BadRequest(format!(
+            "Argocd-Application-Name {value:?}: expected <namespace>:<name>"
+        ))
+    })?;
+    waves_of(&state, namespace, name).await.map(Json)
+}
+
+async fn waves_of(state: &AppState, namespace: &str, name: &str) -> Result<Waves, ApiError> {
+    let target = Target::new(Resource::Application, namespace, name)?;
+    let (group, plural) = target.resource.group_plural();
+    let app = state
+        .evaluator
+        .cache()
+        .object(group, plural, namespace, name)
+        .await
+        .map_err(|e| match e {
+            CacheError::NotInstalled(_) => ApiError::NotFound(e.to_string()),
+            e => ApiError::Unavailable(e.to_string()),
+        })?
+        .ok_or_else(|| ApiError::NotFound(format!("Application {namespace}/{name} not found")))?;
+    Ok(waves::view(&state.evaluator, &app).await)
 }

@@ -19,6 +19,12 @@ pub fn router(state: AppState) -> Router {
             "/api/v1/health/{resource}/{namespace}/{name}",
             get(handlers::health),
         )
+        .route("/api/v1/applications", get(handlers::applications))
+        .route(
+            "/api/v1/applications/{namespace}/{name}/waves",
+            get(handlers::application_waves),
+        )
+        .route("/api/v1/waves", get(handlers::header_waves))
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             handlers::require_token,
