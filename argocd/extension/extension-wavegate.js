@@ -246,7 +246,7 @@
                   h('th', { scope: 'row', style: S.rowTh }, resourceName(r)),
                   h('td', { style: S.td }, h(Badge, { status: r.status, testid: 'wavegate-resource-status' })),
                   h('td', { style: S.td }, r.message || ''),
-                  h('td', { style: S.td }, r.judgedBy || ''));
+                  h('td', { style: { ...S.td, whiteSpace: 'nowrap' } }, r.judgedBy || ''));
               }));
           })));
   }
