@@ -1,0 +1,199 @@
+// The dashboard at wavegate's `/`, in headless chromium, against a real `wavegate serve`.
+//
+// Needs (see README.md): WAVEGATE_URL, KUBECONFIG for the cluster that wavegate watches, and the
+// seed scenario "forgejo selector": Service cicd/forgejo selects app=forgejo while its only pod
+// cicd/forgejo-0 is labelled app=gitea; WaveGate cicd/forgejo-ready checks that Service (check
+// forgejo-http); Application argocd/platform has the Service in wave 1 and the gate in wave 2.
+import { describe, test, before, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { wavegateUrl, WAVEGATE_TOKEN, launch, screenshot, guardNetwork, apiGet, eventually } from './lib/common.mjs';
+
+const run = promisify(execFile);
+const KUBECTL = process.env.KUBECTL || 'kubectl';
+const BASE = wavegateUrl(); // throws (fails the file) when WAVEGATE_URL is unset
+const GATE = '[data-testid="gate-cicd-forgejo-ready"]';
+const APP = '[data-testid="app-argocd-platform"]';
+
+async function kubectl(...args) {
+  if (!process.env.KUBECONFIG) throw new Error('KUBECONFIG is not set: the dashboard test edits the scenario with kubectl');
+  try {
+    const { stdout } = await run(KUBECTL, args, { env: process.env, timeout: 20000 });
+    return stdout;
+  } catch (e) {
+    throw new Error(`kubectl ${args.join(' ')} failed: ${e.stderr || e.message}`);
+  }
+}
+const setForgejoSelector = app =>
+  kubectl('-n', 'cicd', 'patch', 'service', 'forgejo', '--type', 'merge', '-p', JSON.stringify({ spec: { selector: { app } } }));
+
+// Starts each page with wavegate's token (if the server has one) so only the 401 test sees a prompt.
+async function newContext(browser) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  if (WAVEGATE_TOKEN) await context.addInitScript(t => sessionStorage.setItem('wavegate.token', t), WAVEGATE_TOKEN);
+  return context;
+}
+
+describe('dashboard', () => {
+  let browser;
+  const foreign = [];
+  const pageErrors = [];
+
+  async function open(context, url = BASE.href) {
+    await guardNetwork(context, foreign);
+    const page = await context.newPage();
+    page.on('pageerror', e => pageErrors.push(e.message));
+    await page.goto(url);
+    return page;
+  }
+
+  before(async () => {
+    const ready = await apiGet(BASE, 'readyz');
+    assert.equal(ready.status, 200, `wavegate at ${BASE} is not ready (/readyz answered ${ready.status})`);
+    // Start from the scenario's broken state even if an earlier run fixed it.
+    await setForgejoSelector('forgejo');
+    browser = await launch();
+  });
+
+  after(async () => {
+    await browser?.close();
+    await setForgejoSelector('forgejo').catch(() => {}); // leave the seed as we found it
+  });
+
+  test('shows the broken forgejo gate, then turns Healthy without a reload once the selector is fixed', async () => {
+    const context = await newContext(browser);
+    const page = await open(context);
+
+    // Before: the gate is not Healthy and says which pod was probably meant.
+    await eventually(async () => {
+      const status = await page.locator(`${GATE} [data-testid="gate-status"]`).getAttribute('data-status', { timeout: 1000 });
+      const message = await page.locator(`${GATE} [data-testid="check-forgejo-http"] [data-testid="check-message"]`).textContent({ timeout: 1000 });
+      return status && status !== 'Healthy' && /gitea/.test(message) && { status, message };
+    }, { ms: 15000, what: 'gate cicd/forgejo-ready shown as not Healthy with a message naming gitea' });
+    const checkStatus = await page.locator(`${GATE} [data-testid="check-forgejo-http"] [data-testid="check-status"]`).textContent();
+    assert.notEqual(checkStatus.trim(), 'Healthy');
+    assert.match(checkStatus, /Progressing|Degraded|Unknown|Missing|Suspended/, 'status is printed as a word, not only a colour');
+
+    // The application's first blocking wave is the Service's wave, with its reason.
+    const blocking = page.locator(`${APP} [data-testid="blocking-wave"]`);
+    await eventually(async () => (await blocking.getAttribute('data-wave', { timeout: 1000 })) === '1',
+      { what: 'application argocd/platform blocking at wave 1' });
+    assert.match(await blocking.textContent(), /Blocking wave: 1/);
+    assert.match(await blocking.textContent(), /forgejo/, 'the blocking line gives the reason');
+    assert.notEqual(await page.locator(`${APP} [data-testid="wave-1"]`).getAttribute('data-status'), 'Healthy');
+    await screenshot(page, 'dashboard-before-fix');
+
+    // Fix the scenario the way a person would; the page must follow by itself.
+    await page.evaluate(() => { window.__sameDocument = true; });
+    await setForgejoSelector('gitea');
+    const started = Date.now();
+    await eventually(async () =>
+      (await page.locator(`${GATE} [data-testid="gate-status"]`).getAttribute('data-status', { timeout: 1000 })) === 'Healthy',
+    { ms: 15000, what: 'gate cicd/forgejo-ready shown as Healthy after the selector fix' });
+    const took = Date.now() - started;
+    assert.equal(await page.evaluate(() => window.__sameDocument), true, 'the page was reloaded');
+    assert.equal(await page.locator(`${GATE} [data-testid="check-forgejo-http"]`).getAttribute('data-status'), 'Healthy');
+    await eventually(async () => (await blocking.getAttribute('data-wave', { timeout: 1000 })) !== '1',
+      { ms: 10000, what: 'wave 1 no longer blocking' });
+    assert.match(await page.getByTestId('last-updated').textContent(), /Last updated/);
+    await screenshot(page, 'dashboard-after-fix');
+    console.log(`# gate turned Healthy on the page ${took} ms after the fix`);
+    await context.close();
+  });
+
+  test('is usable with the keyboard', async () => {
+    const context = await newContext(browser);
+    const page = await open(context);
+    await page.locator(GATE).waitFor();
+    const reached = [];
+    for (let i = 0; i < 6; i++) {
+      await page.keyboard.press('Tab');
+      const el = await page.evaluate(() => {
+        const a = document.activeElement;
+        const cs = getComputedStyle(a);
+        return { testid: a.getAttribute('data-testid'), tag: a.tagName, outline: cs.outlineStyle, width: cs.outlineWidth };
+      });
+      if (el.testid) reached.push(el);
+    }
+    const ids = reached.map(r => r.testid);
+    assert.ok(ids.includes('refresh') && ids.includes('pause'), `Tab should reach Refresh and Pause, reached ${JSON.stringify(ids)}`);
+    for (const r of reached) assert.notEqual(r.outline, 'none', `focus on ${r.testid} has no visible outline`);
+
+    // Keyboard activation of the toggle.
+    await page.getByTestId('pause').focus();
+    await page.keyboard.press('Enter');
+    assert.equal(await page.getByTestId('pause').getAttribute('aria-pressed'), 'true');
+    assert.match(await page.getByTestId('last-updated').textContent(), /paused/);
+    await page.keyboard.press('Space');
+    assert.equal(await page.getByTestId('pause').getAttribute('aria-pressed'), 'false');
+
+    // Semantics a screen reader needs: headings and header cells with scope.
+    assert.equal(await page.locator('h1').count(), 1);
+    assert.ok(await page.locator('h2').count() >= 2);
+    assert.ok(await page.locator(`${GATE} th[scope="col"]`).count() >= 4);
+    assert.ok(await page.locator(`${GATE} th[scope="row"]`).count() >= 1);
+    await context.close();
+  });
+
+  test('shows a clear error line while the API is unreachable, and recovers', async () => {
+    const context = await newContext(browser);
+    const page = await open(context);
+    await page.locator(GATE).waitFor();
+    await page.route(/\/api\/v1\/gates$/, route => route.abort('connectionrefused'));
+    const error = page.getByTestId('error');
+    await eventually(async () => /unreachable/.test(await error.textContent({ timeout: 1000 })) && await error.isVisible(),
+      { ms: 8000, what: 'the error line' });
+    assert.match(await error.textContent(), /showing data from/, 'last good data stays on screen and says how old it is');
+    await screenshot(page, 'dashboard-api-unreachable');
+    await page.unroute(/\/api\/v1\/gates$/);
+    await eventually(async () => !(await error.isVisible()), { ms: 8000, what: 'the error line to go away' });
+
+    // An error answer from wavegate is shown with its message.
+    await page.route(/\/api\/v1\/applications$/, route =>
+      route.fulfill({ status: 404, contentType: 'application/json', body: JSON.stringify({ error: 'simulated: no such thing' }) }));
+    await eventually(async () => /HTTP 404: simulated: no such thing/.test(await error.textContent({ timeout: 1000 })),
+      { ms: 8000, what: 'the API error message' });
+    await context.close();
+  });
+
+  test('asks for a token when the API answers 401 and sends it as a bearer token', async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    await guardNetwork(context, foreign);
+    const page = await context.newPage();
+    page.on('pageerror', e => pageErrors.push(e.message));
+    const TOKEN = 'browser-test-token';
+    const seen = [];
+    // Plays a wavegate that requires TOKEN; accepted requests go on to the real server (with the
+    // real server's token, if it has one).
+    await page.route(/\/api\/v1\//, route => {
+      const auth = route.request().headers()['authorization'] || '';
+      seen.push(auth);
+      if (auth !== 'Bearer ' + TOKEN) {
+        return route.fulfill({ status: 401, contentType: 'application/json', body: JSON.stringify({ error: 'missing or invalid bearer token' }) });
+      }
+      const headers = { ...route.request().headers() };
+      if (WAVEGATE_TOKEN) headers.authorization = 'Bearer ' + WAVEGATE_TOKEN; else delete headers.authorization;
+      return route.continue({ headers });
+    });
+    await page.goto(BASE.href);
+    const input = page.getByTestId('token-input');
+    await input.waitFor({ state: 'visible', timeout: 8000 });
+    assert.match(await page.getByTestId('error').textContent(), /401/);
+    await screenshot(page, 'dashboard-token-prompt');
+
+    await input.focus();
+    await page.keyboard.type(TOKEN);
+    await page.keyboard.press('Enter');
+    await page.locator(GATE).waitFor({ timeout: 8000 });
+    assert.equal(await page.getByTestId('auth').isVisible(), false);
+    assert.equal(await page.evaluate(() => sessionStorage.getItem('wavegate.token')), TOKEN);
+    assert.ok(seen.includes('Bearer ' + TOKEN), 'the token is sent as Authorization: Bearer');
+    await context.close();
+  });
+
+  test('loads nothing from other hosts and throws no script errors', () => {
+    assert.deepEqual(foreign, [], 'requests to non-local hosts');
+    assert.deepEqual(pageErrors, [], 'uncaught errors in the page');
+  });
+});
