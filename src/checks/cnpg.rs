@@ -1,1 +1,416 @@
-//! (being written)
+//! CloudNativePG `Database` (`databases.postgresql.cnpg.io`): does the PostgreSQL database
+//! exist yet?
+//!
+//! The API server stores a Database CR at once; the database exists only when CNPG's instance
+//! manager on the Cluster's primary has run `CREATE DATABASE` and recorded it in the status
+//! (seed 001: Forgejo started in between and crashed). The status fields are those of
+//! `DatabaseStatus` in cloudnative-pg `api/v1/database_types.go`: `applied` (*bool),
+//! `message`, `observedGeneration`. There is no `status.ready` in any released CNPG, whatever
+//! hand-written wait Jobs poll for.
+
+use serde_json::Value;
+
+use super::generic::condition_status;
+use crate::health::{Finding, Verdict};
+
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Params {
+    /// Also require the referenced `Cluster` to be Ready (condition `Ready` = `True`), for
+    /// consumers that need the database to be reachable right now, not just created.
+    pub require_cluster_ready: bool,
+}
+
+/// The Cluster a Database lives in (`spec.cluster.name`, a LocalObjectReference: same
+/// namespace as the Database).
+pub fn cluster_name(database: &Value) -> Option<&str> {
+    database.pointer("/spec/cluster/name")?.as_str()
+}
+
+/// Judge Database `namespace/name`, given the Database and its Cluster as the API returns them.
+pub fn check(
+    namespace: &str,
+    name: &str,
+    database: Option<&Value>,
+    cluster: Option<&Value>,
+    params: &Params,
+) -> Finding {
+    let id = format!("{namespace}/{name}");
+    let Some(db) = database else {
+        return Verdict::missing(format!("Database {id} does not exist")).into();
+    };
+    if db.pointer("/metadata/deletionTimestamp").is_some() {
+        return Verdict::progressing(format!("Database {id} is being deleted")).into();
+    }
+    let Some(cluster_name) = cluster_name(db) else {
+        return Verdict::unknown(format!("Database {id} has no spec.cluster.name")).into();
+    };
+    let cluster_id = format!("{namespace}/{cluster_name}");
+    // The Database reconciler runs inside the instance manager of the Cluster's pods, so
+    // without a Cluster nothing will ever reconcile it: say so rather than "status empty".
+    let Some(cluster) = cluster else {
+        return Verdict::progressing(format!(
+            "Database {id}: Cluster {cluster_id} does not exist yet"
+        ))
+        .into();
+    };
+    let cluster_problem = cluster_not_ready(&cluster_id, cluster);
+    let waiting = |reason: String| -> Finding {
+        match &cluster_problem {
+            Some(problem) => Verdict::progressing(format!("Database {id}: {reason}; {problem}")),
+            None => Verdict::progressing(format!("Database {id}: {reason}")),
+        }
+        .into()
+    };
+
+    let Some(generation) = db.pointer("/metadata/generation").and_then(Value::as_i64) else {
+        // The API server always sets generation on custom resources; without it nothing can
+        // prove the status is current.
+        return Verdict::unknown(format!("Database {id} has no metadata.generation")).into();
+    };
+    let status = db
+        .get("status")
+        .and_then(Value::as_object)
+        .filter(|s| !s.is_empty());
+    let Some(status) = status else {
+        return waiting("CNPG has not applied the database yet (status empty)".into());
+    };
+    let applied = status.get("applied").and_then(Value::as_bool);
+    let message = status
+        .get("message")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty());
+    let observed = status.get("observedGeneration").and_then(Value::as_i64);
+
+    // CNPG's `SetAsFailed` (api/v1/database_funcs.go) sets applied=false and the error but
+    // leaves observedGeneration alone — only `SetAsReady` records the generation. So a failure
+    // never carries "the current generation"; applied=false is the verdict on the spec CNPG
+    // last tried, which is the current one except for the moment between a spec change and
+    // the next reconcile. The caller's grace absorbs that moment, and CNPG retries every 30 s
+    // (`databaseReconciliationInterval`), so only a lasting failure becomes Degraded.
+    if applied == Some(false) {
+        return Finding::Persistent {
+            message: format!(
+                "Database {id}: CNPG failed to apply the database: {}",
+                message.unwrap_or("(no message)")
+            ),
+        };
+    }
+
+    match observed {
+        Some(o) if o == generation => {}
+        Some(o) if o < generation => {
+            return waiting(format!(
+                "CNPG has not reconciled generation {generation} yet (observed {o})"
+            ));
+        }
+        Some(o) => {
+            return waiting(format!(
+                "status.observedGeneration {o} does not match generation {generation}"
+            ));
+        }
+        None => {
+            return waiting(format!(
+                "CNPG has not reconciled generation {generation} yet (no observedGeneration)"
+            ));
+        }
+    }
+
+    if applied != Some(true) {
+        // `SetAsUnknown` clears applied, e.g. "waiting for the cluster to become primary" on a
+        // replica cluster: not a failure, nothing done either.
+        let why = message.map_or(String::new(), |m| format!(": {m}"));
+        return waiting(format!(
+            "CNPG has not applied the database yet (applied unset{why})"
+        ));
+    }
+
+    if params.require_cluster_ready
+        && let Some(problem) = cluster_problem
+    {
+        return Verdict::progressing(format!(
+            "Database {id} is applied, but {problem} (requireClusterReady)"
+        ))
+        .into();
+    }
+
+    let pg_name = db
+        .pointer("/spec/name")
+        .and_then(Value::as_str)
+        .unwrap_or(name);
+    // `ensure: absent` makes CNPG run DROP DATABASE and then mark the object applied: the
+    // desired state ("no such database") is reached, which is what a wave waits for.
+    if db.pointer("/spec/ensure").and_then(Value::as_str) == Some("absent") {
+        return Verdict::healthy(format!(
+            "Database {id}: PostgreSQL database {pg_name} dropped from Cluster {cluster_id} \
+             (spec.ensure: absent, generation {generation} applied)"
+        ))
+        .into();
+    }
+    Verdict::healthy(format!(
+        "Database {id}: PostgreSQL database {pg_name} exists on Cluster {cluster_id} \
+         (generation {generation} applied)"
+    ))
+    .into()
+}
+
+/// Why the Cluster is not Ready, or `None` when it is. Readiness is CNPG's own condition
+/// `Ready` (`ConditionClusterReady` in api/v1/cluster_types.go) being `True`; the instance
+/// counts only explain it.
+fn cluster_not_ready(cluster_id: &str, cluster: &Value) -> Option<String> {
+    if cluster.pointer("/metadata/deletionTimestamp").is_some() {
+        return Some(format!("Cluster {cluster_id} is being deleted"));
+    }
+    if condition_status(cluster, "Ready") == Some("True") {
+        return None;
+    }
+    let wanted = cluster.pointer("/spec/instances").and_then(Value::as_i64);
+    let ready = cluster
+        .pointer("/status/readyInstances")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let mut details = Vec::new();
+    if let Some(wanted) = wanted {
+        details.push(format!("{ready} of {wanted} instances ready"));
+    }
+    if let Some(phase) = cluster.pointer("/status/phase").and_then(Value::as_str) {
+        details.push(format!("phase {phase:?}"));
+    }
+    let details = if details.is_empty() {
+        String::new()
+    } else {
+        format!(" ({})", details.join("; "))
+    };
+    Some(format!("Cluster {cluster_id} is not Ready{details}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::HealthStatus;
+
+    fn fixture(yaml: &str) -> Value {
+        serde_yaml::from_str(yaml).unwrap()
+    }
+
+    const NEW: &str = include_str!("../../tests/fixtures/cnpg/database-new.yaml");
+    const APPLIED: &str = include_str!("../../tests/fixtures/cnpg/database-applied.yaml");
+    const FAILED: &str = include_str!("../../tests/fixtures/cnpg/database-failed.yaml");
+    const STALE: &str = include_str!("../../tests/fixtures/cnpg/database-stale.yaml");
+    const REPLICA: &str = include_str!("../../tests/fixtures/cnpg/database-replica-cluster.yaml");
+    const ABSENT: &str = include_str!("../../tests/fixtures/cnpg/database-ensure-absent.yaml");
+    const CLUSTER_READY: &str = include_str!("../../tests/fixtures/cnpg/cluster-ready.yaml");
+    const CLUSTER_NOT_READY: &str =
+        include_str!("../../tests/fixtures/cnpg/cluster-not-ready.yaml");
+
+    fn judge(db: &str, cluster: Option<&str>, require_cluster_ready: bool) -> Finding {
+        let db = fixture(db);
+        let cluster = cluster.map(fixture);
+        let name = db["metadata"]["name"].as_str().unwrap().to_owned();
+        check(
+            "ddb",
+            &name,
+            Some(&db),
+            cluster.as_ref(),
+            &Params {
+                require_cluster_ready,
+            },
+        )
+    }
+
+    fn settled(finding: Finding) -> Verdict {
+        match finding {
+            Finding::Settled(v) => v,
+            Finding::Persistent { message } => panic!("expected a settled verdict, got {message}"),
+        }
+    }
+
+    #[test]
+    fn cluster_name_reads_spec_cluster_name() {
+        assert_eq!(cluster_name(&fixture(NEW)), Some("ddb-cluster"));
+        assert_eq!(cluster_name(&serde_json::json!({"spec": {}})), None);
+    }
+
+    #[test]
+    fn missing_database_is_missing() {
+        let v = settled(check("ddb", "forgejo", None, None, &Params::default()));
+        assert_eq!(v, Verdict::missing("Database ddb/forgejo does not exist"));
+    }
+
+    #[test]
+    fn database_cr_just_stored_is_not_healthy() {
+        let v = settled(judge(NEW, Some(CLUSTER_READY), false));
+        assert_eq!(
+            v,
+            Verdict::progressing(
+                "Database ddb/forgejo: CNPG has not applied the database yet (status empty)"
+            )
+        );
+    }
+
+    #[test]
+    fn applied_at_current_generation_is_healthy() {
+        let v = settled(judge(APPLIED, Some(CLUSTER_READY), false));
+        assert_eq!(
+            v,
+            Verdict::healthy(
+                "Database ddb/forgejo: PostgreSQL database forgejo exists on Cluster \
+                 ddb/ddb-cluster (generation 1 applied)"
+            )
+        );
+    }
+
+    #[test]
+    fn applied_for_an_older_generation_is_not_healthy() {
+        let v = settled(judge(STALE, Some(CLUSTER_READY), false));
+        assert_eq!(
+            v,
+            Verdict::progressing(
+                "Database ddb/forgejo: CNPG has not reconciled generation 3 yet (observed 2)"
+            )
+        );
+    }
+
+    #[test]
+    fn failed_create_database_is_persistent_with_cnpg_message() {
+        let finding = judge(FAILED, Some(CLUSTER_READY), false);
+        assert_eq!(
+            finding,
+            Finding::Persistent {
+                message: "Database ddb/forgejo: CNPG failed to apply the database: \
+                          ERROR: role \"forgejo\" does not exist (SQLSTATE 42704)"
+                    .into()
+            }
+        );
+    }
+
+    #[test]
+    fn failure_left_from_an_older_generation_is_still_persistent_not_healthy() {
+        // CNPG never records observedGeneration on failure, so applied=false wins over any
+        // generation arithmetic.
+        let mut db = fixture(FAILED);
+        db["metadata"]["generation"] = 4.into();
+        db["status"]["observedGeneration"] = 2.into();
+        let finding = check(
+            "ddb",
+            "forgejo",
+            Some(&db),
+            Some(&fixture(CLUSTER_READY)),
+            &Params::default(),
+        );
+        assert!(matches!(finding, Finding::Persistent { .. }));
+    }
+
+    #[test]
+    fn replica_cluster_leaves_applied_unset_and_is_progressing() {
+        let mut db = fixture(REPLICA);
+        db["status"]["observedGeneration"] = 1.into();
+        let v = settled(check(
+            "ddb",
+            "forgejo",
+            Some(&db),
+            Some(&fixture(CLUSTER_READY)),
+            &Params::default(),
+        ));
+        assert_eq!(
+            v,
+            Verdict::progressing(
+                "Database ddb/forgejo: CNPG has not applied the database yet \
+                 (applied unset: waiting for the cluster to become primary)"
+            )
+        );
+    }
+
+    #[test]
+    fn status_with_only_a_message_is_not_reconciled() {
+        let v = settled(judge(REPLICA, Some(CLUSTER_READY), false));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert!(v.message.contains("no observedGeneration"), "{}", v.message);
+    }
+
+    #[test]
+    fn missing_cluster_is_progressing_and_named() {
+        let v = settled(judge(NEW, None, false));
+        assert_eq!(
+            v,
+            Verdict::progressing(
+                "Database ddb/forgejo: Cluster ddb/ddb-cluster does not exist yet"
+            )
+        );
+    }
+
+    #[test]
+    fn applied_database_on_unready_cluster_is_healthy_unless_required() {
+        let v = settled(judge(APPLIED, Some(CLUSTER_NOT_READY), false));
+        assert_eq!(v.status, HealthStatus::Healthy);
+    }
+
+    #[test]
+    fn applied_database_waits_for_cluster_when_required() {
+        let v = settled(judge(APPLIED, Some(CLUSTER_NOT_READY), true));
+        assert_eq!(
+            v,
+            Verdict::progressing(
+                "Database ddb/forgejo is applied, but Cluster ddb/ddb-cluster is not Ready \
+                 (1 of 3 instances ready; phase \"Creating a new replica\") (requireClusterReady)"
+            )
+        );
+        let v = settled(judge(APPLIED, Some(CLUSTER_READY), true));
+        assert_eq!(v.status, HealthStatus::Healthy);
+    }
+
+    #[test]
+    fn unready_cluster_is_mentioned_while_waiting_for_the_database() {
+        let v = settled(judge(NEW, Some(CLUSTER_NOT_READY), false));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert!(
+            v.message
+                .ends_with("; Cluster ddb/ddb-cluster is not Ready (1 of 3 instances ready; phase \"Creating a new replica\")"),
+            "{}",
+            v.message
+        );
+    }
+
+    #[test]
+    fn ensure_absent_applied_is_healthy_and_says_dropped() {
+        let v = settled(judge(ABSENT, Some(CLUSTER_READY), false));
+        assert_eq!(v.status, HealthStatus::Healthy);
+        assert!(
+            v.message
+                .contains("PostgreSQL database temporal_visibility dropped"),
+            "{}",
+            v.message
+        );
+    }
+
+    #[test]
+    fn database_being_deleted_is_progressing() {
+        let mut db = fixture(APPLIED);
+        db["metadata"]["deletionTimestamp"] = "2025-12-19T17:00:00Z".into();
+        let v = settled(check(
+            "ddb",
+            "forgejo",
+            Some(&db),
+            Some(&fixture(CLUSTER_READY)),
+            &Params::default(),
+        ));
+        assert_eq!(
+            v,
+            Verdict::progressing("Database ddb/forgejo is being deleted")
+        );
+    }
+
+    #[test]
+    fn ready_field_from_the_seed_is_not_trusted() {
+        // Seed 001's wait Job polled status.ready, which CNPG never sets.
+        let mut db = fixture(NEW);
+        db["status"] = serde_json::json!({"ready": true});
+        let v = settled(check(
+            "ddb",
+            "forgejo",
+            Some(&db),
+            Some(&fixture(CLUSTER_READY)),
+            &Params::default(),
+        ));
+        assert_eq!(v.status, HealthStatus::Progressing);
+    }
+}
