@@ -49,8 +49,8 @@ describe('dashboard', () => {
   }
 
   before(async () => {
-    const ready = await apiGet(BASE, 'readyz');
-    assert.equal(ready.status, 200, `wavegate at ${BASE} is not ready (/readyz answered ${ready.status})`);
+    await eventually(async () => (await apiGet(BASE, 'readyz')).status === 200,
+      { ms: 30000, every: 500, what: `wavegate at ${BASE} to answer /readyz with 200` });
     // Start from the scenario's broken state even if an earlier run fixed it.
     await setForgejoSelector('forgejo');
     browser = await launch();
@@ -144,7 +144,9 @@ describe('dashboard', () => {
     const error = page.getByTestId('error');
     await eventually(async () => /unreachable/.test(await error.textContent({ timeout: 1000 })) && await error.isVisible(),
       { ms: 8000, what: 'the error line' });
-    assert.match(await error.textContent(), /showing data from/, 'last good data stays on screen and says how old it is');
+    assert.match(await error.textContent(), /showing gates from/, 'last good data stays on screen and says how old it is');
+    assert.equal(await page.locator(GATE).count(), 1, 'the last good gates stay on screen');
+    assert.equal(await page.locator(APP).count(), 1, 'applications still refresh while only gates fail');
     await screenshot(page, 'dashboard-api-unreachable');
     await page.unroute(/\/api\/v1\/gates$/);
     await eventually(async () => !(await error.isVisible()), { ms: 8000, what: 'the error line to go away' });

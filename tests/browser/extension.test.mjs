@@ -66,8 +66,8 @@ describe('Argo CD UI extension', () => {
   }
 
   before(async () => {
-    const ready = await apiGet(BASE, 'readyz');
-    assert.equal(ready.status, 200, `wavegate at ${BASE} is not ready (/readyz answered ${ready.status})`);
+    await eventually(async () => (await apiGet(BASE, 'readyz')).status === 200,
+      { ms: 30000, every: 500, what: `wavegate at ${BASE} to answer /readyz with 200` });
     harness = await startHarness({ backend: BASE, token: WAVEGATE_TOKEN, app: APP });
     browser = await launch();
   });
