@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# wavegate's main job: `wavegate serve` against your cluster, or — when no cluster is
+# configured — against the project's own local control plane loaded with the two seed
+# incidents (a Service selecting no pods, a CNPG Database not yet created, a CockroachDB that
+# split into two one-node clusters, and an app-of-apps parent mid-sync).
+#
+#   scripts/run.sh                # serve on 127.0.0.1:8080 (WAVEGATE_LISTEN to change)
+#   KUBECONFIG=~/.kube/config scripts/run.sh   # your cluster: no seeds are loaded there
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+listen=${WAVEGATE_LISTEN:-127.0.0.1:8080}
+
+local_plane=0
+if [ -z "${KUBECONFIG:-}" ] && [ ! -f "$HOME/.kube/config" ]; then
+  local_plane=1
+  scripts/control-plane.sh up
+  eval "$(scripts/control-plane.sh env)"
+fi
+
+echo "building wavegate…"
+cargo build --quiet --bin wavegate --example crdb-standin
+
+if [ "$local_plane" = 1 ]; then
+  scripts/seed.sh
+  # Seed 000 as it happened: each CockroachDB pod bootstrapped its own one-node cluster.
+  target/debug/examples/crdb-standin \
+    127.0.0.2:8080=1,1,15152a17-fcc9-4a51-8c04-af0ec0126551 \
+    127.0.0.3:8080=1,1,2c4d3ec6-47f5-4161-97ff-ef4b12f595f0 &
+  standin=$!
+  trap 'kill $standin 2>/dev/null || true' EXIT
+fi
+
+url="http://$listen"
+cat <<TXT
+
+wavegate is starting on $url
+  dashboard:  $url/
+  a verdict:  curl -s $url/api/v1/health/services/cicd/forgejo
+              curl -s $url/api/v1/health/databases.postgresql.cnpg.io/ddb/forgejo
+              curl -s $url/api/v1/health/crdbclusters.crdb.cockroachlabs.com/prod/cockroachdb
+  gates:      curl -s $url/api/v1/gates
+  waves:      curl -s $url/api/v1/applications/argocd/platform/waves
+  readiness:  curl -s $url/readyz ; metrics: curl -s $url/metrics
+TXT
+if [ "$local_plane" = 1 ]; then
+  cat <<TXT
+  fix seed 001 and watch the verdict change:
+              export KUBECONFIG=$KUBECONFIG
+              kubectl -n cicd patch service forgejo -p '{"spec":{"selector":{"app":"gitea"}}}'
+TXT
+fi
+echo
+target/debug/wavegate serve --listen "$listen"

@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# Every test wavegate has, against real parts: formatting and lints, Rust unit tests, end-to-end
+# tests on the local control plane (started here if it is not up), Argo CD's Lua VM on every
+# health script, and the browser tests of the dashboard and the UI extension.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+export TEST_OUTPUT=${TEST_OUTPUT:-$here/test-output}
+mkdir -p "$TEST_OUTPUT"
+
+step() { printf '\n== %s\n' "$*"; }
+
+step "control plane"
+scripts/control-plane.sh up
+eval "$(scripts/control-plane.sh env)"
+
+step "cargo fmt / clippy"
+cargo fmt --check
+cargo clippy --all-targets --quiet -- -D warnings
+
+step "Rust unit and end-to-end tests"
+cargo test --all-targets 2>&1 | tee "$TEST_OUTPUT/cargo-test.log"
+
+step "Lua health checks in Argo CD's sandbox (gopher-lua)"
+(cd argocd/lua-harness && go test -count=1 ./...)
+
+step "browser tests (Debian chromium, headless)"
+tests/browser/install.sh
+scripts/seed.sh
+cargo build --quiet --bin wavegate
+port=${WAVEGATE_TEST_PORT:-18080}
+target/debug/wavegate serve --listen "127.0.0.1:$port" --verdict-ttl 10ms \
+  >"$TEST_OUTPUT/wavegate-serve.log" 2>&1 &
+serve_pid=$!
+trap 'kill $serve_pid 2>/dev/null || true' EXIT
+for _ in $(seq 1 100); do
+  curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
+  sleep 0.1
+done
+WAVEGATE_URL="http://127.0.0.1:$port/" tests/browser/run.sh
+
+step "all tests passed"
