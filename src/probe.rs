@@ -160,6 +160,10 @@ pub async fn probe_pod_with(
             Ok(id) => probe.cluster_id = id,
             Err(e) => probe.notes.push(format!("cluster ID: {e}")),
         }
+        if matches!(probe.readiness, Readiness::Unreachable(_)) {
+            // The same transport error three times says nothing new.
+            probe.notes.clear();
+        }
         probe
     };
     match tokio::time::timeout(timeout, ask).await {
