@@ -121,6 +121,13 @@ async fn cnpg_database_is_healthy_only_when_applied_at_current_generation() {
                "metadata": {"name": "forgejo", "namespace": ns},
                "spec": {"name": "forgejo", "owner": owner, "cluster": {"name": "pg"}}})
     };
+    apply(
+        &client,
+        json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+               "metadata": {"name": "pg", "namespace": ns},
+               "spec": {"instances": 1}}),
+    )
+    .await;
     let created = apply(&client, database("forgejo")).await;
     let generation = created.metadata.generation.unwrap();
     let config = EvalConfig {
@@ -227,18 +234,29 @@ async fn cockroachdb_split_is_degraded_joined_is_healthy_hung_pod_is_not() {
     assert!(message(&v).contains(ID_A) && message(&v).contains(ID_B), "{v}");
     assert!(!message(&v).contains("s3cret-pass"), "credentials leaked into a message");
 
+    // Probe results are cached briefly, so each transition is awaited rather than expected on
+    // the very next ask.
     a.set(NodeState::waiting_for_init().with_login("wavegate", "s3cret-pass"));
     b.set(NodeState::waiting_for_init().with_login("wavegate", "s3cret-pass"));
-    let v = ask().await;
+    let v = eventually(Duration::from_secs(10), "waiting for init", || async {
+        let v = ask().await;
+        if status(&v) != "Degraded" { Ok(v) } else { Err(v.to_string()) }
+    })
+    .await;
     assert_eq!(status(&v), "Progressing", "{v}");
     assert!(message(&v).contains("waiting for cluster initialization"), "{v}");
 
     a.set(NodeState::ready(1, 2, ID_A).with_login("wavegate", "s3cret-pass"));
     b.set(NodeState::ready(2, 2, ID_A).with_login("wavegate", "s3cret-pass"));
-    let v = ask().await;
-    assert_eq!(status(&v), "Healthy", "{v}");
+    eventually(Duration::from_secs(10), "joined cluster Healthy", || async {
+        let v = ask().await;
+        if status(&v) == "Healthy" { Ok(v) } else { Err(v.to_string()) }
+    })
+    .await;
 
     b.set(NodeState::hanging());
+    // Wait out the probe cache, then time one ask that has to probe the hung pod.
+    tokio::time::sleep(Duration::from_millis(50)).await;
     let started = Instant::now();
     let v = ask().await;
     let took = started.elapsed();
