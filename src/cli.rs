@@ -54,6 +54,16 @@ pub struct ServeArgs {
     /// File holding a bearer token that `/api/*` requests must present.
     #[arg(long, env = "WAVEGATE_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
+    /// How often every WaveGate (and annotated object) is judged again without any change
+    /// (grace periods and gate timeouts advance with time; changes are watched).
+    #[arg(long, env = "WAVEGATE_RESYNC", default_value = "15s", value_parser = humantime::parse_duration)]
+    pub resync: Duration,
+    /// Annotation mode: write verdicts into `wavegate.dev/health-*` annotations on Services,
+    /// CNPG Databases, CrdbClusters and Argo CD Applications that carry
+    /// `wavegate.dev/annotate: "true"`. Off by default: finding them means watching every
+    /// object of those kinds (in --namespaces), and it needs `patch` on them.
+    #[arg(long, env = "WAVEGATE_ANNOTATE")]
+    pub annotate: bool,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -190,6 +200,18 @@ pub async fn serve(args: ServeArgs) -> u8 {
             return EXIT_ERROR;
         }
     };
+    tokio::spawn(crate::gate::run(
+        evaluator.clone(),
+        metrics.clone(),
+        args.resync,
+    ));
+    if args.annotate {
+        tokio::spawn(crate::annotate::run(
+            evaluator.clone(),
+            metrics.clone(),
+            args.resync,
+        ));
+    }
     let state = AppState {
         evaluator,
         metrics,
@@ -270,6 +292,9 @@ pub async fn check(args: CheckArgs) -> u8 {
 }
 
 pub async fn wait(args: WaitArgs) -> u8 {
+    if let Some(name) = crate::gate::view::gate_target(&args.check.target) {
+        return wait_gate(&args, name).await;
+    }
     let (ask, ev) = match one_shot_evaluator(&args.check).await {
         Ok(x) => x,
         Err(code) => return code,
@@ -306,5 +331,62 @@ pub async fn wait(args: WaitArgs) -> u8 {
             return EXIT_TIMEOUT;
         }
         tokio::time::sleep(args.interval.min(deadline - now)).await;
+    }
+}
+
+/// `wait` on a WaveGate: its stored `status.health` at its current generation, as judged by the
+/// wavegate service. Reads only WaveGates in one namespace (a hook Job's ServiceAccount needs
+/// get/list/watch on wavegates there, nothing else). A gate that does not exist yet is waited for.
+async fn wait_gate(args: &WaitArgs, name: &str) -> u8 {
+    use crate::gate::view::{self, Waited};
+    let ns = &args.check.namespace;
+    let valid = crate::resource::validate_namespace(ns).and(crate::resource::validate_name(name));
+    if let Err(e) = valid {
+        eprintln!("wavegate: {e}");
+        return EXIT_USAGE;
+    }
+    if !args.check.params.is_empty() {
+        eprintln!("wavegate: a WaveGate takes no --param; its checks are in its spec");
+        return EXIT_USAGE;
+    }
+    let client = match kube::Client::try_default().await {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("wavegate: cannot build a Kubernetes client (KUBECONFIG or in-cluster): {e}");
+            return EXIT_ERROR;
+        }
+    };
+    let scope = Some(BTreeSet::from([ns.clone()]));
+    let cache = Cache::new(
+        client,
+        scope,
+        args.check.cluster.sync_wait,
+        Arc::new(Metrics::default()),
+    );
+    let what = format!("WaveGate {ns}/{name}");
+    let seen = |g: Option<&view::Gate>| match g {
+        Some(g) => eprintln!("{what}: {}", g.health),
+        None => eprintln!("{what} does not exist yet"),
+    };
+    match view::wait(&cache, ns, name, args.timeout, true, seen).await {
+        Ok(Waited::Healthy(g)) => {
+            print_verdict(&g.health, &args.check.output);
+            exit_code(HealthStatus::Healthy)
+        }
+        Ok(Waited::Degraded(g)) => {
+            print_verdict(&g.health, &args.check.output);
+            exit_code(HealthStatus::Degraded)
+        }
+        Ok(Waited::TimedOut(_) | Waited::NotFound) => {
+            eprintln!(
+                "wavegate: timed out after {} waiting for {what}",
+                humantime::format_duration(args.timeout)
+            );
+            EXIT_TIMEOUT
+        }
+        Err(e) => {
+            eprintln!("wavegate: {what}: {e}");
+            EXIT_ERROR
+        }
     }
 }

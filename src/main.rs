@@ -28,6 +28,8 @@ enum Command {
     /// Exit codes: 0 Healthy, 4 Degraded (definite failure: stop waiting), 124 timed out,
     /// 1 could not evaluate, 2 bad arguments.
     Wait(WaitArgs),
+    /// Print the WaveGate CustomResourceDefinition (YAML), as in deploy/crd/.
+    Crd,
 }
 
 fn main() -> ExitCode {
@@ -48,6 +50,16 @@ fn main() -> ExitCode {
             Command::Serve(a) => cli::serve(a).await,
             Command::Check(a) => cli::check(a).await,
             Command::Wait(a) => cli::wait(a).await,
+            Command::Crd => match wavegate::gate::crd::crd_yaml() {
+                Ok(yaml) => {
+                    print!("{yaml}");
+                    0
+                }
+                Err(e) => {
+                    eprintln!("wavegate: cannot render the CRD: {e}");
+                    1
+                }
+            },
         }
     });
     // Watches and probes may still be in flight; they hold nothing worth waiting for.

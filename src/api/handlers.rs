@@ -6,6 +6,7 @@ use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
 use crate::cache::CacheError;
+use crate::gate::view as gate_view;
 use crate::waves::{self, Waves};
 use axum::http::{HeaderMap, StatusCode, header};
 use serde_json::{Value, json};
@@ -161,4 +162,77 @@ async fn waves_of(state: &AppState, namespace: &str, name: &str) -> Result<Waves
         })?
         .ok_or_else(|| ApiError::NotFound(format!("Application {namespace}/{name} not found")))?;
     Ok(waves::view(&state.evaluator, &app).await)
+}
+
+fn gate_cache_error(e: CacheError) -> ApiError {
+    match e {
+        CacheError::NotInstalled(_) | CacheError::NamespaceNotWatched(_) => {
+            ApiError::NotFound(e.to_string())
+        }
+        e => ApiError::Unavailable(e.to_string()),
+    }
+}
+
+fn gate_path(
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Result<(String, String), ApiError> {
+    let Path((namespace, name)) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    crate::resource::validate_namespace(&namespace)?;
+    crate::resource::validate_name(&name)?;
+    Ok((namespace, name))
+}
+
+/// `GET /api/v1/gates`: every WaveGate, from its stored status.
+pub async fn gates(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+    let gates = match gate_view::list(state.evaluator.cache()).await {
+        Ok(gates) => gates,
+        Err(CacheError::NotInstalled(_)) => Vec::new(),
+        Err(e) => return Err(ApiError::Unavailable(e.to_string())),
+    };
+    Ok(Json(json!({ "gates": gates })))
+}
+
+/// `GET /api/v1/gates/{namespace}/{name}`.
+pub async fn gate(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+) -> Result<Json<gate_view::Gate>, ApiError> {
+    let (namespace, name) = gate_path(path)?;
+    gate_view::get(state.evaluator.cache(), &namespace, &name)
+        .await
+        .map_err(gate_cache_error)?
+        .map(Json)
+        .ok_or_else(|| ApiError::NotFound(format!("WaveGate {namespace}/{name} not found")))
+}
+
+/// `GET /api/v1/gates/{namespace}/{name}/wait?timeout=30s`: 200 Healthy, 409 Degraded, 408 when
+/// the timeout (at most 5m) passes first; the body is the Gate in each case.
+pub async fn gate_wait(
+    State(state): State<AppState>,
+    path: Result<Path<(String, String)>, PathRejection>,
+    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+) -> Result<Response, ApiError> {
+    let (namespace, name) = gate_path(path)?;
+    let Query(params) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    if let Some(k) = params.keys().find(|k| *k != "timeout") {
+        return Err(ApiError::BadRequest(format!(
+            "unknown parameter {k} (allowed: timeout)"
+        )));
+    }
+    let timeout = gate_view::http_wait_timeout(params.get("timeout").map(String::as_str))
+        .map_err(ApiError::BadRequest)?;
+    let cache = state.evaluator.cache();
+    let waited = gate_view::wait(cache, &namespace, &name, timeout, false, |_| {})
+        .await
+        .map_err(gate_cache_error)?;
+    Ok(match waited {
+        gate_view::Waited::Healthy(g) => (StatusCode::OK, Json(g)).into_response(),
+        gate_view::Waited::Degraded(g) => (StatusCode::CONFLICT, Json(g)).into_response(),
+        gate_view::Waited::TimedOut(g) => (StatusCode::REQUEST_TIMEOUT, Json(g)).into_response(),
+        gate_view::Waited::NotFound => {
+            return Err(ApiError::NotFound(format!(
+                "WaveGate {namespace}/{name} not found"
+            )));
+        }
+    })
 }

@@ -25,6 +25,12 @@ pub fn router(state: AppState) -> Router {
             get(handlers::application_waves),
         )
         .route("/api/v1/waves", get(handlers::header_waves))
+        .route("/api/v1/gates", get(handlers::gates))
+        .route("/api/v1/gates/{namespace}/{name}", get(handlers::gate))
+        .route(
+            "/api/v1/gates/{namespace}/{name}/wait",
+            get(handlers::gate_wait),
+        )
         .route_layer(axum::middleware::from_fn_with_state(
             state.clone(),
             handlers::require_token,

@@ -1,0 +1,358 @@
+//! Annotation mode (`wavegate serve --annotate`): on objects that opt in with
+//! `wavegate.dev/annotate: "true"`, wavegate writes its verdict into three annotations that the
+//! Argo CD health scripts in `argocd/` read, so Argo CD's health for the object itself becomes
+//! truthful. The annotations are removed when the opt-in goes away (docs/contracts.md).
+//!
+//! Cost, deliberately opt-in: to find opted-in objects wavegate must watch every object of the
+//! four kinds (Services, CNPG Databases, CrdbClusters, Argo CD Applications) in the watched
+//! namespaces — for Services that is a second, cluster-wide watch next to the one the Service
+//! check uses. Hence off by default; scope it with `--namespaces` where possible.
+//!
+//! Writes are JSON merge patches of `metadata.annotations` only (field manager `wavegate`), sent
+//! only when the wanted annotations differ from the object's, so wavegate's own write (which
+//! comes back as a watch event) causes one re-evaluation and no second write. A merge patch never
+//! creates an object that was deleted meanwhile (the API server answers 404), and `null`
+//! removes an annotation whoever wrote it.
+
+use crate::cache::{CacheError, Change};
+use crate::evaluate::{Ask, Evaluator};
+use crate::gate::queue::{self, DepIndex, PROBE_RECHECK, QueueConfig, Reconcile, deps_of};
+use crate::health::Verdict;
+use crate::metrics::Metrics;
+use crate::resource::{InputError, Resource, Target};
+use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
+use serde_json::{Map, Value, json};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use thiserror::Error;
+
+pub const OPT_IN: &str = "wavegate.dev/annotate";
+pub const STATUS: &str = "wavegate.dev/health-status";
+pub const MESSAGE: &str = "wavegate.dev/health-message";
+pub const OBSERVED_GENERATION: &str = "wavegate.dev/observed-generation";
+const WRITTEN: [&str; 3] = [STATUS, MESSAGE, OBSERVED_GENERATION];
+
+/// The kinds annotation mode judges.
+fn kinds() -> [Resource; 4] {
+    [
+        Resource::Service,
+        Resource::CnpgDatabase,
+        Resource::CrdbCluster,
+        Resource::Application,
+    ]
+}
+
+#[derive(Debug, Error)]
+enum AnnotateError {
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    #[error(transparent)]
+    Input(#[from] InputError),
+    #[error("{0}")]
+    Object(String),
+    #[error("annotation write failed: {0}")]
+    Write(#[from] kube::Error),
+}
+
+/// Resource, namespace, name.
+type Key = (Resource, String, String);
+
+struct Annotator {
+    evaluator: Arc<Evaluator>,
+    metrics: Arc<Metrics>,
+    index: Mutex<DepIndex<Key>>,
+    served: Mutex<HashMap<Resource, ApiResource>>,
+}
+
+/// Run annotation mode until the cache's change feed closes. Each patch increments
+/// [`Metrics::annotation_writes`].
+pub async fn run(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, resync: Duration) {
+    let changes = evaluator.cache().subscribe();
+    let annotator = Arc::new(Annotator {
+        evaluator,
+        metrics,
+        index: Mutex::default(),
+        served: Mutex::default(),
+    });
+    tracing::info!(
+        "annotation mode started (watching services, CNPG databases, CrdbClusters, Argo CD applications)"
+    );
+    queue::run(annotator, changes, QueueConfig::new(resync)).await;
+}
+
+impl Reconcile<Key> for Annotator {
+    fn affected(&self, change: &Change) -> Vec<Key> {
+        let mut keys = self
+            .index
+            .lock()
+            .map(|idx| idx.affected(change))
+            .unwrap_or_default();
+        // The object itself, so that opting in (or out) is noticed at once.
+        if let Some(kind) = kinds()
+            .into_iter()
+            .find(|k| k.to_string() == change.resource)
+        {
+            keys.push((kind, change.namespace.clone(), change.name.clone()));
+        }
+        keys
+    }
+
+    async fn all(&self) -> Vec<Key> {
+        let cache = self.evaluator.cache();
+        let mut keys = Vec::new();
+        for kind in kinds() {
+            let (group, plural) = kind.group_plural();
+            match cache.objects(group, plural, None).await {
+                Ok(objects) => keys.extend(
+                    objects
+                        .iter()
+                        .filter(|o| concerns_us(&annotations_of(o)))
+                        .filter_map(|o| {
+                            let m = o.get("metadata")?;
+                            Some((
+                                kind.clone(),
+                                m.get("namespace")?.as_str()?.to_string(),
+                                m.get("name")?.as_str()?.to_string(),
+                            ))
+                        }),
+                ),
+                // A CRD that is not installed has no objects to annotate.
+                Err(CacheError::NotInstalled(_)) => {}
+                Err(e) => {
+                    tracing::warn!(resource = %kind, error = %e, "annotation mode cannot list")
+                }
+            }
+        }
+        keys
+    }
+
+    async fn reconcile(&self, key: Key) -> Option<Duration> {
+        match self.annotate(&key).await {
+            Ok(requeue) => requeue,
+            Err(e) => {
+                tracing::warn!(object = %format!("{} {}/{}", key.0, key.1, key.2), error = %e, "not annotated");
+                None
+            }
+        }
+    }
+}
+
+impl Annotator {
+    async fn annotate(&self, key: &Key) -> Result<Option<Duration>, AnnotateError> {
+        let (kind, ns, name) = key;
+        let (group, plural) = kind.group_plural();
+        let Some(object) = self
+            .evaluator
+            .cache()
+            .object(group, plural, ns, name)
+            .await?
+        else {
+            self.set_deps(key, None);
+            return Ok(None);
+        };
+        let current = annotations_of(&object);
+        if !concerns_us(&current) {
+            self.set_deps(key, None);
+            return Ok(None);
+        }
+        let (wanted, requeue) = if opted_in(&current) {
+            let ask = Ask::from_params(Target::new(kind.clone(), ns, name)?, &HashMap::new())?;
+            let verdict = self.evaluator.judge_fresh(&ask).await;
+            self.set_deps(key, Some(&ask));
+            let generation = object
+                .pointer("/metadata/generation")
+                .and_then(Value::as_i64);
+            let requeue = (matches!(ask, Ask::CrdbCluster { .. }) && !verdict.is_healthy())
+                .then_some(PROBE_RECHECK);
+            (wanted_annotations(&verdict, generation), requeue)
+        } else {
+            self.set_deps(key, None);
+            (BTreeMap::new(), None)
+        };
+        if let Some(patch) = annotation_patch(&current, &wanted) {
+            self.write(kind, (ns, name), patch).await?;
+        }
+        Ok(requeue)
+    }
+
+    fn set_deps(&self, key: &Key, ask: Option<&Ask>) {
+        if let Ok(mut idx) = self.index.lock() {
+            match ask {
+                Some(ask) => idx.set(key.clone(), deps_of(ask)),
+                None => idx.remove(key),
+            }
+        }
+    }
+
+    async fn write(
+        &self,
+        kind: &Resource,
+        (ns, name): (&str, &str),
+        patch: Value,
+    ) -> Result<(), AnnotateError> {
+        let ar = self.api_resource(kind).await?;
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.evaluator.cache().client().clone(), ns, &ar);
+        let params = PatchParams {
+            field_manager: Some(crate::gate::controller::FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        api.patch(name, &params, &Patch::Merge(&patch)).await?;
+        self.metrics.annotation_writes.inc();
+        tracing::info!(object = %format!("{kind} {ns}/{name}"), "annotations written");
+        Ok(())
+    }
+
+    /// The served version of `kind` (objects read from a watch list carry no apiVersion, and
+    /// CrdbCluster is served as v1beta1 or, by older operators, v1alpha1). Looked up once.
+    async fn api_resource(&self, kind: &Resource) -> Result<ApiResource, AnnotateError> {
+        if let Some(ar) = self.served.lock().ok().and_then(|m| m.get(kind).cloned()) {
+            return Ok(ar);
+        }
+        let (group, plural) = kind.group_plural();
+        let client = self.evaluator.cache().client();
+        let ar = kube::discovery::group(client, group)
+            .await?
+            .recommended_resources()
+            .into_iter()
+            .map(|(ar, _)| ar)
+            .find(|ar| ar.plural == plural)
+            .ok_or_else(|| AnnotateError::Object(format!("{kind} is not served")))?;
+        if let Ok(mut m) = self.served.lock() {
+            m.insert(kind.clone(), ar.clone());
+        }
+        Ok(ar)
+    }
+}
+
+fn annotations_of(object: &Value) -> BTreeMap<String, String> {
+    object
+        .pointer("/metadata/annotations")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn opted_in(annotations: &BTreeMap<String, String>) -> bool {
+    annotations.get(OPT_IN).map(String::as_str) == Some("true")
+}
+
+/// Opted in, or carrying annotations wavegate wrote that must now be removed.
+fn concerns_us(annotations: &BTreeMap<String, String>) -> bool {
+    opted_in(annotations) || WRITTEN.iter().any(|k| annotations.contains_key(*k))
+}
+
+/// The three annotations for a verdict; `observed-generation` only for kinds with a generation.
+fn wanted_annotations(verdict: &Verdict, generation: Option<i64>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::from([
+        (STATUS.to_string(), verdict.status.as_str().to_string()),
+        (MESSAGE.to_string(), verdict.message.clone()),
+    ]);
+    if let Some(g) = generation {
+        out.insert(OBSERVED_GENERATION.to_string(), g.to_string());
+    }
+    out
+}
+
+/// The merge patch that turns `current`'s wavegate annotations into `wanted`, or `None` when
+/// they already match (the write that is skipped).
+fn annotation_patch(
+    current: &BTreeMap<String, String>,
+    wanted: &BTreeMap<String, String>,
+) -> Option<Value> {
+    let mut changes = Map::new();
+    for key in WRITTEN {
+        match (current.get(key), wanted.get(key)) {
+            (Some(c), Some(w)) if c == w => {}
+            (_, Some(w)) => {
+                changes.insert(key.into(), Value::String(w.clone()));
+            }
+            (Some(_), None) => {
+                changes.insert(key.into(), Value::Null);
+            }
+            (None, None) => {}
+        }
+    }
+    (!changes.is_empty()).then(|| json!({ "metadata": { "annotations": changes } }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ann(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn opted_in_object_gets_status_message_and_generation() {
+        let current = ann(&[(OPT_IN, "true")]);
+        let wanted = wanted_annotations(
+            &Verdict::progressing("CNPG has not applied ddb/forgejo yet"),
+            Some(3),
+        );
+        let patch = annotation_patch(&current, &wanted).unwrap();
+        assert_eq!(
+            patch,
+            json!({"metadata": {"annotations": {
+                STATUS: "Progressing",
+                MESSAGE: "CNPG has not applied ddb/forgejo yet",
+                OBSERVED_GENERATION: "3",
+            }}})
+        );
+    }
+
+    #[test]
+    fn unchanged_verdict_writes_nothing() {
+        let wanted = wanted_annotations(&Verdict::healthy("3 ready endpoints"), None);
+        let mut current = wanted.clone();
+        current.insert(OPT_IN.into(), "true".into());
+        current.insert("unrelated".into(), "x".into());
+        assert_eq!(annotation_patch(&current, &wanted), None);
+    }
+
+    #[test]
+    fn dropping_the_opt_in_removes_all_three() {
+        let current = ann(&[
+            (STATUS, "Healthy"),
+            (MESSAGE, "ok"),
+            (OBSERVED_GENERATION, "2"),
+            ("keep", "me"),
+        ]);
+        assert!(concerns_us(&current));
+        let patch = annotation_patch(&current, &BTreeMap::new()).unwrap();
+        assert_eq!(
+            patch,
+            json!({"metadata": {"annotations": {STATUS: null, MESSAGE: null, OBSERVED_GENERATION: null}}})
+        );
+    }
+
+    #[test]
+    fn objects_without_opt_in_or_our_annotations_are_left_alone() {
+        assert!(!concerns_us(&ann(&[(OPT_IN, "false"), ("app", "x")])));
+        assert_eq!(annotation_patch(&BTreeMap::new(), &BTreeMap::new()), None);
+    }
+
+    #[test]
+    fn a_kind_without_generation_loses_a_stale_generation_annotation() {
+        let current = ann(&[
+            (OPT_IN, "true"),
+            (STATUS, "Healthy"),
+            (MESSAGE, "ok"),
+            (OBSERVED_GENERATION, "1"),
+        ]);
+        let wanted = wanted_annotations(&Verdict::healthy("ok"), None);
+        assert_eq!(
+            annotation_patch(&current, &wanted),
+            Some(json!({"metadata": {"annotations": {OBSERVED_GENERATION: null}}}))
+        );
+    }
+}

@@ -1,0 +1,230 @@
+//! The gate controller: judges every WaveGate when it or anything its checks read changes (and
+//! on a periodic resync), and writes `status` through the status subresource with server-side
+//! apply (field manager `wavegate`), only when the computed status differs from the stored one.
+//!
+//! WaveGates are read from the same watch cache as everything else (one cluster-wide watch, or
+//! one per namespace with `--namespaces`), so the controller adds one watch to the API server.
+
+use super::crd::{WaveGate, WaveGateStatus};
+use super::judge::{self, ask_of, gate_health, invalid_check, next_status};
+use super::queue::{self, DepIndex, PROBE_RECHECK, QueueConfig, Reconcile, deps_of};
+use crate::cache::{CacheError, Change};
+use crate::evaluate::{Ask, Evaluator};
+use crate::health::HealthStatus;
+use crate::metrics::Metrics;
+use kube::api::{Api, Patch, PatchParams};
+use kube::{Resource, ResourceExt};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use thiserror::Error;
+
+pub const GROUP: &str = "wavegate.dev";
+pub const PLURAL: &str = "wavegates";
+/// How the cache names WaveGates in its [`Change`]s.
+pub const RESOURCE: &str = "wavegates.wavegate.dev";
+/// The field manager of every status write.
+pub const FIELD_MANAGER: &str = "wavegate";
+
+#[derive(Debug, Error)]
+enum GateError {
+    #[error(transparent)]
+    Cache(#[from] CacheError),
+    #[error("cannot read the WaveGate: {0}")]
+    Decode(#[from] serde_json::Error),
+    #[error("status write failed: {0}")]
+    Write(#[from] kube::Error),
+}
+
+/// Namespace and name.
+type GateKey = (String, String);
+
+struct Gates {
+    evaluator: Arc<Evaluator>,
+    metrics: Arc<Metrics>,
+    index: Mutex<DepIndex<GateKey>>,
+    /// The status last written per gate, with the resourceVersion it was written over: until
+    /// the watch delivers our write, the cache still holds the old status, and comparing with
+    /// that would write the same status twice.
+    written: Mutex<HashMap<GateKey, (Option<String>, WaveGateStatus)>>,
+    missing_crd_logged: AtomicBool,
+}
+
+/// Run the gate controller until the cache's change feed closes. Status writes are counted in
+/// [`Metrics::gate_status_writes`].
+pub async fn run(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, resync: Duration) {
+    let changes = evaluator.cache().subscribe();
+    let gates = Arc::new(Gates {
+        evaluator,
+        metrics,
+        index: Mutex::default(),
+        written: Mutex::default(),
+        missing_crd_logged: AtomicBool::new(false),
+    });
+    tracing::info!(resync = %humantime::format_duration(resync), "gate controller started");
+    queue::run(gates, changes, QueueConfig::new(resync)).await;
+}
+
+impl Reconcile<GateKey> for Gates {
+    fn affected(&self, change: &Change) -> Vec<GateKey> {
+        if change.resource == RESOURCE {
+            return vec![(change.namespace.clone(), change.name.clone())];
+        }
+        self.index
+            .lock()
+            .map(|idx| idx.affected(change))
+            .unwrap_or_default()
+    }
+
+    async fn all(&self) -> Vec<GateKey> {
+        match self.evaluator.cache().objects(GROUP, PLURAL, None).await {
+            Ok(objects) => {
+                self.missing_crd_logged.store(false, Ordering::Relaxed);
+                objects
+                    .iter()
+                    .filter_map(|o| {
+                        let m = o.get("metadata")?;
+                        Some((
+                            m.get("namespace")?.as_str()?.to_string(),
+                            m.get("name")?.as_str()?.to_string(),
+                        ))
+                    })
+                    .collect()
+            }
+            Err(e) => {
+                if !self.missing_crd_logged.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(error = %e, "cannot list WaveGates; retrying at each resync");
+                }
+                Vec::new()
+            }
+        }
+    }
+
+    async fn reconcile(&self, key: GateKey) -> Option<Duration> {
+        match self.judge(&key).await {
+            Ok(requeue) => requeue,
+            Err(e) => {
+                tracing::warn!(gate = %format!("{}/{}", key.0, key.1), error = %e, "gate not judged");
+                None
+            }
+        }
+    }
+}
+
+impl Gates {
+    async fn judge(&self, key: &GateKey) -> Result<Option<Duration>, GateError> {
+        let (ns, name) = key;
+        let cache = self.evaluator.cache();
+        let Some(object) = cache.object(GROUP, PLURAL, ns, name).await? else {
+            self.forget(key);
+            return Ok(None);
+        };
+        let gate: WaveGate = serde_json::from_value(object)?;
+        let asks: Vec<(String, Result<Ask, _>)> = gate
+            .spec
+            .checks
+            .iter()
+            .map(|c| (c.name.clone(), ask_of(c, ns)))
+            .collect();
+        let verdicts: Vec<_> = futures::future::join_all(asks.iter().map(|(n, ask)| async move {
+            let v = match ask {
+                Ok(ask) => self.evaluator.judge_fresh(ask).await,
+                Err(e) => invalid_check(e),
+            };
+            (n.clone(), v)
+        }))
+        .await;
+        if let Ok(mut idx) = self.index.lock() {
+            let deps = asks
+                .iter()
+                .filter_map(|(_, a)| a.as_ref().ok())
+                .flat_map(deps_of);
+            idx.set(key.clone(), deps.collect());
+        }
+
+        let timeout = gate.spec.timeout.as_deref().and_then(|t| {
+            judge::parse_timeout(t)
+                .inspect_err(|e| tracing::warn!(gate = %format!("{ns}/{name}"), "{e}; ignoring it"))
+                .ok()
+                .map(|d| (t, d))
+        });
+        let rv = gate.resource_version();
+        let stored = self.current_status(key, &rv, gate.status.as_ref());
+        let since = judge::waiting_since(&gate, stored.as_ref());
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let waited = judge::waited(since, now);
+        let health = gate_health(&verdicts, timeout, waited);
+        let status = next_status(&gate, stored.as_ref(), verdicts, health, since, now);
+
+        let mut requeue = judge::until_timeout(status_of(&status), timeout.map(|(_, d)| d), waited)
+            // One more second: the API server keeps whole seconds, so `since` can be up
+            // to a second later than the moment waiting began.
+            .map(|d| d + Duration::from_secs(1));
+        let probing = asks
+            .iter()
+            .any(|(_, a)| matches!(a, Ok(Ask::CrdbCluster { .. })));
+        if probing && status_of(&status) != HealthStatus::Healthy {
+            requeue = Some(requeue.map_or(PROBE_RECHECK, |d| d.min(PROBE_RECHECK)));
+        }
+
+        if stored.as_ref() != Some(&status) {
+            self.write(&gate, &status).await?;
+            if let Ok(mut w) = self.written.lock() {
+                w.insert(key.clone(), (rv, status));
+            }
+        }
+        Ok(requeue)
+    }
+
+    /// The status to compare with: what we wrote, while the cache has not caught up with it.
+    fn current_status(
+        &self,
+        key: &GateKey,
+        rv: &Option<String>,
+        cached: Option<&WaveGateStatus>,
+    ) -> Option<WaveGateStatus> {
+        let written = self.written.lock().ok()?.get(key).cloned();
+        match written {
+            Some((written_over, status)) if &written_over == rv => Some(status),
+            _ => cached.cloned(),
+        }
+    }
+
+    async fn write(&self, gate: &WaveGate, status: &WaveGateStatus) -> Result<(), GateError> {
+        let api: Api<WaveGate> = Api::namespaced(
+            self.evaluator.cache().client().clone(),
+            &gate.namespace().unwrap_or_default(),
+        );
+        let body = serde_json::json!({
+            "apiVersion": WaveGate::api_version(&()),
+            "kind": WaveGate::kind(&()),
+            "status": status,
+        });
+        let params = PatchParams::apply(FIELD_MANAGER).force();
+        api.patch_status(&gate.name_any(), &params, &Patch::Apply(&body))
+            .await?;
+        self.metrics.gate_status_writes.inc();
+        tracing::info!(
+            gate = %format!("{}/{}", gate.namespace().unwrap_or_default(), gate.name_any()),
+            health = %status_of(status),
+            "gate status written"
+        );
+        Ok(())
+    }
+
+    fn forget(&self, key: &GateKey) {
+        if let Ok(mut idx) = self.index.lock() {
+            idx.remove(key);
+        }
+        if let Ok(mut w) = self.written.lock() {
+            w.remove(key);
+        }
+    }
+}
+
+fn status_of(s: &WaveGateStatus) -> HealthStatus {
+    s.health
+        .as_ref()
+        .map_or(HealthStatus::Unknown, |h| h.status)
+}

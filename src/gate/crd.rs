@@ -1,0 +1,224 @@
+//! The `WaveGate` custom resource (`wavegate.dev/v1alpha1`), defined once in Rust: the CRD YAML
+//! under `deploy/crd/` is generated from these types (`wavegate crd`), and `tests/crd.rs` fails
+//! when the committed file drifts from them.
+//!
+//! The schema is structural and validates what the API server can: each check sets exactly one
+//! kind (CEL), names are unique (`listType: map`), `timeout` is a Go duration. What a schema
+//! cannot say (e.g. a malformed JSONPath) becomes a Degraded verdict for that one check.
+
+use crate::health::HealthStatus;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Object names (RFC 1123 subdomain, Kubernetes' `IsDNS1123Subdomain`).
+const NAME: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// Namespaces (RFC 1123 label).
+const NAMESPACE: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
+/// Checks that must all be Healthy before the next Argo CD sync wave may start.
+///
+/// Put the gate in the wave between the producers and the consumers; a gate in the last wave of
+/// an application gates nothing, because Argo CD does not wait on the health of the last wave.
+#[derive(CustomResource, Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[kube(
+    group = "wavegate.dev",
+    version = "v1alpha1",
+    kind = "WaveGate",
+    namespaced,
+    shortname = "wg",
+    status = "WaveGateStatus",
+    doc = "A readiness gate for Argo CD sync waves: Healthy when all its checks are.",
+    printcolumn = r#"{"name":"Health","type":"string","jsonPath":".status.health.status"}"#,
+    printcolumn = r#"{"name":"Message","type":"string","jsonPath":".status.health.message"}"#,
+    printcolumn = r#"{"name":"Age","type":"date","jsonPath":".metadata.creationTimestamp"}"#
+)]
+#[serde(rename_all = "camelCase")]
+pub struct WaveGateSpec {
+    /// How long the gate may stay not Healthy before it turns Degraded, which fails the Argo CD
+    /// sync with a message naming what is still not ready. A Go duration (`90s`, `10m`, `1h30m`).
+    /// Counted from when the gate last stopped being Ready at its current generation (from its
+    /// creation for a new gate). Without it the gate waits as long as Argo CD does.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^([0-9]+(\.[0-9]+)?(ns|us|ms|s|m|h))+$"))]
+    pub timeout: Option<String>,
+    /// The checks; the gate is Healthy when every one is.
+    #[schemars(
+        length(min = 1, max = 64),
+        extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"])
+    )]
+    pub checks: Vec<GateCheck>,
+}
+
+/// One check: a name and exactly one kind with its parameters.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(extend("x-kubernetes-validations" = [{
+    "rule": "[has(self.service), has(self.cnpgDatabase), has(self.cockroachCluster), has(self.application), has(self.resource)].filter(x, x).size() == 1",
+    "message": "each check must set exactly one of service, cnpgDatabase, cockroachCluster, application, resource"
+}]))]
+pub struct GateCheck {
+    /// Unique within the gate; shown in messages and in `status.checks`.
+    #[schemars(
+        length(min = 1, max = 63),
+        regex(pattern = r"^[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$")
+    )]
+    pub name: String,
+    /// Free text for people (dashboard, UI extension).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub label: Option<String>,
+    /// A Service has ready endpoints behind a selector that matches pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<ServiceCheck>,
+    /// A CloudNativePG Database has been created by the operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cnpg_database: Option<CnpgDatabaseCheck>,
+    /// A CockroachDB cluster is one cluster with every expected node live.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cockroach_cluster: Option<CockroachClusterCheck>,
+    /// An Argo CD Application is Healthy, Synced to the revision it asks for, and idle.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub application: Option<ApplicationCheck>,
+    /// Any other object, judged by kstatus rules and optional JSONPath expressions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource: Option<ResourceCheck>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceCheck {
+    #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
+    pub name: String,
+    /// Defaults to the gate's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE))]
+    pub namespace: Option<String>,
+    /// Ready endpoints required (default 1; 0 means "the Service exists", e.g. a headless join
+    /// Service before its pods).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0), extend("format" = "int32"))]
+    pub min_ready: Option<u32>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CnpgDatabaseCheck {
+    #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
+    pub name: String,
+    /// Defaults to the gate's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE))]
+    pub namespace: Option<String>,
+    /// Also require the Database's CNPG Cluster to be Ready (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_cluster_ready: Option<bool>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CockroachClusterCheck {
+    #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
+    pub name: String,
+    /// Defaults to the gate's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE))]
+    pub namespace: Option<String>,
+    /// Nodes that must be live and see each other (default: from the CrdbCluster's spec).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1), extend("format" = "int32"))]
+    pub expected_nodes: Option<u32>,
+    /// Pod labels selecting the cluster's pods (default: the operator's labels).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<BTreeMap<String, String>>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationCheck {
+    #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
+    pub name: String,
+    /// Defaults to the gate's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE))]
+    pub namespace: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceCheck {
+    /// The kind as kubectl names it: `deployments.apps`, `statefulsets.apps`, `jobs.batch`.
+    #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
+    pub resource: String,
+    #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
+    pub name: String,
+    /// Defaults to the gate's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE))]
+    pub namespace: Option<String>,
+    /// JSONPath (RFC 9535) that selects something when the object is healthy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub healthy: Option<String>,
+    /// JSONPath that selects something while the object is still progressing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub progressing: Option<String>,
+    /// JSONPath that selects something when the object has definitely failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<String>,
+}
+
+/// What wavegate concluded, written through the status subresource.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WaveGateStatus {
+    /// `metadata.generation` that `health` and `checks` judged.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// The gate's Argo CD health: the worst of its checks, or Degraded once `timeout` passed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub health: Option<GateHealth>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["name"]))]
+    pub checks: Vec<CheckStatus>,
+    /// `Ready` (True iff health is Healthy), for kstatus users: Flux, Helm 4, kapp.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(extend("x-kubernetes-list-type" = "map", "x-kubernetes-list-map-keys" = ["type"]))]
+    pub conditions: Vec<Condition>,
+}
+
+/// Argo CD's `HealthStatus` shape.
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+pub struct GateHealth {
+    #[schemars(schema_with = "health_status_schema")]
+    pub status: HealthStatus,
+    #[serde(default)]
+    pub message: String,
+}
+
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckStatus {
+    pub name: String,
+    #[schemars(schema_with = "health_status_schema")]
+    pub status: HealthStatus,
+    #[serde(default)]
+    pub message: String,
+    /// When `status` last changed.
+    pub last_transition_time: Time,
+}
+
+fn health_status_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let names: Vec<&str> = HealthStatus::ALL.iter().map(|s| s.as_str()).collect();
+    schemars::json_schema!({ "type": "string", "enum": names })
+}
+
+/// The CustomResourceDefinition as YAML, as committed in `deploy/crd/wavegate.dev_wavegates.yaml`.
+pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
+    use kube::CustomResourceExt;
+    let yaml = serde_yaml::to_string(&WaveGate::crd())?;
+    Ok(format!(
+        "# Generated from src/gate/crd.rs by `wavegate crd`; do not edit.\n{yaml}"
+    ))
+}

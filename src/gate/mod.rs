@@ -1,0 +1,15 @@
+//! WaveGates: the custom resource Argo CD waits on ([`crd`]), the pure rules that turn check
+//! verdicts into its status ([`judge`]), the controller that writes that status
+//! ([`controller`]), and the view the HTTP API and `wavegate wait` serve ([`view`]).
+//!
+//! To run the controller in-process (e.g. in a test): `gate::run(evaluator, metrics, resync)`;
+//! it returns when the cache's change feed closes. Each status write increments
+//! `metrics.gate_status_writes`.
+
+pub mod controller;
+pub mod crd;
+pub mod judge;
+pub mod queue;
+pub mod view;
+
+pub use controller::run;
