@@ -15,7 +15,9 @@ async fn main() {
     let mut nodes = Vec::new();
     for arg in std::env::args().skip(1) {
         let Some((addr, state)) = arg.split_once('=') else {
-            eprintln!("crdb-standin: {arg:?}: expected ip:port=node,live,cluster-id or ip:port=wait");
+            eprintln!(
+                "crdb-standin: {arg:?}: expected ip:port=node,live,cluster-id or ip:port=wait"
+            );
             std::process::exit(2);
         };
         let Ok(addr) = addr.parse::<SocketAddrV4>() else {

@@ -224,7 +224,10 @@ impl Cache {
         self.read(&w).await?;
         Ok(w.store.state_filter(|s| {
             s.metadata.namespace.as_deref() == Some(namespace)
-                && s.labels().get("kubernetes.io/service-name").map(String::as_str) == Some(service)
+                && s.labels()
+                    .get("kubernetes.io/service-name")
+                    .map(String::as_str)
+                    == Some(service)
         }))
     }
 
@@ -486,7 +489,10 @@ impl Cache {
                                 vec![]
                             }
                             watcher::Event::Init => {
-                                metrics.watch_restarts.get_or_create(&ResourceLabel::new(&resource)).inc();
+                                metrics
+                                    .watch_restarts
+                                    .get_or_create(&ResourceLabel::new(&resource))
+                                    .inc();
                                 vec![]
                             }
                         };
@@ -500,7 +506,10 @@ impl Cache {
                     }
                     Err(e) => {
                         tracing::warn!(watch = %label, error = %e, "watch error");
-                        metrics.watch_errors.get_or_create(&ResourceLabel::new(&resource)).inc();
+                        metrics
+                            .watch_errors
+                            .get_or_create(&ResourceLabel::new(&resource))
+                            .inc();
                         h.set_error(e.to_string());
                     }
                 }

@@ -73,7 +73,12 @@ pub struct CheckArgs {
     /// `<resource>/<name>`, resource as kubectl names it: services/forgejo,
     /// databases.postgresql.cnpg.io/forgejo, crdbclusters.crdb.cockroachlabs.com/cockroachdb.
     pub target: String,
-    #[arg(short = 'n', long, env = "WAVEGATE_NAMESPACE", default_value = "default")]
+    #[arg(
+        short = 'n',
+        long,
+        env = "WAVEGATE_NAMESPACE",
+        default_value = "default"
+    )]
     pub namespace: String,
     /// Check parameter `key=value` (e.g. minReady=0, expectedNodes=3); repeatable.
     #[arg(short = 'p', long = "param")]
@@ -148,7 +153,12 @@ fn read_credentials(dir: &std::path::Path) -> Result<Credentials, String> {
         let path = dir.join(key);
         std::fs::read_to_string(&path)
             .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
-            .map_err(|e| format!("cannot read CockroachDB credential file {}: {e}", path.display()))
+            .map_err(|e| {
+                format!(
+                    "cannot read CockroachDB credential file {}: {e}",
+                    path.display()
+                )
+            })
     };
     Ok(Credentials {
         username: read("username")?,
@@ -185,14 +195,14 @@ pub async fn serve(args: ServeArgs) -> u8 {
         None => None,
     };
     let metrics = Arc::new(Metrics::default());
-    let evaluator = match evaluator(&args.cluster, args.cluster.namespace_set(), metrics.clone()).await
-    {
-        Ok(e) => e,
-        Err(e) => {
-            eprintln!("wavegate: {e}");
-            return EXIT_ERROR;
-        }
-    };
+    let evaluator =
+        match evaluator(&args.cluster, args.cluster.namespace_set(), metrics.clone()).await {
+            Ok(e) => e,
+            Err(e) => {
+                eprintln!("wavegate: {e}");
+                return EXIT_ERROR;
+            }
+        };
     let listener = match tokio::net::TcpListener::bind(&args.listen).await {
         Ok(l) => l,
         Err(e) => {
@@ -219,9 +229,7 @@ pub async fn serve(args: ServeArgs) -> u8 {
     };
     tracing::info!(listen = %args.listen, "wavegate serving");
     let app = api::router(state);
-    let shutdown = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+    let shutdown = shutdown_signal();
     match axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
         .await
@@ -232,6 +240,23 @@ pub async fn serve(args: ServeArgs) -> u8 {
             EXIT_ERROR
         }
     }
+}
+
+/// SIGTERM (what the kubelet sends) or Ctrl-C.
+async fn shutdown_signal() {
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    tokio::select! {
+        _ = tokio::signal::ctrl_c() => {}
+        _ = term => {}
+    }
+    tracing::info!("shutting down");
 }
 
 /// Parse `check`'s arguments into an ask, or the message for exit code 2.

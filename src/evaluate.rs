@@ -53,7 +53,10 @@ pub enum Ask {
 impl Ask {
     /// Build an ask from a target and string parameters (HTTP query or CLI `--param k=v`).
     /// Unknown parameters are rejected so a typo never silently weakens a check.
-    pub fn from_params(target: Target, params: &HashMap<String, String>) -> Result<Ask, InputError> {
+    pub fn from_params(
+        target: Target,
+        params: &HashMap<String, String>,
+    ) -> Result<Ask, InputError> {
         let Target {
             resource,
             namespace,
@@ -88,8 +91,7 @@ impl Ask {
             Resource::CnpgDatabase => Ask::CnpgDatabase {
                 namespace,
                 name,
-                require_cluster_ready: parse_param(params, "requireClusterReady")?
-                    .unwrap_or(false),
+                require_cluster_ready: parse_param(params, "requireClusterReady")?.unwrap_or(false),
             },
             Resource::CrdbCluster => Ask::CrdbCluster {
                 namespace,
@@ -197,8 +199,7 @@ fn parse_selector(s: &str) -> Result<BTreeMap<String, String>, InputError> {
         let (k, v) = pair.split_once('=').ok_or_else(|| bad("missing '='"))?;
         let valid = |x: &str| {
             x.len() <= 317
-                && x
-                    .bytes()
+                && x.bytes()
                     .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b))
         };
         if k.is_empty() || !valid(k) || !valid(v) {
@@ -382,10 +383,9 @@ impl Evaluator {
                 let f = match cockroach::plan(namespace, name, cluster.as_ref(), &pods, &params) {
                     Err(f) => f,
                     Ok(plan) => {
-                        let probes = futures::future::join_all(
-                            plan.targets.iter().map(|t| self.probe(t)),
-                        )
-                        .await;
+                        let probes =
+                            futures::future::join_all(plan.targets.iter().map(|t| self.probe(t)))
+                                .await;
                         cockroach::judge(namespace, name, &plan, &probes)
                     }
                 };

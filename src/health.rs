@@ -148,7 +148,10 @@ pub fn worst_of<'a>(verdicts: impl IntoIterator<Item = (&'a str, &'a Verdict)>) 
         .collect();
     Verdict::new(
         worst,
-        format!("{healthy} of {total} checks healthy; {}", blockers.join("; ")),
+        format!(
+            "{healthy} of {total} checks healthy; {}",
+            blockers.join("; ")
+        ),
     )
 }
 
@@ -220,14 +223,21 @@ mod tests {
         let waiting = Verdict::progressing("ddb/forgejo: CNPG has not applied the database yet");
         let v = worst_of([("a", &ok), ("forgejo-db", &waiting), ("c", &ok)]);
         assert_eq!(v.status, HealthStatus::Progressing);
-        assert!(v.message.starts_with("2 of 3 checks healthy; forgejo-db: ddb/forgejo"));
+        assert!(
+            v.message
+                .starts_with("2 of 3 checks healthy; forgejo-db: ddb/forgejo")
+        );
     }
 
     #[test]
     fn persistent_failure_is_progressing_until_grace_then_degraded() {
         use std::time::Duration;
-        let f = Finding::Persistent { message: "applied=false".into() };
-        let early = f.clone().resolve(Duration::from_secs(10), Duration::from_secs(90));
+        let f = Finding::Persistent {
+            message: "applied=false".into(),
+        };
+        let early = f
+            .clone()
+            .resolve(Duration::from_secs(10), Duration::from_secs(90));
         assert_eq!(early.status, HealthStatus::Progressing);
         let late = f.resolve(Duration::from_secs(91), Duration::from_secs(90));
         assert_eq!(late.status, HealthStatus::Degraded);

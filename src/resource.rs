@@ -110,11 +110,17 @@ impl fmt::Display for Target {
 /// Input a client sent that wavegate will not act on. Each becomes a 4xx with this message.
 #[derive(Debug, Error, PartialEq, Eq)]
 pub enum InputError {
-    #[error("{0:?} is not a resource name (expected e.g. services or databases.postgresql.cnpg.io)")]
+    #[error(
+        "{0:?} is not a resource name (expected e.g. services or databases.postgresql.cnpg.io)"
+    )]
     Resource(String),
-    #[error("{0:?} is not a valid namespace (RFC 1123 label: lowercase letters, digits and '-', at most 63)")]
+    #[error(
+        "{0:?} is not a valid namespace (RFC 1123 label: lowercase letters, digits and '-', at most 63)"
+    )]
     Namespace(String),
-    #[error("{0:?} is not a valid object name (RFC 1123 subdomain: lowercase letters, digits, '-' and '.', at most 253)")]
+    #[error(
+        "{0:?} is not a valid object name (RFC 1123 subdomain: lowercase letters, digits, '-' and '.', at most 253)"
+    )]
     Name(String),
     #[error("invalid parameter {name}: {reason}")]
     Parameter { name: String, reason: String },

@@ -6,6 +6,8 @@
 //! per-resource `health` there is not persisted by default, so it is used only as a last resort.
 
 use crate::evaluate::{Ask, Evaluator};
+use crate::gate::crd::WaveGate;
+use crate::gate::view::Gate;
 use crate::health::{HealthStatus, Verdict, worst_of};
 use serde::Serialize;
 use serde_json::Value;
@@ -123,7 +125,9 @@ pub fn assemble(
     }
     let blocking = waves.iter().find(|w| w.status != HealthStatus::Healthy);
     let message = match blocking {
-        None if waves.is_empty() => format!("Application {namespace}/{name} lists no resources yet"),
+        None if waves.is_empty() => {
+            format!("Application {namespace}/{name} lists no resources yet")
+        }
         None => "all waves truly healthy".to_string(),
         Some(w) => {
             let reasons: Vec<String> = w
@@ -137,7 +141,11 @@ pub fn assemble(
                     )
                 })
                 .collect();
-            format!("wave {} is not truly healthy: {}", w.wave, reasons.join("; "))
+            format!(
+                "wave {} is not truly healthy: {}",
+                w.wave,
+                reasons.join("; ")
+            )
         }
     };
     Waves {
@@ -175,28 +183,22 @@ fn ask_for(r: &ResourceRef) -> Option<Ask> {
     }
 }
 
-/// A WaveGate is judged by the status wavegate's controller wrote, at its current generation.
+/// A WaveGate is judged by the status wavegate's controller wrote, read the same way as the
+/// gate API and the Lua check read it (stale generation → Progressing).
 fn gate_verdict(gate: Option<&Value>, r: &ResourceRef) -> Verdict {
     let Some(gate) = gate else {
-        return Verdict::missing(format!("WaveGate {}/{} does not exist", r.namespace, r.name));
-    };
-    let generation = gate.pointer("/metadata/generation").and_then(Value::as_i64);
-    let observed = gate
-        .pointer("/status/observedGeneration")
-        .and_then(Value::as_i64);
-    if generation.is_none() || generation != observed {
-        return Verdict::progressing(format!(
-            "WaveGate {}/{}: wavegate has not evaluated generation {} yet",
-            r.namespace,
-            r.name,
-            generation.unwrap_or(0)
+        return Verdict::missing(format!(
+            "WaveGate {}/{} does not exist",
+            r.namespace, r.name
         ));
+    };
+    match serde_json::from_value::<WaveGate>(gate.clone()) {
+        Ok(gate) => Gate::of(&gate).health,
+        Err(e) => Verdict::unknown(format!(
+            "WaveGate {}/{} cannot be read: {e}",
+            r.namespace, r.name
+        )),
     }
-    gate.pointer("/status/health")
-        .and_then(|h| serde_json::from_value::<Verdict>(h.clone()).ok())
-        .unwrap_or_else(|| {
-            Verdict::progressing(format!("WaveGate {}/{} has no health yet", r.namespace, r.name))
-        })
 }
 
 /// Judge every resource of `app` and assemble the view.
@@ -271,13 +273,27 @@ mod tests {
             Verdict::healthy(""),
             vec![
                 (5, judged("Deployment", "app", HealthStatus::Healthy, "")),
-                (1, judged("Service", "forgejo", HealthStatus::Progressing, "matches no pods")),
+                (
+                    1,
+                    judged(
+                        "Service",
+                        "forgejo",
+                        HealthStatus::Progressing,
+                        "matches no pods",
+                    ),
+                ),
                 (0, judged("ConfigMap", "c", HealthStatus::Healthy, "")),
             ],
         );
-        assert_eq!(w.waves.iter().map(|w| w.wave).collect::<Vec<_>>(), [0, 1, 5]);
+        assert_eq!(
+            w.waves.iter().map(|w| w.wave).collect::<Vec<_>>(),
+            [0, 1, 5]
+        );
         assert_eq!(w.blocking_wave, Some(1));
-        assert!(w.message.contains("Service cicd/forgejo is Progressing: matches no pods"));
+        assert!(
+            w.message
+                .contains("Service cicd/forgejo is Progressing: matches no pods")
+        );
     }
 
     #[test]
@@ -293,7 +309,10 @@ mod tests {
 
     #[test]
     fn gate_with_stale_generation_is_not_trusted() {
-        let gate = serde_json::json!({"metadata": {"generation": 2},
+        let gate = serde_json::json!({
+            "apiVersion": "wavegate.dev/v1alpha1", "kind": "WaveGate",
+            "metadata": {"name": "g", "namespace": "cicd", "generation": 2},
+            "spec": {"checks": [{"name": "web", "service": {"name": "web"}}]},
             "status": {"observedGeneration": 1, "health": {"status": "Healthy"}}});
         let r = ResourceRef {
             group: "wavegate.dev".into(),
@@ -302,7 +321,10 @@ mod tests {
             namespace: "cicd".into(),
             name: "g".into(),
         };
-        assert_eq!(gate_verdict(Some(&gate), &r).status, HealthStatus::Progressing);
+        assert_eq!(
+            gate_verdict(Some(&gate), &r).status,
+            HealthStatus::Progressing
+        );
         assert_eq!(gate_verdict(None, &r).status, HealthStatus::Missing);
     }
 

@@ -66,16 +66,36 @@ async fn bad_input_is_a_clear_4xx() {
     for (path, want, says) in [
         ("/api/v1/health/services/Bad_NS/forgejo", 400, "namespace"),
         ("/api/v1/health/services/cicd/-forgejo", 400, "object name"),
-        ("/api/v1/health/services/cicd/forgejo?minReady=many", 400, "minReady"),
-        ("/api/v1/health/services/cicd/forgejo?minready=1", 400, "minready"),
-        ("/api/v1/health/services/cicd/forgejo?expectedNodes=2", 400, "expectedNodes"),
+        (
+            "/api/v1/health/services/cicd/forgejo?minReady=many",
+            400,
+            "minReady",
+        ),
+        (
+            "/api/v1/health/services/cicd/forgejo?minready=1",
+            400,
+            "minready",
+        ),
+        (
+            "/api/v1/health/services/cicd/forgejo?expectedNodes=2",
+            400,
+            "expectedNodes",
+        ),
         (
             "/api/v1/health/deployments.apps/cicd/x?healthy=%24.status%5B",
             400,
             "healthy",
         ),
-        ("/api/v1/health/crdbclusters.crdb.cockroachlabs.com/prod/c?selector=a", 400, "selector"),
-        ("/api/v1/health/widgets.nowhere.example/cicd/x", 404, "widgets.nowhere.example"),
+        (
+            "/api/v1/health/crdbclusters.crdb.cockroachlabs.com/prod/c?selector=a",
+            400,
+            "selector",
+        ),
+        (
+            "/api/v1/health/widgets.nowhere.example/cicd/x",
+            404,
+            "widgets.nowhere.example",
+        ),
         ("/api/v1/health/..%2F..%2Fetc/cicd/x", 404, "resource"),
         ("/api/v1/nothing-here", 404, "endpoint"),
         ("/api/v1/applications/argocd/Bad/waves", 400, "object name"),
@@ -83,8 +103,13 @@ async fn bad_input_is_a_clear_4xx() {
     ] {
         let (code, body) = wg.get(path).await;
         assert_eq!(code, want, "{path}: {body}");
-        let msg = body["error"].as_str().unwrap_or_else(|| panic!("{path}: no JSON error: {body}"));
-        assert!(msg.contains(says), "{path}: {msg:?} should mention {says:?}");
+        let msg = body["error"]
+            .as_str()
+            .unwrap_or_else(|| panic!("{path}: no JSON error: {body}"));
+        assert!(
+            msg.contains(says),
+            "{path}: {msg:?} should mention {says:?}"
+        );
     }
 }
 
@@ -110,7 +135,10 @@ async fn generic_kind_is_judged_by_kstatus_and_jsonpath() {
             "?healthy=%24.data%5B%3F%40%20%3D%3D%20%27go%27%5D",
         )
         .await;
-    assert_eq!(v["status"], "Progressing", "healthy expression does not hold: {v}");
+    assert_eq!(
+        v["status"], "Progressing",
+        "healthy expression does not hold: {v}"
+    );
     let v = wg.health("configmaps", &ns, "absent", "").await;
     assert_eq!(v["status"], "Missing", "{v}");
 }
@@ -131,7 +159,10 @@ async fn token_guards_the_api_but_not_the_probes() {
     let (code, _) = wg.get("/healthz").await;
     assert_eq!(code, 200);
     let resp = reqwest::Client::new()
-        .get(format!("{}/api/v1/health/services/default/kubernetes", wg.url))
+        .get(format!(
+            "{}/api/v1/health/services/default/kubernetes",
+            wg.url
+        ))
         .bearer_auth("t0ken")
         .send()
         .await

@@ -67,14 +67,18 @@ async fn selector_matching_no_pods_is_not_healthy_until_fixed_and_endpoints_publ
 
     // The pod stops being Ready: the endpoint goes not-ready and so does the verdict.
     set_pod_ready(&client, &ns, "forgejo-0", "10.244.1.7", false).await;
-    eventually(Duration::from_secs(20), "Service leaves Healthy", || async {
-        let v = wg.health("services", &ns, "forgejo", "").await;
-        if status(&v) == "Progressing" {
-            Ok(())
-        } else {
-            Err(v.to_string())
-        }
-    })
+    eventually(
+        Duration::from_secs(20),
+        "Service leaves Healthy",
+        || async {
+            let v = wg.health("services", &ns, "forgejo", "").await;
+            if status(&v) == "Progressing" {
+                Ok(())
+            } else {
+                Err(v.to_string())
+            }
+        },
+    )
     .await;
 }
 
@@ -144,37 +148,75 @@ async fn cnpg_database_is_healthy_only_when_applied_at_current_generation() {
     // Applied, but for an older generation: the spec changed since.
     let updated = apply(&client, database("gitea")).await;
     assert!(updated.metadata.generation.unwrap() > generation);
-    patch_status(&client, &db_ar, &ns, "forgejo",
-        json!({"applied": true, "observedGeneration": generation})).await;
+    patch_status(
+        &client,
+        &db_ar,
+        &ns,
+        "forgejo",
+        json!({"applied": true, "observedGeneration": generation}),
+    )
+    .await;
     let v = eventually(Duration::from_secs(10), "stale status seen", || async {
         let v = ask().await;
-        if message(&v).contains("generation") { Ok(v) } else { Err(v.to_string()) }
+        if message(&v).contains("generation") {
+            Ok(v)
+        } else {
+            Err(v.to_string())
+        }
     })
     .await;
     assert_eq!(status(&v), "Progressing", "{v}");
 
     let current = updated.metadata.generation.unwrap();
-    patch_status(&client, &db_ar, &ns, "forgejo",
-        json!({"applied": true, "observedGeneration": current})).await;
+    patch_status(
+        &client,
+        &db_ar,
+        &ns,
+        "forgejo",
+        json!({"applied": true, "observedGeneration": current}),
+    )
+    .await;
     eventually(Duration::from_secs(10), "Database Healthy", || async {
         let v = ask().await;
-        if status(&v) == "Healthy" { Ok(()) } else { Err(v.to_string()) }
+        if status(&v) == "Healthy" {
+            Ok(())
+        } else {
+            Err(v.to_string())
+        }
     })
     .await;
 
     // CNPG failed to apply: Progressing first (it retries), Degraded after the grace.
-    patch_status(&client, &db_ar, &ns, "forgejo",
+    patch_status(
+        &client,
+        &db_ar,
+        &ns,
+        "forgejo",
         json!({"applied": false, "observedGeneration": current,
-               "message": "role \"gitea\" does not exist"})).await;
+               "message": "role \"gitea\" does not exist"}),
+    )
+    .await;
     let v = eventually(Duration::from_secs(10), "failure seen", || async {
         let v = ask().await;
-        if message(&v).contains("does not exist") { Ok(v) } else { Err(v.to_string()) }
+        if message(&v).contains("does not exist") {
+            Ok(v)
+        } else {
+            Err(v.to_string())
+        }
     })
     .await;
-    assert_eq!(status(&v), "Progressing", "a fresh failure must not fail the sync: {v}");
+    assert_eq!(
+        status(&v),
+        "Progressing",
+        "a fresh failure must not fail the sync: {v}"
+    );
     let v = eventually(Duration::from_secs(10), "Degraded after grace", || async {
         let v = ask().await;
-        if status(&v) == "Degraded" { Ok(v) } else { Err(v.to_string()) }
+        if status(&v) == "Degraded" {
+            Ok(v)
+        } else {
+            Err(v.to_string())
+        }
     })
     .await;
     assert!(message(&v).contains("role \"gitea\" does not exist"), "{v}");
@@ -207,9 +249,17 @@ async fn cockroachdb_split_is_degraded_joined_is_healthy_hung_pod_is_not() {
                         "template": {"spec": {"httpPort": a.port()}}}}),
     )
     .await;
-    for (pod_name, ip) in [("cockroachdb-0", "127.0.0.21"), ("cockroachdb-1", "127.0.0.22")] {
-        pod(&client, &ns, pod_name,
-            json!({"crdb.cockroachlabs.com/cluster": "cockroachdb"})).await;
+    for (pod_name, ip) in [
+        ("cockroachdb-0", "127.0.0.21"),
+        ("cockroachdb-1", "127.0.0.22"),
+    ] {
+        pod(
+            &client,
+            &ns,
+            pod_name,
+            json!({"crdb.cockroachlabs.com/cluster": "cockroachdb"}),
+        )
+        .await;
         set_pod_ready(&client, &ns, pod_name, ip, true).await;
     }
     let probe_timeout = Duration::from_millis(700);
@@ -224,15 +274,32 @@ async fn cockroachdb_split_is_degraded_joined_is_healthy_hung_pod_is_not() {
         ..EvalConfig::default()
     };
     let wg = Wavegate::start(client.clone(), config).await;
-    let ask = || wg.health("crdbclusters.crdb.cockroachlabs.com", &ns, "cockroachdb", "");
+    let ask = || {
+        wg.health(
+            "crdbclusters.crdb.cockroachlabs.com",
+            &ns,
+            "cockroachdb",
+            "",
+        )
+    };
 
     let v = eventually(Duration::from_secs(10), "split detected", || async {
         let v = ask().await;
-        if status(&v) == "Degraded" { Ok(v) } else { Err(v.to_string()) }
+        if status(&v) == "Degraded" {
+            Ok(v)
+        } else {
+            Err(v.to_string())
+        }
     })
     .await;
-    assert!(message(&v).contains(ID_A) && message(&v).contains(ID_B), "{v}");
-    assert!(!message(&v).contains("s3cret-pass"), "credentials leaked into a message");
+    assert!(
+        message(&v).contains(ID_A) && message(&v).contains(ID_B),
+        "{v}"
+    );
+    assert!(
+        !message(&v).contains("s3cret-pass"),
+        "credentials leaked into a message"
+    );
 
     // Probe results are cached briefly, so each transition is awaited rather than expected on
     // the very next ask.
@@ -240,18 +307,33 @@ async fn cockroachdb_split_is_degraded_joined_is_healthy_hung_pod_is_not() {
     b.set(NodeState::waiting_for_init().with_login("wavegate", "s3cret-pass"));
     let v = eventually(Duration::from_secs(10), "waiting for init", || async {
         let v = ask().await;
-        if status(&v) != "Degraded" { Ok(v) } else { Err(v.to_string()) }
+        if status(&v) != "Degraded" {
+            Ok(v)
+        } else {
+            Err(v.to_string())
+        }
     })
     .await;
     assert_eq!(status(&v), "Progressing", "{v}");
-    assert!(message(&v).contains("waiting for cluster initialization"), "{v}");
+    assert!(
+        message(&v).contains("waiting for cluster initialization"),
+        "{v}"
+    );
 
     a.set(NodeState::ready(1, 2, ID_A).with_login("wavegate", "s3cret-pass"));
     b.set(NodeState::ready(2, 2, ID_A).with_login("wavegate", "s3cret-pass"));
-    eventually(Duration::from_secs(10), "joined cluster Healthy", || async {
-        let v = ask().await;
-        if status(&v) == "Healthy" { Ok(v) } else { Err(v.to_string()) }
-    })
+    eventually(
+        Duration::from_secs(10),
+        "joined cluster Healthy",
+        || async {
+            let v = ask().await;
+            if status(&v) == "Healthy" {
+                Ok(v)
+            } else {
+                Err(v.to_string())
+            }
+        },
+    )
     .await;
 
     b.set(NodeState::hanging());

@@ -1,17 +1,17 @@
 use super::{ApiError, AppState};
+use crate::cache::CacheError;
 use crate::evaluate::Ask;
+use crate::gate::view as gate_view;
 use crate::health::Verdict;
 use crate::resource::{Resource, Target};
+use crate::waves::{self, Waves};
 use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Path, Query, Request, State};
-use crate::cache::CacheError;
-use crate::gate::view as gate_view;
-use crate::waves::{self, Waves};
 use axum::http::{HeaderMap, StatusCode, header};
-use serde_json::{Value, json};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
+use serde_json::{Value, json};
 use std::collections::HashMap;
 
 pub async fn health(
@@ -19,7 +19,8 @@ pub async fn health(
     path: Result<Path<(String, String, String)>, PathRejection>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Json<Verdict>, ApiError> {
-    let Path((resource, namespace, name)) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Path((resource, namespace, name)) =
+        path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let Query(params) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let resource = Resource::parse(&resource).map_err(|e| ApiError::NotFound(e.to_string()))?;
     if let Resource::Generic { group, plural } = &resource {
@@ -138,7 +139,9 @@ pub async fn header_waves(
         .get("argocd-application-name")
         .and_then(|v| v.to_str().ok())
         .ok_or_else(|| {
-            ApiError::BadRequest("missing header Argocd-Application-Name: <namespace>:<name>".into())
+            ApiError::BadRequest(
+                "missing header Argocd-Application-Name: <namespace>:<name>".into(),
+            )
         })?;
     let (namespace, name) = value.split_once(':').ok_or_else(|| {
         ApiError::BadRequest(format!(

@@ -4,11 +4,11 @@
 #![allow(dead_code)]
 
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
 use kube::core::GroupVersionKind;
 use kube::discovery::ApiResource;
-use kube::Client;
-use serde_json::{json, Value};
+use serde_json::{Value, json};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
