@@ -102,6 +102,9 @@ pub enum ProbeError {
 /// An HTTP client for probing. No redirects (a node has no business sending us elsewhere), no
 /// proxies from the environment (probes go straight to pod IPs).
 pub fn client(tls: &TlsSettings) -> Result<reqwest::Client, ProbeError> {
+    // reqwest is built without a TLS provider of its own; use ring, the one kube uses, as the
+    // process default. Another caller having installed it first is fine.
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut builder = reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()

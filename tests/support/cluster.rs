@@ -151,14 +151,31 @@ impl Wavegate {
         Self::start_with(client, config, Duration::from_secs(5), None).await
     }
 
+    /// Watching only `namespaces`, so that wavegates of tests running in parallel do not
+    /// reconcile each other's WaveGates.
+    pub async fn start_in(client: Client, config: EvalConfig, namespaces: &[&str]) -> Wavegate {
+        let scope = namespaces.iter().map(|s| s.to_string()).collect();
+        Self::start_full(client, config, Duration::from_secs(5), None, Some(scope)).await
+    }
+
     pub async fn start_with(
         client: Client,
         config: EvalConfig,
         sync_wait: Duration,
         token: Option<&str>,
     ) -> Wavegate {
+        Self::start_full(client, config, sync_wait, token, None).await
+    }
+
+    async fn start_full(
+        client: Client,
+        config: EvalConfig,
+        sync_wait: Duration,
+        token: Option<&str>,
+        namespaces: Option<std::collections::BTreeSet<String>>,
+    ) -> Wavegate {
         let metrics = Arc::new(Metrics::default());
-        let cache = Cache::new(client, None, sync_wait, metrics.clone());
+        let cache = Cache::new(client, namespaces, sync_wait, metrics.clone());
         let evaluator = Evaluator::new(cache, config, metrics.clone()).unwrap();
         let state = AppState {
             evaluator: evaluator.clone(),
@@ -176,6 +193,16 @@ impl Wavegate {
             metrics,
             http: reqwest::Client::new(),
         }
+    }
+
+    /// Also run the gate controller, as `wavegate serve` does.
+    pub fn with_gates(self, resync: Duration) -> Self {
+        tokio::spawn(wavegate::gate::run(
+            self.evaluator.clone(),
+            self.metrics.clone(),
+            resync,
+        ));
+        self
     }
 
     /// GET a path; returns the status code and the JSON body (or the text as a JSON string).
