@@ -26,6 +26,9 @@ step "Lua health checks in Argo CD's sandbox (gopher-lua)"
 
 step "browser tests (Debian chromium, headless)"
 tests/browser/install.sh
+# The end-to-end tests leave their namespaces (and WaveGates) behind; the dashboard should show
+# the seed scenarios only.
+kubectl delete namespace -l wavegate.dev/test=e2e --wait=true --timeout=60s >/dev/null
 scripts/seed.sh
 cargo build --quiet --bin wavegate
 port=${WAVEGATE_TEST_PORT:-18080}

@@ -47,7 +47,11 @@ pub async fn namespace(client: &Client, prefix: &str) -> String {
             % 0xffffff
     );
     let name = format!("{prefix}-{suffix}");
-    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": name}})).unwrap();
+    // Labelled so scripts/test.sh can remove every test namespace before the browser tests.
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {
+        "name": name, "labels": {"wavegate.dev/test": "e2e"}
+    }}))
+    .unwrap();
     Api::<Namespace>::all(client.clone())
         .create(&PostParams::default(), &ns)
         .await
