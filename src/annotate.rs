@@ -49,8 +49,6 @@ enum AnnotateError {
     Cache(#[from] CacheError),
     #[error(transparent)]
     Input(#[from] InputError),
-    #[error("{0}")]
-    Object(String),
     #[error("annotation write failed: {0}")]
     Write(#[from] kube::Error),
 }
@@ -62,7 +60,6 @@ struct Annotator {
     evaluator: Arc<Evaluator>,
     metrics: Arc<Metrics>,
     index: Mutex<DepIndex<Key>>,
-    served: Mutex<HashMap<Resource, ApiResource>>,
 }
 
 /// Run annotation mode until the cache's change feed closes. Each patch increments
@@ -73,7 +70,6 @@ pub async fn run(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, resync: Durat
         evaluator,
         metrics,
         index: Mutex::default(),
-        served: Mutex::default(),
     });
     tracing::info!(
         "annotation mode started (watching services, CNPG databases, CrdbClusters, Argo CD applications)"
@@ -205,24 +201,11 @@ impl Annotator {
     }
 
     /// The served version of `kind` (objects read from a watch list carry no apiVersion, and
-    /// CrdbCluster is served as v1beta1 or, by older operators, v1alpha1). Looked up once.
+    /// CrdbCluster is served as v1beta1 or, by older operators, v1alpha1), from the cache's
+    /// discovery.
     async fn api_resource(&self, kind: &Resource) -> Result<ApiResource, AnnotateError> {
-        if let Some(ar) = self.served.lock().ok().and_then(|m| m.get(kind).cloned()) {
-            return Ok(ar);
-        }
         let (group, plural) = kind.group_plural();
-        let client = self.evaluator.cache().client();
-        let ar = kube::discovery::group(client, group)
-            .await?
-            .recommended_resources()
-            .into_iter()
-            .map(|(ar, _)| ar)
-            .find(|ar| ar.plural == plural)
-            .ok_or_else(|| AnnotateError::Object(format!("{kind} is not served")))?;
-        if let Ok(mut m) = self.served.lock() {
-            m.insert(kind.clone(), ar.clone());
-        }
-        Ok(ar)
+        Ok(self.evaluator.cache().discover(group, plural).await?)
     }
 }
 

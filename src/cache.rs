@@ -411,7 +411,7 @@ impl Cache {
     }
 
     /// Resolve `plural.group` to the served version, coalescing concurrent look-ups.
-    async fn discover(&self, group: &str, plural: &str) -> Result<ApiResource, CacheError> {
+    pub async fn discover(&self, group: &str, plural: &str) -> Result<ApiResource, CacheError> {
         let client = self.client.clone();
         let (g, p) = (group.to_string(), plural.to_string());
         self.discovered
