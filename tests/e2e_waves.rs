@@ -1,0 +1,118 @@
+//! App-of-apps on the real control plane: a child Application that looks Healthy before it has
+//! synced the new revision (argo-cd #4577) holds the parent's wave, and the waves view — by
+//! path and through Argo CD's proxy-extension header — names the blocking wave.
+
+#[path = "support/cluster.rs"]
+mod cluster;
+
+use cluster::{Wavegate, apply, eventually};
+use kube::api::{Api, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+use std::time::Duration;
+use wavegate::evaluate::EvalConfig;
+
+fn app(ns: &str, name: &str, revision: &str) -> Value {
+    json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+           "metadata": {"name": name, "namespace": ns},
+           "spec": {"project": "default",
+                    "source": {"repoURL": "https://git.example.com/platform.git",
+                               "path": name, "targetRevision": revision},
+                    "destination": {"server": "https://kubernetes.default.svc", "namespace": ns}}})
+}
+
+/// Argo CD writes an Application's status with a plain patch (its CRD has no status
+/// subresource).
+async fn set_status(client: &kube::Client, ns: &str, name: &str, status: Value) {
+    let ar = cluster::api_resource("argoproj.io", "v1alpha1", "Application", "applications");
+    Api::<DynamicObject>::namespaced_with(client.clone(), ns, &ar)
+        .patch(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": status})),
+        )
+        .await
+        .unwrap();
+}
+
+fn synced_against(ns: &str, name: &str, revision: &str) -> Value {
+    json!({"health": {"status": "Healthy"},
+           "sync": {"status": "Synced", "revision": "4f2a9c1",
+                    "comparedTo": {"source": {"repoURL": "https://git.example.com/platform.git",
+                                              "path": name, "targetRevision": revision},
+                                   "destination": {"server": "https://kubernetes.default.svc",
+                                                   "namespace": ns}}},
+           "operationState": {"phase": "Succeeded"}})
+}
+
+#[tokio::test]
+async fn child_healthy_before_syncing_new_revision_blocks_the_parents_wave() {
+    let client = cluster::client().await;
+    let ns = cluster::namespace(&client, "waves").await;
+    apply(&client, app(&ns, "forgejo", "v2")).await;
+    // Argo CD still reports the comparison against v1: Healthy, Synced — and stale.
+    set_status(
+        &client,
+        &ns,
+        "forgejo",
+        synced_against(&ns, "forgejo", "v1"),
+    )
+    .await;
+    apply(&client, app(&ns, "platform", "main")).await;
+    let mut parent = synced_against(&ns, "platform", "main");
+    parent["resources"] = json!([
+        {"group": "argoproj.io", "version": "v1alpha1", "kind": "Application",
+         "namespace": ns, "name": "forgejo", "status": "Synced", "syncWave": 1,
+         "health": {"status": "Healthy"}},
+        {"group": "", "version": "v1", "kind": "ConfigMap", "namespace": ns,
+         "name": "next-app-settings", "status": "Synced", "syncWave": 2}
+    ]);
+    set_status(&client, &ns, "platform", parent).await;
+
+    let wg = Wavegate::start(client.clone(), EvalConfig::default()).await;
+    let v = wg
+        .health("applications.argoproj.io", &ns, "forgejo", "")
+        .await;
+    assert_eq!(v["status"], "Progressing", "{v}");
+    assert!(v["message"].as_str().unwrap().contains("v2"), "{v}");
+
+    let (code, waves) = wg
+        .get(&format!("/api/v1/applications/{ns}/platform/waves"))
+        .await;
+    assert_eq!(code, 200, "{waves}");
+    assert_eq!(waves["blockingWave"], 1, "{waves}");
+    assert_eq!(waves["waves"][0]["resources"][0]["judgedBy"], "wavegate");
+    assert!(
+        waves["message"].as_str().unwrap().contains("forgejo"),
+        "{waves}"
+    );
+    // The ConfigMap does not exist: kstatus on the live object says Missing, not Healthy.
+    assert_eq!(
+        waves["waves"][1]["resources"][0]["status"], "Missing",
+        "{waves}"
+    );
+
+    // Argo CD compares against v2 and syncs it: the child is truly Healthy, wave 1 passes.
+    set_status(
+        &client,
+        &ns,
+        "forgejo",
+        synced_against(&ns, "forgejo", "v2"),
+    )
+    .await;
+    eventually(Duration::from_secs(10), "wave 1 passes", || async {
+        let resp = reqwest::Client::new()
+            .get(format!("{}/api/v1/waves", wg.url))
+            .header("Argocd-Application-Name", format!("{ns}:platform"))
+            .header("Argocd-Project-Name", "default")
+            .send()
+            .await
+            .map_err(|e| e.to_string())?;
+        let w: Value = resp.json().await.map_err(|e| e.to_string())?;
+        if w["blockingWave"] == 2 {
+            Ok(())
+        } else {
+            Err(w.to_string())
+        }
+    })
+    .await;
+}
