@@ -28,7 +28,13 @@ step "browser tests (Debian chromium, headless)"
 tests/browser/install.sh
 # The end-to-end tests leave their namespaces (and WaveGates) behind; the dashboard should show
 # the seed scenarios only.
-kubectl delete namespace -l wavegate.dev/test=e2e --wait=true --timeout=60s >/dev/null
+# Pods on the fake node never finish graceful deletion (no kubelet), so force them first or the
+# namespaces stay Terminating.
+for ns in $(kubectl get namespace -l wavegate.dev/test=e2e -o jsonpath='{.items[*].metadata.name}'); do
+  kubectl -n "$ns" delete pods --all --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+done
+kubectl delete namespace -l wavegate.dev/test=e2e --wait=true --timeout=90s >/dev/null ||
+  echo "test.sh: warning: some test namespaces are still terminating; the dashboard shows them too" >&2
 scripts/seed.sh
 cargo build --quiet --bin wavegate
 port=${WAVEGATE_TEST_PORT:-18080}
