@@ -1,0 +1,370 @@
+#!/usr/bin/env bash
+# wavegate's costs, measured on the local control plane and written to docs/benchmarks.md:
+#   1. API-server requests caused by 1,000 health asks in steady state
+#   2. cached (and uncached) ask throughput and p99 latency with wrk on loopback
+#   3. pod Ready / Database applied → verdict Healthy (benches/readiness.rs)
+#   4. request coalescing: 1,000 concurrent asks → probes per CockroachDB pod (benches/coalescing.rs)
+#   5. RSS with 2,000 pods cached (benches/memory.rs)
+#   6. pod Ready / Database applied → WaveGate status Healthy (benches/readiness.rs)
+#
+#   scripts/bench.sh          # a few minutes once built; raw output under target/bench/<time>/
+#
+# Knobs (env): BENCH_WRK_SECONDS (10), BENCH_WRK_RUNS (3; the median run by asks/s is reported),
+# BENCH_ASK_SECONDS (10: the 1,000 asks are spread over this long), BENCH_ROUNDS (30),
+# BENCH_PODS (2000), BENCH_PORT (18190: this and the next one), BENCH_QUIET_PCT (20) and
+# BENCH_QUIET_WAIT (20): before each wrk run, wait up to that many seconds until other work
+# keeps at most that share of the cores busy (other builds on a shared machine wreck p99).
+# Everything runs on loopback; every process the script starts is stopped on exit.
+set -euo pipefail
+here=$(cd "$(dirname "$0")/.." && pwd)
+cd "$here"
+
+wrk_seconds=${BENCH_WRK_SECONDS:-10}
+wrk_runs=${BENCH_WRK_RUNS:-3}
+quiet_pct=${BENCH_QUIET_PCT:-20}
+quiet_wait=${BENCH_QUIET_WAIT:-20}
+ask_seconds=${BENCH_ASK_SECONDS:-10}
+rounds=${BENCH_ROUNDS:-30}
+mem_pods=${BENCH_PODS:-2000}
+port=${BENCH_PORT:-18190}
+asks=1000
+out=$here/target/bench/$(date -u +%Y%m%dT%H%M%SZ)
+mkdir -p "$out"
+private=$(mktemp -d) # the bench identity's kubeconfig (a token) lives only here
+pids=()
+
+started=$(date +%s)
+step() { printf '\n== [%ss] %s\n' "$(($(date +%s) - started))" "$*" >&2; }
+k() { kubectl --request-timeout=30s "$@"; }
+
+cleanup() {
+  set +e
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null; done
+  if [ -n "${KUBECONFIG:-}" ]; then
+    for ns in $(k get namespaces -o name 2>/dev/null | sed -n 's#^namespace/\(wgbench-.*\)#\1#p'); do
+      # No kubelet: pods on the fake node only go away when deleted with grace period 0.
+      k -n "$ns" delete pods --all --grace-period=0 --force --wait=false >/dev/null 2>&1
+      k delete namespace "$ns" --wait=false >/dev/null 2>&1
+    done
+    k delete flowschema wgbench-wavegate --ignore-not-found >/dev/null 2>&1
+    k delete clusterrolebinding wgbench-wavegate --ignore-not-found >/dev/null 2>&1
+  fi
+  rm -rf "$private"
+}
+trap cleanup EXIT
+
+step "control plane"
+scripts/control-plane.sh up >"$out/control-plane.log"
+eval "$(scripts/control-plane.sh env)"
+
+step "tools"
+if ! command -v wrk >/dev/null; then
+  apt-get install -y -q wrk >/dev/null 2>&1 || { apt-get update -q >/dev/null && apt-get install -y -q wrk >/dev/null; }
+fi
+
+step "build (release)"
+cargo build --release --quiet --bin wavegate
+bench_bin() { # target name → executable
+  cargo bench --no-run --quiet --bench "$1" --message-format=json 2>/dev/null |
+    jq -r --arg n "$1" 'select(.reason == "compiler-artifact" and .target.name == $n and .executable != null) | .executable' | tail -1
+}
+readiness_bin=$(bench_bin readiness)
+coalescing_bin=$(bench_bin coalescing)
+memory_bin=$(bench_bin memory)
+wavegate=$here/target/release/wavegate
+
+step "seeds and a bench identity for wavegate"
+scripts/seed.sh >"$out/seed.log"
+# wavegate runs as a ServiceAccount of its own whose requests land in a FlowSchema of their own,
+# so the API server's priority-and-fairness counters attribute every request it makes
+# (apiserver_flowcontrol_dispatched_requests_total{flow_schema="wgbench-wavegate"}).
+k apply --server-side -f - >/dev/null <<'YAML'
+apiVersion: v1
+kind: Namespace
+metadata: {name: wgbench-identity}
+---
+apiVersion: v1
+kind: ServiceAccount
+metadata: {name: wavegate, namespace: wgbench-identity}
+---
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRoleBinding
+metadata: {name: wgbench-wavegate}
+roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
+subjects: [{kind: ServiceAccount, name: wavegate, namespace: wgbench-identity}]
+---
+apiVersion: flowcontrol.apiserver.k8s.io/v1
+kind: FlowSchema
+metadata: {name: wgbench-wavegate}
+spec:
+  priorityLevelConfiguration: {name: workload-low}
+  matchingPrecedence: 500
+  distinguisherMethod: {type: ByUser}
+  rules:
+    - subjects: [{kind: ServiceAccount, serviceAccount: {name: wavegate, namespace: wgbench-identity}}]
+      resourceRules: [{verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"], clusterScope: true}]
+      nonResourceRules: [{verbs: ["*"], nonResourceURLs: ["*"]}]
+YAML
+cp "$KUBECONFIG" "$private/kubeconfig"
+chmod 600 "$private/kubeconfig"
+kubectl --kubeconfig "$private/kubeconfig" config set-credentials admin \
+  --token="$(k -n wgbench-identity create token wavegate --duration=2h)" >/dev/null
+
+calc() { awk "BEGIN {printf \"%.1f\", $1}"; }
+serve() { # name port flags… — starts `wavegate serve` as the bench identity; pid in $served
+  local name=$1 p=$2
+  shift 2
+  KUBECONFIG=$private/kubeconfig "$wavegate" serve --listen "127.0.0.1:$p" "$@" >"$out/$name.log" 2>&1 &
+  served=$!
+  pids+=("$served")
+  for _ in $(seq 1 100); do
+    curl -fsS "http://127.0.0.1:$p/healthz" >/dev/null 2>&1 && break
+    sleep 0.1
+  done
+  curl -fsS "http://127.0.0.1:$p/healthz" >/dev/null || { echo "wavegate $name did not start; see $out/$name.log" >&2; exit 1; }
+}
+stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
+rss_kib() { awk '/^VmRSS:/ {print $2}' "/proc/$1/status"; }
+mix=(services/cicd/forgejo databases.postgresql.cnpg.io/ddb/forgejo applications.argoproj.io/argocd/platform)
+warm_up() { # url — first asks start the watches; then wait for them to sync
+  local u
+  for u in "${mix[@]}"; do curl -s -o /dev/null "$1/api/v1/health/$u"; done
+  for _ in $(seq 1 100); do curl -fsS "$1/readyz" >/dev/null 2>&1 && break; sleep 0.1; done
+  curl -fsS "$1/readyz" >"$out/readyz.txt" || { echo "wavegate caches never synced" >&2; exit 1; }
+}
+bench_line() { # file name key → value from "BENCH name key=value …"
+  awk -v n="$2" -v k="$3" '$1 == "BENCH" && $2 == n {for (i = 3; i <= NF; i++) {split($i, kv, "="); if (kv[1] == k) print substr($i, length(k) + 2)}}' "$1" | tail -1
+}
+
+# ---------------------------------------------------------------------------------------------
+step "wavegate A: defaults, probe TTL 10m (coalescing must not see a probe expire)"
+serve a "$port" --probe-ttl 10m
+pid_a=$served
+url_a=http://127.0.0.1:$port
+warm_up "$url_a"
+
+step "1. API-server requests per $asks asks (${ask_seconds}s intervals: idle, asks, idle)"
+apiserver_counts() { # → "all wavegate" request counters of the API server
+  k get --raw /metrics | awk '
+    /^apiserver_request_total\{/ {all += $NF}
+    /^apiserver_flowcontrol_dispatched_requests_total\{/ && /flow_schema="wgbench-wavegate"/ {own += $NF}
+    END {printf "%.0f %.0f\n", all, own}'
+}
+{
+  for i in $(seq 0 $((asks - 1))); do
+    printf 'url = "%s/api/v1/health/%s"\noutput = "/dev/null"\n' "$url_a" "${mix[$((i % ${#mix[@]}))]}"
+  done
+} >"$out/asks.curl"
+rate=$(( (asks + ask_seconds - 1) / ask_seconds ))
+writes() { # url → status and annotation patches this wavegate sent (its own /metrics)
+  curl -fsS "$1/metrics" | awk '/^wavegate_(gate_status|annotation)_writes_total / {n += $NF} END {printf "%.0f\n", n}'
+}
+interval() { # idle|asks → "seconds all own writes" deltas
+  local before after t0 t1 w0 w1
+  w0=$(writes "$url_a")
+  read -r -a before < <(apiserver_counts)
+  t0=$(date +%s.%N)
+  if [ "$1" = asks ]; then
+    curl -s --rate "$rate/s" -K "$out/asks.curl" -w '%{http_code}\n' >"$out/asks.codes"
+  else
+    sleep "$ask_seconds"
+  fi
+  t1=$(date +%s.%N)
+  read -r -a after < <(apiserver_counts)
+  w1=$(writes "$url_a")
+  echo "$(calc "$t1 - $t0") $((after[0] - before[0])) $((after[1] - before[1])) $((w1 - w0))"
+}
+read -r idle1_s idle1_all idle1_own idle1_w < <(interval idle)
+read -r asks_s asks_all asks_own asks_w < <(interval asks)
+read -r idle2_s idle2_all idle2_own idle2_w < <(interval idle)
+asks_ok=$(grep -c '^200$' "$out/asks.codes" || true)
+echo "idle $idle1_s s: all=$idle1_all own=$idle1_own writes=$idle1_w; asks $asks_s s ($asks_ok x 200): all=$asks_all own=$asks_own writes=$asks_w; idle $idle2_s s: all=$idle2_all own=$idle2_own writes=$idle2_w" | tee "$out/apiserver.txt" >&2
+# Idle intervals scaled to the length of the ask interval. wavegate's own status writes answer
+# changes other clients make to the seed objects (the gate controller), not asks: they are
+# counted apart.
+idle_all=$(calc "($idle1_all + $idle2_all) * $asks_s / ($idle1_s + $idle2_s)")
+idle_own=$(calc "($idle1_own - $idle1_w + $idle2_own - $idle2_w) * $asks_s / ($idle1_s + $idle2_s)")
+delta_all=$(calc "$asks_all - $idle_all")
+delta_own=$(calc "$asks_own - $asks_w - $idle_own")
+
+step "2. cached ask throughput (wrk, ${wrk_seconds}s)"
+ask_url=$url_a/api/v1/health/services/cicd/forgejo
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; } # utime + stime, in 1/CLK_TCK s
+busy_pct() { # share of all cores busy over one second
+  local a b
+  a=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6}' /proc/stat)
+  sleep 1
+  b=$(awk '/^cpu / {print $2 + $3 + $4 + $7 + $8 + $9, $5 + $6}' /proc/stat)
+  echo "$a $b" | awk '{busy = $3 - $1; all = busy + $4 - $2; printf "%.0f", all ? 100 * busy / all : 0}'
+}
+quiet() { # wait (bounded) until other work leaves the cores mostly idle; echoes the busy share
+  local pct waited=0
+  pct=$(busy_pct)
+  while [ "$pct" -gt "$quiet_pct" ] && [ "$waited" -lt "$quiet_wait" ]; do
+    sleep 4
+    waited=$((waited + 5))
+    pct=$(busy_pct)
+  done
+  echo "$pct"
+}
+misses() { # wavegate base url → verdict cache misses so far (evaluations)
+  curl -fsS "$1/metrics" | awk '/^wavegate_verdict_cache_total\{/ && /outcome="miss"/ {n += $NF} END {printf "%.0f\n", n}'
+}
+# Asks that rotate over 1,000 distinct minReady values, so that each verdict has expired by the
+# time its ask comes round again (with --verdict-ttl 1ms): every ask evaluates the check.
+cat >"$out/rotate.lua" <<'LUA'
+local i = 0
+request = function()
+  i = i + 1
+  return wrk.format(nil, wrk.path .. "?minReady=" .. (i % 1000 + 1))
+end
+LUA
+wrk_run() { # name url pid [wrk flags…] — $wrk_runs runs; wrk-NAME.txt is the median by asks/s
+  local name=$1 url=$2 pid=$3 r t0 t1 m0 m1 n busy
+  shift 3
+  wrk -t1 -c32 -d2s "$@" "$url" >/dev/null # warm-up: connections, verdicts, allocator
+  echo "$(curl -fsS "$url" | jq -r .status), $(k get pods -A --no-headers 2>/dev/null | wc -l) pods in the cluster" >"$out/wrk-$name.verdict"
+  : >"$out/wrk-$name.runs"
+  for r in $(seq 1 "$wrk_runs"); do
+    busy=$(quiet)
+    m0=$(misses "${url%%/api/*}")
+    t0=$(cpu_ticks "$pid")
+    wrk -t1 -c32 -d"${wrk_seconds}s" --latency "$@" "$url" >"$out/wrk-$name-$r.txt"
+    t1=$(cpu_ticks "$pid")
+    m1=$(misses "${url%%/api/*}")
+    n=$(awk '/requests in/ {print $1}' "$out/wrk-$name-$r.txt")
+    echo "$r $(wrk_rps "$name-$r") $(wrk_p99 "$name-$r") $(calc "($t1 - $t0) * 1000000 / $(getconf CLK_TCK) / $n") $busy $(calc "100 * ($m1 - $m0) / $n")" >>"$out/wrk-$name.runs"
+  done
+  r=$(sort -n -k2 "$out/wrk-$name.runs" | awk -v m=$(((wrk_runs + 1) / 2)) 'NR == m {print $1}')
+  cp "$out/wrk-$name-$r.txt" "$out/wrk-$name.txt"
+}
+wrk_field() { # name column (2 asks/s, 3 p99 ms, 4 CPU µs/ask, 5 % busy before, 6 % evaluated) of the median run
+  local r
+  r=$(sort -n -k2 "$out/wrk-$1.runs" | awk -v m=$(((wrk_runs + 1) / 2)) 'NR == m {print $1}')
+  awk -v r="$r" -v c="$2" '$1 == r {print $c}' "$out/wrk-$1.runs"
+}
+wrk_range() { # name column → min–max over the runs
+  awk -v c="$2" 'NR == 1 || $c < lo {lo = $c} NR == 1 || $c > hi {hi = $c} END {print lo "–" hi}' "$out/wrk-$1.runs"
+}
+wrk_summary() { # name → one line for the log
+  echo "$1: $(wrk_rps "$1") asks/s, p99 $(wrk_p99 "$1") ms, $(wrk_field "$1" 4) µs CPU/ask (runs: asks/s $(wrk_range "$1" 2), p99 $(wrk_range "$1" 3) ms, cores busy before $(wrk_range "$1" 5)%), $(wrk_field "$1" 6)% of asks evaluated; errors: $(wrk_errors "$1")"
+}
+wrk_rps() { awk '/^Requests\/sec:/ {printf "%.0f", $2}' "$out/wrk-$1.txt"; }
+wrk_p99() { # in ms
+  awk '$1 == "99%" {v = $2; u = v; gsub(/[0-9.]/, "", u); sub(/[a-z]+$/, "", v);
+       m = (u == "us") ? v / 1000 : (u == "ms") ? v : (u == "s") ? v * 1000 : v; printf "%.2f", m}' "$out/wrk-$1.txt"
+}
+wrk_errors() { awk '/Non-2xx|Socket errors/ {print; n++} END {if (!n) print "none"}' "$out/wrk-$1.txt" | paste -sd';'; }
+wrk_run cached "$ask_url" "$pid_a"
+wrk_summary cached >&2
+
+step "3+6. readiness → verdict and → WaveGate status ($rounds rounds each)"
+"$readiness_bin" --wavegate "$url_a" --rounds "$rounds" | tee "$out/readiness.txt" >&2
+
+step "4. coalescing ($asks concurrent asks, cold caches)"
+"$coalescing_bin" --wavegate "$url_a" --asks "$asks" | tee "$out/coalescing.txt" >&2
+stop "$pid_a"
+
+step "wavegate C: defaults, one tokio worker (TOKIO_WORKER_THREADS=1): wrk gets the other core"
+TOKIO_WORKER_THREADS=1 serve c "$((port + 2))"
+pid_c=$served
+warm_up "http://127.0.0.1:$((port + 2))"
+wrk_run cached-1worker "http://127.0.0.1:$((port + 2))/api/v1/health/services/cicd/forgejo" "$pid_c"
+wrk_summary cached-1worker >&2
+stop "$pid_c"
+
+# ---------------------------------------------------------------------------------------------
+step "wavegate B: verdict TTL 1ms (every ask evaluates), then $mem_pods pods for memory"
+serve b "$((port + 1))" --verdict-ttl 1ms
+pid_b=$served
+url_b=http://127.0.0.1:$((port + 1))
+rss_start=$(rss_kib "$pid_b")
+warm_up "$url_b"
+wrk_run uncached "$url_b/api/v1/health/services/cicd/forgejo" "$pid_b" -s "$out/rotate.lua"
+wrk_summary uncached >&2
+
+step "5. memory with $mem_pods pods not Ready (pods only), then $mem_pods Ready (pods and endpoints)"
+"$memory_bin" --wavegate "$url_b" --pid "$pid_b" --pods "$mem_pods" --not-ready --keep | tee "$out/memory.txt" >&2
+"$memory_bin" --wavegate "$url_b" --pid "$pid_b" --pods "$mem_pods" --keep | tee -a "$out/memory.txt" >&2
+wrk_run uncached-pods "$url_b/api/v1/health/services/cicd/forgejo" "$pid_b" -s "$out/rotate.lua"
+wrk_summary uncached-pods >&2
+stop "$pid_b"
+
+# ---------------------------------------------------------------------------------------------
+step "docs/benchmarks.md"
+ok() { # value <=|>= target → ✅ or ❌
+  awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN {
+    met = (v != "") && ((op == "<=") ? (v + 0 <= t + 0) : (v + 0 >= t + 0)); print (met ? "✅" : "❌") }'
+}
+latency_row() { # bench-name metric how
+  local f=$out/readiness.txt n=$1
+  local p95 p50 max status reason
+  p95=$(bench_line "$f" "$n" p95_ms)
+  if [ -z "$p95" ]; then
+    status=$(bench_line "$f" "$n" status)
+    reason=$(bench_line "$f" "$n" reason | tr _ ' ')
+    echo "| $2 | not measured: ${status:-no result} (${reason:-see $out/readiness.txt}) | p95 ≤ 250 ms | $3 |"
+    return
+  fi
+  p50=$(bench_line "$f" "$n" p50_ms)
+  max=$(bench_line "$f" "$n" max_ms)
+  local extra=""
+  local writes
+  writes=$(bench_line "$f" "$n" status_writes)
+  [ -n "$writes" ] && extra="; $writes status writes by this wavegate"
+  echo "| $2 | p95 **$p95 ms** $(ok "$p95" '<=' 250) (p50 $p50, max $max; n=$(bench_line "$f" "$n" n)$extra) | p95 ≤ 250 ms | $3 |"
+}
+mib() { calc "${1:-0} / 1024"; }
+commit=$(git rev-parse --short HEAD)
+dirty=$(git status --porcelain -- src Cargo.toml Cargo.lock | wc -l)
+[ "$dirty" -gt 0 ] && commit="$commit (+ $dirty uncommitted files under src/ or Cargo.*, as built)"
+cpu=$(awk -F': ' '/^model name/ {print $2; exit}' /proc/cpuinfo)
+mem_total=$(awk '/^MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)
+kube_version=$(k version -o json 2>/dev/null | jq -r '.serverVersion.gitVersion // "?"')
+c=$out/coalescing.txt
+m=$out/memory.txt
+rss_nr_before=$(bench_line "$m" memory.not-ready rss_before_kib)
+rss_nr_after=$(bench_line "$m" memory.not-ready rss_after_kib)
+rss_after=$(bench_line "$m" memory rss_after_kib)
+{
+  cat <<EOF
+# Benchmarks
+
+Generated by \`scripts/bench.sh\` — do not edit by hand; rerun the script.
+
+| | |
+| --- | --- |
+| date | $(date -u +%Y-%m-%dT%H:%MZ) |
+| commit | $commit |
+| machine | $(nproc) cores ($cpu), $mem_total, shared with the control plane and the load generator |
+| cluster | local control plane (\`scripts/control-plane.sh\`): kube-apiserver $kube_version, etcd, kube-controller-manager; seeds from \`tests/scenarios/\` |
+| wavegate | release build, \`wavegate serve\` as a ServiceAccount, cluster-wide watches, gate controller on; default flags except A: \`--probe-ttl 10m\` (only CockroachDB probes), B: \`--verdict-ttl 1ms\`, C: \`TOKIO_WORKER_THREADS=1\` |
+
+| metric | result | target | how measured |
+| --- | --- | --- | --- |
+| API-server requests per $asks health asks, wavegate's own | **$delta_own** $(ok "$delta_own" '<=' 1) ($asks_own during the asks, of which $asks_w gate status writes; $idle_own idle) | ≤ 1 | wavegate runs as a ServiceAccount whose requests match a FlowSchema of their own; \`apiserver_flowcontrol_dispatched_requests_total\` for it during ${asks_s}s of $asks asks ($asks_ok answered 200; services / databases / applications in turn, caches warm) minus the mean of an idle interval before and after, scaled to the same length; WaveGate status writes (its own \`wavegate_gate_status_writes_total\`: the gate controller answering other clients' changes to seed objects) are not caused by asks and are left out |
+| API-server requests per $asks health asks, all clients | $delta_all ($asks_all during the asks vs $idle_all idle) | ≤ 1 (noisy) | sum of \`apiserver_request_total\` over all labels, same intervals; includes kube-controller-manager and anything else using the shared API server, so only the attributed row above is exact |
+| cached ask throughput | **$(wrk_rps cached) asks/s** $(ok "$(wrk_rps cached)" '>=' 50000) (runs: $(wrk_range cached 2)) | ≥ 50,000 | \`wrk -t1 -c32 -d${wrk_seconds}s --latency\` on \`/api/v1/health/services/cicd/forgejo\` (verdict: $(cat "$out/wrk-cached.verdict")) over loopback, A (default verdict TTL 50 ms); median of $wrk_runs runs by asks/s; errors: $(wrk_errors cached); cores busy with other work just before each run: $(wrk_range cached 5)% (the script waits up to ${quiet_wait}s for ≤ ${quiet_pct}%) |
+| cached ask p99 latency | **$(wrk_p99 cached) ms** $(ok "$(wrk_p99 cached)" '<=' 2) (runs: $(wrk_range cached 3)) | ≤ 2 ms | same runs, wrk's 99% latency |
+| CPU per cached ask | $(wrk_field cached 4) µs ($(wrk_field cached 6)% of asks evaluated; $(cat "$out/wrk-cached.verdict")) | — | wavegate's utime + stime during the run ÷ asks answered: the cost that contention for the 2 cores cannot blur; evaluations from its \`wavegate_verdict_cache_total{outcome="miss"}\` |
+| cached ask, one tokio worker (contrast) | $(wrk_rps cached-1worker) asks/s, p99 $(wrk_p99 cached-1worker) ms, $(wrk_field cached-1worker 4) µs CPU/ask (runs: $(wrk_range cached-1worker 2) asks/s, p99 $(wrk_range cached-1worker 3) ms) | — | same on C, \`TOKIO_WORKER_THREADS=1\`: wavegate's runtime no longer competes with wrk for the two cores |
+| uncached ask (contrast) | $(wrk_rps uncached) asks/s, p99 $(wrk_p99 uncached) ms, **$(wrk_field uncached 4) µs CPU/ask**, $(wrk_field uncached 6)% of asks evaluated (runs: $(wrk_range uncached 2) asks/s; $(cat "$out/wrk-uncached.verdict")) | — | same Service on B (\`--verdict-ttl 1ms\`), each ask with one of 1,000 \`minReady\` values in turn (a wrk Lua script), so its verdict has always expired: every ask runs the check on the watch cache |
+| uncached, $((2 * mem_pods)) more pods in the cluster (contrast) | $(wrk_rps uncached-pods) asks/s, p99 $(wrk_p99 uncached-pods) ms, **$(wrk_field uncached-pods 4) µs CPU/ask**, $(wrk_field uncached-pods 6)% evaluated (runs: $(wrk_range uncached-pods 2) asks/s; $(cat "$out/wrk-uncached-pods.verdict")) | — | same, after the memory runs' pods exist in other namespaces |
+$(latency_row readiness.service.http "last pod Ready → verdict Healthy (HTTP)" "$rounds rounds: pod made not Ready, both readers see it, a random 0–60 ms pause (t0 lands anywhere in the 50 ms verdict TTL), pod status patched Ready (t0 right before the request) → \`GET /api/v1/health/services/…\` every 5 ms until Healthy; includes kube-controller-manager's EndpointSlice update and up to one verdict TTL; benches/readiness.rs")
+$(latency_row readiness.database.http "Database applied → verdict Healthy (HTTP)" "CNPG Database status set \`applied: true\` at the current generation (t0 before the request) → verdict polled every 5 ms; no controller but wavegate in the path")
+$(latency_row readiness.service.gate "last pod Ready → WaveGate \`status.health\` Healthy" "as above; the gate's status read through a watch on the API server (what Argo CD reads); gate controller debounce, evaluation and status write included")
+$(latency_row readiness.database.gate "Database applied → WaveGate \`status.health\` Healthy" "as above for a gate with one \`cnpgDatabase\` check")
+| request coalescing | $(bench_line "$c" coalescing requests_per_pod) HTTP requests per stand-in pod, **$(bench_line "$c" coalescing rounds_per_pod) probe round(s)** per pod; $(bench_line "$c" coalescing evaluations) evaluations, verdicts $(bench_line "$c" coalescing verdicts), ${asks} asks in $(bench_line "$c" coalescing wall_ms) ms | 1 probe round per pod | $(bench_line "$c" coalescing asks) concurrent asks (released by one barrier) for a CrdbCluster wavegate never judged, $(bench_line "$c" coalescing pods) pods served by counting stand-ins on 127.0.88.x; a round is \`/health\` + \`/_status/vars\` + \`/_admin/v1/cluster\`; benches/coalescing.rs |
+| memory (RSS) | $(mib "$rss_start") MiB after start; **$(mib "$rss_after") MiB** with $((2 * mem_pods)) pods and $mem_pods endpoints cached. Per pod: **$(bench_line "$m" memory.not-ready bytes_per_pod) bytes** (pod cache alone), **$(bench_line "$m" memory bytes_per_pod) bytes** with its endpoint | — | VmRSS of B (\`/proc/PID/status\`) after its warm-up and wrk runs ($(mib "$rss_nr_before") MiB), after $mem_pods Deployment-like pods with kubelet-like status but not Ready and without IP ($(mib "$rss_nr_after") MiB), then after $mem_pods more marked Ready, which kube-controller-manager publishes as endpoints ($(mib "$rss_after") MiB; peak $(mib "$(bench_line "$m" memory hwm_kib)") MiB); each counted as cached once the Service verdict names all $mem_pods pods / endpoints ($(bench_line "$m" memory.not-ready cached_s) s and $(bench_line "$m" memory cached_s) s after the first create); benches/memory.rs |
+
+Reading the table: everything shares two cores — kube-apiserver, etcd, kube-controller-manager,
+wavegate and the load generator — so throughput and p99 are pessimistic for a sidecar whose
+clients live elsewhere; CPU per ask is the number that contention does not move. Latencies
+include the client's own polling (5 ms) and, over HTTP, up to one verdict TTL. A ✅/❌ compares
+the result with its target.
+
+Raw output of the run: \`target/bench/$(basename "$out")/\` (wrk reports, bench lines, wavegate logs).
+EOF
+} >docs/benchmarks.md
+cat docs/benchmarks.md
