@@ -13,7 +13,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource as KubeResource, ResourceExt};
 use serde_json::Value;
@@ -95,17 +95,19 @@ where
     K::DynamicType: Hash + Eq,
 {
     store: Store<K>,
+    dyntype: K::DynamicType,
     health: Arc<WatchHealth>,
     what: String,
 }
 
 impl<K: KubeResource + 'static> Clone for Watch<K>
 where
-    K::DynamicType: Hash + Eq,
+    K::DynamicType: Hash + Eq + Clone,
 {
     fn clone(&self) -> Self {
         Watch {
             store: self.store.clone(),
+            dyntype: self.dyntype.clone(),
             health: self.health.clone(),
             what: self.what.clone(),
         }
@@ -192,11 +194,10 @@ impl Cache {
     pub async fn pods(&self, namespace: &str) -> Result<Vec<Arc<Pod>>, CacheError> {
         let w = self.typed_watch(&self.pods, "pods", namespace, strip_pod)?;
         self.read(&w).await?;
+        // The store has no namespace index; filtering in place at least copies (and
+        // reference-counts) only this namespace's pods, not the whole cluster's.
         Ok(w.store
-            .state()
-            .into_iter()
-            .filter(|p| p.metadata.namespace.as_deref() == Some(namespace))
-            .collect())
+            .state_filter(|p| p.metadata.namespace.as_deref() == Some(namespace)))
     }
 
     pub async fn service(
@@ -206,10 +207,7 @@ impl Cache {
     ) -> Result<Option<Arc<Service>>, CacheError> {
         let w = self.typed_watch(&self.services, "services", namespace, strip_meta)?;
         self.read(&w).await?;
-        Ok(w.store.find(|s| {
-            s.metadata.namespace.as_deref() == Some(namespace)
-                && s.metadata.name.as_deref() == Some(name)
-        }))
+        Ok(w.store.get(&ObjectRef::new(name).within(namespace)))
     }
 
     /// EndpointSlices of one Service: those labelled `kubernetes.io/service-name=<name>`
@@ -241,11 +239,8 @@ impl Cache {
     ) -> Result<Option<Value>, CacheError> {
         let w = self.dynamic_watch(group, plural, namespace).await?;
         self.read(&w).await?;
-        let found = w.store.find(|o| {
-            o.metadata.namespace.as_deref() == Some(namespace)
-                && o.metadata.name.as_deref() == Some(name)
-        });
-        Ok(found.map(|o| to_json(&o)))
+        let key = ObjectRef::new_with(name, w.dyntype.clone()).within(namespace);
+        Ok(w.store.get(&key).map(|o| to_json(&o)))
     }
 
     /// All objects of a kind in one namespace, or in every watched namespace when `namespace`
@@ -450,7 +445,7 @@ impl Cache {
         K: KubeResource + Clone + Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
         K::DynamicType: Hash + Eq + Clone + Send + Sync,
     {
-        let writer = reflector::store::Writer::new(dyntype);
+        let writer = reflector::store::Writer::new(dyntype.clone());
         let store = writer.as_reader();
         let health = Arc::new(WatchHealth::default());
         let label = match &scope {
@@ -517,6 +512,7 @@ impl Cache {
         });
         Watch {
             store,
+            dyntype,
             health,
             what: what.to_string(),
         }
@@ -545,7 +541,10 @@ fn strip_pod(p: &mut Pod) {
         phase: s.phase,
         pod_ip: s.pod_ip,
         pod_ips: s.pod_ips,
-        conditions: s.conditions,
+        // Checks read only the Ready condition; the other four are a third of a stored pod.
+        conditions: s
+            .conditions
+            .map(|c| c.into_iter().filter(|c| c.type_ == "Ready").collect()),
         ..PodStatus::default()
     });
 }

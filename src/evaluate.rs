@@ -292,9 +292,11 @@ impl Evaluator {
         let mut computed = false;
         let verdict = self
             .verdicts
+            // Boxed: the evaluation's state machine (probe futures included) is large, and
+            // would otherwise be moved around on every ask, cache hit or not.
             .get_with(ask.key(), async {
                 computed = true;
-                self.evaluate(ask).await
+                Box::pin(self.evaluate(ask)).await
             })
             .await;
         self.metrics.record_cache(!computed);
