@@ -5,7 +5,7 @@ use crate::cache::Cache;
 use crate::evaluate::{Ask, EvalConfig, Evaluator};
 use crate::health::{HealthStatus, Verdict};
 use crate::metrics::Metrics;
-use crate::probe::Credentials;
+use crate::probe::{Credentials, Scheme, TlsSettings};
 use crate::resource::{Resource, Target};
 use clap::Args;
 use std::collections::{BTreeSet, HashMap};
@@ -41,6 +41,16 @@ pub struct ClusterArgs {
     /// admin API (enables cluster-ID comparison). Never read through the Kubernetes API.
     #[arg(long, env = "WAVEGATE_CRDB_CREDENTIALS_DIR")]
     pub crdb_credentials_dir: Option<PathBuf>,
+    /// How to reach CockroachDB nodes' HTTP port: `http` (insecure clusters) or `https`.
+    #[arg(long, env = "WAVEGATE_CRDB_SCHEME", default_value = "http", value_parser = ["http", "https"])]
+    pub crdb_scheme: String,
+    /// PEM file of the CockroachDB cluster CA, to verify nodes over https.
+    #[arg(long, env = "WAVEGATE_CRDB_CA_FILE")]
+    pub crdb_ca_file: Option<PathBuf>,
+    /// Do not verify CockroachDB node certificates (they name Services, not pod IPs). With
+    /// credentials configured, the login then goes to whoever answers on the pod IP.
+    #[arg(long, env = "WAVEGATE_CRDB_INSECURE_SKIP_VERIFY")]
+    pub crdb_insecure_skip_verify: bool,
     /// How long a first read waits for a new watch to sync.
     #[arg(long, env = "WAVEGATE_SYNC_WAIT", default_value = "5s", value_parser = humantime::parse_duration)]
     pub sync_wait: Duration,
@@ -124,7 +134,23 @@ impl ClusterArgs {
             Some(dir) => Some(read_credentials(dir)?),
             None => None,
         };
+        let ca_pem =
+            match &self.crdb_ca_file {
+                Some(path) => Some(std::fs::read(path).map_err(|e| {
+                    format!("cannot read CockroachDB CA file {}: {e}", path.display())
+                })?),
+                None => None,
+            };
         Ok(EvalConfig {
+            crdb_scheme: if self.crdb_scheme == "https" {
+                Scheme::Https
+            } else {
+                Scheme::Http
+            },
+            crdb_tls: TlsSettings {
+                ca_pem,
+                accept_invalid_certs: self.crdb_insecure_skip_verify,
+            },
             verdict_ttl: self.verdict_ttl,
             probe_ttl: self.probe_ttl,
             probe_timeout: self.probe_timeout,
@@ -132,7 +158,6 @@ impl ClusterArgs {
             cnpg_grace: self.cnpg_grace,
             crdb_grace: self.crdb_grace,
             crdb_credentials,
-            ..EvalConfig::default()
         })
     }
 
