@@ -19,7 +19,7 @@ cargo fmt --check
 cargo clippy --all-targets --quiet -- -D warnings
 
 step "Rust unit and end-to-end tests"
-cargo test --all-targets 2>&1 | tee "$TEST_OUTPUT/cargo-test.log"
+cargo test --lib --bins --tests --examples 2>&1 | tee "$TEST_OUTPUT/cargo-test.log"
 
 step "Lua health checks in Argo CD's sandbox (gopher-lua)"
 (cd argocd/lua-harness && go test -count=1 ./...)
