@@ -1,6 +1,5 @@
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
-use std::time::Duration;
 use wavegate::cli::{self, CheckArgs, ServeArgs, WaitArgs};
 
 /// Truthful readiness for Argo CD sync waves.
@@ -34,7 +33,9 @@ enum Command {
 
 fn main() -> ExitCode {
     let args = Args::parse();
-    init_tracing(&args.log_format);
+    // One-shot commands print their verdict; their watch start-up chatter would only hide it.
+    let quiet = !matches!(args.command, Command::Serve(_));
+    init_tracing(&args.log_format, quiet);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -62,14 +63,20 @@ fn main() -> ExitCode {
             },
         }
     });
-    // Watches and probes may still be in flight; they hold nothing worth waiting for.
-    runtime.shutdown_timeout(Duration::from_millis(100));
-    ExitCode::from(code)
+    // Watches and probes may still be in flight; they hold nothing worth waiting for, and
+    // tearing them down would only log connection errors after the verdict.
+    let _ = std::io::Write::flush(&mut std::io::stdout());
+    std::process::exit(i32::from(code))
 }
 
-fn init_tracing(format: &str) {
+fn init_tracing(format: &str, quiet: bool) {
+    let default = if quiet {
+        "warn"
+    } else {
+        "info,kube=warn,tower_http=warn"
+    };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info,kube=warn,tower_http=warn"));
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
