@@ -150,8 +150,10 @@ async fn gate_becomes(client: &kube::Client, ns: &str, name: &str, want: &str) -
     )
     .await;
     let argo = argo_cd_health(&gate);
+    let health = &gate["status"]["health"];
     assert_eq!(
-        argo, gate["status"]["health"],
+        (&argo["status"], &argo["message"]),
+        (&health["status"], &health["message"]),
         "Argo CD's Lua verdict must equal wavegate's status.health"
     );
     gate

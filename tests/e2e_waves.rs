@@ -137,6 +137,6 @@ async fn cluster_scoped_resource_in_a_wave_is_judged_not_missing() {
         .await;
     assert_eq!(code, 200, "{waves}");
     let judged = &waves["waves"][0]["resources"][0];
-    assert_eq!(judged["resource"]["name"], ns.as_str(), "{waves}");
+    assert_eq!(judged["name"], ns.as_str(), "{waves}");
     assert_ne!(judged["status"], "Missing", "{waves}");
 }
