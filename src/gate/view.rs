@@ -71,10 +71,9 @@ impl Gate {
                 // As the Lua check reads it: a verdict wavegate no longer stands by does not
                 // count, wherever it is read (`wavegate wait gate/…` included).
                 Some(until) if until < now.as_second() => Verdict::progressing(format!(
-                    "wavegate's verdict on {what} expired {}s ago ({}: {}); is wavegate running?",
-                    now.as_second() - until,
-                    h.status,
-                    h.message
+                    "{what}: wavegate's verdict ({}) expired at {until} and was not renewed; \
+                     is wavegate running?",
+                    h.status
                 )),
                 _ => Verdict::new(h.status, h.message.clone()),
             },
