@@ -231,7 +231,7 @@ fn concerns_us(annotations: &BTreeMap<String, String>) -> bool {
 }
 
 /// The three annotations for a verdict; `observed-generation` only for kinds with a generation.
-fn wanted_annotations(verdict: &Verdict, generation: Option<i64>) -> BTreeMap<String, String> {
+pub fn wanted_annotations(verdict: &Verdict, generation: Option<i64>) -> BTreeMap<String, String> {
     let mut out = BTreeMap::from([
         (STATUS.to_string(), verdict.status.as_str().to_string()),
         (MESSAGE.to_string(), verdict.message.clone()),

@@ -62,6 +62,11 @@ local what = describe(obj)
 local generation = (obj.metadata or {}).generation
 local spec = obj.spec or {}
 local status = obj.status
+-- The API server always sets generation on custom resources; without it nothing proves the
+-- status is current (the Rust check says Unknown, which Argo CD waits on like Progressing).
+if generation == nil then
+  return {status = "Progressing", message = what .. " has no metadata.generation"}
+end
 if status == nil then
   return {status = "Progressing", message = what .. ": CNPG has not reconciled it yet (no status)"}
 end
