@@ -693,4 +693,92 @@ mod tests {
         assert!(judge("helmreleases.helm.toolkit.fluxcd.io", "x", &json!({})).is_none());
         assert!(judge("deployments.example.com", "x", &json!({})).is_none());
     }
+
+    /// gitops-engine's Deployment rule as a plain reference, written from its documented
+    /// behaviour with Go's zero values (absent = 0), sharing no code with [`deployment`].
+    #[allow(clippy::too_many_arguments)]
+    fn oracle_deployment(
+        paused: bool,
+        generation: i64,
+        observed: i64,
+        deadline_exceeded: bool,
+        spec_replicas: Option<i64>,
+        replicas: i64,
+        updated: i64,
+        available: i64,
+    ) -> HealthStatus {
+        if paused {
+            return HealthStatus::Suspended;
+        }
+        if generation > observed {
+            return HealthStatus::Progressing;
+        }
+        if deadline_exceeded {
+            return HealthStatus::Degraded;
+        }
+        let short =
+            spec_replicas.is_some_and(|r| updated < r) || replicas > updated || available < updated;
+        if short {
+            HealthStatus::Progressing
+        } else {
+            HealthStatus::Healthy
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000),
+            failure_persistence: None,
+            ..Default::default()
+        })]
+
+        /// Never Healthy where Argo CD's rule is not, never Degraded where it is not, and the
+        /// same answer whenever the controller has reported an observedGeneration (the one
+        /// place this rule is deliberately stricter).
+        #[test]
+        fn deployment_rule_agrees_with_gitops_engine(
+            paused in proptest::prelude::any::<bool>(),
+            generation in proptest::option::of(0i64..4),
+            observed in proptest::option::of(0i64..4),
+            reason in proptest::sample::select(vec!["", "NewReplicaSetAvailable", "ReplicaSetUpdated", "ProgressDeadlineExceeded"]),
+            spec_replicas in proptest::option::of(0i64..4),
+            replicas in proptest::option::of(0i64..5),
+            updated in proptest::option::of(0i64..5),
+            available in proptest::option::of(0i64..5),
+        ) {
+            let mut d = json!({"metadata": {}, "spec": {}, "status": {}});
+            if paused { d["spec"]["paused"] = true.into(); }
+            if let Some(g) = generation { d["metadata"]["generation"] = g.into(); }
+            if let Some(r) = spec_replicas { d["spec"]["replicas"] = r.into(); }
+            for (key, v) in [("observedGeneration", observed), ("replicas", replicas),
+                             ("updatedReplicas", updated), ("availableReplicas", available)] {
+                if let Some(v) = v { d["status"][key] = v.into(); }
+            }
+            if !reason.is_empty() {
+                d["status"]["conditions"] = json!([{"type": "Progressing", "status": "True", "reason": reason}]);
+            }
+            let got = judge("deployments.apps", "d", &d).unwrap().status;
+            let want = oracle_deployment(
+                paused,
+                generation.unwrap_or(0),
+                observed.unwrap_or(0),
+                reason == "ProgressDeadlineExceeded",
+                spec_replicas,
+                replicas.unwrap_or(0),
+                updated.unwrap_or(0),
+                available.unwrap_or(0),
+            );
+            if got == HealthStatus::Healthy {
+                proptest::prop_assert_eq!(want, HealthStatus::Healthy, "{}", d);
+            }
+            if got == HealthStatus::Degraded {
+                proptest::prop_assert_eq!(want, HealthStatus::Degraded, "{}", d);
+            }
+            if observed.is_some() {
+                proptest::prop_assert_eq!(got, want, "{}", d);
+            } else if !paused {
+                proptest::prop_assert_eq!(got, HealthStatus::Progressing, "{}", d);
+            }
+        }
+    }
 }
