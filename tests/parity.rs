@@ -302,6 +302,55 @@ fn wavegate_status_written_by_rust_reads_back_the_same_in_lua() {
     }
 }
 
+/// The WaveGate script's testdata shows what wavegate writes; its `status.health` must be what
+/// the gate controller computes (`gate_health`) from the fixture's own `status.checks`, so the
+/// messages Argo CD is shown in those tests cannot drift from the Rust code (issue 7). Fixtures
+/// without a health or with a status wavegate never writes exist to test the script's guards
+/// and are listed, not skipped silently.
+#[test]
+fn wavegate_testdata_health_is_what_the_gate_controller_computes() {
+    use wavegate::gate::judge::{gate_health, parse_timeout};
+    let guards = [
+        "no-health.yaml",
+        "no-status.yaml",
+        "unrecognised-status.yaml",
+    ];
+    let mut checked = 0;
+    for (path, gate) in yaml_files("argocd/resource_customizations/wavegate.dev/WaveGate/testdata")
+    {
+        if guards.iter().any(|g| path.ends_with(g)) {
+            continue;
+        }
+        let written: Verdict = serde_json::from_value(gate["status"]["health"].clone())
+            .unwrap_or_else(|e| panic!("{path}: status.health: {e}"));
+        let checks: Vec<(String, Verdict)> = gate["status"]["checks"]
+            .as_array()
+            .unwrap_or_else(|| panic!("{path}: no status.checks to compute the health from"))
+            .iter()
+            .map(|c| {
+                (
+                    c["name"].as_str().unwrap().to_string(),
+                    serde_json::from_value(c.clone()).unwrap(),
+                )
+            })
+            .collect();
+        let spelled = gate["spec"]["timeout"].as_str();
+        let timeout = spelled.map(|t| (t, parse_timeout(t).unwrap()));
+        // A fixture that shows a timed-out gate has waited its full timeout.
+        let waited = match timeout {
+            Some((_, limit)) if written.message.starts_with("timed out") => limit,
+            _ => Duration::ZERO,
+        };
+        let computed = gate_health(&checks, timeout, waited);
+        assert_eq!(
+            computed, written,
+            "{path}: status.health is not what wavegate computes from status.checks"
+        );
+        checked += 1;
+    }
+    assert_eq!(checked, 6);
+}
+
 // ---- Random Application states -------------------------------------------------------------
 
 fn pick<T: Clone + std::fmt::Debug + 'static>(items: &[T]) -> proptest::sample::Select<T> {

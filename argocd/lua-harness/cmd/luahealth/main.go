@@ -2,7 +2,7 @@
 // prints the verdict as Argo CD would record it:
 //
 //	go run ./cmd/luahealth --script ../resource_customizations/wavegate.dev/WaveGate/health.lua --object gate.json
-//	{"status":"Healthy","message":"2 of 2 checks healthy"}
+//	{"status":"Healthy","message":"all 2 checks healthy"}
 //
 // --object takes JSON or YAML (kubectl get -o json output works as is); "-" reads stdin.
 //

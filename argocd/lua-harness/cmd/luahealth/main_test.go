@@ -16,7 +16,7 @@ func TestLiveShapedWaveGateVerdictIsWavegatesOwn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := luaharness.HealthStatus{Status: "Degraded", Message: "crdb: prod/cockroachdb: split cluster, 2 cluster IDs among 2 pods"}
+	want := luaharness.HealthStatus{Status: "Degraded", Message: "1 of 2 checks healthy; crdb: prod/cockroachdb: split cluster — 2 cluster IDs among 2 pods"}
 	if got != want {
 		t.Fatalf("got %+v, want %+v", got, want)
 	}
