@@ -426,9 +426,35 @@ fn sources() -> impl Strategy<Value = Result<Vec<Value>, Value>> {
     ]
 }
 
-/// Something close to `wanted`: itself, or a fresh draw (often differing in one field).
-fn drifted(wanted: Value, fresh: Value, same: bool) -> Value {
-    if same { wanted } else { fresh }
+/// What the last comparison saw, relative to what the spec wants now: the same, the same with
+/// empty blocks added (still equal for Argo CD), one field changed, or an unrelated draw.
+fn drifted(wanted: Value, fresh: Value, same: bool, mutation: u8) -> Value {
+    if same {
+        return wanted;
+    }
+    let change = |mut source: Value| -> Value {
+        match mutation {
+            0 => source["helm"] = json!({"parameters": [], "values": ""}),
+            1 => source["kustomize"] = json!({}),
+            2 => source["targetRevision"] = "v9".into(),
+            3 => source["helm"] = json!({"valuesObject": {"replicas": 5}}),
+            4 => source["directory"] = json!({"recurse": true}),
+            _ => return fresh.clone(),
+        }
+        source
+    };
+    match wanted {
+        Value::Array(mut sources) if mutation == 5 && sources.len() > 1 => {
+            sources.pop();
+            Value::Array(sources)
+        }
+        Value::Array(mut sources) => {
+            let first = sources.remove(0);
+            sources.insert(0, change(first));
+            Value::Array(sources)
+        }
+        single => change(single),
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -440,20 +466,24 @@ fn application_state() -> impl Strategy<Value = AppState> {
     (
         (
             sources(),
-            sources(),
-            any::<bool>(),
+            (sources(), 0u8..7),
+            prop::bool::weighted(0.6),
             destination(),
             destination(),
-            any::<bool>(),
+            prop::bool::weighted(0.8),
             prop::option::of(pick(&[
                 json!([]),
                 json!([{"kind": "Deployment", "jsonPointers": ["/spec/replicas"]}]),
             ])),
-            any::<bool>(),
+            prop::bool::weighted(0.8),
         ),
         (
-            pick(&["Synced", "OutOfSync", "Unknown", ""]),
+            // Repeated entries weight the draw towards the states near Healthy, where the two
+            // implementations could disagree on the one verdict that moves a wave.
+            pick(&["Synced", "Synced", "Synced", "OutOfSync", "Unknown", ""]),
             pick(&[
+                "Healthy",
+                "Healthy",
                 "Healthy",
                 "Progressing",
                 "Degraded",
@@ -462,16 +492,47 @@ fn application_state() -> impl Strategy<Value = AppState> {
                 "Unknown",
                 "",
             ]),
-            pick(&["", "Running", "Terminating", "Succeeded", "Failed", "Error"]),
-            pick(&["none", "current", "older-revision", "older-source"]),
-            any::<bool>(),
+            pick(&[
+                "",
+                "",
+                "Succeeded",
+                "Succeeded",
+                "Running",
+                "Terminating",
+                "Failed",
+                "Error",
+            ]),
+            pick(&[
+                "none",
+                "current",
+                "current",
+                "older-revision",
+                "older-source",
+            ]),
+            prop::bool::weighted(0.1),
             pick(&["aaaa", "bbbb"]),
-            pick(&["", "present", "no-status", "deleting"]),
+            pick(&[
+                "present",
+                "present",
+                "present",
+                "present",
+                "no-status",
+                "deleting",
+            ]),
         ),
     )
         .prop_map(
             |(
-                (spec_src, fresh_src, same_src, dest, fresh_dest, same_dest, ignore, same_ignore),
+                (
+                    spec_src,
+                    (fresh_src, mutation),
+                    same_src,
+                    dest,
+                    fresh_dest,
+                    same_dest,
+                    ignore,
+                    same_ignore,
+                ),
                 (sync, health, phase, result, pending, revision, shape),
             )| {
                 let compared_src = drifted(
@@ -484,6 +545,7 @@ fn application_state() -> impl Strategy<Value = AppState> {
                         Err(v) => v.clone(),
                     },
                     same_src,
+                    mutation,
                 );
                 let multi = spec_src.is_ok();
                 let (source_key, revision_key) = if multi {
@@ -505,7 +567,8 @@ fn application_state() -> impl Strategy<Value = AppState> {
                 if let Some(ignore) = &ignore {
                     spec["ignoreDifferences"] = ignore.clone();
                 }
-                let mut compared = json!({"destination": drifted(dest, fresh_dest, same_dest)});
+                let mut compared =
+                    json!({"destination": if same_dest { dest } else { fresh_dest }});
                 // A comparedTo that recorded the other shape (single vs multi) is stale too.
                 let compared_key = if compared_src.is_array() {
                     "sources"
