@@ -758,4 +758,82 @@ mod tests {
             );
         }
     }
+
+    // ---- kstatus rules against a plain reference ----
+
+    /// One generated condition: type, status, own observedGeneration.
+    type Cond = (&'static str, &'static str, Option<i64>);
+
+    /// kstatus as documented in docs/contracts.md, written without the check's code:
+    /// (may it be Healthy, may it be Degraded).
+    fn oracle_kstatus(
+        generation: Option<i64>,
+        observed: Option<i64>,
+        conds: &[Cond],
+    ) -> (bool, bool) {
+        let first = |t: &str| conds.iter().find(|c| c.0 == t);
+        let current = |c: &Cond| match (generation, c.2) {
+            (Some(g), Some(o)) => o >= g,
+            _ => true,
+        };
+        let observed_ok = match (generation, observed) {
+            (Some(g), Some(o)) => o == g,
+            _ => true,
+        };
+        let all_current = ["Stalled", "Reconciling", "Ready"]
+            .iter()
+            .filter_map(|t| first(t))
+            .all(|c| current(c));
+        let stalled = first("Stalled").is_some_and(|c| c.1 == "True");
+        let reconciling = first("Reconciling").is_some_and(|c| c.1 == "True");
+        let not_ready = first("Ready").is_some_and(|c| c.1 == "False" || c.1 == "Unknown");
+        let healthy = observed_ok && all_current && !stalled && !reconciling && !not_ready;
+        let degraded = observed_ok && all_current && stalled;
+        (healthy, degraded)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000),
+            failure_persistence: None,
+            ..Default::default()
+        })]
+
+        /// Never Healthy where the reference says not ready, never Degraded without its
+        /// definite failure (a current Stalled=True), for kinds without a built-in rule.
+        #[test]
+        fn kstatus_rules_never_say_more_than_the_reference(
+            generation in proptest::option::of(1i64..4),
+            observed in proptest::option::of(1i64..4),
+            conds in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec!["Ready", "Stalled", "Reconciling", "Synced"]),
+                    proptest::sample::select(vec!["True", "False", "Unknown"]),
+                    proptest::option::of(1i64..4),
+                ),
+                0..4,
+            ),
+        ) {
+            let mut object = serde_json::json!({"metadata": {}, "status": {}});
+            if let Some(g) = generation { object["metadata"]["generation"] = g.into(); }
+            if let Some(o) = observed { object["status"]["observedGeneration"] = o.into(); }
+            let list: Vec<Value> = conds.iter().map(|(t, st, og)| {
+                let mut c = serde_json::json!({"type": t, "status": st});
+                if let Some(og) = og { c["observedGeneration"] = (*og).into(); }
+                c
+            }).collect();
+            object["status"]["conditions"] = Value::Array(list);
+            let v = check("widgets.example.com", "ns", "w", Some(&object), &Rule::default());
+            let (may_be_healthy, may_be_degraded) = oracle_kstatus(generation, observed, &conds);
+            if v.status == HealthStatus::Healthy {
+                proptest::prop_assert!(may_be_healthy, "{} for {}", v.message, object);
+            }
+            if v.status == HealthStatus::Degraded {
+                proptest::prop_assert!(may_be_degraded, "{} for {}", v.message, object);
+            }
+            if may_be_healthy {
+                proptest::prop_assert_eq!(v.status, HealthStatus::Healthy, "{}", object);
+            }
+        }
+    }
 }
