@@ -783,7 +783,7 @@ mod tests {
         let all_current = ["Stalled", "Reconciling", "Ready"]
             .iter()
             .filter_map(|t| first(t))
-            .all(|c| current(c));
+            .all(current);
         let stalled = first("Stalled").is_some_and(|c| c.1 == "True");
         let reconciling = first("Reconciling").is_some_and(|c| c.1 == "True");
         let not_ready = first("Ready").is_some_and(|c| c.1 == "False" || c.1 == "Unknown");
