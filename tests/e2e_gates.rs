@@ -198,7 +198,10 @@ async fn gates_follow_seed_001_to_healthy_and_time_out_to_degraded() {
         &admin,
         &ns,
         "forgejo-0",
-        json!({"app": "gitea", "app.kubernetes.io/name": "gitea"}),
+        // As the chart labels it (tests/scenarios/seed-001-forgejo.yaml): the release name
+        // `forgejo` under app.kubernetes.io/instance is what makes it a near match.
+        json!({"app": "gitea", "app.kubernetes.io/name": "gitea",
+               "app.kubernetes.io/instance": "forgejo"}),
     )
     .await;
     set_pod_ready(&admin, &ns, "forgejo-0", "10.244.2.9", true).await;

@@ -290,6 +290,7 @@ fn wavegate_status_written_by_rust_reads_back_the_same_in_lua() {
             verdict,
             None,
             now,
+            None,
         );
         let mut object = serde_json::to_value(&gate).unwrap();
         object["status"] = serde_json::to_value(&written).unwrap();
@@ -341,7 +342,9 @@ fn wavegate_testdata_health_is_what_the_gate_controller_computes() {
             Some((_, limit)) if written.message.starts_with("timed out") => limit,
             _ => Duration::ZERO,
         };
-        let computed = gate_health(&checks, timeout, waited);
+        // No check in these fixtures is blind (unjudgeable because of wavegate's own state).
+        let blind = std::collections::HashMap::new();
+        let computed = gate_health(&checks, &blind, timeout, waited);
         assert_eq!(
             computed, written,
             "{path}: status.health is not what wavegate computes from status.checks"
