@@ -269,7 +269,7 @@ fn concerns_us(annotations: &BTreeMap<String, String>) -> bool {
 
 /// The Service's selector as `k=v,k2=v2`, sorted by key (how the Service health script renders
 /// it too), or `None` without one.
-fn judged_selector(service: &Value) -> Option<String> {
+pub fn judged_selector(service: &Value) -> Option<String> {
     let selector = service.pointer("/spec/selector")?.as_object()?;
     let sorted: BTreeMap<&String, &str> = selector
         .iter()

@@ -211,9 +211,13 @@ fn every_database_fixture_has_the_same_status_in_rust_and_lua() {
 }
 
 /// Annotation mode: whatever verdict Rust writes (src/annotate.rs), the kind's script reads back
-/// the same status when the generation is current, and Progressing when it is not.
+/// the same status while it is fresh — judged at the current generation, for the current
+/// selector (Services), before its valid-until — and Progressing otherwise.
 #[test]
 fn annotation_verdicts_read_back_the_same_in_lua_for_every_kind_and_status() {
+    use wavegate::annotate::{
+        JUDGED_SELECTOR, OPT_IN, VALID_UNTIL, judged_selector, wanted_annotations,
+    };
     let kinds = [
         ("Service", "v1", None),
         (
@@ -228,50 +232,78 @@ fn annotation_verdicts_read_back_the_same_in_lua_for_every_kind_and_status() {
         ),
         ("argoproj.io/Application", "argoproj.io/v1alpha1", Some(7)),
     ];
+    let now = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
     let mut compared = 0;
     for (dir, api_version, generation) in kinds {
         let kind = dir.rsplit('/').next().unwrap();
         for status in HealthStatus::ALL {
             let verdict = Verdict::new(status, format!("{kind} ns/x: wavegate says {status}"));
-            // Judged at the current generation, then at an older one.
-            let judged_at = [generation, generation.map(|g| g - 1)];
-            for (i, judged) in judged_at.into_iter().enumerate() {
-                if i == 1 && generation.is_none() {
-                    continue; // a kind without generation has no stale case
-                }
+            let mut object = json!({
+                "apiVersion": api_version,
+                "kind": kind,
+                "metadata": {"name": "x", "namespace": "ns"},
+                "spec": {},
+            });
+            if let Some(g) = generation {
+                object["metadata"]["generation"] = g.into();
+            }
+            if kind == "Service" {
+                object["spec"]["selector"] =
+                    json!({"app": "forgejo", "app.kubernetes.io/instance": "forgejo"});
+            }
+            // What annotate.rs writes for this verdict: judged at `judged`, valid until `until`.
+            let annotated = |judged: Option<i64>, until: i64| {
                 let mut annotations = serde_json::Map::new();
-                annotations.insert("wavegate.dev/annotate".into(), "true".into());
-                for (k, v) in wavegate::annotate::wanted_annotations(&verdict, judged) {
+                annotations.insert(OPT_IN.into(), "true".into());
+                for (k, v) in wanted_annotations(&verdict, judged) {
                     annotations.insert(k, v.into());
                 }
-                let mut object = json!({
-                    "apiVersion": api_version,
-                    "kind": kind,
-                    "metadata": {"name": "x", "namespace": "ns", "annotations": annotations},
-                    "spec": {},
-                });
-                if let Some(g) = generation {
-                    object["metadata"]["generation"] = g.into();
+                if let Some(selector) = (kind == "Service")
+                    .then(|| judged_selector(&object))
+                    .flatten()
+                {
+                    annotations.insert(JUDGED_SELECTOR.into(), selector.into());
                 }
+                annotations.insert(VALID_UNTIL.into(), until.to_string().into());
+                let mut o = object.clone();
+                o["metadata"]["annotations"] = Value::Object(annotations);
+                o
+            };
+            let mut cases = vec![
+                ("fresh", annotated(generation, now + 600), argo_view(status)),
+                ("expired", annotated(generation, now - 600), "Progressing"),
+            ];
+            if let Some(g) = generation {
+                cases.push((
+                    "older generation",
+                    annotated(Some(g - 1), now + 600),
+                    "Progressing",
+                ));
+            }
+            if kind == "Service" {
+                let mut moved = annotated(generation, now + 600);
+                moved["spec"]["selector"]["app"] = "gitea".into();
+                cases.push(("other selector", moved, "Progressing"));
+            }
+            for (case, object, want) in cases {
                 let (got, message) = lua(dir, &object);
-                let want = if i == 0 {
-                    argo_view(status)
-                } else {
-                    "Progressing"
-                };
                 assert_eq!(
                     got, want,
-                    "{dir}: Rust wrote {status} judged at {judged:?}; Lua said {got} ({message})"
+                    "{dir}, {case}: Rust wrote {status}; Lua said {got} ({message})"
                 );
                 compared += 1;
             }
         }
     }
-    assert_eq!(compared, 6 + 3 * 12);
+    assert_eq!(compared, 6 * (3 + 3 + 3 + 3));
 }
 
 /// The status the gate controller writes for each gate verdict is the one Argo CD reads from the
-/// WaveGate script, unchanged, once the generation is current; before that, Progressing.
+/// WaveGate script, unchanged, once the generation is current and until its validUntil; before
+/// and after that, Progressing.
 #[test]
 fn wavegate_status_written_by_rust_reads_back_the_same_in_lua() {
     use wavegate::gate::crd::WaveGate;
@@ -280,26 +312,36 @@ fn wavegate_status_written_by_rust_reads_back_the_same_in_lua() {
         "apiVersion: wavegate.dev/v1alpha1\nkind: WaveGate\nmetadata: {name: g, namespace: ddb, generation: 3}\nspec:\n  checks:\n    - name: db\n      cnpgDatabase: {name: forgejo}\n",
     )
     .unwrap();
-    let now = "2026-12-01T02:00:00Z".parse().unwrap();
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let validity = Some(Duration::from_secs(600));
     for status in HealthStatus::ALL {
         let verdict = Verdict::new(status, format!("db: ddb/forgejo: {status}"));
-        let written = next_status(
-            &gate,
-            None,
-            vec![("db".into(), verdict.clone())],
-            verdict,
-            None,
-            now,
-            None,
-        );
-        let mut object = serde_json::to_value(&gate).unwrap();
-        object["status"] = serde_json::to_value(&written).unwrap();
+        let write = |now| {
+            let written = next_status(
+                &gate,
+                None,
+                vec![("db".into(), verdict.clone())],
+                verdict.clone(),
+                None,
+                now,
+                validity,
+            );
+            let mut object = serde_json::to_value(&gate).unwrap();
+            object["status"] = serde_json::to_value(&written).unwrap();
+            object
+        };
+        let mut object = write(now);
         let (got, message) = lua("wavegate.dev/WaveGate", &object);
         assert_eq!(got, status.as_str(), "{message}");
 
         object["metadata"]["generation"] = 4.into();
         let (got, message) = lua("wavegate.dev/WaveGate", &object);
         assert_eq!(got, "Progressing", "stale generation: {message}");
+
+        // Written an hour ago and never confirmed since (wavegate stopped): expired.
+        let hour_ago = now - std::time::Duration::from_secs(3600);
+        let (got, message) = lua("wavegate.dev/WaveGate", &write(hour_ago));
+        assert_eq!(got, "Progressing", "expired verdict: {message}");
     }
 }
 
@@ -351,7 +393,7 @@ fn wavegate_testdata_health_is_what_the_gate_controller_computes() {
         );
         checked += 1;
     }
-    assert_eq!(checked, 6);
+    assert_eq!(checked, 8);
 }
 
 // ---- Random Application states -------------------------------------------------------------
