@@ -269,7 +269,7 @@ fn concerns_us(annotations: &BTreeMap<String, String>) -> bool {
 
 /// The Service's selector as `k=v,k2=v2`, sorted by key (how the Service health script renders
 /// it too), or `None` without one.
-fn judged_selector(service: &Value) -> Option<String> {
+pub fn judged_selector(service: &Value) -> Option<String> {
     let selector = service.pointer("/spec/selector")?.as_object()?;
     let sorted: BTreeMap<&String, &str> = selector
         .iter()
@@ -304,7 +304,7 @@ fn valid_until(
 }
 
 /// The three annotations for a verdict; `observed-generation` only for kinds with a generation.
-fn wanted_annotations(verdict: &Verdict, generation: Option<i64>) -> BTreeMap<String, String> {
+pub fn wanted_annotations(verdict: &Verdict, generation: Option<i64>) -> BTreeMap<String, String> {
     let mut out = BTreeMap::from([
         (STATUS.to_string(), verdict.status.as_str().to_string()),
         (MESSAGE.to_string(), verdict.message.clone()),
