@@ -528,6 +528,12 @@ async fn grace_of_a_failure_belongs_to_one_generation() {
     // grace period instead of inheriting the old one.
     let admin = cluster::client().await;
     let ns = cluster::namespace(&admin, "truth-grace").await;
+    apply(
+        &admin,
+        json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+               "metadata": {"name": "pg", "namespace": ns}, "spec": {"instances": 1}}),
+    )
+    .await;
     let db = json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Database",
         "metadata": {"name": "app", "namespace": ns},
         "spec": {"name": "app", "owner": "nobody", "cluster": {"name": "pg"}}});
