@@ -54,6 +54,12 @@ pub struct ClusterArgs {
     /// How long a first read waits for a new watch to sync.
     #[arg(long, env = "WAVEGATE_SYNC_WAIT", default_value = "5s", value_parser = humantime::parse_duration)]
     pub sync_wait: Duration,
+    /// Name CockroachDB node certificates must be valid for (checked while connecting to the
+    /// pod IP), `{name}` and `{namespace}` standing for the CrdbCluster's. Default:
+    /// `{name}-public.{namespace}.svc.cluster.local`, which every operator puts in its node
+    /// certificates.
+    #[arg(long, env = "WAVEGATE_CRDB_TLS_SERVER_NAME")]
+    pub crdb_tls_server_name: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -150,6 +156,7 @@ impl ClusterArgs {
             crdb_tls: TlsSettings {
                 ca_pem,
                 accept_invalid_certs: self.crdb_insecure_skip_verify,
+                server_name: self.crdb_tls_server_name.clone(),
             },
             verdict_ttl: self.verdict_ttl,
             probe_ttl: self.probe_ttl,

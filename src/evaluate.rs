@@ -250,7 +250,7 @@ pub struct Evaluator {
     probes: moka::future::Cache<String, cockroach::PodProbe>,
     /// When each persistent failure was first seen, by ask.
     failing_since: Mutex<HashMap<String, Instant>>,
-    http: reqwest::Client,
+    prober: probe::Prober,
     metrics: Arc<Metrics>,
 }
 
@@ -260,7 +260,12 @@ impl Evaluator {
         config: EvalConfig,
         metrics: Arc<Metrics>,
     ) -> Result<Arc<Evaluator>, probe::ProbeError> {
-        let http = probe::client(&config.crdb_tls)?;
+        let prober = probe::Prober::new(
+            config.crdb_scheme,
+            config.crdb_tls.clone(),
+            config.crdb_credentials.clone(),
+            config.probe_timeout,
+        )?;
         Ok(Arc::new(Evaluator {
             verdicts: moka::future::Cache::builder()
                 .time_to_live(config.verdict_ttl.max(Duration::from_millis(1)))
@@ -271,7 +276,7 @@ impl Evaluator {
                 .max_capacity(10_000)
                 .build(),
             failing_since: Mutex::default(),
-            http,
+            prober,
             cache,
             config,
             metrics,
@@ -369,25 +374,21 @@ impl Evaluator {
                 selector,
             } => {
                 let (g, p) = Resource::CrdbCluster.group_plural();
-                let overridden = expected_nodes.is_some() && selector.is_some();
-                let cluster = match c.object(g, p, namespace, name).await {
-                    Ok(o) => o,
-                    // With both overrides the check can run before the operator is installed.
-                    Err(CacheError::NotInstalled(_)) if overridden => None,
-                    Err(e) => return Err(e),
-                };
+                let cluster = c.object(g, p, namespace, name).await?;
                 let pods = c.pods(namespace).await?;
                 let params = cockroach::Params {
                     expected_nodes: *expected_nodes,
                     selector: selector.clone(),
                     http_port: None,
+                    owners: self.crdb_owners(namespace).await,
                 };
                 let f = match cockroach::plan(namespace, name, cluster.as_ref(), &pods, &params) {
                     Err(f) => f,
                     Ok(plan) => {
-                        let probes =
-                            futures::future::join_all(plan.targets.iter().map(|t| self.probe(t)))
-                                .await;
+                        let probes = futures::future::join_all(
+                            plan.targets.iter().map(|t| self.probe(namespace, name, t)),
+                        )
+                        .await;
                         cockroach::judge(namespace, name, &plan, &probes)
                     }
                 };
@@ -432,25 +433,47 @@ impl Evaluator {
     }
 
     /// Probe one pod, coalesced and cached for the probe TTL.
-    async fn probe(&self, target: &cockroach::ProbeTarget) -> cockroach::PodProbe {
-        let key = format!("{}|{}:{}", target.pod, target.ip, target.port);
+    async fn probe(
+        &self,
+        namespace: &str,
+        cluster: &str,
+        target: &cockroach::ProbeTarget,
+    ) -> cockroach::PodProbe {
+        // Membership is part of the key: a pod's answer with credentials is not its answer
+        // without, and the server name it was verified for belongs to one cluster.
+        let key = format!(
+            "{namespace}/{cluster}|{}|{}:{}|{}",
+            target.pod, target.ip, target.port, target.controlled_by_cluster
+        );
         self.probes
             .get_with(key, async {
                 let started = Instant::now();
-                let p = probe::probe_pod_with(
-                    &self.http,
-                    self.config.crdb_scheme,
-                    target,
-                    self.config.crdb_credentials.as_ref(),
-                    self.config.probe_timeout,
-                )
-                .await;
+                let p = self.prober.probe(namespace, cluster, target).await;
                 self.metrics
                     .probe_seconds
                     .observe(started.elapsed().as_secs_f64());
                 p
             })
             .await
+    }
+
+    /// What proves CockroachDB pods' membership, read only when there are credentials to
+    /// protect (it costs two more watches). A kind that is not there (no CrdbNode CRD with the
+    /// older operator) or cannot be read proves nothing, which only withholds credentials.
+    async fn crdb_owners(&self, namespace: &str) -> cockroach::Owners {
+        if self.config.crdb_credentials.is_none() {
+            return cockroach::Owners::default();
+        }
+        let mut owners = cockroach::Owners::default();
+        for (group, plural, kind) in [
+            ("apps", "statefulsets", "StatefulSet"),
+            (Resource::CRDB_GROUP, "crdbnodes", "CrdbNode"),
+        ] {
+            if let Ok(found) = self.cache.objects(group, plural, Some(namespace)).await {
+                owners.record(kind, &found);
+            }
+        }
+        owners
     }
 
     fn lasted(&self, key: &str) -> Duration {
