@@ -848,3 +848,116 @@ mod tests {
         assert_eq!(seconds(Duration::from_millis(300)), "300ms");
     }
 }
+
+/// Issue 9 "prove it": whatever a pod sends, the parsers neither panic nor let unbounded or
+/// multi-line text through. Case count: `PROPTEST_CASES` (proptest's default otherwise).
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Text biased towards what breaks parsers and messages: line breaks, braces, quotes,
+    /// numbers, guillemets, bidi and control characters, long runs.
+    fn hostile_text() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            any::<String>(),
+            Just("\n".to_string()),
+            Just("\r\n".to_string()),
+            Just("{".to_string()),
+            Just("}".to_string()),
+            Just("\"".to_string()),
+            Just("«»".to_string()),
+            Just("\u{202E}\u{2028}\u{200B}\u{1b}[31m".to_string()),
+            Just("node_id".to_string()),
+            Just("liveness_livenodes".to_string()),
+            Just(" 1e308 NaN -Inf 3 ".to_string()),
+            Just("# TYPE x gauge\n".to_string()),
+            "[0-9a-f-]{0,40}".prop_map(|s| s),
+            (0usize..3000).prop_map(|n| "x".repeat(n)),
+        ];
+        prop::collection::vec(piece, 0..24).prop_map(|v| v.concat())
+    }
+
+    fn assert_one_bounded_line(text: &str) {
+        assert!(
+            text.chars().count() <= PodText::MAX_CHARS + 1,
+            "{} chars",
+            text.chars().count()
+        );
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+        assert!(
+            !text.contains(['«', '»', '\u{2028}', '\u{2029}', '\u{202E}']),
+            "{text:?}"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn status_vars_never_panic(body in hostile_text()) {
+            let _ = parse_status_vars(&body);
+        }
+
+        #[test]
+        fn status_vars_read_the_two_samples_wherever_they_are(
+            before in hostile_text(),
+            node in 1i64..1_000_000,
+            live in 0i64..1000,
+            labels in "[a-z_]{1,8}=\"[^\"\\\\]{0,20}\"",
+        ) {
+            let body = format!(
+                "{}\nnode_id{{{labels}}} {node}\nliveness_livenodes {live}\n",
+                before.replace("node_id", "n").replace("liveness_livenodes", "l")
+            );
+            let vars = parse_status_vars(&body);
+            // Garbage before them may make the line-oriented format ambiguous, but never
+            // yields other numbers than the ones written.
+            if let Ok(vars) = vars {
+                prop_assert!(vars.node_id.is_none_or(|n| n == node));
+                prop_assert!(vars.live_nodes.is_none_or(|l| l == live));
+            }
+        }
+
+        #[test]
+        fn health_reason_is_one_bounded_quoted_line(body in hostile_text(), code in 400u16..600) {
+            let status = StatusCode::from_u16(code).unwrap();
+            for body in [body.clone(), serde_json::json!({"message": body}).to_string()] {
+                match not_ready_reason(status, &body) {
+                    Readiness::Declined(text) => assert_one_bounded_line(text.as_str()),
+                    Readiness::NotReady(own) => {
+                        prop_assert_eq!(own, format!("HTTP {code} without a reason"))
+                    }
+                    other => prop_assert!(false, "unexpected {:?}", other),
+                }
+            }
+        }
+
+        #[test]
+        fn cluster_id_is_a_uuid_or_an_error_without_the_body(raw in hostile_text()) {
+            for body in [raw.clone(), serde_json::json!({"clusterId": raw}).to_string()] {
+                match parse_cluster_id(&body) {
+                    Ok(id) => prop_assert!(
+                        id.len() == 36 && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+                    ),
+                    Err(e) => {
+                        assert_one_bounded_line(&e);
+                        prop_assert!(raw.len() < 8 || !e.contains(raw.as_str()));
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn session_cookie_never_panics(header in hostile_text()) {
+            if let Some(cookie) = session_cookie(&header) {
+                prop_assert!(cookie.starts_with("session="));
+            }
+        }
+
+        #[test]
+        fn pod_text_is_always_one_bounded_line(raw in hostile_text()) {
+            let text = PodText::new(&raw);
+            assert_one_bounded_line(text.as_str());
+            prop_assert_eq!(text.as_str().trim(), text.as_str());
+        }
+    }
+}
