@@ -235,3 +235,134 @@ proptest! {
         }
     }
 }
+
+/// A CrdbCluster spec and what the pods report, through `plan` and `judge` together: the
+/// expected counts come from the spec (issue 8 scenario 7 lived here: a local region
+/// expecting no node gave "Healthy: all 0 pods ready").
+#[derive(Debug, Clone)]
+struct Spec {
+    /// `nodes` per region (`None`: the field is absent).
+    regions: Vec<Option<u32>>,
+    /// Index of `status.region` in `regions`; out of range: an unknown code; `None`: absent.
+    local: Option<usize>,
+    expected_nodes: Option<u32>,
+    pods: usize,
+    /// Live nodes every pod reports.
+    live: i64,
+}
+
+fn spec() -> impl Strategy<Value = Spec> {
+    (
+        prop::collection::vec(prop::option::weighted(0.9, 0u32..4), 1..4),
+        prop::option::of(0usize..4),
+        prop::option::weighted(0.3, 0u32..7),
+        0usize..6,
+        0i64..10,
+    )
+        .prop_map(|(regions, local, expected_nodes, pods, live)| Spec {
+            regions,
+            local,
+            expected_nodes,
+            pods,
+            live,
+        })
+}
+
+/// The contract's expectation: every region's nodes join one cluster and each member sees
+/// them all; only the local region's nodes run here (all of them when there is one region or
+/// the local one is unknown); `expectedNodes` overrides the cluster-wide count.
+fn oracle_expected(s: &Spec) -> (i64, i64) {
+    let total: i64 = s.regions.iter().map(|n| i64::from(n.unwrap_or(0))).sum();
+    let local = match s.local {
+        Some(i) if s.regions.len() > 1 && i < s.regions.len() => {
+            Some(i64::from(s.regions[i].unwrap_or(0)))
+        }
+        _ => None,
+    };
+    match (s.expected_nodes.map(i64::from), local) {
+        (Some(e), Some(l)) => (e, l.min(e)),
+        (Some(e), None) => (e, e),
+        (None, Some(l)) => (total, l),
+        (None, None) => (total, total),
+    }
+}
+
+fn spec_cluster(s: &Spec) -> serde_json::Value {
+    let regions: Vec<serde_json::Value> = s
+        .regions
+        .iter()
+        .enumerate()
+        .map(|(i, n)| {
+            let mut r = serde_json::json!({"code": format!("r{i}")});
+            if let Some(n) = n {
+                r["nodes"] = (*n).into();
+            }
+            r
+        })
+        .collect();
+    let mut cluster = serde_json::json!({
+        "apiVersion": "crdb.cockroachlabs.com/v1beta1", "kind": "CrdbCluster",
+        "metadata": {"name": "cockroachdb", "namespace": "prod", "uid": "u-1"},
+        "spec": {"regions": regions},
+    });
+    if let Some(i) = s.local {
+        cluster["status"] = serde_json::json!({"region": format!("r{i}")});
+    }
+    cluster
+}
+
+fn spec_pods(s: &Spec) -> Vec<std::sync::Arc<k8s_openapi::api::core::v1::Pod>> {
+    (0..s.pods)
+        .map(|i| {
+            let pod = serde_json::json!({
+                "metadata": {"name": format!("cockroachdb-{i}"), "namespace": "prod",
+                             "labels": {"crdb.cockroachlabs.com/cluster": "cockroachdb"}},
+                "status": {"phase": "Running", "podIP": format!("10.0.0.{i}"),
+                           "conditions": [{"type": "Ready", "status": "True"}]},
+            });
+            std::sync::Arc::new(serde_json::from_value(pod).unwrap())
+        })
+        .collect()
+}
+
+proptest! {
+    #[test]
+    fn what_the_spec_expects_is_what_healthy_needs(s in spec()) {
+        let params = cockroach::Params {
+            expected_nodes: s.expected_nodes,
+            ..cockroach::Params::default()
+        };
+        let finding = match cockroach::plan(
+            "prod", "cockroachdb", Some(&spec_cluster(&s)), &spec_pods(&s), &params,
+        ) {
+            Err(finding) => finding,
+            Ok(plan) => {
+                let probes: Vec<PodProbe> = plan
+                    .targets
+                    .iter()
+                    .enumerate()
+                    .map(|(i, t)| PodProbe {
+                        node_id: Some(i as i64 + 1),
+                        live_nodes: Some(s.live),
+                        cluster_id: Some(IDS[0].to_string()),
+                        ..PodProbe::bare(t.pod.clone(), Readiness::Ready)
+                    })
+                    .collect();
+                cockroach::judge("prod", "cockroachdb", &plan, &probes)
+            }
+        };
+        let (nodes, local) = oracle_expected(&s);
+        if let Finding::Settled(v) = &finding
+            && v.status == HealthStatus::Healthy
+        {
+            prop_assert!(
+                nodes >= 1 && local >= 1 && s.pods as i64 == local && s.live == nodes,
+                "false Healthy: {}\n{s:?}", v.message
+            );
+        }
+        prop_assert!(
+            !matches!(&finding, Finding::Settled(v) if v.status == HealthStatus::Degraded),
+            "Degraded with one cluster ID: {finding:?}"
+        );
+    }
+}
