@@ -184,9 +184,6 @@ pub fn check(
 /// `Ready` (`ConditionClusterReady` in api/v1/cluster_types.go) being `True`; the instance
 /// counts only explain it.
 fn cluster_not_ready(cluster_id: &str, cluster: &Value) -> Option<String> {
-    if cluster.pointer("/metadata/deletionTimestamp").is_some() {
-        return Some(format!("Cluster {cluster_id} is being deleted"));
-    }
     if condition_status(cluster, "Ready") == Some("True") {
         return None;
     }
