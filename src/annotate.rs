@@ -154,8 +154,9 @@ impl Annotator {
         }
         let (wanted, requeue) = if opted_in(&current) {
             let ask = Ask::from_params(Target::new(kind.clone(), ns, name)?, &HashMap::new())?;
-            let verdict = self.evaluator.judge_fresh(&ask).await;
+            // Dependencies first, so a change during the judgement wakes this object again.
             self.set_deps(key, Some(&ask));
+            let verdict = self.evaluator.judge_fresh(&ask).await.verdict;
             let generation = object
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64);

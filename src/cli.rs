@@ -80,6 +80,11 @@ pub struct ServeArgs {
     /// object of those kinds (in --namespaces), and it needs `patch` on them.
     #[arg(long, env = "WAVEGATE_ANNOTATE")]
     pub annotate: bool,
+    /// Namespace of Argo CD's own Applications: a WaveGate whose tracking id names an
+    /// Application without a namespace is managed by one in this namespace, and the start of
+    /// that Application's running sync restarts the gate's timeout.
+    #[arg(long, env = "WAVEGATE_ARGOCD_NAMESPACE", default_value = crate::gate::controller::DEFAULT_ARGOCD_NAMESPACE)]
+    pub argocd_namespace: String,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -242,10 +247,11 @@ pub async fn serve(args: ServeArgs) -> u8 {
             return EXIT_ERROR;
         }
     };
-    tokio::spawn(crate::gate::run(
+    tokio::spawn(crate::gate::controller::run_with(
         evaluator.clone(),
         metrics.clone(),
         args.resync,
+        args.argocd_namespace.clone(),
     ));
     if args.annotate {
         tokio::spawn(crate::annotate::run(
@@ -343,7 +349,7 @@ pub async fn check(args: CheckArgs) -> u8 {
         Ok(x) => x,
         Err(code) => return code,
     };
-    let v = ev.judge_fresh(&ask).await;
+    let v = ev.judge_fresh(&ask).await.verdict;
     print_verdict(&v, &args.output);
     exit_code(v.status)
 }
@@ -359,7 +365,7 @@ pub async fn wait(args: WaitArgs) -> u8 {
     let deadline = Instant::now() + args.timeout;
     let mut last: Option<Verdict> = None;
     loop {
-        let v = ev.judge_fresh(&ask).await;
+        let v = ev.judge_fresh(&ask).await.verdict;
         if last.as_ref() != Some(&v) {
             eprintln!("{} {}: {v}", ask.resource(), ask.object());
         }
