@@ -418,7 +418,7 @@ impl Evaluator {
                     expected_nodes: *expected_nodes,
                     selector: selector.clone(),
                     http_port: None,
-                    owners: self.crdb_owners(namespace).await,
+                    owners: self.crdb_owners(namespace, cluster.as_ref()).await,
                 };
                 let mut unanswered = None;
                 let f = match cockroach::plan(namespace, name, cluster.as_ref(), &pods, &params) {
@@ -507,20 +507,28 @@ impl Evaluator {
     }
 
     /// What proves CockroachDB pods' membership, read only when there are credentials to
-    /// protect (it costs two more watches). A kind that is not there (no CrdbNode CRD with the
-    /// older operator) or cannot be read proves nothing, which only withholds credentials.
-    async fn crdb_owners(&self, namespace: &str) -> cockroach::Owners {
-        if self.config.crdb_credentials.is_none() {
-            return cockroach::Owners::default();
-        }
+    /// protect, and only the kind this cluster's operator uses: CrdbNodes for the current one
+    /// (`spec.regions`), StatefulSets for the older one. A kind that is not there or cannot be
+    /// read proves nothing, which only withholds credentials.
+    async fn crdb_owners(
+        &self,
+        namespace: &str,
+        cluster: Option<&serde_json::Value>,
+    ) -> cockroach::Owners {
         let mut owners = cockroach::Owners::default();
-        for (group, plural, kind) in [
-            ("apps", "statefulsets", "StatefulSet"),
-            (Resource::CRDB_GROUP, "crdbnodes", "CrdbNode"),
-        ] {
-            if let Ok(found) = self.cache.objects(group, plural, Some(namespace)).await {
-                owners.record(kind, &found);
-            }
+        let Some(cluster) = cluster else {
+            return owners;
+        };
+        if self.config.crdb_credentials.is_none() {
+            return owners;
+        }
+        let (group, plural, kind) = if cluster.pointer("/spec/regions").is_some() {
+            (Resource::CRDB_GROUP, "crdbnodes", "CrdbNode")
+        } else {
+            ("apps", "statefulsets", "StatefulSet")
+        };
+        if let Ok(found) = self.cache.objects(group, plural, Some(namespace)).await {
+            owners.record(kind, &found);
         }
         owners
     }

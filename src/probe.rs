@@ -135,6 +135,7 @@ pub enum ProbeError {
 /// the other answers are tiny.
 const MAX_VARS_BYTES: usize = 4 << 20;
 const MAX_SMALL_BYTES: usize = 64 << 10;
+const MAX_VERIFIED_CLIENTS: usize = 64;
 
 /// Asks CockroachDB pods about themselves. Holds the one secret wavegate has, and decides per
 /// pod whether it may have it: only a pod the plan proved is controlled by the named
@@ -258,6 +259,11 @@ impl Prober {
             return Ok(client.clone());
         }
         let client = verified_client(server_name, roots.clone())?;
+        // One per CrdbCluster that exists; the bound only keeps a namespace full of them from
+        // growing the map without end.
+        if clients.len() >= MAX_VERIFIED_CLIENTS {
+            clients.clear();
+        }
         clients.insert(server_name.to_string(), client.clone());
         Ok(client)
     }
