@@ -96,7 +96,15 @@ impl Ask {
             Resource::CrdbCluster => Ask::CrdbCluster {
                 namespace,
                 name,
-                expected_nodes: parse_param(params, "expectedNodes")?,
+                expected_nodes: parse_param(params, "expectedNodes")?
+                    .map(|n: u32| {
+                        // Nothing expected proves nothing; say so instead of judging it.
+                        (n > 0).then_some(n).ok_or_else(|| InputError::Parameter {
+                            name: "expectedNodes".into(),
+                            reason: "must be at least 1".into(),
+                        })
+                    })
+                    .transpose()?,
                 selector: params
                     .get("selector")
                     .map(|s| parse_selector(s))

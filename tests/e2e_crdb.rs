@@ -149,6 +149,15 @@ async fn credentials_reach_only_the_crdbclusters_own_pods_over_verified_tls() {
         "the credentials reached a selected pod"
     );
 
+    // Expecting nothing proves nothing: refused as bad input, not judged.
+    let (code, body) = wg
+        .get(&format!(
+            "/api/v1/health/{resource}/{ns}/roach?expectedNodes=0"
+        ))
+        .await;
+    assert_eq!(code, 400, "{body}");
+    assert!(body.to_string().contains("expectedNodes"), "{body}");
+
     for v in [&v, &selected, &ghost] {
         let text = v.to_string();
         assert!(!text.contains(PASSWORD) && !text.contains(USER), "{text}");
