@@ -87,6 +87,11 @@ pub struct ServeArgs {
     /// that Application's running sync restarts the gate's timeout.
     #[arg(long, env = "WAVEGATE_ARGOCD_NAMESPACE", default_value = crate::gate::controller::DEFAULT_ARGOCD_NAMESPACE)]
     pub argocd_namespace: String,
+    /// How long a verdict wavegate writes (WaveGate `status.health.validUntil`, annotation
+    /// `wavegate.dev/valid-until`) counts for Argo CD unless wavegate confirms it again; it is
+    /// confirmed at half this. 0: forever (a stopped wavegate's last verdict then counts).
+    #[arg(long, env = "WAVEGATE_STATUS_VALIDITY", default_value = "3m", value_parser = humantime::parse_duration)]
+    pub status_validity: Duration,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -252,14 +257,18 @@ pub async fn serve(args: ServeArgs) -> u8 {
     tokio::spawn(crate::gate::controller::run_with(
         evaluator.clone(),
         metrics.clone(),
-        args.resync,
-        args.argocd_namespace.clone(),
+        crate::gate::controller::Settings {
+            resync: args.resync,
+            argocd_namespace: args.argocd_namespace.clone(),
+            status_validity: (!args.status_validity.is_zero()).then_some(args.status_validity),
+        },
     ));
     if args.annotate {
-        tokio::spawn(crate::annotate::run(
+        tokio::spawn(crate::annotate::run_with(
             evaluator.clone(),
             metrics.clone(),
             args.resync,
+            (!args.status_validity.is_zero()).then_some(args.status_validity),
         ));
     }
     let state = AppState {

@@ -150,8 +150,10 @@ async fn gate_becomes(client: &kube::Client, ns: &str, name: &str, want: &str) -
     )
     .await;
     let argo = argo_cd_health(&gate);
+    let health = &gate["status"]["health"];
     assert_eq!(
-        argo, gate["status"]["health"],
+        (&argo["status"], &argo["message"]),
+        (&health["status"], &health["message"]),
         "Argo CD's Lua verdict must equal wavegate's status.health"
     );
     gate
@@ -198,7 +200,10 @@ async fn gates_follow_seed_001_to_healthy_and_time_out_to_degraded() {
         &admin,
         &ns,
         "forgejo-0",
-        json!({"app": "gitea", "app.kubernetes.io/name": "gitea"}),
+        // As the chart labels it (tests/scenarios/seed-001-forgejo.yaml): the release name
+        // `forgejo` under app.kubernetes.io/instance is what makes it a near match.
+        json!({"app": "gitea", "app.kubernetes.io/name": "gitea",
+               "app.kubernetes.io/instance": "forgejo"}),
     )
     .await;
     set_pod_ready(&admin, &ns, "forgejo-0", "10.244.2.9", true).await;

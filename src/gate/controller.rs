@@ -51,26 +51,47 @@ struct Gates {
     /// that would write the same status twice.
     written: Mutex<HashMap<GateKey, (Option<String>, WaveGateStatus)>>,
     missing_crd_logged: AtomicBool,
-    /// Where Argo CD's own Applications live (tracking ids without a namespace name them).
-    argocd_namespace: String,
+    settings: Settings,
 }
+
+/// How the controller runs, from `wavegate serve` flags.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Every gate is judged again this often without any change.
+    pub resync: Duration,
+    /// Where Argo CD's own Applications live (tracking ids without a namespace name them).
+    pub argocd_namespace: String,
+    /// How long a written verdict counts (`health.validUntil`); `None`: forever.
+    pub status_validity: Option<Duration>,
+}
+
+impl Settings {
+    pub fn new(resync: Duration) -> Settings {
+        Settings {
+            resync,
+            argocd_namespace: DEFAULT_ARGOCD_NAMESPACE.into(),
+            status_validity: Some(DEFAULT_STATUS_VALIDITY),
+        }
+    }
+}
+
+/// Three minutes: long enough that a wavegate restart (or an API server brown-out) does not
+/// expire every settled gate, short enough that a wave does not advance on a verdict from a
+/// wavegate that stopped long ago. Confirmed every 90 s, so the resync (15 s) must be shorter.
+pub const DEFAULT_STATUS_VALIDITY: Duration = Duration::from_secs(180);
 
 /// Run the gate controller until the cache's change feed closes. Status writes are counted in
 /// [`Metrics::gate_status_writes`].
 pub async fn run(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, resync: Duration) {
-    run_with(evaluator, metrics, resync, DEFAULT_ARGOCD_NAMESPACE.into()).await
+    run_with(evaluator, metrics, Settings::new(resync)).await
 }
 
 /// Argo CD's namespace in a default install.
 pub const DEFAULT_ARGOCD_NAMESPACE: &str = "argocd";
 
-/// [`run`], with Argo CD installed in `argocd_namespace`.
-pub async fn run_with(
-    evaluator: Arc<Evaluator>,
-    metrics: Arc<Metrics>,
-    resync: Duration,
-    argocd_namespace: String,
-) {
+/// [`run`], with all settings.
+pub async fn run_with(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, settings: Settings) {
+    let resync = settings.resync;
     let changes = evaluator.cache().subscribe();
     let gates = Arc::new(Gates {
         evaluator,
@@ -78,7 +99,7 @@ pub async fn run_with(
         index: Mutex::default(),
         written: Mutex::default(),
         missing_crd_logged: AtomicBool::new(false),
-        argocd_namespace,
+        settings,
     });
     tracing::info!(resync = %humantime::format_duration(resync), "gate controller started");
     queue::run(gates, changes, QueueConfig::new(resync)).await;
@@ -145,7 +166,7 @@ impl Gates {
             .iter()
             .map(|c| (c.name.clone(), ask_of(c, ns)))
             .collect();
-        let managed_by = judge::managing_application(&gate, &self.argocd_namespace);
+        let managed_by = judge::managing_application(&gate, &self.settings.argocd_namespace);
         // Register what the gate reads before reading it: a change that lands while the
         // checks are being judged then wakes the gate again instead of waiting for the resync.
         if let Ok(mut idx) = self.index.lock() {
@@ -199,7 +220,15 @@ impl Gates {
         let now = k8s_openapi::jiff::Timestamp::now();
         let waited = judge::waited(since, now);
         let health = gate_health(&verdicts, &blind, timeout, waited);
-        let status = next_status(&gate, stored.as_ref(), verdicts, health, since, now);
+        let status = next_status(
+            &gate,
+            stored.as_ref(),
+            verdicts,
+            health,
+            since,
+            now,
+            self.settings.status_validity,
+        );
 
         let mut requeue = judge::until_timeout(status_of(&status), timeout.map(|(_, d)| d), waited)
             // One more second: the API server keeps whole seconds, so `since` can be up

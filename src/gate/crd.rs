@@ -195,6 +195,16 @@ pub struct GateHealth {
     pub status: HealthStatus,
     #[serde(default)]
     pub message: String,
+    /// Unix time (seconds) until which this verdict counts. wavegate confirms it well before
+    /// then while it runs; Argo CD's health script treats a verdict past it as Progressing,
+    /// so a stopped wavegate (or one that can no longer write) cannot release a wave with a
+    /// verdict from before it stopped. Absent when `--status-validity` is 0.
+    #[serde(
+        default,
+        rename = "validUntil",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub valid_until: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]

@@ -246,6 +246,10 @@ pub fn sync_started(app: &serde_json::Value) -> Option<Timestamp> {
 /// The status to write: `health`, each check, `observedGeneration` and `Ready`, carrying over
 /// each `lastTransitionTime` whose status did not change so that an unchanged verdict yields
 /// an identical status (and no write).
+///
+/// `health.validUntil` is `now + validity`, carried over while the same verdict has at least
+/// half its validity left: a settled gate is rewritten once per half validity, which is what
+/// proves to Argo CD that wavegate still stands by it.
 pub fn next_status(
     gate: &WaveGate,
     current: Option<&WaveGateStatus>,
@@ -253,8 +257,18 @@ pub fn next_status(
     health: Verdict,
     since: Option<Timestamp>,
     now: Timestamp,
+    validity: Option<Duration>,
 ) -> WaveGateStatus {
     let now = seconds(now);
+    let valid_until = validity.map(|v| {
+        let v = i64::try_from(v.as_secs()).unwrap_or(i64::MAX / 4);
+        current
+            .and_then(|s| s.health.as_ref())
+            .filter(|h| h.status == health.status && h.message == health.message)
+            .and_then(|h| h.valid_until)
+            .filter(|until| until - now.as_second() >= v / 2)
+            .unwrap_or(now.as_second().saturating_add(v))
+    });
     let generation = gate.metadata.generation;
     let prev_check = |name: &str| {
         current
@@ -297,6 +311,7 @@ pub fn next_status(
         health: Some(GateHealth {
             status: health.status,
             message: health.message,
+            valid_until,
         }),
         checks,
         conditions: vec![condition],
@@ -335,6 +350,8 @@ mod tests {
     use super::*;
     use crate::gate::crd::{ResourceCheck, ServiceCheck, WaveGateSpec};
     use kube::api::ObjectMeta;
+
+    const VALIDITY: Duration = Duration::from_secs(180);
 
     fn ts(s: &str) -> Timestamp {
         s.parse().unwrap()
@@ -393,7 +410,7 @@ mod tests {
             Some(("10m", parse_timeout("10m").unwrap())),
             waited(since, now),
         );
-        next_status(g, current, checks, health, since, now)
+        next_status(g, current, checks, health, since, now, Some(VALIDITY))
     }
 
     #[test]
@@ -614,7 +631,8 @@ mod tests {
             &g,
             Some(&healthy),
             &[("forgejo-http", Verdict::healthy("2 ready"))],
-            "2026-11-30T07:00:00Z",
+            // Within half the validity, so `validUntil` is carried over too.
+            "2026-11-30T06:01:00Z",
         );
         assert_eq!(healthy, still);
     }
@@ -807,5 +825,23 @@ mod tests {
         let done = serde_json::json!({"status": {"operationState": {
             "phase": "Failed", "startedAt": "2026-12-01T09:00:00Z"}}});
         assert_eq!(sync_started(&done), None);
+    }
+
+    #[test]
+    fn a_settled_verdict_is_confirmed_once_per_half_validity() {
+        let g = gate();
+        let ok = [("forgejo-http", Verdict::healthy("2 ready endpoints"))];
+        let first = status_at(&g, None, &ok, "2026-11-30T06:01:00Z");
+        let until = first.health.as_ref().unwrap().valid_until.unwrap();
+        assert_eq!(until, ts("2026-11-30T06:04:00Z").as_second());
+        // A minute later: unchanged, so no write.
+        let later = status_at(&g, Some(&first), &ok, "2026-11-30T06:02:00Z");
+        assert_eq!(later, first);
+        // Past half the validity: confirmed again, with a new deadline.
+        let renewed = status_at(&g, Some(&first), &ok, "2026-11-30T06:02:31Z");
+        assert_eq!(
+            renewed.health.as_ref().unwrap().valid_until,
+            Some(ts("2026-11-30T06:05:31Z").as_second())
+        );
     }
 }
