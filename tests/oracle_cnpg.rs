@@ -11,7 +11,7 @@
 //!   being deleted.
 //!
 //! Random generations, observed generations, applied/message, deletion and Cluster states;
-//! checked after every state. States per run: `PROPTEST_CASES` (proptest's default, 256).
+//! checked after every state. `PROPTEST_CASES` sets how many (default 2,000 here).
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
@@ -155,6 +155,11 @@ fn oracle_failed(d: &Db, c: Option<&Cluster>) -> bool {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
     #[test]
     fn database_check_is_never_healthy_or_degraded_without_the_oracles_evidence(
         d in db(),

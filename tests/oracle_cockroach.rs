@@ -12,7 +12,7 @@
 //!
 //! Random plans (what the cache showed) and probes (what the pods said) — node IDs, live
 //! counts, cluster IDs, readiness, probe failures — are judged and checked after every state.
-//! States explored per run: `PROPTEST_CASES` (proptest's default, 256, otherwise).
+//! `PROPTEST_CASES` sets how many states each property explores (default 2,000 here).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -198,6 +198,11 @@ fn oracle_persistent_evidence(expected_nodes: u32, expected_pods: u32, pods: &[S
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
     #[test]
     fn judge_is_never_healthy_or_degraded_without_the_oracles_evidence(
         (expected_nodes, expected_pods, pods) in state()
@@ -326,6 +331,11 @@ fn spec_pods(s: &Spec) -> Vec<std::sync::Arc<k8s_openapi::api::core::v1::Pod>> {
 }
 
 proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
     #[test]
     fn what_the_spec_expects_is_what_healthy_needs(s in spec()) {
         let params = cockroach::Params {
