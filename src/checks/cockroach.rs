@@ -363,7 +363,10 @@ pub fn plan(
             continue;
         }
         let status = pod.status.as_ref();
-        let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+        // Pod status is written by kubelets (or anyone allowed to update pods/status), not
+        // validated to a fixed vocabulary: bounded and one line like a pod's own words.
+        let phase = PodText::new(status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending"));
+        let phase = phase.as_str();
         if matches!(phase, "Succeeded" | "Failed") {
             plan.unprobed.push(UnprobedPod {
                 pod: pod_name,
@@ -385,7 +388,7 @@ pub fn plan(
         if ip.parse::<IpAddr>().is_err() {
             plan.unprobed.push(UnprobedPod {
                 pod: pod_name,
-                reason: format!("pod IP {ip:?} is not an IP address"),
+                reason: format!("pod IP {} is not an IP address", PodText::new(ip)),
             });
             continue;
         }
@@ -502,8 +505,12 @@ fn kubernetes_unreadiness(pod: &Pod) -> Option<String> {
     match ready {
         Some(c) if c.status == "True" => None,
         Some(c) => Some(match c.reason.as_deref() {
-            Some(reason) => format!("Pod condition Ready={} ({reason})", c.status),
-            None => format!("Pod condition Ready={}", c.status),
+            Some(reason) => format!(
+                "Pod condition Ready={} ({})",
+                PodText::new(&c.status).as_str(),
+                PodText::new(reason).as_str()
+            ),
+            None => format!("Pod condition Ready={}", PodText::new(&c.status).as_str()),
         }),
         None => Some("Pod has no Ready condition yet".to_string()),
     }
