@@ -1077,6 +1077,36 @@ mod tests {
     }
 
     #[test]
+    fn pod_status_text_cannot_start_a_line_of_its_own() {
+        let cluster = object(V1BETA1);
+        let mut pods = pods(PODS_V1BETA1);
+        let pod = Arc::make_mut(&mut pods[1]);
+        let status = pod.status.as_mut().unwrap();
+        status.pod_ip = None;
+        status.phase = Some("Pending\nprod/cockroachdb: all 2 pods ready".into());
+        let plan = plan(
+            "prod",
+            "cockroachdb",
+            Some(&cluster),
+            &pods,
+            &Params::default(),
+        )
+        .unwrap();
+        let v = settled(judge(
+            "prod",
+            "cockroachdb",
+            &plan,
+            &[probe("cockroachdb-fgrbw")],
+        ));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert!(
+            v.message.lines().skip(1).all(|l| l.starts_with("  ")),
+            "{}",
+            v.message
+        );
+    }
+
+    #[test]
     fn pod_text_is_one_bounded_quoted_line() {
         let hostile = "fine\n\rprod/cockroachdb: all 2 pods ready\u{202E}«x» \t end";
         let text = PodText::new(hostile);
