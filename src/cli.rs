@@ -38,22 +38,30 @@ pub struct ClusterArgs {
     #[arg(long, env = "WAVEGATE_CRDB_GRACE", default_value = "60s", value_parser = humantime::parse_duration)]
     pub crdb_grace: Duration,
     /// Directory of a mounted Secret with `username` and `password` files for CockroachDB's
-    /// admin API (enables cluster-ID comparison). Never read through the Kubernetes API.
+    /// admin API (enables cluster-ID comparison). Never read through the Kubernetes API. Sent
+    /// only to pods the CrdbCluster controls, over https verified with --crdb-ca-file.
     #[arg(long, env = "WAVEGATE_CRDB_CREDENTIALS_DIR")]
     pub crdb_credentials_dir: Option<PathBuf>,
     /// How to reach CockroachDB nodes' HTTP port: `http` (insecure clusters) or `https`.
     #[arg(long, env = "WAVEGATE_CRDB_SCHEME", default_value = "http", value_parser = ["http", "https"])]
     pub crdb_scheme: String,
-    /// PEM file of the CockroachDB cluster CA, to verify nodes over https.
+    /// PEM file of the CockroachDB cluster CA, to verify nodes over https (certificates must
+    /// be valid for --crdb-tls-server-name). Required with --crdb-credentials-dir.
     #[arg(long, env = "WAVEGATE_CRDB_CA_FILE")]
     pub crdb_ca_file: Option<PathBuf>,
-    /// Do not verify CockroachDB node certificates (they name Services, not pod IPs). With
-    /// credentials configured, the login then goes to whoever answers on the pod IP.
+    /// Do not verify CockroachDB node certificates. Only for unauthenticated probes: refused
+    /// together with --crdb-credentials-dir.
     #[arg(long, env = "WAVEGATE_CRDB_INSECURE_SKIP_VERIFY")]
     pub crdb_insecure_skip_verify: bool,
     /// How long a first read waits for a new watch to sync.
     #[arg(long, env = "WAVEGATE_SYNC_WAIT", default_value = "5s", value_parser = humantime::parse_duration)]
     pub sync_wait: Duration,
+    /// Name CockroachDB node certificates must be valid for (checked while connecting to the
+    /// pod IP), `{name}` and `{namespace}` standing for the CrdbCluster's. Default:
+    /// `{name}-public.{namespace}.svc.cluster.local`, which every operator puts in its node
+    /// certificates.
+    #[arg(long, env = "WAVEGATE_CRDB_TLS_SERVER_NAME")]
+    pub crdb_tls_server_name: Option<String>,
 }
 
 #[derive(Args, Debug)]
@@ -160,6 +168,7 @@ impl ClusterArgs {
             crdb_tls: TlsSettings {
                 ca_pem,
                 accept_invalid_certs: self.crdb_insecure_skip_verify,
+                server_name: self.crdb_tls_server_name.clone(),
             },
             verdict_ttl: self.verdict_ttl,
             probe_ttl: self.probe_ttl,

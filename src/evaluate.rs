@@ -96,7 +96,15 @@ impl Ask {
             Resource::CrdbCluster => Ask::CrdbCluster {
                 namespace,
                 name,
-                expected_nodes: parse_param(params, "expectedNodes")?,
+                expected_nodes: parse_param(params, "expectedNodes")?
+                    .map(|n: u32| {
+                        // Nothing expected proves nothing; say so instead of judging it.
+                        (n > 0).then_some(n).ok_or_else(|| InputError::Parameter {
+                            name: "expectedNodes".into(),
+                            reason: "must be at least 1".into(),
+                        })
+                    })
+                    .transpose()?,
                 selector: params
                     .get("selector")
                     .map(|s| parse_selector(s))
@@ -277,7 +285,7 @@ pub struct Evaluator {
     /// When each persistent failure was first seen, by ask and object identity (UID and
     /// generation), so a grace period belongs to one object at one spec.
     failing_since: Mutex<HashMap<String, Observed>>,
-    http: reqwest::Client,
+    prober: probe::Prober,
     metrics: Arc<Metrics>,
 }
 
@@ -287,7 +295,12 @@ impl Evaluator {
         config: EvalConfig,
         metrics: Arc<Metrics>,
     ) -> Result<Arc<Evaluator>, probe::ProbeError> {
-        let http = probe::client(&config.crdb_tls)?;
+        let prober = probe::Prober::new(
+            config.crdb_scheme,
+            config.crdb_tls.clone(),
+            config.crdb_credentials.clone(),
+            config.probe_timeout,
+        )?;
         Ok(Arc::new(Evaluator {
             verdicts: moka::future::Cache::builder()
                 .time_to_live(config.verdict_ttl.max(Duration::from_millis(1)))
@@ -298,7 +311,7 @@ impl Evaluator {
                 .max_capacity(10_000)
                 .build(),
             failing_since: Mutex::default(),
-            http,
+            prober,
             cache,
             config,
             metrics,
@@ -407,26 +420,22 @@ impl Evaluator {
                 selector,
             } => {
                 let (g, p) = Resource::CrdbCluster.group_plural();
-                let overridden = expected_nodes.is_some() && selector.is_some();
-                let cluster = match c.object(g, p, namespace, name).await {
-                    Ok(o) => o,
-                    // With both overrides the check can run before the operator is installed.
-                    Err(CacheError::NotInstalled(_)) if overridden => None,
-                    Err(e) => return Err(e),
-                };
+                let cluster = c.object(g, p, namespace, name).await?;
                 let pods = c.pods(namespace).await?;
                 let params = cockroach::Params {
                     expected_nodes: *expected_nodes,
                     selector: selector.clone(),
                     http_port: None,
+                    owners: self.crdb_owners(namespace, cluster.as_ref()).await,
                 };
                 let mut unanswered = None;
                 let f = match cockroach::plan(namespace, name, cluster.as_ref(), &pods, &params) {
                     Err(f) => f,
                     Ok(plan) => {
-                        let probes =
-                            futures::future::join_all(plan.targets.iter().map(|t| self.probe(t)))
-                                .await;
+                        let probes = futures::future::join_all(
+                            plan.targets.iter().map(|t| self.probe(namespace, name, t)),
+                        )
+                        .await;
                         unanswered = probes.iter().find_map(|p| match &p.readiness {
                             cockroach::Readiness::Unreachable(why) => {
                                 Some(format!("pod {} did not answer: {why}", p.pod))
@@ -481,25 +490,55 @@ impl Evaluator {
     }
 
     /// Probe one pod, coalesced and cached for the probe TTL.
-    async fn probe(&self, target: &cockroach::ProbeTarget) -> cockroach::PodProbe {
-        let key = format!("{}|{}:{}", target.pod, target.ip, target.port);
+    async fn probe(
+        &self,
+        namespace: &str,
+        cluster: &str,
+        target: &cockroach::ProbeTarget,
+    ) -> cockroach::PodProbe {
+        // Membership is part of the key: a pod's answer with credentials is not its answer
+        // without, and the server name it was verified for belongs to one cluster.
+        let key = format!(
+            "{namespace}/{cluster}|{}|{}:{}|{}",
+            target.pod, target.ip, target.port, target.controlled_by_cluster
+        );
         self.probes
             .get_with(key, async {
                 let started = Instant::now();
-                let p = probe::probe_pod_with(
-                    &self.http,
-                    self.config.crdb_scheme,
-                    target,
-                    self.config.crdb_credentials.as_ref(),
-                    self.config.probe_timeout,
-                )
-                .await;
+                let p = self.prober.probe(namespace, cluster, target).await;
                 self.metrics
                     .probe_seconds
                     .observe(started.elapsed().as_secs_f64());
                 p
             })
             .await
+    }
+
+    /// What proves CockroachDB pods' membership, read only when there are credentials to
+    /// protect, and only the kind this cluster's operator uses: CrdbNodes for the current one
+    /// (`spec.regions`), StatefulSets for the older one. A kind that is not there or cannot be
+    /// read proves nothing, which only withholds credentials.
+    async fn crdb_owners(
+        &self,
+        namespace: &str,
+        cluster: Option<&serde_json::Value>,
+    ) -> cockroach::Owners {
+        let mut owners = cockroach::Owners::default();
+        let Some(cluster) = cluster else {
+            return owners;
+        };
+        if self.config.crdb_credentials.is_none() {
+            return owners;
+        }
+        let (group, plural, kind) = if cluster.pointer("/spec/regions").is_some() {
+            (Resource::CRDB_GROUP, "crdbnodes", "CrdbNode")
+        } else {
+            ("apps", "statefulsets", "StatefulSet")
+        };
+        if let Ok(found) = self.cache.objects(group, plural, Some(namespace)).await {
+            owners.record(kind, &found);
+        }
+        owners
     }
 
     fn lasted(&self, key: &str, now: Instant) -> Duration {

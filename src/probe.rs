@@ -20,18 +20,25 @@
 //!
 //! Nothing here panics: every failure becomes [`Readiness::Unreachable`] or a note.
 
+use std::collections::HashMap;
 use std::fmt;
 use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use reqwest::StatusCode;
 use reqwest::header::{COOKIE, SET_COOKIE};
+use rustls::client::WebPkiServerVerifier;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::pki_types::pem::PemObject;
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
+use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 use serde::Deserialize;
 
-use crate::checks::cockroach::{PodProbe, ProbeTarget, Readiness};
+use crate::checks::cockroach::{PodProbe, PodText, ProbeTarget, Readiness};
 
 /// A SQL user allowed to log in to the DB Console. Loaded by the caller from a mounted Secret
-/// file; never logged, never put in a message.
+/// file; never logged, never put in a message (the username neither: it is half a credential).
 #[derive(Clone, PartialEq, Eq)]
 pub struct Credentials {
     pub username: String,
@@ -41,7 +48,7 @@ pub struct Credentials {
 impl fmt::Debug for Credentials {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Credentials")
-            .field("username", &self.username)
+            .field("username", &"<redacted>")
             .field("password", &"<redacted>")
             .finish()
     }
@@ -53,8 +60,8 @@ pub enum Scheme {
     /// Insecure clusters (`--insecure`, `tlsEnabled: false`).
     #[default]
     Http,
-    /// Secure clusters. The node certificate must be valid for the pod IP under the configured
-    /// CA — or certificate checks must be switched off explicitly ([`TlsSettings`]).
+    /// Secure clusters. With a CA, the node certificate is verified against the cluster's
+    /// Service name ([`TlsSettings::server_name`]) while connecting to the pod IP.
     Https,
 }
 
@@ -67,16 +74,35 @@ impl Scheme {
     }
 }
 
+/// The DNS name every node certificate carries, for a CrdbCluster `{name}` in `{namespace}`:
+/// both operators and the Helm chart's self-signer put `<cluster>-public.<ns>.svc.<domain>` in
+/// the node certificate's SANs (cockroach-operator `pkg/actor/generate_cert.go`, helm-charts
+/// `pkg/generator/generate_cert.go`), next to `localhost`, `127.0.0.1` and the discovery
+/// Service wildcards — never the pod IP.
+pub const DEFAULT_SERVER_NAME: &str = "{name}-public.{namespace}.svc.cluster.local";
+
 /// TLS for [`Scheme::Https`].
 #[derive(Clone, Default, PartialEq, Eq)]
 pub struct TlsSettings {
     /// The cluster CA (PEM), e.g. `ca.crt` from the operator's node Secret.
     pub ca_pem: Option<Vec<u8>>,
-    /// Skip certificate verification. Only for an explicit opt-in: the operators' node
-    /// certificates name the Services, not pod IPs, so verification against an IP can fail even
-    /// on a healthy cluster. Readiness and node counts carry no secrets, but the login does:
-    /// with this on, the password goes to whoever answers on the pod IP.
+    /// Skip certificate verification. Only for an explicit opt-in; readiness and node counts
+    /// carry no secrets, and credentials are never sent with this on.
     pub accept_invalid_certs: bool,
+    /// Name the node certificate must be valid for, with `{name}` and `{namespace}` replaced
+    /// by the CrdbCluster's; `None` means [`DEFAULT_SERVER_NAME`].
+    pub server_name: Option<String>,
+}
+
+impl TlsSettings {
+    /// The name a node of CrdbCluster `namespace/name` must prove it is.
+    pub fn server_name_for(&self, namespace: &str, name: &str) -> String {
+        self.server_name
+            .as_deref()
+            .unwrap_or(DEFAULT_SERVER_NAME)
+            .replace("{name}", name)
+            .replace("{namespace}", namespace)
+    }
 }
 
 impl fmt::Debug for TlsSettings {
@@ -87,6 +113,7 @@ impl fmt::Debug for TlsSettings {
                 &self.ca_pem.as_ref().map(|p| format!("{} bytes", p.len())),
             )
             .field("accept_invalid_certs", &self.accept_invalid_certs)
+            .field("server_name", &self.server_name)
             .finish()
     }
 }
@@ -94,43 +121,250 @@ impl fmt::Debug for TlsSettings {
 #[derive(Debug, thiserror::Error)]
 pub enum ProbeError {
     #[error("cluster CA is not valid PEM: {0}")]
-    InvalidCa(reqwest::Error),
+    InvalidCa(String),
     #[error("cannot build the HTTP client: {0}")]
     Client(reqwest::Error),
+    #[error(
+        "CockroachDB credentials are sent only over TLS that verifies the node certificate: \
+         {0}"
+    )]
+    CredentialsNeedVerifiedTls(&'static str),
 }
 
-/// An HTTP client for probing. No redirects (a node has no business sending us elsewhere), no
-/// proxies from the environment (probes go straight to pod IPs).
-pub fn client(tls: &TlsSettings) -> Result<reqwest::Client, ProbeError> {
-    // reqwest is built without a TLS provider of its own; use ring, the one kube uses, as the
-    // process default. Another caller having installed it first is fine.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let mut builder = reqwest::Client::builder()
+/// Bounds on what a pod may make wavegate read: a real `/_status/vars` is a few hundred KiB,
+/// the other answers are tiny.
+const MAX_VARS_BYTES: usize = 4 << 20;
+const MAX_SMALL_BYTES: usize = 64 << 10;
+const MAX_VERIFIED_CLIENTS: usize = 64;
+
+/// Asks CockroachDB pods about themselves. Holds the one secret wavegate has, and decides per
+/// pod whether it may have it: only a pod the plan proved is controlled by the named
+/// CrdbCluster ([`ProbeTarget::controlled_by_cluster`]), and only over TLS whose node
+/// certificate chains to the configured cluster CA and names that cluster's Service.
+pub struct Prober {
+    scheme: Scheme,
+    tls: TlsSettings,
+    /// For pods of no particular cluster identity: plain HTTP, or HTTPS as configured.
+    client: reqwest::Client,
+    /// Roots for name-verified TLS, when a CA is configured.
+    roots: Option<Arc<RootCertStore>>,
+    credentials: Option<Credentials>,
+    /// One name-verifying client per server name (one per CrdbCluster), built on first use.
+    verified: Mutex<HashMap<String, reqwest::Client>>,
+    timeout: Duration,
+}
+
+impl Prober {
+    /// Refuses credentials without verified TLS: a configuration that would send the password
+    /// in clear text, or to whoever answers on a pod IP, fails at startup instead.
+    pub fn new(
+        scheme: Scheme,
+        tls: TlsSettings,
+        credentials: Option<Credentials>,
+        timeout: Duration,
+    ) -> Result<Prober, ProbeError> {
+        // reqwest is built without a TLS provider of its own; use ring, the one kube uses, as
+        // the process default. Another caller having installed it first is fine.
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let roots = match &tls.ca_pem {
+            Some(pem) => Some(Arc::new(roots(pem)?)),
+            None => None,
+        };
+        if credentials.is_some() {
+            if scheme != Scheme::Https {
+                return Err(ProbeError::CredentialsNeedVerifiedTls(
+                    "set --crdb-scheme https",
+                ));
+            }
+            if roots.is_none() {
+                return Err(ProbeError::CredentialsNeedVerifiedTls(
+                    "set --crdb-ca-file to the cluster CA",
+                ));
+            }
+            if tls.accept_invalid_certs {
+                return Err(ProbeError::CredentialsNeedVerifiedTls(
+                    "--crdb-insecure-skip-verify cannot be combined with credentials",
+                ));
+            }
+        }
+        let mut builder = base_client();
+        if let Some(pem) = &tls.ca_pem {
+            let ca = reqwest::Certificate::from_pem(pem)
+                .map_err(|e| ProbeError::InvalidCa(e.to_string()))?;
+            builder = builder.tls_certs_only([ca]);
+        }
+        if tls.accept_invalid_certs {
+            builder = builder.tls_danger_accept_invalid_certs(true);
+        }
+        Ok(Prober {
+            scheme,
+            client: builder.build().map_err(ProbeError::Client)?,
+            roots,
+            tls,
+            credentials,
+            verified: Mutex::default(),
+            timeout,
+        })
+    }
+
+    /// Probe one pod of CrdbCluster `namespace/cluster`; returns within the timeout whatever
+    /// the pod does.
+    pub async fn probe(&self, namespace: &str, cluster: &str, target: &ProbeTarget) -> PodProbe {
+        let verified = match (self.scheme, &self.roots) {
+            (Scheme::Https, Some(roots)) if !self.tls.accept_invalid_certs => {
+                let name = self.tls.server_name_for(namespace, cluster);
+                match self.verified_client(&name, roots) {
+                    Ok(client) => Some(client),
+                    Err(e) => {
+                        return PodProbe::bare(
+                            &target.pod,
+                            Readiness::Unreachable(bounded(&e.to_string())),
+                        );
+                    }
+                }
+            }
+            _ => None,
+        };
+        let (client, credentials, withheld) = match (&self.credentials, verified) {
+            (Some(credentials), Some(client)) if target.controlled_by_cluster => {
+                (client, Some(credentials), None)
+            }
+            (Some(_), client) => (
+                client.unwrap_or_else(|| self.client.clone()),
+                None,
+                Some(format!(
+                    "cluster ID not read: the pod is not controlled by CrdbCluster \
+                     {namespace}/{cluster}, so no credentials are sent to it"
+                )),
+            ),
+            (None, client) => (client.unwrap_or_else(|| self.client.clone()), None, None),
+        };
+        let mut probe =
+            probe_pod_with(&client, self.scheme, target, credentials, self.timeout).await;
+        if let Some(note) = withheld
+            && !matches!(probe.readiness, Readiness::Unreachable(_))
+        {
+            probe.notes.push(note);
+        }
+        probe
+    }
+
+    fn verified_client(
+        &self,
+        server_name: &str,
+        roots: &Arc<RootCertStore>,
+    ) -> Result<reqwest::Client, ProbeError> {
+        let mut clients = self.verified.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(client) = clients.get(server_name) {
+            return Ok(client.clone());
+        }
+        let client = verified_client(server_name, roots.clone())?;
+        // One per CrdbCluster that exists; the bound only keeps a namespace full of them from
+        // growing the map without end.
+        if clients.len() >= MAX_VERIFIED_CLIENTS {
+            clients.clear();
+        }
+        clients.insert(server_name.to_string(), client.clone());
+        Ok(client)
+    }
+}
+
+/// No redirects (a node has no business sending us elsewhere), no proxies from the environment
+/// (probes go straight to pod IPs).
+fn base_client() -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .no_proxy()
-        .pool_idle_timeout(Duration::from_secs(30));
-    if let Some(pem) = &tls.ca_pem {
-        let ca = reqwest::Certificate::from_pem(pem).map_err(ProbeError::InvalidCa)?;
-        builder = builder.tls_certs_only([ca]);
-    }
-    if tls.accept_invalid_certs {
-        builder = builder.tls_danger_accept_invalid_certs(true);
-    }
-    builder.build().map_err(ProbeError::Client)
+        .pool_idle_timeout(Duration::from_secs(30))
 }
 
-/// Probe one pod over plain HTTP (insecure clusters). See [`probe_pod_with`].
-pub async fn probe_pod(
-    client: &reqwest::Client,
-    target: &ProbeTarget,
-    credentials: Option<&Credentials>,
-    timeout: Duration,
-) -> PodProbe {
-    probe_pod_with(client, Scheme::Http, target, credentials, timeout).await
+fn roots(pem: &[u8]) -> Result<RootCertStore, ProbeError> {
+    let mut roots = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(pem) {
+        let cert = cert.map_err(|e| ProbeError::InvalidCa(e.to_string()))?;
+        roots
+            .add(cert)
+            .map_err(|e| ProbeError::InvalidCa(e.to_string()))?;
+    }
+    if roots.is_empty() {
+        return Err(ProbeError::InvalidCa("no certificate in the file".into()));
+    }
+    Ok(roots)
 }
 
-/// Probe one pod; returns within `timeout` whatever the pod does.
-pub async fn probe_pod_with(
+/// A client that connects to pod IPs but accepts only a certificate chaining to `roots` and
+/// valid for `server_name` — the identity every node of the cluster shares.
+fn verified_client(
+    server_name: &str,
+    roots: Arc<RootCertStore>,
+) -> Result<reqwest::Client, ProbeError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let name = ServerName::try_from(server_name.to_string()).map_err(|_| {
+        ProbeError::CredentialsNeedVerifiedTls("the TLS server name is not a valid DNS name")
+    })?;
+    let inner = WebPkiServerVerifier::builder_with_provider(roots, provider.clone())
+        .build()
+        .map_err(|e| ProbeError::InvalidCa(e.to_string()))?;
+    let config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| ProbeError::InvalidCa(e.to_string()))?
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(ClusterNameVerifier { inner, name }))
+        .with_no_client_auth();
+    base_client()
+        .tls_backend_preconfigured(config)
+        .build()
+        .map_err(ProbeError::Client)
+}
+
+/// WebPKI verification with a fixed server name instead of the URL's host (the pod IP, which
+/// no node certificate names). Chain, validity period, key usage and signatures are checked
+/// exactly as for any HTTPS server.
+#[derive(Debug)]
+struct ClusterNameVerifier {
+    inner: Arc<WebPkiServerVerifier>,
+    name: ServerName<'static>,
+}
+
+impl ServerCertVerifier for ClusterNameVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        _connected_to: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.inner
+            .verify_server_cert(end_entity, intermediates, &self.name, ocsp_response, now)
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
+
+/// Probe one pod with `client`. Credentials, when given, are used as they are: deciding
+/// whether this pod may have them is [`Prober::probe`]'s job.
+async fn probe_pod_with(
     client: &reqwest::Client,
     scheme: Scheme,
     target: &ProbeTarget,
@@ -140,7 +374,7 @@ pub async fn probe_pod_with(
     let Ok(ip) = target.ip.parse::<IpAddr>() else {
         return PodProbe::bare(
             &target.pod,
-            Readiness::Unreachable(format!("pod IP {:?} is not an IP address", target.ip)),
+            Readiness::Unreachable("pod IP is not an IP address".to_string()),
         );
     };
     // SocketAddr puts IPv6 addresses in brackets, as a URL needs.
@@ -187,6 +421,18 @@ fn seconds(d: Duration) -> String {
     }
 }
 
+/// The body, up to `limit` bytes; a longer one is an error, not a truncated answer.
+async fn body(mut response: reqwest::Response, limit: usize) -> Result<String, String> {
+    let mut bytes = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(|e| transport_error(&e))? {
+        if bytes.len() + chunk.len() > limit {
+            return Err(format!("answer longer than {limit} bytes"));
+        }
+        bytes.extend_from_slice(&chunk);
+    }
+    Ok(String::from_utf8_lossy(&bytes).into_owned())
+}
+
 async fn health(client: &reqwest::Client, base: &str) -> Readiness {
     let response = match client.get(format!("{base}/health?ready=1")).send().await {
         Ok(r) => r,
@@ -196,14 +442,14 @@ async fn health(client: &reqwest::Client, base: &str) -> Readiness {
     if status == StatusCode::OK {
         return Readiness::Ready;
     }
-    match response.text().await {
-        Ok(body) => Readiness::NotReady(not_ready_reason(status, &body)),
-        Err(e) => Readiness::Unreachable(transport_error(&e)),
+    match body(response, MAX_SMALL_BYTES).await {
+        Ok(body) => not_ready_reason(status, &body),
+        Err(e) => Readiness::Unreachable(e),
     }
 }
 
-/// CockroachDB's reason from a non-200 `/health?ready=1` body.
-fn not_ready_reason(status: StatusCode, body: &str) -> String {
+/// CockroachDB's reason from a non-200 `/health?ready=1` body, in the pod's own words.
+fn not_ready_reason(status: StatusCode, body: &str) -> Readiness {
     #[derive(Deserialize)]
     struct GatewayError {
         #[serde(default)]
@@ -220,12 +466,13 @@ fn not_ready_reason(status: StatusCode, body: &str) -> String {
                 e.message
             }
         })
-        .filter(|m| !m.is_empty())
-        .unwrap_or_else(|| body.trim().chars().take(200).collect());
-    if reason.is_empty() {
-        format!("HTTP {}", status.as_u16())
+        .filter(|m| !m.trim().is_empty())
+        .unwrap_or_else(|| body.to_string());
+    let said = PodText::new(&reason);
+    if said.as_str().is_empty() {
+        Readiness::NotReady(format!("HTTP {} without a reason", status.as_u16()))
     } else {
-        reason
+        Readiness::Declined(said)
     }
 }
 
@@ -244,33 +491,54 @@ async fn status_vars(client: &reqwest::Client, base: &str) -> Result<StatusVars,
     if !response.status().is_success() {
         return Err(format!("HTTP {}", response.status().as_u16()));
     }
-    let body = response.text().await.map_err(|e| transport_error(&e))?;
-    parse_status_vars(&body)
+    parse_status_vars(&body(response, MAX_VARS_BYTES).await?)
 }
 
+/// `node_id` and `liveness_livenodes` from Prometheus text exposition. Only unlabelled or
+/// labelled samples of exactly these names count; anything else is skipped. The error never
+/// quotes the body.
 fn parse_status_vars(body: &str) -> Result<StatusVars, String> {
-    let lines = body.lines().map(|l| Ok(l.to_string()));
-    let scrape =
-        prometheus_parse::Scrape::parse(lines).map_err(|e| format!("not Prometheus text: {e}"))?;
-    let value = |name: &str| {
-        scrape
-            .samples
-            .iter()
-            .find(|s| s.metric == name)
-            .and_then(|s| match s.value {
-                prometheus_parse::Value::Gauge(v)
-                | prometheus_parse::Value::Counter(v)
-                | prometheus_parse::Value::Untyped(v) => Some(v),
-                _ => None,
-            })
-            .filter(|v| v.is_finite() && v.fract() == 0.0)
+    let mut vars = StatusVars::default();
+    let mut samples = 0usize;
+    for line in body.lines() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        samples += 1;
+        let name_end = line
+            .find(|c: char| c == '{' || c.is_whitespace())
+            .unwrap_or(line.len());
+        let (name, rest) = line.split_at(name_end);
+        let slot = match name {
+            "node_id" => &mut vars.node_id,
+            "liveness_livenodes" => &mut vars.live_nodes,
+            _ => continue,
+        };
+        let rest = match rest.strip_prefix('{') {
+            // Label values are quoted and may contain '}' only escaped; the last '}' closes.
+            Some(labels) => match labels.rfind('}') {
+                Some(end) => &labels[end + 1..],
+                None => return Err(format!("{name}: unterminated labels")),
+            },
+            None => rest,
+        };
+        let value = rest
+            .split_whitespace()
+            .next()
+            .ok_or_else(|| format!("{name}: no value"))?;
+        let value: f64 = value
+            .parse()
+            .map_err(|_| format!("{name}: value is not a number"))?;
+        if slot.is_none() && value.is_finite() && value.fract() == 0.0 && value.abs() < 9.0e15 {
             // Whole numbers well inside i64; the cast cannot truncate.
-            .map(|v| v as i64)
-    };
-    Ok(StatusVars {
-        node_id: value("node_id"),
-        live_nodes: value("liveness_livenodes"),
-    })
+            *slot = Some(value as i64);
+        }
+    }
+    if samples == 0 && !body.trim().is_empty() && vars == StatusVars::default() {
+        return Err("not Prometheus text".to_string());
+    }
+    Ok(vars)
 }
 
 /// The cluster ID, if the node will tell. `Ok(None)`: it wants a login we do not have.
@@ -290,11 +558,10 @@ async fn cluster_id(
     let outcome = async {
         let response = request.send().await.map_err(|e| transport_error(&e))?;
         match response.status() {
-            // Secure cluster and no credentials configured: the ID is simply unknown.
+            // Secure cluster and no credentials for this pod: the ID is simply unknown.
             StatusCode::UNAUTHORIZED if session.is_none() => Ok(None),
             status if status.is_success() => {
-                let body = response.text().await.map_err(|e| transport_error(&e))?;
-                parse_cluster_id(&body).map(Some)
+                parse_cluster_id(&body(response, MAX_SMALL_BYTES).await?).map(Some)
             }
             status => Err(format!(
                 "/_admin/v1/cluster answered HTTP {}",
@@ -333,8 +600,7 @@ async fn login(
     if !response.status().is_success() {
         // The body may echo the username; the status says enough.
         return Err(format!(
-            "login as {} rejected (HTTP {})",
-            credentials.username,
+            "login rejected (HTTP {})",
             response.status().as_u16()
         ));
     }
@@ -354,6 +620,8 @@ fn session_cookie(set_cookie: &str) -> Option<String> {
     (name == "session" && !value.is_empty()).then(|| format!("session={value}"))
 }
 
+/// `clusterId`, which must look like the UUID it is: it is shown in verdicts, so nothing else
+/// a pod writes there gets through.
 fn parse_cluster_id(body: &str) -> Result<String, String> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
@@ -361,13 +629,41 @@ fn parse_cluster_id(body: &str) -> Result<String, String> {
         #[serde(default)]
         cluster_id: String,
     }
-    let parsed: ClusterResponse =
-        serde_json::from_str(body).map_err(|e| format!("/_admin/v1/cluster: {e}"))?;
-    if parsed.cluster_id.is_empty() {
+    let parsed: ClusterResponse = serde_json::from_str(body).map_err(|e| {
+        format!(
+            "/_admin/v1/cluster is not the expected JSON ({})",
+            e.classify_name()
+        )
+    })?;
+    let id = parsed.cluster_id;
+    if id.is_empty() {
         Err("/_admin/v1/cluster has no clusterId".to_string())
+    } else if id.len() == 36 && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
+        Ok(id)
     } else {
-        Ok(parsed.cluster_id)
+        Err("/_admin/v1/cluster: clusterId is not a UUID".to_string())
     }
+}
+
+trait ClassifyName {
+    fn classify_name(&self) -> &'static str;
+}
+
+impl ClassifyName for serde_json::Error {
+    fn classify_name(&self) -> &'static str {
+        match self.classify() {
+            serde_json::error::Category::Io => "I/O error",
+            serde_json::error::Category::Syntax => "syntax error",
+            serde_json::error::Category::Data => "unexpected shape",
+            serde_json::error::Category::Eof => "truncated",
+        }
+    }
+}
+
+/// Our own words, with room for a library's: one line, bounded. A TLS error can quote names
+/// from the pod's certificate, so even these are not taken as they are.
+fn bounded(text: &str) -> String {
+    PodText::new(text).as_str().to_string()
 }
 
 /// A transport error without the URL (reqwest's Display includes it; the pod is named anyway).
@@ -386,7 +682,7 @@ fn transport_error(error: &reqwest::Error) -> String {
         root = Some(next);
     }
     match root {
-        Some(root) => format!("{kind}: {root}"),
+        Some(root) => bounded(&format!("{kind}: {root}")),
         None => kind.to_string(),
     }
 }
@@ -400,11 +696,15 @@ mod tests {
     const VARS: &str = include_str!("../tests/fixtures/cockroach/status-vars.txt");
     const CLUSTER: &str = include_str!("../tests/fixtures/cockroach/admin-cluster.json");
 
+    fn said(text: &str) -> Readiness {
+        Readiness::Declined(PodText::new(text))
+    }
+
     #[test]
     fn waiting_for_init_body_gives_cockroachs_reason() {
         assert_eq!(
             not_ready_reason(StatusCode::SERVICE_UNAVAILABLE, WAITING),
-            "node is waiting for cluster initialization"
+            said("node is waiting for cluster initialization")
         );
     }
 
@@ -412,13 +712,29 @@ mod tests {
     fn unparseable_or_empty_health_body_still_gives_a_reason() {
         assert_eq!(
             not_ready_reason(StatusCode::SERVICE_UNAVAILABLE, "node is draining\n"),
-            "node is draining"
+            said("node is draining")
         );
-        assert_eq!(not_ready_reason(StatusCode::BAD_GATEWAY, ""), "HTTP 502");
-        // A JSON body without a message is shown as it is.
+        assert_eq!(
+            not_ready_reason(StatusCode::BAD_GATEWAY, " \n"),
+            Readiness::NotReady("HTTP 502 without a reason".into())
+        );
+        // A JSON body without a message is shown as it is, quoted.
         assert_eq!(
             not_ready_reason(StatusCode::SERVICE_UNAVAILABLE, READY),
-            "{}"
+            said("{}")
+        );
+    }
+
+    #[test]
+    fn a_hostile_health_body_stays_one_quoted_line() {
+        let body = r#"{"message": "ok\n\nHealthy: prod/cockroachdb: all 3 pods ready»"}"#;
+        let Readiness::Declined(text) = not_ready_reason(StatusCode::SERVICE_UNAVAILABLE, body)
+        else {
+            panic!("expected the pod's words");
+        };
+        assert_eq!(
+            text.to_string(),
+            "«ok Healthy: prod/cockroachdb: all 3 pods ready›»"
         );
     }
 
@@ -440,12 +756,26 @@ mod tests {
     }
 
     #[test]
+    fn status_vars_labels_may_hold_braces_and_spaces() {
+        let vars = parse_status_vars(
+            "node_id{advertise_addr=\"a b}\",http_addr=\"x\"} 3\nliveness_livenodes 2 1700000000\n",
+        )
+        .unwrap();
+        assert_eq!(vars.node_id, Some(3));
+        assert_eq!(vars.live_nodes, Some(2));
+        assert!(parse_status_vars("liveness_livenodes two\n").is_err());
+    }
+
+    #[test]
     fn cluster_id_is_read_from_camel_case_json() {
         assert_eq!(
             parse_cluster_id(CLUSTER).as_deref(),
             Ok("15152a17-fcc9-4a51-8c04-af0ec0126551")
         );
         assert!(parse_cluster_id(r#"{"cluster_id":"x"}"#).is_err());
+        // Whatever else a pod writes there never reaches a verdict.
+        let err = parse_cluster_id(r#"{"clusterId":"x\nHealthy: fine"}"#).unwrap_err();
+        assert_eq!(err, "/_admin/v1/cluster: clusterId is not a UUID");
     }
 
     #[test]
@@ -462,19 +792,178 @@ mod tests {
     }
 
     #[test]
-    fn credentials_debug_hides_the_password() {
+    fn credentials_debug_hides_username_and_password() {
         let c = Credentials {
-            username: "wavegate".into(),
+            username: "wavegate-user".into(),
             password: "hunter2".into(),
         };
         let shown = format!("{c:?}");
-        assert!(shown.contains("wavegate"));
+        assert!(!shown.contains("wavegate-user"));
         assert!(!shown.contains("hunter2"));
+    }
+
+    #[test]
+    fn credentials_without_verified_tls_are_refused_at_startup() {
+        let c = || {
+            Some(Credentials {
+                username: "u".into(),
+                password: "p".into(),
+            })
+        };
+        let t = Duration::from_secs(1);
+        let plain = Prober::new(Scheme::Http, TlsSettings::default(), c(), t);
+        assert!(matches!(
+            plain,
+            Err(ProbeError::CredentialsNeedVerifiedTls(_))
+        ));
+        let no_ca = Prober::new(Scheme::Https, TlsSettings::default(), c(), t);
+        assert!(matches!(
+            no_ca,
+            Err(ProbeError::CredentialsNeedVerifiedTls(_))
+        ));
+        let skip = TlsSettings {
+            accept_invalid_certs: true,
+            ..TlsSettings::default()
+        };
+        let skip = Prober::new(Scheme::Https, skip, c(), t);
+        assert!(matches!(
+            skip,
+            Err(ProbeError::CredentialsNeedVerifiedTls(_))
+        ));
+        // Without credentials every combination stays available for unauthenticated probes.
+        assert!(Prober::new(Scheme::Http, TlsSettings::default(), None, t).is_ok());
+    }
+
+    #[test]
+    fn server_name_names_the_clusters_public_service() {
+        let tls = TlsSettings::default();
+        assert_eq!(
+            tls.server_name_for("prod", "cockroachdb"),
+            "cockroachdb-public.prod.svc.cluster.local"
+        );
+        let custom = TlsSettings {
+            server_name: Some("{name}.{namespace}.example".into()),
+            ..TlsSettings::default()
+        };
+        assert_eq!(custom.server_name_for("prod", "db"), "db.prod.example");
     }
 
     #[test]
     fn timeout_is_shown_in_seconds_or_milliseconds() {
         assert_eq!(seconds(Duration::from_secs(2)), "2s");
         assert_eq!(seconds(Duration::from_millis(300)), "300ms");
+    }
+}
+
+/// Issue 9 "prove it": whatever a pod sends, the parsers neither panic nor let unbounded or
+/// multi-line text through. Case count: `PROPTEST_CASES` (proptest's default otherwise).
+#[cfg(test)]
+mod fuzz {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Text biased towards what breaks parsers and messages: line breaks, braces, quotes,
+    /// numbers, guillemets, bidi and control characters, long runs.
+    fn hostile_text() -> impl Strategy<Value = String> {
+        let piece = prop_oneof![
+            any::<String>(),
+            Just("\n".to_string()),
+            Just("\r\n".to_string()),
+            Just("{".to_string()),
+            Just("}".to_string()),
+            Just("\"".to_string()),
+            Just("«»".to_string()),
+            Just("\u{202E}\u{2028}\u{200B}\u{1b}[31m".to_string()),
+            Just("node_id".to_string()),
+            Just("liveness_livenodes".to_string()),
+            Just(" 1e308 NaN -Inf 3 ".to_string()),
+            Just("# TYPE x gauge\n".to_string()),
+            "[0-9a-f-]{0,40}".prop_map(|s| s),
+            (0usize..3000).prop_map(|n| "x".repeat(n)),
+        ];
+        prop::collection::vec(piece, 0..24).prop_map(|v| v.concat())
+    }
+
+    fn assert_one_bounded_line(text: &str) {
+        assert!(
+            text.chars().count() <= PodText::MAX_CHARS + 1,
+            "{} chars",
+            text.chars().count()
+        );
+        assert!(!text.chars().any(char::is_control), "{text:?}");
+        assert!(
+            !text.contains(['«', '»', '\u{2028}', '\u{2029}', '\u{202E}']),
+            "{text:?}"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn status_vars_never_panic(body in hostile_text()) {
+            let _ = parse_status_vars(&body);
+        }
+
+        #[test]
+        fn status_vars_read_the_two_samples_wherever_they_are(
+            before in hostile_text(),
+            node in 1i64..1_000_000,
+            live in 0i64..1000,
+            labels in "[a-z_]{1,8}=\"[^\"\\\\]{0,20}\"",
+        ) {
+            let body = format!(
+                "{}\nnode_id{{{labels}}} {node}\nliveness_livenodes {live}\n",
+                before.replace("node_id", "n").replace("liveness_livenodes", "l")
+            );
+            let vars = parse_status_vars(&body);
+            // Garbage before them may make the line-oriented format ambiguous, but never
+            // yields other numbers than the ones written.
+            if let Ok(vars) = vars {
+                prop_assert!(vars.node_id.is_none_or(|n| n == node));
+                prop_assert!(vars.live_nodes.is_none_or(|l| l == live));
+            }
+        }
+
+        #[test]
+        fn health_reason_is_one_bounded_quoted_line(body in hostile_text(), code in 400u16..600) {
+            let status = StatusCode::from_u16(code).unwrap();
+            for body in [body.clone(), serde_json::json!({"message": body}).to_string()] {
+                match not_ready_reason(status, &body) {
+                    Readiness::Declined(text) => assert_one_bounded_line(text.as_str()),
+                    Readiness::NotReady(own) => {
+                        prop_assert_eq!(own, format!("HTTP {code} without a reason"))
+                    }
+                    other => prop_assert!(false, "unexpected {:?}", other),
+                }
+            }
+        }
+
+        #[test]
+        fn cluster_id_is_a_uuid_or_an_error_without_the_body(raw in hostile_text()) {
+            for body in [raw.clone(), serde_json::json!({"clusterId": raw}).to_string()] {
+                match parse_cluster_id(&body) {
+                    Ok(id) => prop_assert!(
+                        id.len() == 36 && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
+                    ),
+                    Err(e) => {
+                        assert_one_bounded_line(&e);
+                        prop_assert!(raw.len() < 8 || !e.contains(raw.as_str()));
+                    }
+                }
+            }
+        }
+
+        #[test]
+        fn session_cookie_never_panics(header in hostile_text()) {
+            if let Some(cookie) = session_cookie(&header) {
+                prop_assert!(cookie.starts_with("session="));
+            }
+        }
+
+        #[test]
+        fn pod_text_is_always_one_bounded_line(raw in hostile_text()) {
+            let text = PodText::new(&raw);
+            assert_one_bounded_line(text.as_str());
+            prop_assert_eq!(text.as_str().trim(), text.as_str());
+        }
     }
 }

@@ -45,14 +45,41 @@ pub fn check(
         return Verdict::unknown(format!("Database {id} has no spec.cluster.name")).into();
     };
     let cluster_id = format!("{namespace}/{cluster_name}");
-    // The Database reconciler runs inside the instance manager of the Cluster's pods, so
-    // without a Cluster nothing will ever reconcile it: say so rather than "status empty".
+    // The Database reconciler runs inside the instance manager of the Cluster's primary
+    // (internal/management/controller/database_controller.go), so without a Cluster nothing
+    // reconciles the Database, and its status — `applied: true` included — is about a Cluster
+    // that is gone: when the Cluster is not found the reconciler returns without touching the
+    // status. The operator's Cluster reconciler may later mark such a Database
+    // `applied: false`, "The orphan database object is not reconciled"
+    // (internal/controller/objects_not_reconciled.go). Neither is Healthy, and neither is a
+    // failure of the Database itself: Progressing, naming the Cluster, until it is back (a
+    // recreate) or the gate's timeout says otherwise. Not Missing: for a hook, Argo CD treats
+    // Missing as done.
     let Some(cluster) = cluster else {
+        let why = if db
+            .get("status")
+            .and_then(Value::as_object)
+            .is_some_and(|s| !s.is_empty())
+        {
+            " (CNPG reconciles a Database from its Cluster's primary, so status.applied is \
+             about a Cluster that is gone)"
+        } else {
+            " yet"
+        };
         return Verdict::progressing(format!(
-            "Database {id}: Cluster {cluster_id} does not exist yet"
+            "Database {id}: Cluster {cluster_id} does not exist{why}"
         ))
         .into();
     };
+    // A Cluster being deleted takes its PostgreSQL databases with it (its instances and
+    // volumes go), whatever the Database's status says.
+    if cluster.pointer("/metadata/deletionTimestamp").is_some() {
+        return Verdict::progressing(format!(
+            "Database {id}: Cluster {cluster_id} is being deleted, and the PostgreSQL database \
+             with it (status.applied is about a Cluster that is going away)"
+        ))
+        .into();
+    }
     let cluster_problem = cluster_not_ready(&cluster_id, cluster);
     let waiting = |reason: String| -> Finding {
         match &cluster_problem {
@@ -157,9 +184,6 @@ pub fn check(
 /// `Ready` (`ConditionClusterReady` in api/v1/cluster_types.go) being `True`; the instance
 /// counts only explain it.
 fn cluster_not_ready(cluster_id: &str, cluster: &Value) -> Option<String> {
-    if cluster.pointer("/metadata/deletionTimestamp").is_some() {
-        return Some(format!("Cluster {cluster_id} is being deleted"));
-    }
     if condition_status(cluster, "Ready") == Some("True") {
         return None;
     }
@@ -336,6 +360,53 @@ mod tests {
                 "Database ddb/forgejo: Cluster ddb/ddb-cluster does not exist yet"
             )
         );
+    }
+
+    #[test]
+    fn applied_database_on_a_cluster_being_deleted_is_not_healthy() {
+        // Issue 8 scenario 8: status.applied stays true while the Cluster under it goes away.
+        let mut cluster = fixture(CLUSTER_READY);
+        cluster["metadata"]["deletionTimestamp"] = "2025-12-19T17:00:00Z".into();
+        let v = settled(check(
+            "ddb",
+            "forgejo",
+            Some(&fixture(APPLIED)),
+            Some(&cluster),
+            &Params::default(),
+        ));
+        assert_eq!(
+            v,
+            Verdict::progressing(
+                "Database ddb/forgejo: Cluster ddb/ddb-cluster is being deleted, and the \
+                 PostgreSQL database with it (status.applied is about a Cluster that is going \
+                 away)"
+            )
+        );
+    }
+
+    #[test]
+    fn applied_database_whose_cluster_is_gone_is_not_healthy() {
+        let v = settled(judge(APPLIED, None, false));
+        assert_eq!(
+            v,
+            Verdict::progressing(
+                "Database ddb/forgejo: Cluster ddb/ddb-cluster does not exist (CNPG reconciles \
+                 a Database from its Cluster's primary, so status.applied is about a Cluster \
+                 that is gone)"
+            )
+        );
+    }
+
+    #[test]
+    fn orphan_status_cnpg_writes_after_cluster_deletion_is_not_degraded() {
+        // CNPG's Cluster reconciler marks the Databases of a deleted Cluster applied=false,
+        // "The orphan database object is not reconciled" (objects_not_reconciled.go): the
+        // Cluster being gone is the story, not a failure to apply.
+        let mut db = fixture(APPLIED);
+        db["status"]["applied"] = false.into();
+        db["status"]["message"] = "The orphan database object is not reconciled".into();
+        let finding = check("ddb", "forgejo", Some(&db), None, &Params::default());
+        assert_eq!(settled(finding).status, HealthStatus::Progressing);
     }
 
     #[test]

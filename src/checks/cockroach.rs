@@ -10,6 +10,11 @@
 //! [`plan`] picks the pods to probe from the cache (their IPs come from the Pod objects only, so
 //! a caller cannot point the prober anywhere else), and [`judge`] turns the answers into a
 //! [`Finding`].
+//!
+//! Pods are untrusted. What they say reaches a verdict only as [`PodText`]: quoted, bounded,
+//! one line, attributed to the pod. Credentials go only to pods the plan proves are controlled
+//! by the named CrdbCluster ([`ProbeTarget::controlled_by_cluster`]); the prober adds the other
+//! half of the proof, a node certificate from the cluster's CA.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -38,10 +43,79 @@ const NAME_LABEL: &str = "app.kubernetes.io/name";
 pub struct Params {
     /// Live nodes every member must see (the whole cluster, all regions).
     pub expected_nodes: Option<u32>,
-    /// Pods to probe, instead of the operator's labels.
+    /// Pods to probe, instead of the operator's labels. Narrows what is probed without
+    /// credentials; it never makes a pod a member of the cluster (see [`Owners`]).
     pub selector: Option<BTreeMap<String, String>>,
     /// The nodes' `--http-port`, instead of the CrdbCluster's.
     pub http_port: Option<u16>,
+    /// Controllers of the namespace's StatefulSets and CrdbNodes, to prove pod membership.
+    pub owners: Owners,
+}
+
+/// The links that make a pod provably part of a CrdbCluster. Kubernetes records control in
+/// `ownerReferences` (the entry with `controller: true`; at most one per object, apimachinery
+/// `ValidateOwnerReferences`):
+/// - current operator (cockroachdb-parent chart): pod → `CrdbNode` (one per node, named like
+///   the pod) → CrdbCluster;
+/// - older cockroach-operator (`v1alpha1`): pod → StatefulSet `<cluster>` → CrdbCluster
+///   (`ctrl.SetControllerReference` on everything the operator creates);
+/// - a pod controlled by the CrdbCluster itself.
+///
+/// Matched by UID, so a namesake recreated under another cluster does not count. Anyone who
+/// may create pods in the namespace can write an ownerReference too, which is why membership
+/// alone never carries credentials: the prober also requires TLS with a node certificate from
+/// the cluster's CA.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Owners {
+    /// UID of a StatefulSet or CrdbNode → (its kind, UID of the CrdbCluster controlling it).
+    controlled: BTreeMap<String, (String, String)>,
+}
+
+impl Owners {
+    /// Record StatefulSets or CrdbNodes (`kind`) of one namespace, as the API returns them
+    /// (JSON; list items need not carry their own `kind`).
+    pub fn record<'a>(&mut self, kind: &str, objects: impl IntoIterator<Item = &'a Value>) {
+        if !matches!(kind, "StatefulSet" | "CrdbNode") {
+            return;
+        }
+        for object in objects {
+            let Some(uid) = object.pointer("/metadata/uid").and_then(Value::as_str) else {
+                continue;
+            };
+            let controller = object
+                .pointer("/metadata/ownerReferences")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true));
+            if let Some(controller) = controller
+                && controller.get("kind").and_then(Value::as_str) == Some("CrdbCluster")
+                && let Some(owner) = controller.get("uid").and_then(Value::as_str)
+            {
+                self.controlled
+                    .insert(uid.to_string(), (kind.to_string(), owner.to_string()));
+            }
+        }
+    }
+
+    /// Whether the pod's controller chain ends at the CrdbCluster with UID `cluster_uid`.
+    fn controls(&self, cluster_uid: &str, pod: &Pod) -> bool {
+        let Some(controller) = pod
+            .metadata
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.controller == Some(true))
+        else {
+            return false;
+        };
+        if controller.kind == "CrdbCluster" {
+            return controller.uid == cluster_uid;
+        }
+        self.controlled
+            .get(&controller.uid)
+            .is_some_and(|(kind, owner)| *kind == controller.kind && owner == cluster_uid)
+    }
 }
 
 /// One pod to probe. `ip` is the Pod's `status.podIP`, never caller input (no SSRF).
@@ -50,6 +124,69 @@ pub struct ProbeTarget {
     pub pod: String,
     pub ip: String,
     pub port: u16,
+    /// The pod's controller chain ends at the named CrdbCluster ([`Owners`]). Only such pods
+    /// may receive credentials, whatever selected them.
+    pub controlled_by_cluster: bool,
+}
+
+/// Text a pod wrote, made safe to show inside a verdict: control characters and line breaks
+/// become spaces, the quote marks cannot be closed from inside, and the length is bounded.
+/// Shown as `«…»` after the pod's name, so it can never pass for wavegate's own words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PodText(String);
+
+impl PodText {
+    /// Longest quote kept, in characters; CockroachDB's own reasons are well under it.
+    pub const MAX_CHARS: usize = 160;
+
+    pub fn new(raw: &str) -> PodText {
+        let mut out = String::new();
+        let mut kept = 0;
+        let mut pending_space = false;
+        for c in raw.chars() {
+            let c = match c {
+                '«' => '‹',
+                '»' => '›',
+                c if is_invisible(c) => ' ',
+                c => c,
+            };
+            if c.is_whitespace() {
+                pending_space = !out.is_empty();
+                continue;
+            }
+            if kept + usize::from(pending_space) + 1 > Self::MAX_CHARS {
+                out.push('…');
+                return PodText(out);
+            }
+            if pending_space {
+                out.push(' ');
+                kept += 1;
+                pending_space = false;
+            }
+            out.push(c);
+            kept += 1;
+        }
+        PodText(out)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl std::fmt::Display for PodText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "«{}»", self.0)
+    }
+}
+
+/// Characters that would break a one-line message or hide what it says: controls (line
+/// breaks included), Unicode line/paragraph separators, bidirectional overrides and
+/// zero-width characters.
+fn is_invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
 }
 
 /// A selected pod that cannot be probed (yet), and why.
@@ -89,9 +226,11 @@ impl Plan {
 pub enum Readiness {
     /// 200: the node accepts SQL clients.
     Ready,
-    /// The node answered but is not ready; CockroachDB's reason (503 body), e.g. "node is
-    /// waiting for cluster initialization".
+    /// Not ready for a reason wavegate itself established (Pod condition, no IP, terminating).
     NotReady(String),
+    /// The node answered but is not ready, in its own words (the 503 body), e.g. "node is
+    /// waiting for cluster initialization".
+    Declined(PodText),
     /// No usable answer: connection refused, timeout, garbage.
     Unreachable(String),
 }
@@ -136,6 +275,10 @@ enum Generation {
 }
 
 /// Decide which pods to probe and how many nodes to expect.
+///
+/// The CrdbCluster must exist: it is what names the members. Before it exists there is nothing
+/// to judge (a Service check on `<name>-join` covers "the join address resolves"), and pods
+/// picked by a caller's selector alone are not a cluster.
 pub fn plan(
     namespace: &str,
     name: &str,
@@ -144,44 +287,50 @@ pub fn plan(
     params: &Params,
 ) -> Result<Plan, Finding> {
     let object = format!("{namespace}/{name}");
-    let (generation, from_spec, port) = match cluster {
-        Some(cluster) => {
-            let spec = cluster.get("spec").unwrap_or(&Value::Null);
-            let (generation, counts) = expected_from_spec(cluster, spec).ok_or_else(|| {
-                Finding::Settled(Verdict::unknown(format!(
-                    "{object}: CrdbCluster has neither spec.regions[].nodes nor spec.nodes; \
-                     set expectedNodes"
-                )))
-            })?;
-            let port = match generation {
-                Generation::Regions => spec.pointer("/template/spec/httpPort"),
-                Generation::StatefulSet => spec.get("httpPort"),
-            }
-            .and_then(Value::as_u64)
-            .and_then(|p| u16::try_from(p).ok());
-            (Some(generation), Some(counts), port)
-        }
-        None if params.selector.is_none() && params.expected_nodes.is_none() => {
-            return Err(Verdict::missing(format!("{object}: CrdbCluster not found")).into());
-        }
-        None => (None, None, None),
+    let Some(cluster) = cluster else {
+        return Err(Verdict::missing(format!("{object}: CrdbCluster not found")).into());
     };
+    let spec = cluster.get("spec").unwrap_or(&Value::Null);
+    let (generation, counts) = expected_from_spec(cluster, spec).ok_or_else(|| {
+        Finding::Settled(Verdict::unknown(format!(
+            "{object}: CrdbCluster has neither spec.regions[].nodes nor spec.nodes; \
+             set expectedNodes"
+        )))
+    })?;
+    let port = match generation {
+        Generation::Regions => spec.pointer("/template/spec/httpPort"),
+        Generation::StatefulSet => spec.get("httpPort"),
+    }
+    .and_then(Value::as_u64)
+    .and_then(|p| u16::try_from(p).ok());
+    let cluster_uid = cluster
+        .pointer("/metadata/uid")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
 
-    let (expected_nodes, expected_pods) = match (params.expected_nodes, from_spec) {
-        (Some(nodes), Some(counts)) if counts.local_known => (nodes, counts.local.min(nodes)),
-        (Some(nodes), _) => (nodes, nodes),
-        (None, Some(counts)) => (counts.total, counts.local),
-        (None, None) => {
-            return Err(Verdict::missing(format!(
-                "{object}: CrdbCluster not found and no expectedNodes given, so the node count \
-                 is unknown"
-            ))
-            .into());
-        }
+    let (expected_nodes, expected_pods) = match params.expected_nodes {
+        Some(nodes) if counts.local_known => (nodes, counts.local.min(nodes)),
+        Some(nodes) => (nodes, nodes),
+        None => (counts.total, counts.local),
     };
+    // Nothing expected is never Healthy: with no pod to ask, "every expected pod is ready and
+    // sees the others" holds vacuously and proves nothing about the cluster.
     if expected_nodes == 0 {
         return Err(Verdict::unknown(format!(
-            "{object}: expects 0 nodes; there is nothing to probe"
+            "{object}: expects 0 nodes; there is nothing to probe, so nothing proves the \
+             cluster works"
+        ))
+        .into());
+    }
+    if expected_pods == 0 {
+        let region = cluster
+            .pointer("/status/region")
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        return Err(Verdict::unknown(format!(
+            "{object}: the local region {region:?} expects 0 nodes (of {expected_nodes} in \
+             all regions); there is no pod here to probe, so nothing here proves the cluster \
+             works — check it from a region that runs nodes"
         ))
         .into());
     }
@@ -204,7 +353,7 @@ pub fn plan(
                 .as_deref()
                 .is_none_or(|ns| ns == namespace)
         })
-        .filter(|pod| selects(pod, name, generation.as_ref(), params.selector.as_ref()))
+        .filter(|pod| selects(pod, name, &generation, params.selector.as_ref()))
         .collect();
     pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     for pod in pods {
@@ -214,7 +363,10 @@ pub fn plan(
             continue;
         }
         let status = pod.status.as_ref();
-        let phase = status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending");
+        // Pod status is written by kubelets (or anyone allowed to update pods/status), not
+        // validated to a fixed vocabulary: bounded and one line like a pod's own words.
+        let phase = PodText::new(status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending"));
+        let phase = phase.as_str();
         if matches!(phase, "Succeeded" | "Failed") {
             plan.unprobed.push(UnprobedPod {
                 pod: pod_name,
@@ -236,7 +388,7 @@ pub fn plan(
         if ip.parse::<IpAddr>().is_err() {
             plan.unprobed.push(UnprobedPod {
                 pod: pod_name,
-                reason: format!("pod IP {ip:?} is not an IP address"),
+                reason: format!("pod IP {} is not an IP address", PodText::new(ip)),
             });
             continue;
         }
@@ -248,6 +400,8 @@ pub fn plan(
             pod: pod_name,
             ip: ip.to_string(),
             port,
+            controlled_by_cluster: !cluster_uid.is_empty()
+                && params.owners.controls(cluster_uid, pod),
         });
     }
     Ok(plan)
@@ -317,7 +471,7 @@ fn expected_from_spec(cluster: &Value, spec: &Value) -> Option<(Generation, Expe
 fn selects(
     pod: &Pod,
     cluster: &str,
-    generation: Option<&Generation>,
+    generation: &Generation,
     selector: Option<&BTreeMap<String, String>>,
 ) -> bool {
     let labels = pod.metadata.labels.as_ref();
@@ -336,9 +490,8 @@ fn selects(
                 .any(|o| o.kind == "StatefulSet" && o.name == cluster)
     };
     match generation {
-        Some(Generation::Regions) => current(),
-        Some(Generation::StatefulSet) => older(),
-        None => current() || older(),
+        Generation::Regions => current(),
+        Generation::StatefulSet => older(),
     }
 }
 
@@ -352,8 +505,12 @@ fn kubernetes_unreadiness(pod: &Pod) -> Option<String> {
     match ready {
         Some(c) if c.status == "True" => None,
         Some(c) => Some(match c.reason.as_deref() {
-            Some(reason) => format!("Pod condition Ready={} ({reason})", c.status),
-            None => format!("Pod condition Ready={}", c.status),
+            Some(reason) => format!(
+                "Pod condition Ready={} ({})",
+                PodText::new(&c.status).as_str(),
+                PodText::new(reason).as_str()
+            ),
+            None => format!("Pod condition Ready={}", PodText::new(&c.status).as_str()),
         }),
         None => Some("Pod has no Ready condition yet".to_string()),
     }
@@ -441,10 +598,18 @@ pub fn judge(namespace: &str, name: &str, plan: &Plan, probes: &[PodProbe]) -> F
                 Some(_) => {}
             },
             Readiness::NotReady(reason) => waiting.push(format!("{} not ready: {reason}", row.pod)),
+            Readiness::Declined(said) => {
+                waiting.push(format!("{} not ready; the pod says {said}", row.pod))
+            }
             Readiness::Unreachable(error) => {
                 waiting.push(format!("{} unreachable: {error}", row.pod))
             }
         }
+    }
+    if present == 0 || plan.expected_nodes == 0 {
+        // Never reached through `plan`, which refuses an empty expectation; a hand-built plan
+        // must not turn "nobody was asked" into Healthy either.
+        waiting.push("no pod to probe".to_string());
     }
     if !waiting.is_empty() {
         return Verdict::progressing(with_table(waiting.join("; "))).into();
@@ -518,6 +683,7 @@ pub fn table(probes: &[PodProbe]) -> String {
                 match &p.readiness {
                     Readiness::Ready => "yes".to_string(),
                     Readiness::NotReady(reason) => format!("no: {reason}"),
+                    Readiness::Declined(said) => format!("no: says {said}"),
                     Readiness::Unreachable(error) => format!("unreachable: {error}"),
                 },
             ]
@@ -566,12 +732,24 @@ mod tests {
     const PODS_STARTING: &str =
         include_str!("../../tests/fixtures/cockroach/pods-v1beta1-starting.yaml");
     const PODS_V1ALPHA1: &str = include_str!("../../tests/fixtures/cockroach/pods-v1alpha1.yaml");
+    const OWNERS_V1BETA1: &str = include_str!("../../tests/fixtures/cockroach/owners-v1beta1.yaml");
+    const OWNERS_V1ALPHA1: &str =
+        include_str!("../../tests/fixtures/cockroach/owners-v1alpha1.yaml");
 
     const ID_A: &str = "15152a17-fcc9-4a51-8c04-af0ec0126551";
     const ID_B: &str = "2c4d3ec6-47f5-4161-97ff-ef4b12f595f0";
 
     fn object(yaml: &str) -> Value {
         serde_yaml::from_str(yaml).unwrap()
+    }
+
+    fn owners(yaml: &str) -> Owners {
+        let list: Value = serde_yaml::from_str(yaml).unwrap();
+        let mut owners = Owners::default();
+        for item in list["items"].as_array().unwrap() {
+            owners.record(item["kind"].as_str().unwrap(), [item]);
+        }
+        owners
     }
 
     fn pods(yaml: &str) -> Vec<Arc<Pod>> {
@@ -635,12 +813,14 @@ mod tests {
                 ProbeTarget {
                     pod: "cockroachdb-fgrbw".into(),
                     ip: "10.244.1.17".into(),
-                    port: 8080
+                    port: 8080,
+                    controlled_by_cluster: false,
                 },
                 ProbeTarget {
                     pod: "cockroachdb-nbm5k".into(),
                     ip: "10.244.2.9".into(),
-                    port: 8080
+                    port: 8080,
+                    controlled_by_cluster: false,
                 },
             ]
         );
@@ -698,7 +878,9 @@ mod tests {
     }
 
     #[test]
-    fn overrides_work_before_the_cluster_exists() {
+    fn selector_and_expected_nodes_without_the_cluster_is_missing() {
+        // Issue 9: with both overrides the CrdbCluster used not to be needed, and the pods a
+        // caller's selector picked were treated as the cluster (and got the credentials).
         let params = Params {
             expected_nodes: Some(2),
             selector: Some(BTreeMap::from([(
@@ -706,11 +888,236 @@ mod tests {
                 "cockroachdb".to_string(),
             )])),
             http_port: Some(9090),
+            ..Params::default()
         };
-        let plan = plan("prod", "cockroachdb", None, &pods(PODS_V1BETA1), &params).unwrap();
-        assert_eq!(plan.expected_nodes, 2);
-        assert_eq!(plan.targets.len(), 2);
-        assert!(plan.targets.iter().all(|t| t.port == 9090));
+        let v =
+            settled(plan("prod", "cockroachdb", None, &pods(PODS_V1BETA1), &params).unwrap_err());
+        assert_eq!(v.status, HealthStatus::Missing);
+        assert_eq!(v.message, "prod/cockroachdb: CrdbCluster not found");
+    }
+
+    #[test]
+    fn local_region_expecting_zero_nodes_is_never_healthy() {
+        // Issue 8 scenario 7: this Kubernetes cluster's region runs no node, so nothing was
+        // probed and "all 0 pods ready" was Healthy.
+        let mut cluster = object(MULTI_REGION);
+        cluster["spec"]["regions"][1]["nodes"] = 0.into();
+        let finding = match plan(
+            "prod",
+            "cockroachdb",
+            Some(&cluster),
+            &[],
+            &Params::default(),
+        ) {
+            Ok(plan) => judge("prod", "cockroachdb", &plan, &[]),
+            Err(finding) => finding,
+        };
+        let v = settled(finding);
+        assert_eq!(v.status, HealthStatus::Unknown, "{}", v.message);
+        assert!(
+            v.message
+                .contains("local region \"us-central1\" expects 0 nodes (of 5"),
+            "{}",
+            v.message
+        );
+        assert!(v.message.contains("nothing here proves the cluster works"));
+    }
+
+    #[test]
+    fn local_region_without_a_node_count_is_never_healthy() {
+        let mut cluster = object(MULTI_REGION);
+        cluster["spec"]["regions"][1]
+            .as_object_mut()
+            .unwrap()
+            .remove("nodes");
+        let v = settled(
+            plan(
+                "prod",
+                "cockroachdb",
+                Some(&cluster),
+                &[],
+                &Params::default(),
+            )
+            .unwrap_err(),
+        );
+        assert_eq!(v.status, HealthStatus::Unknown, "{}", v.message);
+    }
+
+    #[test]
+    fn zero_expected_nodes_is_never_healthy() {
+        let cluster = object(V1BETA1);
+        let params = Params {
+            expected_nodes: Some(0),
+            ..Params::default()
+        };
+        let v = settled(
+            plan(
+                "prod",
+                "cockroachdb",
+                Some(&cluster),
+                &pods(PODS_V1BETA1),
+                &params,
+            )
+            .unwrap_err(),
+        );
+        assert_eq!(v.status, HealthStatus::Unknown);
+        assert!(v.message.contains("expects 0 nodes"), "{}", v.message);
+    }
+
+    #[test]
+    fn a_plan_with_nothing_to_probe_is_not_judged_healthy() {
+        let empty = Plan {
+            expected_nodes: 3,
+            expected_pods: 0,
+            targets: Vec::new(),
+            unprobed: Vec::new(),
+            terminating: Vec::new(),
+            not_ready_in_kubernetes: BTreeMap::new(),
+        };
+        let v = settled(judge("prod", "cockroachdb", &empty, &[]));
+        assert_eq!(v.status, HealthStatus::Progressing, "{}", v.message);
+        assert!(v.message.contains("no pod to probe"));
+    }
+
+    #[test]
+    fn only_pods_controlled_through_a_crdbnode_of_this_cluster_are_members() {
+        let cluster = object(V1BETA1);
+        let params = Params {
+            owners: owners(OWNERS_V1BETA1),
+            ..Params::default()
+        };
+        let planned = plan(
+            "prod",
+            "cockroachdb",
+            Some(&cluster),
+            &pods(PODS_V1BETA1),
+            &params,
+        )
+        .unwrap();
+        let members: Vec<(&str, bool)> = planned
+            .targets
+            .iter()
+            .map(|t| (t.pod.as_str(), t.controlled_by_cluster))
+            .collect();
+        // nbm5k carries the cluster label but no controller: selected, probed, not a member.
+        assert_eq!(
+            members,
+            [("cockroachdb-fgrbw", true), ("cockroachdb-nbm5k", false)]
+        );
+
+        // The same CrdbNode controlled by a CrdbCluster of another UID proves nothing.
+        let mut recreated = cluster.clone();
+        recreated["metadata"]["uid"] = "00000000-0000-4000-8000-0000000000aa".into();
+        let planned = plan(
+            "prod",
+            "cockroachdb",
+            Some(&recreated),
+            &pods(PODS_V1BETA1),
+            &params,
+        )
+        .unwrap();
+        assert!(planned.targets.iter().all(|t| !t.controlled_by_cluster));
+    }
+
+    #[test]
+    fn a_caller_selector_never_makes_a_pod_a_member() {
+        let cluster = object(V1BETA1);
+        let params = Params {
+            selector: Some(BTreeMap::from([(
+                "app.kubernetes.io/name".to_string(),
+                "forgejo".to_string(),
+            )])),
+            owners: owners(OWNERS_V1BETA1),
+            ..Params::default()
+        };
+        let plan = plan(
+            "prod",
+            "cockroachdb",
+            Some(&cluster),
+            &pods(PODS_V1BETA1),
+            &params,
+        )
+        .unwrap();
+        assert_eq!(plan.targets.len(), 1);
+        assert_eq!(plan.targets[0].pod, "forgejo-7d9c");
+        assert!(!plan.targets[0].controlled_by_cluster);
+    }
+
+    #[test]
+    fn statefulset_pods_of_the_older_operator_are_members_through_the_statefulset() {
+        let cluster = object(V1ALPHA1);
+        let params = Params {
+            owners: owners(OWNERS_V1ALPHA1),
+            ..Params::default()
+        };
+        let plan = plan(
+            "prod",
+            "roach",
+            Some(&cluster),
+            &pods(PODS_V1ALPHA1),
+            &params,
+        )
+        .unwrap();
+        assert!(
+            plan.targets.iter().all(|t| t.controlled_by_cluster),
+            "{:?}",
+            plan.targets
+        );
+        // A pod claiming a StatefulSet by a UID that is not a StatefulSet controlled by the
+        // cluster is not a member.
+        assert!(
+            !owners(OWNERS_V1ALPHA1).controls(
+                "3a2b1c0d-9e8f-4a7b-8c6d-5e4f3a2b1c0d",
+                &pods(PODS_V1ALPHA1)
+                    .into_iter()
+                    .find(|p| p.metadata.name.as_deref() == Some("roach-other-0"))
+                    .unwrap()
+            )
+        );
+    }
+
+    #[test]
+    fn pod_status_text_cannot_start_a_line_of_its_own() {
+        let cluster = object(V1BETA1);
+        let mut pods = pods(PODS_V1BETA1);
+        let pod = Arc::make_mut(&mut pods[1]);
+        let status = pod.status.as_mut().unwrap();
+        status.pod_ip = None;
+        status.phase = Some("Pending\nprod/cockroachdb: all 2 pods ready".into());
+        let plan = plan(
+            "prod",
+            "cockroachdb",
+            Some(&cluster),
+            &pods,
+            &Params::default(),
+        )
+        .unwrap();
+        let v = settled(judge(
+            "prod",
+            "cockroachdb",
+            &plan,
+            &[probe("cockroachdb-fgrbw")],
+        ));
+        assert_eq!(v.status, HealthStatus::Progressing);
+        assert!(
+            v.message.lines().skip(1).all(|l| l.starts_with("  ")),
+            "{}",
+            v.message
+        );
+    }
+
+    #[test]
+    fn pod_text_is_one_bounded_quoted_line() {
+        let hostile = "fine\n\rprod/cockroachdb: all 2 pods ready\u{202E}«x» \t end";
+        let text = PodText::new(hostile);
+        assert_eq!(
+            text.to_string(),
+            "«fine prod/cockroachdb: all 2 pods ready ‹x› end»"
+        );
+        let long = PodText::new(&"a".repeat(10_000));
+        assert_eq!(long.as_str().chars().count(), PodText::MAX_CHARS + 1);
+        assert!(long.as_str().ends_with('…'));
+        assert_eq!(PodText::new(" \n ").as_str(), "");
     }
 
     #[test]
@@ -804,14 +1211,14 @@ mod tests {
             probe("cockroachdb-fgrbw").node(1, 1).cluster(ID_A),
             PodProbe::bare(
                 "cockroachdb-nbm5k",
-                Readiness::NotReady("node is waiting for cluster initialization".into()),
+                Readiness::Declined(PodText::new("node is waiting for cluster initialization")),
             ),
         ];
         let v = settled(judge("prod", "cockroachdb", &plan, &probes));
         assert_eq!(v.status, HealthStatus::Progressing);
         assert!(v.message.starts_with(
-            "prod/cockroachdb: cockroachdb-nbm5k not ready: node is waiting for cluster \
-             initialization"
+            "prod/cockroachdb: cockroachdb-nbm5k not ready; the pod says «node is waiting for \
+             cluster initialization»"
         ));
     }
 

@@ -9,6 +9,12 @@
 //! - `GET /_admin/v1/cluster` → `{"clusterId": …}`; with a login configured it wants the
 //!   `session` cookie, like a secure cluster.
 //! - `Mode::Hang`: every request is accepted and never answered.
+//! - `Mode::Says(body)`: `/health?ready=1` answers 503 with `body` as it is — a hostile or
+//!   broken pod writing whatever it likes.
+//!
+//! [`CrdbStandin::start_tls`] serves the same over TLS with a certificate from
+//! `tests/fixtures/cockroach/tls` ([`Cert`]). Every `POST /login` is counted, accepted or not,
+//! so tests can prove credentials never reached a pod.
 //!
 //! Use from an integration test with
 //! `#[path = "support/crdb_standin.rs"] mod crdb_standin;`.
@@ -17,6 +23,7 @@
 
 use std::collections::{BTreeSet, HashMap};
 use std::net::{Ipv4Addr, SocketAddr};
+use std::path::Path;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use axum::extract::{Query, State};
@@ -38,6 +45,35 @@ pub enum Mode {
     WaitingForInit,
     /// Accepts connections, never answers.
     Hang,
+    /// Not ready, and `/health?ready=1` answers 503 with this body, verbatim.
+    Says(&'static str),
+}
+
+/// Which certificate a TLS stand-in presents.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cert {
+    /// A node certificate of CrdbCluster prod/cockroachdb from the cluster CA (`ca.crt`).
+    Node,
+    /// The same names, signed by another CA: not a node of this cluster.
+    Impostor,
+}
+
+impl Cert {
+    fn files(self) -> (&'static str, &'static str) {
+        match self {
+            Cert::Node => ("node.crt", "node.key"),
+            Cert::Impostor => ("impostor.crt", "impostor.key"),
+        }
+    }
+}
+
+/// The test cluster CA, PEM: what wavegate is configured with.
+pub fn cluster_ca_pem() -> Vec<u8> {
+    std::fs::read(tls_dir().join("ca.crt")).expect("tests/fixtures/cockroach/tls/ca.crt")
+}
+
+fn tls_dir() -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/cockroach/tls")
 }
 
 /// Everything the stand-in reports.
@@ -87,6 +123,8 @@ impl NodeState {
 
 #[derive(Debug, Default)]
 struct Sessions {
+    /// `POST /login` requests received, whatever their outcome.
+    attempts: u64,
     issued: u64,
     open: BTreeSet<String>,
 }
@@ -110,6 +148,61 @@ pub struct CrdbStandin {
 impl CrdbStandin {
     /// Bind `ip:port` (port 0: any free one) and serve a ready one-node cluster until `set`.
     pub async fn start(ip: Ipv4Addr, port: u16) -> CrdbStandin {
+        let (listener, shared, app) = Self::bind(ip, port).await;
+        let task = tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        CrdbStandin { shared, task }
+    }
+
+    /// Like [`CrdbStandin::start`], over TLS with `cert`, as a secure cluster's node serves its
+    /// HTTP port.
+    pub async fn start_tls(ip: Ipv4Addr, port: u16, cert: Cert) -> CrdbStandin {
+        use rustls::pki_types::pem::PemObject;
+        use rustls::pki_types::{CertificateDer, PrivateKeyDer};
+
+        let (listener, shared, app) = Self::bind(ip, port).await;
+        let (crt, key) = cert.files();
+        let chain: Vec<CertificateDer<'static>> =
+            CertificateDer::pem_file_iter(tls_dir().join(crt))
+                .expect("stand-in certificate")
+                .collect::<Result<_, _>>()
+                .expect("stand-in certificate PEM");
+        let key = PrivateKeyDer::from_pem_file(tls_dir().join(key)).expect("stand-in key");
+        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
+            rustls::crypto::ring::default_provider(),
+        ))
+        .with_safe_default_protocol_versions()
+        .expect("TLS versions")
+        .with_no_client_auth()
+        .with_single_cert(chain, key)
+        .expect("stand-in TLS config");
+        let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
+        let task = tokio::spawn(async move {
+            loop {
+                let Ok((tcp, _)) = listener.accept().await else {
+                    continue;
+                };
+                let acceptor = acceptor.clone();
+                let app = app.clone();
+                tokio::spawn(async move {
+                    // A client that rejects our certificate ends the handshake; nothing to do.
+                    let Ok(tls) = acceptor.accept(tcp).await else {
+                        return;
+                    };
+                    let service = hyper_util::service::TowerToHyperService::new(app);
+                    let _ = hyper_util::server::conn::auto::Builder::new(
+                        hyper_util::rt::TokioExecutor::new(),
+                    )
+                    .serve_connection(hyper_util::rt::TokioIo::new(tls), service)
+                    .await;
+                });
+            }
+        });
+        CrdbStandin { shared, task }
+    }
+
+    async fn bind(ip: Ipv4Addr, port: u16) -> (TcpListener, Arc<Shared>, Router) {
         let listener = TcpListener::bind((ip, port))
             .await
             .unwrap_or_else(|e| panic!("stand-in cannot bind {ip}:{port}: {e}"));
@@ -130,10 +223,7 @@ impl CrdbStandin {
             .route("/logout", get(logout))
             .route("/_admin/v1/cluster", get(cluster))
             .with_state(shared.clone());
-        let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        });
-        CrdbStandin { shared, task }
+        (listener, shared, app)
     }
 
     pub fn addr(&self) -> SocketAddr {
@@ -156,6 +246,12 @@ impl CrdbStandin {
     /// Logins granted so far.
     pub fn logins(&self) -> u64 {
         lock(&self.shared.sessions).issued
+    }
+
+    /// `POST /login` requests received so far, granted or not: anything above 0 means the
+    /// credentials reached this pod.
+    pub fn login_attempts(&self) -> u64 {
+        lock(&self.shared.sessions).attempts
     }
 
     /// Sessions granted and not yet logged out.
@@ -201,6 +297,9 @@ async fn health(State(shared): AppState, Query(query): Query<HashMap<String, Str
     if ready_asked && state.mode == Mode::WaitingForInit {
         return waiting_for_init();
     }
+    if let (true, Mode::Says(body)) = (ready_asked, state.mode) {
+        return (StatusCode::SERVICE_UNAVAILABLE, body).into_response();
+    }
     Json(json!({})).into_response()
 }
 
@@ -240,6 +339,7 @@ struct LoginRequest {
 }
 
 async fn login(State(shared): AppState, Json(request): Json<LoginRequest>) -> Response {
+    lock(&shared.sessions).attempts += 1;
     let state = current(&shared).await;
     let accepted = match &state.login {
         Some((user, password)) => request.username == *user && request.password == *password,

@@ -1,0 +1,107 @@
+//! Issue 8 scenario 8 on the real local control plane: an applied CNPG Database whose Cluster
+//! is being deleted, then gone, is not Healthy — asked through wavegate's HTTP API.
+
+#[path = "support/cluster.rs"]
+mod cluster;
+
+use cluster::{Wavegate, apply, eventually, patch_status};
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
+use serde_json::{Value, json};
+use std::time::Duration;
+use wavegate::evaluate::EvalConfig;
+
+fn status(v: &Value) -> &str {
+    v["status"].as_str().unwrap_or("<none>")
+}
+
+fn message(v: &Value) -> &str {
+    v["message"].as_str().unwrap_or("")
+}
+
+#[tokio::test]
+async fn applied_database_is_not_healthy_while_its_cluster_is_deleted_or_gone() {
+    let client = cluster::client().await;
+    let ns = cluster::namespace(&client, "issue8-cnpg").await;
+    let cluster_ar = cluster::api_resource("postgresql.cnpg.io", "v1", "Cluster", "clusters");
+    let db_ar = cluster::api_resource("postgresql.cnpg.io", "v1", "Database", "databases");
+
+    // A finalizer holds the Cluster in "being deleted", as CNPG's own resources can.
+    apply(
+        &client,
+        json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+               "metadata": {"name": "pg", "namespace": ns,
+                            "finalizers": ["wavegate.dev/test-hold"]},
+               "spec": {"instances": 1}}),
+    )
+    .await;
+    patch_status(
+        &client,
+        &cluster_ar,
+        &ns,
+        "pg",
+        json!({"instances": 1, "readyInstances": 1,
+               "conditions": [{"type": "Ready", "status": "True", "reason": "ClusterIsReady",
+                               "message": "Cluster is Ready",
+                               "lastTransitionTime": "2025-12-19T16:29:41Z"}]}),
+    )
+    .await;
+    let db = apply(
+        &client,
+        json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Database",
+               "metadata": {"name": "forgejo", "namespace": ns},
+               "spec": {"name": "forgejo", "owner": "app", "cluster": {"name": "pg"}}}),
+    )
+    .await;
+    patch_status(
+        &client,
+        &db_ar,
+        &ns,
+        "forgejo",
+        json!({"applied": true, "observedGeneration": db.metadata.generation.unwrap()}),
+    )
+    .await;
+
+    let config = EvalConfig {
+        verdict_ttl: Duration::from_millis(1),
+        ..EvalConfig::default()
+    };
+    let wg = Wavegate::start(client.clone(), config).await;
+    let ask = || wg.health("databases.postgresql.cnpg.io", &ns, "forgejo", "");
+    let becomes = |want: &'static str, says: &'static str| {
+        let ask = &ask;
+        async move {
+            eventually(Duration::from_secs(10), says, || async {
+                let v = ask().await;
+                if status(&v) == want && message(&v).contains(says) {
+                    Ok(v)
+                } else {
+                    Err(v.to_string())
+                }
+            })
+            .await
+        }
+    };
+    becomes("Healthy", "exists on Cluster").await;
+
+    let clusters: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &cluster_ar);
+    clusters
+        .delete("pg", &DeleteParams::default())
+        .await
+        .expect("delete Cluster");
+    let v = becomes("Progressing", "is being deleted").await;
+    assert!(message(&v).contains(&format!("Cluster {ns}/pg")), "{v}");
+
+    clusters
+        .patch(
+            "pg",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"metadata": {"finalizers": null}})),
+        )
+        .await
+        .expect("release the Cluster");
+    let v = becomes("Progressing", "does not exist").await;
+    assert!(
+        message(&v).contains("status.applied is about a Cluster that is gone"),
+        "{v}"
+    );
+}

@@ -1,0 +1,197 @@
+//! The CNPG Database check against an independent reference of docs/contracts.md (issue 8,
+//! "prove it"). Written from the contract and CNPG's reconciler, sharing no code with the
+//! check:
+//!
+//! - Healthy needs: the Database exists and is not being deleted; its Cluster exists and is
+//!   not being deleted; `status.applied` is true and `status.observedGeneration` equals
+//!   `metadata.generation`; with `requireClusterReady`, the Cluster's `Ready` condition is
+//!   True.
+//! - Degraded (only ever as a persistent finding, after the grace period) needs CNPG's own
+//!   failure, `status.applied: false`, on a Database and Cluster that both exist and are not
+//!   being deleted.
+//!
+//! Random generations, observed generations, applied/message, deletion and Cluster states;
+//! checked after every state. `PROPTEST_CASES` sets how many (default 2,000 here).
+
+use proptest::prelude::*;
+use serde_json::{Value, json};
+use wavegate::checks::cnpg;
+use wavegate::health::{Finding, HealthStatus};
+
+#[derive(Debug, Clone)]
+struct Db {
+    generation: Option<i64>,
+    deleting: bool,
+    has_cluster_ref: bool,
+    ensure_absent: bool,
+    /// `None`: no status at all.
+    status: Option<Status>,
+}
+
+#[derive(Debug, Clone)]
+struct Status {
+    applied: Option<bool>,
+    observed: Option<i64>,
+    message: Option<String>,
+}
+
+#[derive(Debug, Clone)]
+struct Cluster {
+    ready: Option<bool>,
+    deleting: bool,
+}
+
+fn db() -> impl Strategy<Value = Db> {
+    let status = (
+        prop::option::of(any::<bool>()),
+        prop::option::of(0i64..6),
+        prop::option::of(prop_oneof![
+            Just(String::new()),
+            Just("The orphan database object is not reconciled".to_string()),
+            Just("waiting for the cluster to become primary".to_string()),
+            "[ -~]{0,30}",
+        ]),
+    )
+        .prop_map(|(applied, observed, message)| Status {
+            applied,
+            observed,
+            message,
+        });
+    (
+        prop::option::weighted(0.97, 1i64..6),
+        prop::bool::weighted(0.1),
+        prop::bool::weighted(0.97),
+        prop::bool::weighted(0.2),
+        prop::option::weighted(0.85, status),
+    )
+        .prop_map(
+            |(generation, deleting, has_cluster_ref, ensure_absent, status)| Db {
+                generation,
+                deleting,
+                has_cluster_ref,
+                ensure_absent,
+                status,
+            },
+        )
+}
+
+fn cluster() -> impl Strategy<Value = Option<Cluster>> {
+    prop::option::weighted(
+        0.85,
+        (prop::option::of(any::<bool>()), prop::bool::weighted(0.15))
+            .prop_map(|(ready, deleting)| Cluster { ready, deleting }),
+    )
+}
+
+fn db_json(d: &Db) -> Value {
+    let mut v = json!({
+        "apiVersion": "postgresql.cnpg.io/v1", "kind": "Database",
+        "metadata": {"name": "forgejo", "namespace": "ddb"},
+        "spec": {"name": "forgejo", "owner": "app",
+                 "ensure": if d.ensure_absent { "absent" } else { "present" }},
+    });
+    if let Some(g) = d.generation {
+        v["metadata"]["generation"] = g.into();
+    }
+    if d.deleting {
+        v["metadata"]["deletionTimestamp"] = "2025-12-19T17:00:00Z".into();
+    }
+    if d.has_cluster_ref {
+        v["spec"]["cluster"] = json!({"name": "ddb-cluster"});
+    }
+    if let Some(s) = &d.status {
+        let mut status = json!({});
+        if let Some(a) = s.applied {
+            status["applied"] = a.into();
+        }
+        if let Some(o) = s.observed {
+            status["observedGeneration"] = o.into();
+        }
+        if let Some(m) = &s.message {
+            status["message"] = m.clone().into();
+        }
+        v["status"] = status;
+    }
+    v
+}
+
+fn cluster_json(c: &Cluster) -> Value {
+    let mut v = json!({
+        "apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+        "metadata": {"name": "ddb-cluster", "namespace": "ddb", "generation": 1},
+        "spec": {"instances": 3},
+        "status": {"instances": 3, "readyInstances": 1},
+    });
+    if let Some(ready) = c.ready {
+        v["status"]["conditions"] = json!([{"type": "Ready",
+            "status": if ready { "True" } else { "False" }}]);
+    }
+    if c.deleting {
+        v["metadata"]["deletionTimestamp"] = "2025-12-19T17:00:00Z".into();
+    }
+    v
+}
+
+fn usable_cluster(c: Option<&Cluster>) -> bool {
+    c.is_some_and(|c| !c.deleting)
+}
+
+fn oracle_healthy(d: &Db, c: Option<&Cluster>, require_ready: bool) -> bool {
+    let Some(s) = &d.status else { return false };
+    !d.deleting
+        && d.has_cluster_ref
+        && usable_cluster(c)
+        && s.applied == Some(true)
+        && d.generation.is_some()
+        && s.observed == d.generation
+        && (!require_ready || c.is_some_and(|c| c.ready == Some(true)))
+}
+
+fn oracle_failed(d: &Db, c: Option<&Cluster>) -> bool {
+    !d.deleting
+        && d.has_cluster_ref
+        && usable_cluster(c)
+        && d.status.as_ref().is_some_and(|s| s.applied == Some(false))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+    #[test]
+    fn database_check_is_never_healthy_or_degraded_without_the_oracles_evidence(
+        d in db(),
+        c in cluster(),
+        require_ready in any::<bool>(),
+    ) {
+        let params = cnpg::Params { require_cluster_ready: require_ready };
+        let c_json = c.as_ref().map(cluster_json);
+        let finding = cnpg::check("ddb", "forgejo", Some(&db_json(&d)), c_json.as_ref(), &params);
+        match &finding {
+            Finding::Settled(v) => {
+                prop_assert_ne!(v.status, HealthStatus::Degraded, "settled Degraded: {}", v.message);
+                if v.status == HealthStatus::Healthy {
+                    prop_assert!(
+                        oracle_healthy(&d, c.as_ref(), require_ready),
+                        "false Healthy: {}\n{:?}\n{:?}", v.message, d, c
+                    );
+                }
+            }
+            Finding::Persistent { message } => {
+                prop_assert!(
+                    oracle_failed(&d, c.as_ref()),
+                    "persistent failure without CNPG's applied=false: {message}\n{d:?}\n{c:?}"
+                );
+            }
+        }
+        // What the oracle calls healthy, the check does too (no needless waiting).
+        if oracle_healthy(&d, c.as_ref(), require_ready) {
+            prop_assert!(
+                matches!(&finding, Finding::Settled(v) if v.status == HealthStatus::Healthy),
+                "not Healthy: {finding:?}"
+            );
+        }
+    }
+}
