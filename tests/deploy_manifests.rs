@@ -68,9 +68,10 @@ fn base_requires_the_api_token_by_default() {
         let d = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
         let volumes = d["spec"]["template"]["spec"]["volumes"].as_array().unwrap();
         assert!(
-            volumes.iter().any(|v| v["secret"]["secretName"]
-                == "wavegate-api-token"
-                && v["secret"]["optional"] == false),
+            volumes
+                .iter()
+                .any(|v| v["secret"]["secretName"] == "wavegate-api-token"
+                    && v["secret"]["optional"] == false),
             "{dir}: the token Secret is mounted and required"
         );
     }
@@ -80,7 +81,10 @@ fn base_requires_the_api_token_by_default() {
 fn annotation_mode_ships_the_admission_policy_that_narrows_its_patch() {
     let objects = render("deploy/overlays/annotate");
     let k = kinds(&objects);
-    assert!(k.contains(&"ValidatingAdmissionPolicy".to_string()), "{k:?}");
+    assert!(
+        k.contains(&"ValidatingAdmissionPolicy".to_string()),
+        "{k:?}"
+    );
     assert!(
         k.contains(&"ValidatingAdmissionPolicyBinding".to_string()),
         "{k:?}"
