@@ -91,9 +91,10 @@ async fn bad_input_is_a_clear_4xx() {
             400,
             "selector",
         ),
+        // Off the generic allow-list: refused before any discovery request.
         (
             "/api/v1/health/widgets.nowhere.example/cicd/x",
-            404,
+            403,
             "widgets.nowhere.example",
         ),
         ("/api/v1/health/..%2F..%2Fetc/cicd/x", 404, "resource"),

@@ -8,7 +8,35 @@ mod cluster;
 
 use cluster::{Wavegate, apply};
 use serde_json::{Value, json};
+use std::process::Command;
 use wavegate::evaluate::EvalConfig;
+
+/// The WaveGate CRD, as `deploy/` installs it (idempotent).
+fn install_wavegate_crd() {
+    let crd = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/crd/wavegate.dev_wavegates.yaml"
+    );
+    for args in [
+        vec!["apply", "--server-side", "--force-conflicts", "-f", crd],
+        vec![
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            "crd/wavegates.wavegate.dev",
+        ],
+    ] {
+        let out = Command::new("kubectl")
+            .args(&args)
+            .output()
+            .unwrap_or_else(|e| panic!("kubectl {args:?}: {e} (kubectl must be on PATH)"));
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
 
 fn app(ns: &str, name: &str, resources: Value) -> Value {
     json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
@@ -73,6 +101,7 @@ fn names(list: &Value) -> Vec<String> {
 #[tokio::test]
 async fn proxy_user_of_one_application_sees_only_what_belongs_to_it() {
     let client = cluster::client().await;
+    install_wavegate_crd();
     let ns = cluster::namespace(&client, "scope").await;
     for obj in [
         service(&ns, "web"),

@@ -129,13 +129,18 @@ async fn annotate_service_account_may_write_only_its_own_annotations() {
     let services = cluster::api_resource("", "v1", "Service", "services");
     let apps = cluster::api_resource("argoproj.io", "v1alpha1", "Application", "applications");
 
-    // The policy is enforced once the API server's admission informers have seen it.
-    let hijack = json!({"spec": {"selector": {"app": "attacker"}}});
+    // The policy is enforced once the API server's admission plugin has loaded it (seconds).
+    // Each attempt asks for a different selector: a patch that changes nothing passes any
+    // policy, so repeating an attempt that went through would prove nothing.
+    let attempt = std::sync::atomic::AtomicUsize::new(0);
+    let started = std::time::Instant::now();
     cluster::eventually(
-        Duration::from_secs(30),
+        Duration::from_secs(60),
         "the policy to deny wavegate's selector patch",
         || async {
-            match merge_patch(&wavegate, &services, &ns, "forgejo", hijack.clone()).await {
+            let n = attempt.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let hijack = json!({"spec": {"selector": {"app": format!("attacker-{n}")}}});
+            match merge_patch(&wavegate, &services, &ns, "forgejo", hijack).await {
                 Err(e) if e.contains("wavegate-annotations-only") => Ok(()),
                 Err(e) => Err(e),
                 // Before the policy is in force the patch goes through; it must not stay so.
@@ -144,6 +149,7 @@ async fn annotate_service_account_may_write_only_its_own_annotations() {
         },
     )
     .await;
+    eprintln!("policy enforced after {:?}", started.elapsed());
 
     // Its own annotations: allowed.
     merge_patch(
