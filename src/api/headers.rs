@@ -34,7 +34,7 @@ fn inline_hashes(html: &str, open: &str, close: &str) -> String {
     while let Some(start) = rest.find(open) {
         let body = &rest[start + open.len()..];
         let Some(end) = body.find(close) else { break };
-        let digest = ring::digest::digest(&ring::digest::SHA256, body[..end].as_bytes());
+        let digest = ring::digest::digest(&ring::digest::SHA256, &body.as_bytes()[..end]);
         out.push(format!(
             "'sha256-{}'",
             base64::engine::general_purpose::STANDARD.encode(digest.as_ref())
