@@ -143,8 +143,11 @@ async fn flood_is_refused_beyond_the_bounds_and_memory_stays_flat() {
     let (probe_code, probe_took) = probe.await.unwrap();
     let after_first = rss_bytes();
     let mut last = Round::default();
+    let (mut overloaded, mut waits_refused) = (first.overloaded, first.waits_refused);
     for _ in 0..3 {
         last = round(&http, &url, 300, 40).await;
+        overloaded += last.overloaded;
+        waits_refused += last.waits_refused;
     }
     let after_last = rss_bytes();
     eprintln!(
@@ -164,6 +167,18 @@ async fn flood_is_refused_beyond_the_bounds_and_memory_stays_flat() {
         "/healthz during the flood: {probe_code}"
     );
     eprintln!("load: /healthz answered in {probe_took:?} during the flood");
+    // Operators see the refusals in /metrics (outside the bounds, like the probes).
+    let metrics = http.get(format!("{url}/metrics")).send().await.unwrap();
+    let text = metrics.text().await.unwrap();
+    for line in [
+        format!("wavegate_api_refusals_total{{reason=\"overloaded\"}} {overloaded}"),
+        format!("wavegate_api_refusals_total{{reason=\"too_many_waiters\"}} {waits_refused}"),
+    ] {
+        assert!(
+            text.contains(&line),
+            "{line} missing from /metrics:\n{text}"
+        );
+    }
     let growth = after_last.saturating_sub(after_first);
     assert!(
         growth < 16 * 1024 * 1024,

@@ -30,10 +30,10 @@ pub async fn health(
     let Query(params) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let resource = Resource::parse(&resource).map_err(|e| ApiError::NotFound(e.to_string()))?;
     // Before any discovery: a kind off the allow-list costs the API server nothing.
-    state
-        .policy
-        .allows_kind(&resource)
-        .map_err(ApiError::Forbidden)?;
+    state.policy.allows_kind(&resource).map_err(|e| {
+        state.metrics.record_refusal("kind_not_allowed");
+        ApiError::Forbidden(e)
+    })?;
     if let Resource::Generic { group, plural } = &resource {
         // An unknown kind is the caller's mistake (404), unlike a known CRD that is not
         // installed yet, which is a verdict (Unknown) because a later wave may install it.
@@ -99,7 +99,13 @@ pub async fn require_token(
     next: Next,
 ) -> Result<Response, ApiError> {
     if let Some(token) = &state.token {
-        token.verify(req.headers().get(header::AUTHORIZATION))?;
+        token
+            .verify(req.headers().get(header::AUTHORIZATION))
+            .inspect_err(|e| {
+                if matches!(e, ApiError::Unauthorized) {
+                    state.metrics.record_refusal("unauthorized");
+                }
+            })?;
     }
     Ok(next.run(req).await)
 }
@@ -250,7 +256,10 @@ pub async fn gate_wait(
     }
     let timeout = gate_view::http_wait_timeout(params.get("timeout").map(String::as_str))
         .map_err(ApiError::BadRequest)?;
-    let _waiting = state.limits.waiter()?;
+    let _waiting = state
+        .limits
+        .waiter()
+        .inspect_err(|_| state.metrics.record_refusal("too_many_waiters"))?;
     let cache = state.evaluator.cache();
     let waited = gate_view::wait(cache, &namespace, &name, timeout, false, |_| {})
         .await

@@ -85,6 +85,7 @@ pub async fn bounded(
 ) -> Result<Response, ApiError> {
     let limits = &state.limits;
     let _permit = limits.requests.clone().try_acquire_owned().map_err(|_| {
+        state.metrics.record_refusal("overloaded");
         ApiError::Overloaded(format!(
             "wavegate is already serving its limit of {} concurrent API requests \
              (--max-concurrent-requests); retry shortly",
@@ -95,6 +96,7 @@ pub async fn bounded(
     tokio::time::timeout(timeout, next.run(req))
         .await
         .map_err(|_| {
+            state.metrics.record_refusal("timeout");
             ApiError::Overloaded(format!(
                 "the request took longer than {} (--request-timeout) and was abandoned",
                 humantime::format_duration(timeout)

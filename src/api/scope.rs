@@ -283,7 +283,14 @@ pub async fn authorize(
     } else {
         HashMap::new()
     };
-    scope.admit(&state, &route, &params).await?;
+    scope
+        .admit(&state, &route, &params)
+        .await
+        .inspect_err(|e| {
+            if matches!(e, ApiError::Forbidden(_)) {
+                state.metrics.record_refusal("out_of_scope");
+            }
+        })?;
     parts.extensions.insert(Arc::new(scope));
     Ok(next.run(Request::from_parts(parts, body)).await)
 }
