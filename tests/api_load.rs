@@ -186,3 +186,69 @@ async fn flood_is_refused_beyond_the_bounds_and_memory_stays_flat() {
         growth / 1024
     );
 }
+
+/// A stand-in API server on loopback that answers 404 to everything and counts the requests.
+async fn counting_apiserver() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    let app = axum::Router::new().fallback(move || {
+        let counted = counted.clone();
+        async move {
+            counted.fetch_add(1, Ordering::SeqCst);
+            (
+                axum::http::StatusCode::NOT_FOUND,
+                axum::Json(serde_json::json!({"kind": "Status", "apiVersion": "v1",
+                    "status": "Failure", "reason": "NotFound", "code": 404})),
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, hits)
+}
+
+#[tokio::test]
+async fn kinds_chosen_by_callers_cost_the_api_server_almost_nothing() {
+    use std::sync::atomic::Ordering;
+    let (apiserver, hits) = counting_apiserver().await;
+    let client = kube::Client::try_from(kube::Config::new(apiserver.parse().unwrap())).unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let cache = Cache::new(client, None, Duration::from_millis(100), metrics.clone());
+    let evaluator = Evaluator::new(cache, EvalConfig::default(), metrics.clone()).unwrap();
+    let url = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let app = api::router(AppState::new(evaluator, metrics));
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        url
+    };
+    let http = reqwest::Client::new();
+    // 300 different invented kinds: refused before discovery, not one request upstream.
+    for i in 0..300 {
+        let r = http
+            .get(format!("{url}/api/v1/health/widget{i}.example{i}.com/ns/x"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 403);
+    }
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "discovery requests for refused kinds"
+    );
+    // 200 asks for one allow-listed kind the server does not serve: the answer is cached.
+    let asks = (0..200).map(|_| {
+        http.get(format!("{url}/api/v1/health/deployments.apps/ns/x"))
+            .send()
+    });
+    for r in futures::future::join_all(asks).await {
+        let code = r.unwrap().status().as_u16();
+        assert!(code == 404 || code == 503, "{code}");
+    }
+    let spent = hits.load(Ordering::SeqCst);
+    eprintln!("load: 200 asks for an unserved allow-listed kind cost {spent} API requests");
+    assert!(spent <= 3, "{spent} API requests for one kind");
+}
