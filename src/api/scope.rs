@@ -268,7 +268,17 @@ pub async fn authorize(
     let Some((namespace, name, project)) = proxied(req.headers())? else {
         return Ok(next.run(req).await);
     };
-    let scope = AppScope::load(&state, &namespace, &name, &project).await?;
+    // Gate waits are outside `--request-timeout`, but establishing their scope is not.
+    let timeout = state.limits.args.request_timeout;
+    let scope = tokio::time::timeout(timeout, AppScope::load(&state, &namespace, &name, &project))
+        .await
+        .map_err(|_| {
+            ApiError::Overloaded(format!(
+                "reading Application {namespace}/{name} to scope the request took longer than {} \
+                 (--request-timeout)",
+                humantime::format_duration(timeout)
+            ))
+        })??;
     let (mut parts, body) = req.into_parts();
     let route = parts
         .extensions
