@@ -9,6 +9,16 @@
 # builder (dependencies in their own layer, rebuilt only when Cargo.toml/Cargo.lock change;
 # then the crate) → runtime.
 
+# Base images by tag, NOT YET BY DIGEST (issue 9, item 8). A digest pins the exact bytes a build
+# starts from, so a re-pushed tag cannot change the image; it must be read from the registry
+# (`docker buildx imagetools inspect gcr.io/distroless/cc-debian12:nonroot`, `crane digest …`),
+# and the machines this repository is built and tested on cannot reach a container registry, so
+# no digest here could be verified — and an unverified digest is worse than none. Pin at release
+# time without editing this file:
+#   docker build \
+#     --build-arg RUST_IMAGE=rust:1-bookworm@sha256:<digest> \
+#     --build-arg RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot@sha256:<digest> .
+# (or commit the digests here, and let Renovate/Dependabot's docker manager keep them current).
 ARG RUST_IMAGE=rust:1-bookworm
 ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
 

@@ -94,6 +94,10 @@ pub struct ServeArgs {
     pub status_validity: Duration,
     #[command(flatten)]
     pub cluster: ClusterArgs,
+    #[command(flatten)]
+    pub limits: crate::api::LimitArgs,
+    #[command(flatten)]
+    pub policy: crate::policy::PolicyArgs,
 }
 
 #[derive(Args, Debug)]
@@ -225,19 +229,29 @@ async fn evaluator(
 
 pub async fn serve(args: ServeArgs) -> u8 {
     let token = match &args.token_file {
-        Some(path) => match std::fs::read_to_string(path) {
-            Ok(t) if !t.trim().is_empty() => Some(Arc::<str>::from(t.trim())),
-            Ok(_) => {
-                eprintln!("wavegate: token file {} is empty", path.display());
-                return EXIT_USAGE;
-            }
+        Some(path) => match api::Token::from_file(path) {
+            Ok(t) => Some(t),
             Err(e) => {
-                eprintln!("wavegate: cannot read token file {}: {e}", path.display());
+                eprintln!("wavegate: {e}");
                 return EXIT_USAGE;
             }
         },
-        None => None,
+        None => {
+            tracing::warn!(
+                "no --token-file: anyone who reaches this port can call the API directly"
+            );
+            None
+        }
     };
+    let policy = match args.policy.policy() {
+        Ok(p) => p,
+        Err(e) => {
+            eprintln!("wavegate: {e}");
+            return EXIT_USAGE;
+        }
+    };
+    // WaveGates are judged under the same policy (before the gate controller starts).
+    policy.clone().install();
     let metrics = Arc::new(Metrics::default());
     let evaluator =
         match evaluator(&args.cluster, args.cluster.namespace_set(), metrics.clone()).await {
@@ -271,11 +285,12 @@ pub async fn serve(args: ServeArgs) -> u8 {
             (!args.status_validity.is_zero()).then_some(args.status_validity),
         ));
     }
-    let state = AppState {
-        evaluator,
-        metrics,
-        token,
-    };
+    let mut state = AppState::new(evaluator, metrics)
+        .with_limits(args.limits.clone())
+        .with_policy(policy);
+    if let Some(token) = token {
+        state = state.with_token(token);
+    }
     tracing::info!(listen = %args.listen, "wavegate serving");
     let app = api::router(state);
     let shutdown = shutdown_signal();

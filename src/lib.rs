@@ -12,6 +12,7 @@ pub mod evaluate;
 pub mod gate;
 pub mod health;
 pub mod metrics;
+pub mod policy;
 pub mod probe;
 pub mod resource;
 pub mod waves;

@@ -30,6 +30,11 @@ pub struct OutcomeLabel {
     pub outcome: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub asks: Family<ResourceLabel, Counter>,
@@ -40,6 +45,9 @@ pub struct Metrics {
     pub watch_errors: Family<ResourceLabel, Counter>,
     pub gate_status_writes: Counter,
     pub annotation_writes: Counter,
+    /// API requests refused before a handler answered them: `unauthorized`, `out_of_scope`
+    /// (Argo CD proxy scope), `kind_not_allowed`, `overloaded`, `timeout`, `too_many_waiters`.
+    pub api_refusals: Family<ReasonLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -85,6 +93,13 @@ impl Default for Metrics {
             "Annotation-mode patches sent to the API server",
             annotation_writes.clone(),
         );
+        let api_refusals = Family::<ReasonLabel, Counter>::default();
+        registry.register(
+            "api_refusals",
+            "API requests refused by reason (unauthorized, out_of_scope, kind_not_allowed, \
+             overloaded, timeout, too_many_waiters)",
+            api_refusals.clone(),
+        );
         Metrics {
             registry,
             asks,
@@ -95,6 +110,7 @@ impl Default for Metrics {
             watch_errors,
             gate_status_writes,
             annotation_writes,
+            api_refusals,
         }
     }
 }
@@ -113,6 +129,14 @@ impl Metrics {
         self.verdict_cache
             .get_or_create(&OutcomeLabel {
                 outcome: outcome.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn record_refusal(&self, reason: &str) {
+        self.api_refusals
+            .get_or_create(&ReasonLabel {
+                reason: reason.to_string(),
             })
             .inc();
     }

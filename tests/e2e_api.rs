@@ -91,9 +91,10 @@ async fn bad_input_is_a_clear_4xx() {
             400,
             "selector",
         ),
+        // Off the generic allow-list: refused before any discovery request.
         (
             "/api/v1/health/widgets.nowhere.example/cicd/x",
-            404,
+            403,
             "widgets.nowhere.example",
         ),
         ("/api/v1/health/..%2F..%2Fetc/cicd/x", 404, "resource"),
@@ -119,28 +120,56 @@ async fn generic_kind_is_judged_by_kstatus_and_jsonpath() {
     let ns = cluster::namespace(&client, "api-generic").await;
     apply(
         &client,
-        json!({"apiVersion": "v1", "kind": "ConfigMap",
-               "metadata": {"name": "settings", "namespace": ns},
-               "data": {"mode": "ready"}}),
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim",
+               "metadata": {"name": "data", "namespace": ns},
+               "spec": {"accessModes": ["ReadWriteOnce"],
+                        "resources": {"requests": {"storage": "1Gi"}}}}),
     )
     .await;
     let wg = Wavegate::start(client, EvalConfig::default()).await;
-    let v = wg.health("configmaps", &ns, "settings", "").await;
+    let v = wg.health("persistentvolumeclaims", &ns, "data", "").await;
     assert_eq!(v["status"], "Healthy", "{v}");
     let v = wg
         .health(
-            "configmaps",
+            "persistentvolumeclaims",
             &ns,
-            "settings",
-            "?healthy=%24.data%5B%3F%40%20%3D%3D%20%27go%27%5D",
+            "data",
+            "?healthy=%24.spec%5B%3F%40.volumeMode%20%3D%3D%20%27Block%27%5D",
         )
         .await;
     assert_eq!(
         v["status"], "Progressing",
         "healthy expression does not hold: {v}"
     );
-    let v = wg.health("configmaps", &ns, "absent", "").await;
+    let v = wg.health("persistentvolumeclaims", &ns, "absent", "").await;
     assert_eq!(v["status"], "Missing", "{v}");
+}
+
+/// Issue 9, item 2: `?degraded=$.data…` on a ConfigMap (or `$.spec.containers[*].env` on a pod)
+/// used to quote any field of any readable object. Such kinds are off the generic allow-list.
+#[tokio::test]
+async fn generic_check_on_configmaps_secrets_or_pods_is_refused() {
+    let client = cluster::client().await;
+    let ns = cluster::namespace(&client, "api-kinds").await;
+    apply(
+        &client,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "settings", "namespace": ns},
+               "data": {"password": "hunter2"}}),
+    )
+    .await;
+    let wg = Wavegate::start(client, EvalConfig::default()).await;
+    for path in [
+        format!("/api/v1/health/configmaps/{ns}/settings?degraded=%24.data.password"),
+        format!("/api/v1/health/secrets/{ns}/settings"),
+        "/api/v1/health/pods/kube-system/etcd?degraded=%24.spec.containers%5B*%5D.env".into(),
+    ] {
+        let (code, body) = wg.get(&path).await;
+        assert_eq!(code, 403, "{path}: {body}");
+        let msg = body["error"].as_str().unwrap();
+        assert!(msg.contains("--generic-kinds"), "{path}: {msg}");
+        assert!(!msg.contains("hunter2"), "{path}: {msg}");
+    }
 }
 
 #[tokio::test]

@@ -142,16 +142,19 @@
 
   // ---- Gate tab (wavegate.dev/WaveGate) --------------------------------------------------------
 
-  // The target a check points at, in the same words the HTTP API uses.
+  // The target a check points at, in the same words the HTTP API uses ("services cicd/forgejo").
+  // A generic check names its kind in `resource.resource` (kubectl style, e.g. deployments.apps);
+  // the CRD has no `kind` field there.
   function checkTarget(check, gateNs) {
     var kinds = {
       service: 'services', cnpgDatabase: 'databases.postgresql.cnpg.io',
       cockroachCluster: 'crdbclusters.crdb.cockroachlabs.com', application: 'applications.argoproj.io'
     };
+    var where = function (c) { return (c.namespace || gateNs) + '/' + c.name; };
     for (var k in kinds) {
-      if (check[k]) return kinds[k] + '/' + (check[k].namespace || gateNs) + '/' + check[k].name;
+      if (check[k]) return kinds[k] + ' ' + where(check[k]);
     }
-    if (check.resource) return check.resource.kind + '/' + (check.resource.namespace || gateNs) + '/' + check.resource.name;
+    if (check.resource && check.resource.resource) return check.resource.resource + ' ' + where(check.resource);
     return '';
   }
 

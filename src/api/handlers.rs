@@ -1,3 +1,4 @@
+use super::scope::AppScope;
 use super::{ApiError, AppState};
 use crate::cache::CacheError;
 use crate::evaluate::Ask;
@@ -7,12 +8,17 @@ use crate::resource::{Resource, Target};
 use crate::waves::{self, Waves};
 use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Path, Query, Request, State};
+use axum::extract::{Extension, Path, Query, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
+use futures::StreamExt;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+use std::sync::Arc;
+
+/// The proxy scope, when the request came through Argo CD (see `scope`).
+type Scope = Option<Extension<Arc<AppScope>>>;
 
 pub async fn health(
     State(state): State<AppState>,
@@ -23,15 +29,26 @@ pub async fn health(
         path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let Query(params) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let resource = Resource::parse(&resource).map_err(|e| ApiError::NotFound(e.to_string()))?;
+    // Before any discovery: a kind off the allow-list costs the API server nothing.
+    state.policy.allows_kind(&resource).map_err(|e| {
+        state.metrics.record_refusal("kind_not_allowed");
+        ApiError::Forbidden(e)
+    })?;
     if let Resource::Generic { group, plural } = &resource {
         // An unknown kind is the caller's mistake (404), unlike a known CRD that is not
         // installed yet, which is a verdict (Unknown) because a later wave may install it.
+        // Discovery that fails is wavegate's problem, not the caller's.
         state
             .evaluator
             .cache()
             .resolve(group, plural)
             .await
-            .map_err(|e| ApiError::NotFound(format!("unknown resource {resource}: {e}")))?;
+            .map_err(|e| match e {
+                CacheError::NotInstalled(_) => {
+                    ApiError::NotFound(format!("unknown resource {resource}: {e}"))
+                }
+                e => ApiError::Unavailable(format!("cannot resolve {resource}: {e}")),
+            })?;
     }
     let ask = Ask::from_params(Target::new(resource, &namespace, &name)?, &params)?;
     Ok(Json(state.evaluator.judge(&ask).await))
@@ -64,60 +81,71 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-pub async fn dashboard() -> Html<&'static str> {
-    Html(include_str!("dashboard.html"))
+pub async fn dashboard() -> impl IntoResponse {
+    (
+        [super::headers::dashboard_csp()],
+        Html(super::headers::DASHBOARD),
+    )
 }
 
 pub async fn not_found() -> ApiError {
     ApiError::NotFound("no such endpoint; see docs/openapi.yaml".into())
 }
 
-/// Bearer-token check for `/api/*`, compared in constant time.
+/// Bearer-token check for `/api/*` (see `token`).
 pub async fn require_token(
     State(state): State<AppState>,
     req: Request,
     next: Next,
 ) -> Result<Response, ApiError> {
-    if let Some(expected) = &state.token {
-        let given = req
-            .headers()
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .unwrap_or("");
-        if !constant_time_eq(given.as_bytes(), expected.as_bytes()) {
-            return Err(ApiError::Unauthorized);
-        }
+    if let Some(token) = &state.token {
+        token
+            .verify(req.headers().get(header::AUTHORIZATION))
+            .inspect_err(|e| {
+                if matches!(e, ApiError::Unauthorized) {
+                    state.metrics.record_refusal("unauthorized");
+                }
+            })?;
     }
     Ok(next.run(req).await)
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 /// Argo CD Applications with wavegate's own verdict and first blocking wave. When Argo CD's CRD
-/// is not installed there are no applications to show, which is not an error.
-pub async fn applications(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
+/// is not installed there are no applications to show, which is not an error. Through Argo CD's
+/// proxy: the authorized application and its child applications only.
+pub async fn applications(
+    State(state): State<AppState>,
+    scope: Scope,
+) -> Result<Json<Value>, ApiError> {
     let (group, plural) = Resource::Application.group_plural();
-    let apps = match state.evaluator.cache().objects(group, plural, None).await {
+    let mut apps = match state.evaluator.cache().objects(group, plural, None).await {
         Ok(apps) => apps,
         Err(CacheError::NotInstalled(_)) => Vec::new(),
         Err(e) => return Err(ApiError::Unavailable(e.to_string())),
     };
-    let mut out = Vec::with_capacity(apps.len());
-    for app in &apps {
-        let w = waves::view(&state.evaluator, app).await;
-        out.push(json!({
-            "namespace": w.namespace,
-            "name": w.name,
-            "health": w.health,
-            "blockingWave": w.blocking_wave,
-        }));
+    if let Some(Extension(scope)) = &scope {
+        apps.retain(|app| {
+            let s = |p: &str| app.pointer(p).and_then(Value::as_str).unwrap_or("");
+            scope.allows_application(s("/metadata/namespace"), s("/metadata/name"))
+        });
     }
+    // A few at a time, in order: each view judges every resource of its application.
+    let views: Vec<_> = apps
+        .iter()
+        .map(|app| waves::view(&state.evaluator, app))
+        .collect();
+    let out: Vec<Value> = futures::stream::iter(views)
+        .buffered(state.limits.applications_concurrency())
+        .map(|w| {
+            json!({
+                "namespace": w.namespace,
+                "name": w.name,
+                "health": w.health,
+                "blockingWave": w.blocking_wave,
+            })
+        })
+        .collect()
+        .await;
     Ok(Json(json!({ "applications": out })))
 }
 
@@ -185,13 +213,17 @@ fn gate_path(
     Ok((namespace, name))
 }
 
-/// `GET /api/v1/gates`: every WaveGate, from its stored status.
-pub async fn gates(State(state): State<AppState>) -> Result<Json<Value>, ApiError> {
-    let gates = match gate_view::list(state.evaluator.cache()).await {
+/// `GET /api/v1/gates`: every WaveGate, from its stored status (through Argo CD's proxy: the
+/// authorized application's gates only).
+pub async fn gates(State(state): State<AppState>, scope: Scope) -> Result<Json<Value>, ApiError> {
+    let mut gates = match gate_view::list(state.evaluator.cache()).await {
         Ok(gates) => gates,
         Err(CacheError::NotInstalled(_)) => Vec::new(),
         Err(e) => return Err(ApiError::Unavailable(e.to_string())),
     };
+    if let Some(Extension(scope)) = &scope {
+        gates.retain(|g| scope.allows_gate(&g.namespace, &g.name));
+    }
     Ok(Json(json!({ "gates": gates })))
 }
 
@@ -224,6 +256,10 @@ pub async fn gate_wait(
     }
     let timeout = gate_view::http_wait_timeout(params.get("timeout").map(String::as_str))
         .map_err(ApiError::BadRequest)?;
+    let _waiting = state
+        .limits
+        .waiter()
+        .inspect_err(|_| state.metrics.record_refusal("too_many_waiters"))?;
     let cache = state.evaluator.cache();
     let waited = gate_view::wait(cache, &namespace, &name, timeout, false, |_| {})
         .await

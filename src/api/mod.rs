@@ -1,40 +1,58 @@
 //! The HTTP layer: read-only JSON API, probes for the kubelet, metrics and the dashboard.
 //!
 //! The same router serves Argo CD's proxy extension: Argo CD strips `/extensions/wavegate`
-//! and forwards the rest, so the API paths are identical behind the proxy.
+//! and forwards the rest, so the API paths are identical behind the proxy — but what a proxied
+//! request may see is scoped to the application Argo CD authorized (`scope`).
+//!
+//! Layers of `/api/*`, outermost first: bearer token (`token`) → bounds (`limits`) → proxy scope
+//! (`scope`) → handler. Every response carries `X-Content-Type-Options: nosniff` and a
+//! Content-Security-Policy (`headers`).
 
 mod error;
 mod handlers;
+mod headers;
+mod limits;
+mod scope;
 mod state;
+mod token;
 
 pub use error::ApiError;
+pub use limits::LimitArgs;
 pub use state::AppState;
+pub use token::Token;
 
 use axum::Router;
+use axum::middleware::{from_fn, from_fn_with_state};
 use axum::routing::get;
 
 pub fn router(state: AppState) -> Router {
-    let api = Router::new()
-        .route(
-            "/api/v1/health/{resource}/{namespace}/{name}",
-            get(handlers::health),
-        )
-        .route("/api/v1/applications", get(handlers::applications))
-        .route(
-            "/api/v1/applications/{namespace}/{name}/waves",
-            get(handlers::application_waves),
-        )
-        .route("/api/v1/waves", get(handlers::header_waves))
-        .route("/api/v1/gates", get(handlers::gates))
-        .route("/api/v1/gates/{namespace}/{name}", get(handlers::gate))
-        .route(
-            "/api/v1/gates/{namespace}/{name}/wait",
-            get(handlers::gate_wait),
-        )
-        .route_layer(axum::middleware::from_fn_with_state(
-            state.clone(),
-            handlers::require_token,
-        ));
+    let scoped =
+        |r: Router<AppState>| r.route_layer(from_fn_with_state(state.clone(), scope::authorize));
+    let quick = scoped(
+        Router::new()
+            .route(
+                "/api/v1/health/{resource}/{namespace}/{name}",
+                get(handlers::health),
+            )
+            .route("/api/v1/applications", get(handlers::applications))
+            .route(
+                "/api/v1/applications/{namespace}/{name}/waves",
+                get(handlers::application_waves),
+            )
+            .route("/api/v1/waves", get(handlers::header_waves))
+            .route("/api/v1/gates", get(handlers::gates))
+            .route("/api/v1/gates/{namespace}/{name}", get(handlers::gate)),
+    )
+    .route_layer(from_fn_with_state(state.clone(), limits::bounded));
+    // Gate waits are long-polls: bounded by their own timeout and `--max-waiters` (taken in the
+    // handler, after the input is validated), not by the request timeout.
+    let waits = scoped(Router::new().route(
+        "/api/v1/gates/{namespace}/{name}/wait",
+        get(handlers::gate_wait),
+    ));
+    let api = quick
+        .merge(waits)
+        .route_layer(from_fn_with_state(state.clone(), handlers::require_token));
     Router::new()
         .merge(api)
         .route("/", get(handlers::dashboard))
@@ -42,5 +60,9 @@ pub fn router(state: AppState) -> Router {
         .route("/readyz", get(handlers::readyz))
         .route("/metrics", get(handlers::metrics))
         .fallback(handlers::not_found)
+        .layer(from_fn(headers::security_headers))
         .with_state(state)
 }
+
+#[cfg(test)]
+mod tests;

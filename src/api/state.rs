@@ -1,7 +1,10 @@
 //! What every handler shares.
 
+use super::limits::{LimitArgs, Limits};
+use super::token::Token;
 use crate::evaluate::Evaluator;
 use crate::metrics::Metrics;
+use crate::policy::CheckPolicy;
 use std::sync::Arc;
 
 #[derive(Clone)]
@@ -10,5 +13,36 @@ pub struct AppState {
     pub metrics: Arc<Metrics>,
     /// When set, `/api/*` requires `Authorization: Bearer <token>` (Argo CD's proxy extension
     /// sends it from argocd-secret).
-    pub token: Option<Arc<str>>,
+    pub token: Option<Arc<Token>>,
+    pub limits: Arc<Limits>,
+    /// Which kinds generic checks may name.
+    pub policy: Arc<CheckPolicy>,
+}
+
+impl AppState {
+    /// No token, default limits, the default policy.
+    pub fn new(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>) -> AppState {
+        AppState {
+            evaluator,
+            metrics,
+            token: None,
+            limits: Arc::new(Limits::new(LimitArgs::default())),
+            policy: Arc::new(CheckPolicy::default()),
+        }
+    }
+
+    pub fn with_token(mut self, token: Token) -> AppState {
+        self.token = Some(Arc::new(token));
+        self
+    }
+
+    pub fn with_limits(mut self, limits: LimitArgs) -> AppState {
+        self.limits = Arc::new(Limits::new(limits));
+        self
+    }
+
+    pub fn with_policy(mut self, policy: CheckPolicy) -> AppState {
+        self.policy = Arc::new(policy);
+        self
+    }
 }

@@ -11,6 +11,7 @@
 use super::crd::{CheckStatus, GateCheck, GateHealth, WaveGate, WaveGateStatus};
 use crate::evaluate::Ask;
 use crate::health::{HealthStatus, Verdict, worst_of};
+use crate::policy::CheckPolicy;
 use crate::resource::{InputError, Resource, Target};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -19,9 +20,27 @@ use std::time::Duration;
 
 pub const READY: &str = "Ready";
 
-/// The question a check entry asks, or why it cannot be asked (a malformed name or JSONPath the
-/// schema could not catch). `gate_namespace` fills an omitted `namespace`.
+/// The question a check entry asks, or why it cannot be asked: a malformed name or JSONPath the
+/// schema could not catch, or a namespace or kind the installed [`CheckPolicy`] refuses (a
+/// tenant who may create a gate must not read other namespaces or Secrets through it).
+/// `gate_namespace` fills an omitted `namespace`.
 pub fn ask_of(check: &GateCheck, gate_namespace: &str) -> Result<Ask, InputError> {
+    ask_under(check, gate_namespace, CheckPolicy::installed())
+}
+
+/// [`ask_of`] under an explicit policy.
+pub fn ask_under(
+    check: &GateCheck,
+    gate_namespace: &str,
+    policy: &CheckPolicy,
+) -> Result<Ask, InputError> {
+    let ask = ask_unchecked(check, gate_namespace)?;
+    policy.admit_gate_check(gate_namespace, &ask)?;
+    Ok(ask)
+}
+
+/// The question a check entry asks, before any policy.
+fn ask_unchecked(check: &GateCheck, gate_namespace: &str) -> Result<Ask, InputError> {
     let ns = |n: &Option<String>| n.clone().unwrap_or_else(|| gate_namespace.to_string());
     let target = |resource: Resource, namespace: &Option<String>, name: &str| {
         Target::new(resource, &ns(namespace), name)
@@ -93,7 +112,8 @@ pub fn ask_of(check: &GateCheck, gate_namespace: &str) -> Result<Ask, InputError
 
 /// What a check entry points at, as the HTTP API shows it: `services cicd/forgejo`.
 pub fn target_of(check: &GateCheck, gate_namespace: &str) -> String {
-    match ask_of(check, gate_namespace) {
+    // Shown also for a check the policy refuses, so the reader sees what it pointed at.
+    match ask_unchecked(check, gate_namespace) {
         Ok(ask) => format!("{} {}", ask.resource(), ask.object()),
         Err(_) => String::new(),
     }
@@ -452,7 +472,7 @@ mod tests {
             }),
             ..GateCheck::default()
         };
-        match ask_of(&check, "ddb").unwrap() {
+        match ask_of(&check, "prod").unwrap() {
             Ask::Generic {
                 group,
                 plural,
@@ -843,5 +863,55 @@ mod tests {
             renewed.health.as_ref().unwrap().valid_until,
             Some(ts("2026-11-30T06:05:31Z").as_second())
         );
+    }
+
+    fn generic_check(resource: &str, namespace: Option<&str>) -> GateCheck {
+        GateCheck {
+            name: "peek".into(),
+            resource: Some(ResourceCheck {
+                resource: resource.into(),
+                name: "db-credentials".into(),
+                namespace: namespace.map(Into::into),
+                healthy: None,
+                progressing: None,
+                degraded: Some("$.data.password".into()),
+            }),
+            ..GateCheck::default()
+        }
+    }
+
+    #[test]
+    fn tenant_gate_checking_another_namespace_is_degraded_with_the_reason() {
+        let mut check = service_check("peek", "kube-dns");
+        check.service.as_mut().unwrap().namespace = Some("kube-system".into());
+        let err = ask_of(&check, "tenant-a").unwrap_err();
+        let v = invalid_check(&err);
+        assert_eq!(v.status, HealthStatus::Degraded);
+        assert!(
+            v.message.contains("--gate-cross-namespace"),
+            "{}",
+            v.message
+        );
+        assert_eq!(
+            target_of(&check, "tenant-a"),
+            "services kube-system/kube-dns"
+        );
+        let opted_in = crate::policy::PolicyArgs {
+            gate_cross_namespace: vec!["kube-system".into()],
+            ..Default::default()
+        }
+        .policy()
+        .unwrap();
+        assert!(ask_under(&check, "tenant-a", &opted_in).is_ok());
+    }
+
+    #[test]
+    fn gate_generic_check_on_secrets_is_degraded_even_in_its_own_namespace() {
+        let err = ask_of(&generic_check("secrets", None), "tenant-a").unwrap_err();
+        let v = invalid_check(&err);
+        assert_eq!(v.status, HealthStatus::Degraded);
+        assert!(v.message.contains("secrets"), "{}", v.message);
+        assert!(v.message.contains("--generic-kinds"), "{}", v.message);
+        assert!(ask_of(&generic_check("deployments.apps", None), "tenant-a").is_ok());
     }
 }

@@ -39,12 +39,18 @@ describe('dashboard', () => {
   let browser;
   const foreign = [];
   const pageErrors = [];
+  // The page runs under wavegate's Content-Security-Policy; anything it blocks is a bug.
+  const cspViolations = [];
 
   async function open(context, url = BASE.href) {
     await guardNetwork(context, foreign);
     const page = await context.newPage();
     page.on('pageerror', e => pageErrors.push(e.message));
-    await page.goto(url);
+    page.on('console', m => { if (/Content Security Policy/i.test(m.text())) cspViolations.push(m.text()); });
+    const response = await page.goto(url);
+    const csp = response.headers()['content-security-policy'] || '';
+    assert.match(csp, /frame-ancestors 'none'/, 'the dashboard is sent with a CSP that forbids framing');
+    assert.equal(response.headers()['x-content-type-options'], 'nosniff');
     return page;
   }
 
@@ -197,5 +203,6 @@ describe('dashboard', () => {
   test('loads nothing from other hosts and throws no script errors', () => {
     assert.deepEqual(foreign, [], 'requests to non-local hosts');
     assert.deepEqual(pageErrors, [], 'uncaught errors in the page');
+    assert.deepEqual(cspViolations, [], 'Content-Security-Policy violations');
   });
 });

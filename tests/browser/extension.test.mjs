@@ -152,7 +152,9 @@ describe('Argo CD UI extension', () => {
       // Until wavegate answers, the tab shows what Argo CD already has: the WaveGate's own status.
       assert.match(await page.locator(`${GATE_TAB} [data-testid="wavegate-source"]`).textContent(), /status in the cluster/);
       assert.match(await page.locator(`${GATE_TAB} [data-testid="wavegate-check-forgejo-http"]`).textContent(), /stored in the WaveGate's status/);
-      assert.equal(await page.locator(`${GATE_TAB} [data-testid="wavegate-check-forgejo-http"] td`).first().textContent(), 'services/cicd/forgejo');
+      assert.equal(await page.locator(`${GATE_TAB} [data-testid="wavegate-check-forgejo-http"] td`).first().textContent(), 'services cicd/forgejo');
+      // A generic check's target names its kind the kubectl way, never "undefined/…" (issue 9, item 9).
+      assert.equal(await page.locator(`${GATE_TAB} [data-testid="wavegate-check-web-rollout"] td`).first().textContent(), 'deployments.apps cicd/web');
       await page.locator(`${WAVES_TAB} [data-testid="wavegate-error"]`).waitFor({ timeout: 8000 });
       await page.locator(`${PANEL} [data-testid="wavegate-panel-message"]`).waitFor({ timeout: 8000 });
       await screenshot(page, 'extension-wavegate-down');

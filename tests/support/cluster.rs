@@ -181,11 +181,10 @@ impl Wavegate {
         let metrics = Arc::new(Metrics::default());
         let cache = Cache::new(client, namespaces, sync_wait, metrics.clone());
         let evaluator = Evaluator::new(cache, config, metrics.clone()).unwrap();
-        let state = AppState {
-            evaluator: evaluator.clone(),
-            metrics: metrics.clone(),
-            token: token.map(Arc::from),
-        };
+        let mut state = AppState::new(evaluator.clone(), metrics.clone());
+        if let Some(token) = token {
+            state = state.with_token(api::Token::fixed(token));
+        }
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         tokio::spawn(async move {

@@ -1,0 +1,380 @@
+//! Requests that come through Argo CD's proxy extension see one application and what belongs to
+//! it, nothing else.
+//!
+//! argocd-server authorizes a proxy-extension call for exactly one Application: it requires
+//! `Argocd-Application-Name: <namespace>:<name>` and `Argocd-Project-Name`, checks that the user
+//! may `get` that application and `invoke` the extension, checks that the project header matches
+//! the application's project, and then forwards *any* subpath and query to the backend
+//! (argo-cd `server/extension/extension.go`: `ValidateHeaders`, `authorize`, `CallExtension`).
+//! So the path is the user's choice, and only the application header carries Argo CD's
+//! decision. wavegate therefore serves, on such a request:
+//!
+//! - the application itself and its waves;
+//! - the objects in its `status.resources` (what Argo CD shows in its resource tree), including
+//!   child Applications and their waves (app-of-apps) and WaveGates among them;
+//!
+//! and refuses everything else with 403. Routes are denied unless listed in [`AppScope::admit`],
+//! so a new route is closed behind the proxy until someone decides what it may show there.
+//!
+//! A request without these headers did not come through the proxy (argocd-server always sets
+//! them); it is a direct call, which the bearer token guards (see `token`).
+
+use super::{ApiError, AppState};
+use crate::cache::CacheError;
+use crate::resource::{self, Resource};
+use axum::extract::{FromRequestParts, MatchedPath, Path, Request, State};
+use axum::http::HeaderMap;
+use axum::middleware::Next;
+use axum::response::Response;
+use serde_json::Value;
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub const APPLICATION_HEADER: &str = "argocd-application-name";
+pub const PROJECT_HEADER: &str = "argocd-project-name";
+/// Set by argocd-server on every proxied request (its own namespace).
+const NAMESPACE_HEADER: &str = "argocd-namespace";
+
+/// One entry of an Application's `status.resources`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Owned {
+    group: String,
+    kind: String,
+    namespace: String,
+    name: String,
+}
+
+/// What one proxied request may see: the application Argo CD authorized, and its resources.
+#[derive(Debug, Clone)]
+pub struct AppScope {
+    pub namespace: String,
+    pub name: String,
+    resources: Vec<Owned>,
+}
+
+/// `(namespace, name, project)` from Argo CD's headers, `None` when the request carries none of
+/// them (a direct call).
+pub fn proxied(headers: &HeaderMap) -> Result<Option<(String, String, String)>, ApiError> {
+    let get = |h: &str| headers.get(h).map(|v| v.to_str().unwrap_or("\u{fffd}"));
+    let app = get(APPLICATION_HEADER);
+    let project = get(PROJECT_HEADER);
+    if app.is_none() && project.is_none() && get(NAMESPACE_HEADER).is_none() {
+        return Ok(None);
+    }
+    let app = app.ok_or_else(|| {
+        ApiError::BadRequest(
+            "a request through Argo CD's proxy needs Argocd-Application-Name: <namespace>:<name>"
+                .into(),
+        )
+    })?;
+    let (namespace, name) = match app.split(':').collect::<Vec<_>>()[..] {
+        [ns, name] => (ns, name),
+        _ => {
+            return Err(ApiError::BadRequest(format!(
+                "Argocd-Application-Name {app:?}: expected <namespace>:<name>"
+            )));
+        }
+    };
+    resource::validate_namespace(namespace)?;
+    resource::validate_name(name)?;
+    let project = project.ok_or_else(|| {
+        ApiError::BadRequest("a request through Argo CD's proxy needs Argocd-Project-Name".into())
+    })?;
+    resource::validate_name(project).map_err(|_| {
+        ApiError::BadRequest(format!(
+            "Argocd-Project-Name {project:?} is not a project name"
+        ))
+    })?;
+    Ok(Some((
+        namespace.to_string(),
+        name.to_string(),
+        project.to_string(),
+    )))
+}
+
+impl AppScope {
+    /// Read the application from the cache and check the project Argo CD named.
+    async fn load(
+        state: &AppState,
+        namespace: &str,
+        name: &str,
+        project: &str,
+    ) -> Result<AppScope, ApiError> {
+        let (group, plural) = Resource::Application.group_plural();
+        let what = format!("Application {namespace}/{name}");
+        let app = state
+            .evaluator
+            .cache()
+            .object(group, plural, namespace, name)
+            .await
+            .map_err(|e| match e {
+                CacheError::NotInstalled(_) | CacheError::NamespaceNotWatched(_) => {
+                    ApiError::Forbidden(format!(
+                        "{what}, which Argo CD authorized this request for, cannot be read by \
+                         wavegate ({e}), so nothing can be shown for it"
+                    ))
+                }
+                e => ApiError::Unavailable(format!("cannot read {what} to scope the request: {e}")),
+            })?
+            .ok_or_else(|| {
+                ApiError::Forbidden(format!(
+                    "{what}, which Argo CD authorized this request for, does not exist"
+                ))
+            })?;
+        // Argo CD's `Spec.GetProject()`: an empty project is "default".
+        let actual = app
+            .pointer("/spec/project")
+            .and_then(Value::as_str)
+            .filter(|p| !p.is_empty())
+            .unwrap_or("default");
+        if actual != project {
+            return Err(ApiError::Forbidden(format!(
+                "{what} belongs to project {actual}, not {project} as Argocd-Project-Name says"
+            )));
+        }
+        Ok(AppScope {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            resources: owned(&app),
+        })
+    }
+
+    fn owns(&self, group: &str, kind: &str, namespace: &str, name: &str) -> bool {
+        self.resources.iter().any(|r| {
+            r.group == group && r.kind == kind && r.namespace == namespace && r.name == name
+        })
+    }
+
+    /// The application itself or one of its child Applications.
+    pub fn allows_application(&self, namespace: &str, name: &str) -> bool {
+        (namespace == self.namespace && name == self.name)
+            || self.owns(Resource::ARGO_GROUP, "Application", namespace, name)
+    }
+
+    pub fn allows_gate(&self, namespace: &str, name: &str) -> bool {
+        self.owns("wavegate.dev", "WaveGate", namespace, name)
+    }
+
+    /// Whether an object named the kubectl way belongs to the application. A generic kind is
+    /// matched by asking discovery for the plural of each resource's kind (cached), only for
+    /// resources whose group, namespace and name already match.
+    async fn allows_object(
+        &self,
+        state: &AppState,
+        resource: &Resource,
+        namespace: &str,
+        name: &str,
+    ) -> bool {
+        let kind = match resource {
+            Resource::Service => "Service",
+            Resource::CnpgDatabase => "Database",
+            Resource::CrdbCluster => "CrdbCluster",
+            Resource::Application => return self.allows_application(namespace, name),
+            Resource::Generic { group, plural } => {
+                for r in self
+                    .resources
+                    .iter()
+                    .filter(|r| &r.group == group && r.namespace == namespace && r.name == name)
+                {
+                    let found = state.evaluator.cache().plural_of(group, &r.kind).await;
+                    if found.as_deref() == Ok(plural.as_str()) {
+                        return true;
+                    }
+                }
+                return false;
+            }
+        };
+        let (group, _) = resource.group_plural();
+        self.owns(group, kind, namespace, name)
+    }
+
+    fn refuse(&self, what: &str) -> ApiError {
+        ApiError::Forbidden(format!(
+            "Argo CD authorized this request for Application {}/{} only, and {what} is not one \
+             of its resources",
+            self.namespace, self.name
+        ))
+    }
+
+    /// Whether the matched route, with these path parameters, stays inside the scope.
+    async fn admit(
+        &self,
+        state: &AppState,
+        route: &str,
+        params: &HashMap<String, String>,
+    ) -> Result<(), ApiError> {
+        let p = |k: &str| params.get(k).map(String::as_str).unwrap_or("");
+        match route {
+            // Lists are filtered by their handlers; the header's own application is in scope.
+            "/api/v1/waves" | "/api/v1/applications" | "/api/v1/gates" => Ok(()),
+            "/api/v1/applications/{namespace}/{name}/waves" => {
+                if self.allows_application(p("namespace"), p("name")) {
+                    Ok(())
+                } else {
+                    Err(self.refuse(&format!("Application {}/{}", p("namespace"), p("name"))))
+                }
+            }
+            "/api/v1/gates/{namespace}/{name}" | "/api/v1/gates/{namespace}/{name}/wait" => {
+                if self.allows_gate(p("namespace"), p("name")) {
+                    Ok(())
+                } else {
+                    Err(self.refuse(&format!("WaveGate {}/{}", p("namespace"), p("name"))))
+                }
+            }
+            "/api/v1/health/{resource}/{namespace}/{name}" => {
+                let resource = Resource::parse(p("resource"))
+                    .map_err(|e| ApiError::NotFound(e.to_string()))?;
+                if self
+                    .allows_object(state, &resource, p("namespace"), p("name"))
+                    .await
+                {
+                    Ok(())
+                } else {
+                    Err(self.refuse(&format!("{resource} {}/{}", p("namespace"), p("name"))))
+                }
+            }
+            other => Err(ApiError::Forbidden(format!(
+                "{other} is not served through Argo CD's proxy extension"
+            ))),
+        }
+    }
+}
+
+/// Every entry of `status.resources`, hooks included (they are the application's too).
+fn owned(app: &Value) -> Vec<Owned> {
+    let Some(list) = app.pointer("/status/resources").and_then(Value::as_array) else {
+        return Vec::new();
+    };
+    list.iter()
+        .map(|r| {
+            let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            Owned {
+                group: s("group"),
+                kind: s("kind"),
+                namespace: s("namespace"),
+                name: s("name"),
+            }
+        })
+        .collect()
+}
+
+/// Middleware on every API route: direct calls pass; proxied calls are scoped to their
+/// application, and the scope is handed to the handler (lists filter by it).
+pub async fn authorize(
+    State(state): State<AppState>,
+    req: Request,
+    next: Next,
+) -> Result<Response, ApiError> {
+    let Some((namespace, name, project)) = proxied(req.headers())? else {
+        return Ok(next.run(req).await);
+    };
+    // Gate waits are outside `--request-timeout`, but establishing their scope is not.
+    let timeout = state.limits.args.request_timeout;
+    let scope = tokio::time::timeout(timeout, AppScope::load(&state, &namespace, &name, &project))
+        .await
+        .map_err(|_| {
+            ApiError::Overloaded(format!(
+                "reading Application {namespace}/{name} to scope the request took longer than {} \
+                 (--request-timeout)",
+                humantime::format_duration(timeout)
+            ))
+        })??;
+    let (mut parts, body) = req.into_parts();
+    let route = parts
+        .extensions
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string())
+        .unwrap_or_default();
+    let params = if route.contains('{') {
+        Path::<HashMap<String, String>>::from_request_parts(&mut parts, &state)
+            .await
+            .map_err(|e| ApiError::BadRequest(e.body_text()))?
+            .0
+    } else {
+        HashMap::new()
+    };
+    scope
+        .admit(&state, &route, &params)
+        .await
+        .inspect_err(|e| {
+            if matches!(e, ApiError::Forbidden(_)) {
+                state.metrics.record_refusal("out_of_scope");
+            }
+        })?;
+    parts.extensions.insert(Arc::new(scope));
+    Ok(next.run(Request::from_parts(parts, body)).await)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, v) in pairs {
+            h.insert(*k, HeaderValue::from_str(v).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn direct_calls_carry_no_argo_cd_headers() {
+        assert!(proxied(&HeaderMap::new()).unwrap().is_none());
+    }
+
+    #[test]
+    fn malformed_argo_cd_headers_are_a_400_not_a_direct_call() {
+        for h in [
+            headers(&[("argocd-namespace", "argocd")]),
+            headers(&[("argocd-project-name", "default")]),
+            headers(&[("argocd-application-name", "argocd:platform")]),
+            headers(&[
+                ("argocd-application-name", "argocd:plat:form"),
+                ("argocd-project-name", "default"),
+            ]),
+            headers(&[
+                ("argocd-application-name", "Argocd:platform"),
+                ("argocd-project-name", "default"),
+            ]),
+            headers(&[
+                ("argocd-application-name", "argocd:platform"),
+                ("argocd-project-name", "../x"),
+            ]),
+        ] {
+            let err = proxied(&h).unwrap_err();
+            assert!(
+                matches!(err, ApiError::BadRequest(_) | ApiError::Input(_)),
+                "{h:?}: {err:?}"
+            );
+        }
+        let ok = headers(&[
+            ("argocd-application-name", "argocd:platform"),
+            ("argocd-project-name", "default"),
+        ]);
+        assert_eq!(
+            proxied(&ok).unwrap(),
+            Some(("argocd".into(), "platform".into(), "default".into()))
+        );
+    }
+
+    #[test]
+    fn scope_is_the_app_its_resources_and_child_apps() {
+        let app = serde_json::json!({"status": {"resources": [
+            {"group": "", "kind": "Service", "namespace": "cicd", "name": "forgejo"},
+            {"group": "wavegate.dev", "kind": "WaveGate", "namespace": "cicd", "name": "ready"},
+            {"group": "argoproj.io", "kind": "Application", "namespace": "argocd", "name": "child"}
+        ]}});
+        let scope = AppScope {
+            namespace: "argocd".into(),
+            name: "platform".into(),
+            resources: owned(&app),
+        };
+        assert!(scope.allows_application("argocd", "platform"));
+        assert!(scope.allows_application("argocd", "child"));
+        assert!(!scope.allows_application("argocd", "other"));
+        assert!(scope.allows_gate("cicd", "ready"));
+        assert!(!scope.allows_gate("cicd", "forgejo"));
+        assert!(!scope.allows_gate("prod", "ready"));
+    }
+}

@@ -1,0 +1,233 @@
+//! The HTTP contract that needs no cluster, driven in-process with `oneshot`: wavegate's client
+//! points at a closed loopback port, so every cache read is "not synced" — which is all these
+//! rules need (refusals happen before any read, or must not depend on one).
+
+use super::*;
+use crate::cache::Cache;
+use crate::evaluate::{EvalConfig, Evaluator};
+use crate::metrics::Metrics;
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tower::ServiceExt;
+
+/// A client for an API server that is not there.
+pub(crate) fn unreachable_client() -> kube::Client {
+    let mut config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    config.connect_timeout = Some(Duration::from_millis(100));
+    kube::Client::try_from(config).unwrap()
+}
+
+/// State whose cache reads wait `sync_wait` and then fail as "not synced".
+pub(crate) fn state(sync_wait: Duration) -> AppState {
+    let metrics = Arc::new(Metrics::default());
+    let cache = Cache::new(unreachable_client(), None, sync_wait, metrics.clone());
+    let evaluator = Evaluator::new(cache, EvalConfig::default(), metrics.clone()).unwrap();
+    AppState::new(evaluator, metrics)
+}
+
+async fn call(app: &Router, req: Request<Body>) -> (StatusCode, HeaderMap, Value) {
+    let resp = app.clone().oneshot(req).await.unwrap();
+    let status = resp.status();
+    let headers = resp.headers().clone();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    let text = String::from_utf8_lossy(&bytes).to_string();
+    (
+        status,
+        headers,
+        serde_json::from_str(&text).unwrap_or(Value::String(text)),
+    )
+}
+
+fn get(path: &str) -> Request<Body> {
+    Request::get(path).body(Body::empty()).unwrap()
+}
+
+fn error_of(body: &Value) -> &str {
+    body["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("no JSON error: {body}"))
+}
+
+#[tokio::test]
+async fn generic_health_of_a_secret_is_refused_before_any_read() {
+    let app = router(state(Duration::from_secs(5)));
+    let started = Instant::now();
+    for path in [
+        "/api/v1/health/secrets/kube-system/bootstrap-token",
+        "/api/v1/health/pods/kube-system/etcd?degraded=%24.spec.containers%5B*%5D.env",
+        "/api/v1/health/configmaps/default/settings",
+    ] {
+        let (code, _, body) = call(&app, get(path)).await;
+        assert_eq!(code, StatusCode::FORBIDDEN, "{path}: {body}");
+        assert!(error_of(&body).contains("--generic-kinds"), "{body}");
+    }
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "refused without waiting for a cache or discovery"
+    );
+}
+
+#[tokio::test]
+async fn api_requires_the_token_in_any_bearer_case_but_probes_do_not() {
+    let app = router(state(Duration::from_millis(10)).with_token(Token::fixed("s3cret")));
+    let (code, headers, body) = call(&app, get("/api/v1/gates")).await;
+    assert_eq!(code, StatusCode::UNAUTHORIZED, "{body}");
+    assert!(headers.contains_key(header::WWW_AUTHENTICATE));
+    for auth in ["Bearer s3cret", "bearer s3cret", "BEARER s3cret"] {
+        let req = Request::get("/api/v1/health/services/cicd/forgejo")
+            .header(header::AUTHORIZATION, auth)
+            .body(Body::empty())
+            .unwrap();
+        let (code, _, body) = call(&app, req).await;
+        assert_eq!(code, StatusCode::OK, "{auth}: {body}");
+        assert_ne!(
+            body["status"], "Healthy",
+            "an unsynced cache is never Healthy"
+        );
+    }
+    let (code, _, _) = call(&app, get("/healthz")).await;
+    assert_eq!(code, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn proxied_request_whose_application_cannot_be_read_is_not_served_unscoped() {
+    let app = router(state(Duration::from_millis(20)));
+    for path in [
+        "/api/v1/gates",
+        "/api/v1/applications",
+        "/api/v1/health/services/kube-system/kube-dns",
+    ] {
+        let req = Request::get(path)
+            .header("Argocd-Application-Name", "argocd:platform")
+            .header("Argocd-Project-Name", "default")
+            .body(Body::empty())
+            .unwrap();
+        let (code, _, body) = call(&app, req).await;
+        assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{path}: {body}");
+        assert!(
+            error_of(&body).contains("to scope the request"),
+            "{path}: {body}"
+        );
+    }
+    let req = Request::get("/api/v1/gates")
+        .header("Argocd-Namespace", "argocd")
+        .body(Body::empty())
+        .unwrap();
+    let (code, _, body) = call(&app, req).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+    assert!(
+        error_of(&body).contains("Argocd-Application-Name"),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn every_response_is_nosniff_and_unframeable_and_the_dashboard_runs_only_its_own_code() {
+    let app = router(state(Duration::from_millis(10)));
+    let (code, headers, body) = call(&app, get("/")).await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff");
+    let csp = headers[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+    assert!(csp.contains("frame-ancestors 'none'"), "{csp}");
+    assert!(csp.contains("default-src 'none'"), "{csp}");
+    assert!(!csp.contains("unsafe-inline"), "{csp}");
+    // The served page's inline script, hashed here independently, is the one the policy allows.
+    let html = body.as_str().unwrap();
+    let script = html
+        .split_once("<script>")
+        .and_then(|(_, rest)| rest.split_once("</script>"))
+        .map(|(s, _)| s)
+        .unwrap();
+    let digest = ring::digest::digest(&ring::digest::SHA256, script.as_bytes());
+    let hash = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, digest);
+    assert!(csp.contains(&format!("'sha256-{hash}'")), "{csp}");
+    for path in ["/api/v1/nothing", "/healthz", "/api/v1/health/x/Bad/y"] {
+        let (_, headers, _) = call(&app, get(path)).await;
+        assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{path}");
+        let csp = headers[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+        assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
+    }
+}
+
+#[tokio::test]
+async fn requests_over_the_concurrency_limit_are_refused_at_once_with_503() {
+    // Each admitted request holds its permit for the 1s sync wait of an unreachable cache.
+    let app = router(state(Duration::from_secs(1)).with_limits(LimitArgs {
+        max_concurrent_requests: 2,
+        ..LimitArgs::default()
+    }));
+    let calls = (0..10).map(|i| {
+        let app = app.clone();
+        async move {
+            let started = Instant::now();
+            let path = format!("/api/v1/health/services/ns{i}/web");
+            let r = call(&app, get(&path)).await;
+            (r, started.elapsed())
+        }
+    });
+    let results = futures::future::join_all(calls).await;
+    let refused: Vec<_> = results
+        .iter()
+        .filter(|((_, _, body), _)| {
+            body["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("--max-concurrent-requests"))
+        })
+        .collect();
+    assert_eq!(refused.len(), 8, "{results:?}");
+    for ((code, headers, _), took) in refused {
+        assert_eq!(*code, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(headers[header::RETRY_AFTER], "1");
+        assert!(*took < Duration::from_millis(500), "refused, not queued");
+    }
+    // The probes stay outside the bound.
+    let (code, _, _) = call(&app, get("/healthz")).await;
+    assert_eq!(code, StatusCode::OK);
+}
+
+#[tokio::test]
+async fn a_request_longer_than_the_timeout_is_abandoned_with_a_message() {
+    let app = router(state(Duration::from_secs(5)).with_limits(LimitArgs {
+        request_timeout: Duration::from_millis(200),
+        ..LimitArgs::default()
+    }));
+    let started = Instant::now();
+    let (code, _, body) = call(&app, get("/api/v1/health/services/cicd/web")).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(error_of(&body).contains("--request-timeout"), "{body}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[tokio::test]
+async fn gate_waits_over_the_cap_are_refused_with_429_after_input_checks() {
+    let app = router(state(Duration::from_millis(50)).with_limits(LimitArgs {
+        max_waiters: 2,
+        ..LimitArgs::default()
+    }));
+    let waits = (0..5).map(|_| {
+        let app = app.clone();
+        async move { call(&app, get("/api/v1/gates/cicd/ready/wait?timeout=1s")).await }
+    });
+    let results = futures::future::join_all(waits).await;
+    let codes: Vec<u16> = results.iter().map(|(c, _, _)| c.as_u16()).collect();
+    assert_eq!(
+        codes.iter().filter(|c| **c == 429).count(),
+        3,
+        "{results:?}"
+    );
+    assert_eq!(
+        codes.iter().filter(|c| **c == 408).count(),
+        2,
+        "{results:?}"
+    );
+    let (_, headers, body) = results.iter().find(|(c, _, _)| c.as_u16() == 429).unwrap();
+    assert!(error_of(body).contains("--max-waiters"), "{body}");
+    assert_eq!(headers[header::RETRY_AFTER], "5");
+    // Bad input is still a 400, whatever the waiters.
+    let (code, _, _) = call(&app, get("/api/v1/gates/cicd/ready/wait?timeout=soon")).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST);
+}

@@ -1,0 +1,254 @@
+//! A small load test on loopback: a flood of API requests and gate waits against a served
+//! wavegate is refused beyond the configured bounds — not queued (exactly the bound's share is
+//! served), with a JSON message and `Retry-After` — while `/healthz` keeps answering and memory
+//! stays flat across rounds. `--nocapture` prints the counts, the slowest refusal and RSS.
+//!
+//! No API server: wavegate's client points at a closed loopback port, so every admitted health
+//! ask holds its permit for the 500 ms sync wait and then answers "not synced" (Progressing),
+//! which makes the concurrency bound observable without a cluster.
+
+use serde_json::Value;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use wavegate::api::{self, AppState, LimitArgs};
+use wavegate::cache::Cache;
+use wavegate::evaluate::{EvalConfig, Evaluator};
+use wavegate::metrics::Metrics;
+
+const MAX_REQUESTS: usize = 16;
+const MAX_WAITERS: usize = 8;
+
+async fn serve() -> String {
+    let mut config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    config.connect_timeout = Some(Duration::from_millis(50));
+    let client = kube::Client::try_from(config).unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let cache = Cache::new(client, None, Duration::from_millis(500), metrics.clone());
+    let evaluator = Evaluator::new(cache, EvalConfig::default(), metrics.clone()).unwrap();
+    let state = AppState::new(evaluator, metrics).with_limits(LimitArgs {
+        max_concurrent_requests: MAX_REQUESTS,
+        max_waiters: MAX_WAITERS,
+        request_timeout: Duration::from_secs(10),
+        ..LimitArgs::default()
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, api::router(state)).await.unwrap() });
+    url
+}
+
+/// Resident memory of this process, from /proc (Linux).
+fn rss_bytes() -> u64 {
+    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
+    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4096
+}
+
+#[derive(Default, Debug)]
+struct Round {
+    ok: usize,
+    overloaded: usize,
+    waits_refused: usize,
+    waits_held: usize,
+    slowest_refusal: Duration,
+}
+
+async fn round(http: &reqwest::Client, url: &str, requests: usize, waits: usize) -> Round {
+    let asks = (0..requests).map(|i| {
+        let (http, url) = (http.clone(), url.to_string());
+        async move {
+            let started = Instant::now();
+            let r = http
+                .get(format!("{url}/api/v1/health/services/load-{}/web", i % 50))
+                .send()
+                .await
+                .unwrap();
+            let code = r.status().as_u16();
+            let retry = r.headers().get("retry-after").cloned();
+            let body: Value = r.json().await.unwrap();
+            (code, retry, body, started.elapsed(), false)
+        }
+    });
+    let held = (0..waits).map(|_| {
+        let (http, url) = (http.clone(), url.to_string());
+        async move {
+            let started = Instant::now();
+            let r = http
+                .get(format!("{url}/api/v1/gates/load/gate/wait?timeout=2s"))
+                .send()
+                .await
+                .unwrap();
+            let code = r.status().as_u16();
+            let retry = r.headers().get("retry-after").cloned();
+            let body: Value = r.json().await.unwrap_or(Value::Null);
+            (code, retry, body, started.elapsed(), true)
+        }
+    });
+    let (asks, held) = tokio::join!(
+        futures::future::join_all(asks),
+        futures::future::join_all(held)
+    );
+    let mut out = Round::default();
+    for (code, retry, body, took, is_wait) in asks.into_iter().chain(held) {
+        match (code, is_wait) {
+            (200, false) => {
+                assert_ne!(body["status"], "Healthy", "nothing is synced: {body}");
+                out.ok += 1;
+            }
+            (503, false) => {
+                let msg = body["error"].as_str().unwrap_or_default();
+                assert!(msg.contains("--max-concurrent-requests"), "{body}");
+                assert_eq!(retry.unwrap(), "1");
+                out.overloaded += 1;
+                out.slowest_refusal = out.slowest_refusal.max(took);
+            }
+            (429, true) => {
+                let msg = body["error"].as_str().unwrap_or_default();
+                assert!(msg.contains("--max-waiters"), "{body}");
+                assert_eq!(retry.unwrap(), "5");
+                out.waits_refused += 1;
+                out.slowest_refusal = out.slowest_refusal.max(took);
+            }
+            // A held wait on a gate that cannot be read ends at its own timeout.
+            (408, true) => out.waits_held += 1,
+            other => panic!("unexpected answer {other:?}: {body}"),
+        }
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn flood_is_refused_beyond_the_bounds_and_memory_stays_flat() {
+    let url = serve().await;
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(512)
+        .build()
+        .unwrap();
+    // The kubelet's probe during the flood.
+    let probe = {
+        let (http, url) = (http.clone(), url.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            let started = Instant::now();
+            let code = http
+                .get(format!("{url}/healthz"))
+                .send()
+                .await
+                .unwrap()
+                .status();
+            (code, started.elapsed())
+        })
+    };
+    let first = round(&http, &url, 300, 40).await;
+    let (probe_code, probe_took) = probe.await.unwrap();
+    let after_first = rss_bytes();
+    let mut last = Round::default();
+    let (mut overloaded, mut waits_refused) = (first.overloaded, first.waits_refused);
+    for _ in 0..3 {
+        last = round(&http, &url, 300, 40).await;
+        overloaded += last.overloaded;
+        waits_refused += last.waits_refused;
+    }
+    let after_last = rss_bytes();
+    eprintln!(
+        "load: first {first:?}; last {last:?}; rss after round 1 {} KiB, after round 4 {} KiB",
+        after_first / 1024,
+        after_last / 1024
+    );
+    for r in [&first, &last] {
+        assert_eq!(r.ok + r.overloaded, 300, "{r:?}");
+        assert!(r.ok >= MAX_REQUESTS, "the bound admits its share: {r:?}");
+        assert!(r.overloaded >= 300 - 4 * MAX_REQUESTS, "{r:?}");
+        assert_eq!(r.waits_held, MAX_WAITERS, "{r:?}");
+        assert_eq!(r.waits_refused, 40 - MAX_WAITERS, "{r:?}");
+    }
+    assert!(
+        probe_code.is_success(),
+        "/healthz during the flood: {probe_code}"
+    );
+    eprintln!("load: /healthz answered in {probe_took:?} during the flood");
+    // Operators see the refusals in /metrics (outside the bounds, like the probes).
+    let metrics = http.get(format!("{url}/metrics")).send().await.unwrap();
+    let text = metrics.text().await.unwrap();
+    for line in [
+        format!("wavegate_api_refusals_total{{reason=\"overloaded\"}} {overloaded}"),
+        format!("wavegate_api_refusals_total{{reason=\"too_many_waiters\"}} {waits_refused}"),
+    ] {
+        assert!(
+            text.contains(&line),
+            "{line} missing from /metrics:\n{text}"
+        );
+    }
+    let growth = after_last.saturating_sub(after_first);
+    assert!(
+        growth < 16 * 1024 * 1024,
+        "memory grew by {} KiB over three more rounds",
+        growth / 1024
+    );
+}
+
+/// A stand-in API server on loopback that answers 404 to everything and counts the requests.
+async fn counting_apiserver() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let hits = Arc::new(AtomicUsize::new(0));
+    let counted = hits.clone();
+    let app = axum::Router::new().fallback(move || {
+        let counted = counted.clone();
+        async move {
+            counted.fetch_add(1, Ordering::SeqCst);
+            (
+                axum::http::StatusCode::NOT_FOUND,
+                axum::Json(serde_json::json!({"kind": "Status", "apiVersion": "v1",
+                    "status": "Failure", "reason": "NotFound", "code": 404})),
+            )
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    (url, hits)
+}
+
+#[tokio::test]
+async fn kinds_chosen_by_callers_cost_the_api_server_almost_nothing() {
+    use std::sync::atomic::Ordering;
+    let (apiserver, hits) = counting_apiserver().await;
+    let client = kube::Client::try_from(kube::Config::new(apiserver.parse().unwrap())).unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let cache = Cache::new(client, None, Duration::from_millis(100), metrics.clone());
+    let evaluator = Evaluator::new(cache, EvalConfig::default(), metrics.clone()).unwrap();
+    let url = {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let app = api::router(AppState::new(evaluator, metrics));
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        url
+    };
+    let http = reqwest::Client::new();
+    // 300 different invented kinds: refused before discovery, not one request upstream.
+    for i in 0..300 {
+        let r = http
+            .get(format!("{url}/api/v1/health/widget{i}.example{i}.com/ns/x"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 403);
+    }
+    assert_eq!(
+        hits.load(Ordering::SeqCst),
+        0,
+        "discovery requests for refused kinds"
+    );
+    // 200 asks for one allow-listed kind the server does not serve: the answer is cached.
+    let asks = (0..200).map(|_| {
+        http.get(format!("{url}/api/v1/health/deployments.apps/ns/x"))
+            .send()
+    });
+    for r in futures::future::join_all(asks).await {
+        let code = r.unwrap().status().as_u16();
+        assert!(code == 404 || code == 503, "{code}");
+    }
+    let spent = hits.load(Ordering::SeqCst);
+    eprintln!("load: 200 asks for an unserved allow-listed kind cost {spent} API requests");
+    assert!(spent <= 3, "{spent} API requests for one kind");
+}

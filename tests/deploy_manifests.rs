@@ -1,0 +1,114 @@
+//! The shipped Kustomize variants say what deploy/README.md promises: the API token is on by
+//! default, annotation mode carries its admission policy, and the namespace-scoped variants hold
+//! no cluster-scoped object (a namespace admin could not apply one). Rendered with
+//! `kubectl kustomize`, as a user would.
+
+use serde_json::Value;
+use std::process::Command;
+
+fn render(dir: &str) -> Vec<Value> {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let out = Command::new(std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into()))
+        .args(["kustomize", &format!("{root}/{dir}")])
+        .output()
+        .unwrap_or_else(|e| panic!("these tests need kubectl (kubectl kustomize): {e}"));
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {dir}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_yaml::Deserializer::from_slice(&out.stdout)
+        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+fn kinds(objects: &[Value]) -> Vec<String> {
+    objects
+        .iter()
+        .map(|o| o["kind"].as_str().unwrap_or("").to_string())
+        .collect()
+}
+
+fn deployment_args(objects: &[Value]) -> Vec<String> {
+    let d = objects
+        .iter()
+        .find(|o| o["kind"] == "Deployment")
+        .expect("a Deployment");
+    d["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a.as_str().unwrap().to_string())
+        .collect()
+}
+
+const CLUSTER_SCOPED: &[&str] = &[
+    "ClusterRole",
+    "ClusterRoleBinding",
+    "CustomResourceDefinition",
+    "Namespace",
+    "ValidatingAdmissionPolicy",
+    "ValidatingAdmissionPolicyBinding",
+];
+
+#[test]
+fn base_requires_the_api_token_by_default() {
+    for dir in [
+        "deploy/base",
+        "deploy/overlays/annotate",
+        "deploy/overlays/namespaced",
+    ] {
+        let objects = render(dir);
+        let args = deployment_args(&objects);
+        assert!(
+            args.iter().any(|a| a.starts_with("--token-file=")),
+            "{dir}: {args:?}"
+        );
+        let d = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+        let volumes = d["spec"]["template"]["spec"]["volumes"].as_array().unwrap();
+        assert!(
+            volumes
+                .iter()
+                .any(|v| v["secret"]["secretName"] == "wavegate-api-token"
+                    && v["secret"]["optional"] == false),
+            "{dir}: the token Secret is mounted and required"
+        );
+    }
+}
+
+#[test]
+fn annotation_mode_ships_the_admission_policy_that_narrows_its_patch() {
+    let objects = render("deploy/overlays/annotate");
+    let k = kinds(&objects);
+    assert!(
+        k.contains(&"ValidatingAdmissionPolicy".to_string()),
+        "{k:?}"
+    );
+    assert!(
+        k.contains(&"ValidatingAdmissionPolicyBinding".to_string()),
+        "{k:?}"
+    );
+    assert!(deployment_args(&objects).contains(&"--annotate".to_string()));
+}
+
+#[test]
+fn namespaced_variants_hold_no_cluster_scoped_object() {
+    for dir in [
+        "deploy/overlays/namespaced",
+        "deploy/overlays/namespaced-annotate",
+    ] {
+        let objects = render(dir);
+        let k = kinds(&objects);
+        for cs in CLUSTER_SCOPED {
+            assert!(!k.contains(&cs.to_string()), "{dir} contains a {cs}: {k:?}");
+        }
+    }
+    let objects = render("deploy/overlays/namespaced-annotate");
+    assert!(deployment_args(&objects).contains(&"--annotate".to_string()));
+    let patchers: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "Role" && o["metadata"]["name"] == "wavegate-annotate")
+        .collect();
+    assert_eq!(patchers.len(), 2, "one annotate Role per watched namespace");
+}

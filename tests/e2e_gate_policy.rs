@@ -1,0 +1,101 @@
+//! Issue 9, item 2: a tenant who may create a WaveGate in their namespace must not read other
+//! namespaces (or Secrets) through it. On the real control plane, with the gate controller: a
+//! gate whose check names another namespace, or a generic check on a kind off the allow-list,
+//! gets that check Degraded with the reason in its status — and reveals nothing of the target.
+
+#[path = "support/cluster.rs"]
+mod cluster;
+
+use cluster::{Wavegate, apply, eventually};
+use serde_json::json;
+use std::process::Command;
+use std::time::Duration;
+use wavegate::evaluate::EvalConfig;
+
+fn install_wavegate_crd() {
+    let crd = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/crd/wavegate.dev_wavegates.yaml"
+    );
+    for args in [
+        vec!["apply", "--server-side", "--force-conflicts", "-f", crd],
+        vec![
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            "crd/wavegates.wavegate.dev",
+        ],
+    ] {
+        let out = Command::new("kubectl").args(&args).output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[tokio::test]
+async fn tenant_gate_cannot_read_another_namespace_or_a_secret() {
+    let client = cluster::client().await;
+    install_wavegate_crd();
+    let tenant = cluster::namespace(&client, "tenant").await;
+    let victim = cluster::namespace(&client, "victim").await;
+    apply(
+        &client,
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "payments", "namespace": victim},
+               "spec": {"selector": {"app": "payments", "tier": "internal-secret-label"},
+                        "ports": [{"port": 80}]}}),
+    )
+    .await;
+    apply(
+        &client,
+        json!({"apiVersion": "wavegate.dev/v1alpha1", "kind": "WaveGate",
+        "metadata": {"name": "peek", "namespace": tenant},
+        "spec": {"checks": [
+            {"name": "other-ns", "service": {"name": "payments", "namespace": victim}},
+            {"name": "secret", "resource": {"resource": "secrets", "name": "db",
+                                            "degraded": "$.data.password"}}
+        ]}}),
+    )
+    .await;
+    let wg = Wavegate::start_in(client, EvalConfig::default(), &[&tenant, &victim])
+        .await
+        .with_gates(Duration::from_secs(5));
+    let path = format!("/api/v1/gates/{tenant}/peek");
+    let gate = eventually(Duration::from_secs(20), "the gate to be judged", || async {
+        let (code, body) = wg.get(&path).await;
+        match (code, body["health"]["status"].as_str()) {
+            (200, Some("Degraded")) => Ok(body),
+            _ => Err(format!("{code}: {body}")),
+        }
+    })
+    .await;
+    let check = |name: &str| {
+        gate["checks"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == name)
+            .unwrap()
+            .clone()
+    };
+    let other = check("other-ns");
+    assert_eq!(other["status"], "Degraded", "{gate}");
+    let msg = other["message"].as_str().unwrap();
+    assert!(msg.contains("--gate-cross-namespace"), "{msg}");
+    assert!(
+        !msg.contains("internal-secret-label"),
+        "nothing of the target leaks: {msg}"
+    );
+    let secret = check("secret");
+    assert_eq!(secret["status"], "Degraded", "{gate}");
+    assert!(
+        secret["message"]
+            .as_str()
+            .unwrap()
+            .contains("--generic-kinds"),
+        "{secret}"
+    );
+}

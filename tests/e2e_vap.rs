@@ -1,0 +1,238 @@
+//! Annotation mode's `patch` right, narrowed by the shipped ValidatingAdmissionPolicy
+//! (deploy/components/annotate/admission-policy.yaml), on the real API server: wavegate's
+//! ServiceAccount, with exactly the shipped RBAC, may write its own `wavegate.dev/health-*`
+//! annotations and nothing else — not a Service's selector, not another annotation, not an
+//! Argo CD Application's source or operation.
+
+#[path = "support/cluster.rs"]
+mod cluster;
+
+use k8s_openapi::api::authentication::v1::{TokenRequest, TokenRequestSpec};
+use k8s_openapi::api::core::v1::{Namespace, ServiceAccount};
+use kube::api::{Api, DynamicObject, Patch, PatchParams, PostParams};
+use kube::core::GroupVersionKind;
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const POLICY: &str = "deploy/components/annotate/admission-policy.yaml";
+const CLUSTER_ROLE: &str = "deploy/components/annotate/clusterrole.yaml";
+const BINDING: &str = "deploy/components/annotate/clusterrolebinding.yaml";
+
+fn documents(rel: &str) -> Vec<Value> {
+    let path = format!("{}/{rel}", env!("CARGO_MANIFEST_DIR"));
+    let text = std::fs::read_to_string(&path).unwrap();
+    serde_yaml::Deserializer::from_str(&text)
+        .map(|d| serde::Deserialize::deserialize(d).unwrap())
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+/// Server-side apply of a cluster-scoped object, as `kubectl apply --server-side` would.
+async fn apply_cluster_scoped(client: &kube::Client, obj: &Value) {
+    let (group, version) = match obj["apiVersion"].as_str().unwrap().split_once('/') {
+        Some((g, v)) => (g.to_string(), v.to_string()),
+        None => (
+            String::new(),
+            obj["apiVersion"].as_str().unwrap().to_string(),
+        ),
+    };
+    let gvk = GroupVersionKind::gvk(&group, &version, obj["kind"].as_str().unwrap());
+    let (ar, _) = kube::discovery::pinned_kind(client, &gvk).await.unwrap();
+    let name = obj["metadata"]["name"].as_str().unwrap();
+    Api::<DynamicObject>::all_with(client.clone(), &ar)
+        .patch(
+            name,
+            &PatchParams::apply("wavegate-test").force(),
+            &Patch::Apply(obj),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("apply {} {name}: {e}", obj["kind"]));
+}
+
+/// wavegate's ServiceAccount (`wavegate/wavegate`, as deploy/base names it) and a client that
+/// authenticates as it with a short-lived token.
+async fn wavegate_sa_client(admin: &kube::Client) -> kube::Client {
+    let ns: Namespace = serde_json::from_value(json!({"metadata": {"name": "wavegate"}})).unwrap();
+    let _ = Api::<Namespace>::all(admin.clone())
+        .create(&PostParams::default(), &ns)
+        .await;
+    let sa: ServiceAccount =
+        serde_json::from_value(json!({"metadata": {"name": "wavegate", "namespace": "wavegate"}}))
+            .unwrap();
+    let accounts = Api::<ServiceAccount>::namespaced(admin.clone(), "wavegate");
+    let _ = accounts.create(&PostParams::default(), &sa).await;
+    let request = TokenRequest {
+        spec: Some(TokenRequestSpec {
+            expiration_seconds: Some(600),
+            ..TokenRequestSpec::default()
+        }),
+        ..TokenRequest::default()
+    };
+    let token = accounts
+        .create_token_request("wavegate", &PostParams::default(), &request)
+        .await
+        .unwrap()
+        .status
+        .and_then(|s| s.token)
+        .expect("a token for wavegate's ServiceAccount");
+    let mut config = kube::Config::infer().await.unwrap();
+    config.auth_info = kube::config::AuthInfo {
+        token: Some(token.into()),
+        ..Default::default()
+    };
+    kube::Client::try_from(config).unwrap()
+}
+
+async fn merge_patch(
+    client: &kube::Client,
+    ar: &kube::discovery::ApiResource,
+    ns: &str,
+    name: &str,
+    patch: Value,
+) -> Result<(), String> {
+    Api::<DynamicObject>::namespaced_with(client.clone(), ns, ar)
+        .patch(name, &PatchParams::default(), &Patch::Merge(patch))
+        .await
+        .map(|_| ())
+        .map_err(|e| e.to_string())
+}
+
+#[tokio::test]
+async fn annotate_service_account_may_write_only_its_own_annotations() {
+    let admin = cluster::client().await;
+    for file in [POLICY, CLUSTER_ROLE, BINDING] {
+        for obj in documents(file) {
+            apply_cluster_scoped(&admin, &obj).await;
+        }
+    }
+    let ns = cluster::namespace(&admin, "vap").await;
+    cluster::apply(
+        &admin,
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "forgejo", "namespace": ns,
+                            "annotations": {"wavegate.dev/annotate": "true", "team": "cicd"}},
+               "spec": {"selector": {"app": "forgejo"}, "ports": [{"port": 80}]}}),
+    )
+    .await;
+    cluster::apply(
+        &admin,
+        json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+               "metadata": {"name": "child", "namespace": ns},
+               "spec": {"project": "default",
+                        "source": {"repoURL": "https://git.example.com/platform.git",
+                                   "path": "child", "targetRevision": "main"},
+                        "destination": {"server": "https://kubernetes.default.svc",
+                                        "namespace": ns}}}),
+    )
+    .await;
+    let wavegate = wavegate_sa_client(&admin).await;
+    let services = cluster::api_resource("", "v1", "Service", "services");
+    let apps = cluster::api_resource("argoproj.io", "v1alpha1", "Application", "applications");
+
+    // The policy is enforced once the API server's admission plugin has loaded it (seconds).
+    // Each attempt asks for a different selector: a patch that changes nothing passes any
+    // policy, so repeating an attempt that went through would prove nothing.
+    let attempt = std::sync::atomic::AtomicUsize::new(0);
+    let started = std::time::Instant::now();
+    cluster::eventually(
+        Duration::from_secs(60),
+        "the policy to deny wavegate's selector patch",
+        || async {
+            let n = attempt.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let hijack = json!({"spec": {"selector": {"app": format!("attacker-{n}")}}});
+            match merge_patch(&wavegate, &services, &ns, "forgejo", hijack).await {
+                Err(e) if e.contains("wavegate-annotations-only") => Ok(()),
+                Err(e) => Err(e),
+                // Before the policy is in force the patch goes through; it must not stay so.
+                Ok(()) => Err("the selector patch was allowed".to_string()),
+            }
+        },
+    )
+    .await;
+    eprintln!("policy enforced after {:?}", started.elapsed());
+
+    // Its own annotations: allowed.
+    merge_patch(
+        &wavegate,
+        &services,
+        &ns,
+        "forgejo",
+        json!({"metadata": {"annotations": {
+            "wavegate.dev/health-status": "Progressing",
+            "wavegate.dev/health-message": "0 ready endpoints",
+            "wavegate.dev/observed-generation": "1"}}}),
+    )
+    .await
+    .expect("wavegate may write its own annotations");
+    // ... and their removal.
+    merge_patch(
+        &wavegate,
+        &services,
+        &ns,
+        "forgejo",
+        json!({"metadata": {"annotations": {"wavegate.dev/health-message": null}}}),
+    )
+    .await
+    .expect("wavegate may remove its own annotations");
+
+    // Anything else: denied, each with the policy's message.
+    for (what, patch) in [
+        (
+            "another annotation",
+            json!({"metadata": {"annotations": {"team": "attacker"}}}),
+        ),
+        (
+            "the opt-in",
+            json!({"metadata": {"annotations": {"wavegate.dev/annotate": null}}}),
+        ),
+        (
+            "a label",
+            json!({"metadata": {"labels": {"app": "attacker"}}}),
+        ),
+        ("the type", json!({"spec": {"type": "NodePort"}})),
+    ] {
+        let err = merge_patch(&wavegate, &services, &ns, "forgejo", patch)
+            .await
+            .expect_err(what);
+        assert!(err.contains("wavegate-annotations-only"), "{what}: {err}");
+    }
+    for (what, patch) in [
+        (
+            "the source",
+            json!({"spec": {"source": {"repoURL": "https://attacker.example/x.git"}}}),
+        ),
+        (
+            "an operation",
+            json!({"operation": {"sync": {"revision": "evil"}}}),
+        ),
+        (
+            "the status",
+            json!({"status": {"health": {"status": "Healthy"}}}),
+        ),
+    ] {
+        let err = merge_patch(&wavegate, &apps, &ns, "child", patch)
+            .await
+            .expect_err(what);
+        assert!(err.contains("wavegate-annotations-only"), "{what}: {err}");
+    }
+    merge_patch(
+        &wavegate,
+        &apps,
+        &ns,
+        "child",
+        json!({"metadata": {"annotations": {"wavegate.dev/health-status": "Healthy"}}}),
+    )
+    .await
+    .expect("wavegate may annotate an Application");
+
+    // The admin (not wavegate) is unaffected.
+    merge_patch(
+        &admin,
+        &services,
+        &ns,
+        "forgejo",
+        json!({"metadata": {"labels": {"tier": "web"}}}),
+    )
+    .await
+    .expect("other users are not constrained");
+}
