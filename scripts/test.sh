@@ -24,6 +24,15 @@ cargo test --lib --bins --tests --examples 2>&1 | tee "$TEST_OUTPUT/cargo-test.l
 step "Lua health checks in Argo CD's sandbox (gopher-lua)"
 (cd argocd/lua-harness && go test -count=1 ./...)
 
+step "argocd-cm judged by Argo CD's own settings and health code (hack/argocd)"
+# Same GOCACHE and CGO setting as scripts/argocd.sh build, so the packages compile once.
+(cd hack/argocd && GOCACHE="${WAVEGATE_CACHE:-$HOME/.cache/wavegate}/go-build" CGO_ENABLED=0 go test -count=1 ./...)
+
+step "real Argo CD in the loop (scripts/argocd.sh: private control plane in netns wavegate-argocd)"
+scripts/argocd.sh up
+cargo build --quiet --bin wavegate
+tests/argocd/e2e.sh
+
 step "browser tests (Debian chromium, headless)"
 tests/browser/install.sh
 # The end-to-end tests leave their namespaces (and WaveGates) behind; the dashboard should show
