@@ -275,9 +275,16 @@ msg="$(field "$APPS/e2e-fail" status.operationState.message)"
 [[ "$phase" == Failed ]] || fail "e2e-fail operation is $phase ($msg), want Failed"
 [[ "$(gate_health e2e-fail never-ready)" == Degraded ]] || fail "gate never-ready is $(gate_health e2e-fail never-ready), want Degraded"
 gate_msg="$(field "$GATES/namespaces/e2e-fail/wavegates/never-ready" status.health.message)"
-[[ "$msg" == *"timed out after 3s"* ]] || fail "Argo CD's message does not carry wavegate's reason: $msg (gate: $gate_msg)"
+# Argo CD records the failing resource's health message in its sync result; the operation message
+# itself is generic ("one or more synchronization tasks completed unsuccessfully").
+result="$(api_get "$APPS/e2e-fail" | python3 -c 'import json,sys
+for r in json.load(sys.stdin)["status"]["operationState"]["syncResult"]["resources"]:
+    if r["kind"] == "WaveGate" and r["name"] == "never-ready":
+        print(r.get("hookPhase", "") + "|" + r.get("message", ""))')"
+[[ "$result" == "Failed|timed out after 3s"* ]] \
+  || fail "Argo CD's sync result for the gate does not carry wavegate's reason: '$result' (gate: $gate_msg; operation: $msg)"
 exists /api/v1/namespaces/e2e-fail/configmaps/consumer && fail "the consumer wave was applied after a Degraded gate"
-log "Degraded gate failed the sync: $msg"
+log "Degraded gate failed the sync: $msg; WaveGate result: ${result#*|}"
 
 # ------------------------------------------- 3. proxy extension, real session ----
 # Local users (argocd-cm accounts.*, set up by scripts/argocd.sh): alice may see seed-001-forgejo
