@@ -168,7 +168,8 @@ kube() { KUBECONFIG="$KUBECONFIG_OUT" kubectl "$@"; }
 # tests/crds/argoproj.io_applications.yaml declares a status subresource, which makes Argo CD's
 # status writes (plain patches of the main object) vanish: it is left out.
 module_dir() {
-  (cd "$ROOT/hack/argocd" && go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
+  # The netns has no route to the module proxy: the build (outside) downloaded the module.
+  (cd "$ROOT/hack/argocd" && GOPROXY=off go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
 }
 
 prepare_crds() {
@@ -286,9 +287,12 @@ start_argocd_components() {
 
 cmd_up() {
   need curl; need openssl; need kubectl; need git; need redis-server; need redis-cli; need go
-  cmd_build
-  WAVEGATE_STATE="$CP_STATE" WAVEGATE_CACHE="$CACHE" "$ROOT/scripts/control-plane.sh" build
-  enter_netns up
+  if ! in_netns; then
+    # Builds need the Go module proxy, which the netns cannot reach: build first, then enter.
+    cmd_build
+    WAVEGATE_STATE="$CP_STATE" WAVEGATE_CACHE="$CACHE" "$ROOT/scripts/control-plane.sh" build
+    enter_netns up
+  fi
   local t0; t0=$(now_ms)
   mkdir -p "$STATE" "$LOGS"
   prepare_crds
