@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test wavegate has, against real parts: formatting and lints, Rust unit tests, end-to-end
 # tests on the local control plane (started here if it is not up), Argo CD's Lua VM on every
-# health script, and the browser tests of the dashboard and the UI extension.
+# health script, Argo CD's own settings and health code on the argocd-cm patch, the real Argo CD
+# syncing with wavegate in the loop, and the browser tests of the dashboard and the UI extension.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -32,6 +33,8 @@ step "real Argo CD in the loop (scripts/argocd.sh: private control plane in netn
 scripts/argocd.sh up
 cargo build --quiet --bin wavegate
 tests/argocd/e2e.sh
+# Stop it on success (2 cores): a failure leaves it up for a look (scripts/argocd.sh status).
+scripts/argocd.sh down
 
 step "browser tests (Debian chromium, headless)"
 tests/browser/install.sh
