@@ -20,7 +20,8 @@
 #      held at wave 4 by the current truth (not by the first sync's Healthy), then released.
 #   5. App-of-apps: a parent's wave holding a child Application (the project's Application
 #      health Lua, as the real controller runs it) does not advance while the child is not
-#      synced, and advances once the child has synced.
+#      synced, and advances once the child has synced; then a new parent revision points the
+#      child at a new source, and the parent waits until the child has synced THAT (#4577).
 #   6. Annotation mode (wavegate serve --annotate): an annotated Service holds its wave until a
 #      ready pod backs it.
 #   7. The same release without wavegate, for comparison: a Deployment judged by Argo CD's native
@@ -469,6 +470,42 @@ kubectl -n argocd patch application e2e-child --type merge \
 child_done() { [[ "$(field "$CHILD" status.sync.status)" == Synced && "$(field "$CHILD" status.health.status)" == Healthy ]]; }
 release "$t0" "app-of-apps: child synced -> parent's next wave" child_done -- "$AFTER"
 wait_until 60 "parent sync Succeeded" phase_matches e2e-parent Succeeded
+
+# argo-cd #4577: the parent's new revision points the child at a new source. Right after the
+# parent applies it, the child is still Synced and Healthy — compared to the OLD source; Argo CD
+# alone would move on. The project's Application Lua holds the parent until the child has
+# synced what its spec now asks for.
+log "app-of-apps: a new parent revision points the child at a new source"
+sed -i 's#path: child}#path: child-v2}#' "$REPO/parent/all.yaml"
+printf 'data:\n  child: v2\n' >>"$REPO/parent/all.yaml"
+mkdir -p "$REPO/child-v2"
+sed 's/name: child-config/name: child-config-v2/' "$REPO/child/all.yaml" >"$REPO/child-v2/all.yaml"
+git -C "$REPO" add -A
+git -C "$REPO" -c user.name=e2e -c user.email=e2e@wavegate.invalid commit -q -m "child v2"
+rev_parent="$(git -C "$REPO" rev-parse HEAD)"
+kubectl -n argocd annotate application e2e-parent argocd.argoproj.io/refresh=normal --overwrite >/dev/null
+child_points_at_v2() { [[ "$(field "$CHILD" spec.source.path)" == child-v2 ]]; }
+wait_until 60 "the parent's second sync applied the child's new source" child_points_at_v2
+after_v2() { [[ "$(field "$AFTER" data.child)" == v2 ]]; }
+end=$(( $(now_ms) + 8000 ))
+while (( $(now_ms) < end )); do
+  after_v2 && fail "the parent advanced while the child had not synced its new source (argo-cd #4577)"
+  sleep 0.2
+done
+exists /api/v1/namespaces/e2e-aoa/configmaps/child-config-v2 && fail "the child synced on its own"
+[[ "$(field "$APPS/e2e-parent" status.operationState.operation.sync.revision)" == "$rev_parent" ]] \
+  || fail "the parent is not syncing $rev_parent"
+log "parent held for 8s while the child was $(field "$CHILD" status.sync.status) against $(field "$CHILD" status.sync.comparedTo.source.path); now the child syncs child-v2"
+# With prune: child-config is no longer in the child's source, and a child that skipped the
+# prune stays OutOfSync — which the parent rightly keeps waiting for.
+kubectl -n argocd patch application e2e-child --type merge \
+  -p '{"operation":{"initiatedBy":{"username":"e2e"},"sync":{"revision":"main","prune":true}}}' >/dev/null
+child_done_v2() { child_done && [[ "$(field "$CHILD" status.sync.comparedTo.source.path)" == child-v2 ]]; }
+wait_until 60 "the child synced child-v2" child_done_v2
+t_ok=$(now_ms)
+wait_until 60 "the parent's next wave of $rev_parent applied" after_v2
+log "app-of-apps: parent's next wave applied $(( $(now_ms) - t_ok )) ms after the child was seen synced to its new source"
+wait_until 60 "parent's second sync Succeeded" phase_matches e2e-parent Succeeded
 
 # --------------------------------------------------------- 6. annotation mode ----
 log "annotation mode: an annotated Service in wave 0"
