@@ -164,9 +164,10 @@ COMPONENTS=(
 
 kube() { KUBECONFIG="$KUBECONFIG_OUT" kubectl "$@"; }
 
-# Argo CD's own CRDs come from the downloaded module (never committed here); the stub
-# tests/crds/argoproj.io_applications.yaml declares a status subresource, which makes Argo CD's
-# status writes (plain patches of the main object) vanish: it is left out.
+# Argo CD's own CRDs come from the downloaded module (never committed here). The stub
+# tests/crds/argoproj.io_applications.yaml (a minimal stand-in for the other tests) is left out:
+# Argo CD needs its full schema, and a CRD that declared a status subresource would silently
+# drop Argo CD's status writes (plain patches of the main object).
 module_dir() {
   # The netns has no route to the module proxy: the build (outside) downloaded the module.
   (cd "$ROOT/hack/argocd" && GOPROXY=off go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
