@@ -26,8 +26,8 @@ step "Lua health checks in Argo CD's sandbox (gopher-lua)"
 (cd argocd/lua-harness && go test -count=1 ./...)
 
 step "argocd-cm judged by Argo CD's own settings and health code (hack/argocd)"
-# Same GOCACHE and CGO setting as scripts/argocd.sh build, so the packages compile once.
-(cd hack/argocd && GOCACHE="${WAVEGATE_CACHE:-$HOME/.cache/wavegate}/go-build" CGO_ENABLED=0 go test -count=1 ./...)
+# Same GOCACHE, CGO and -trimpath as scripts/argocd.sh build, so shared packages compile once.
+(cd hack/argocd && GOCACHE="${WAVEGATE_CACHE:-$HOME/.cache/wavegate}/go-build" CGO_ENABLED=0 go test -trimpath -count=1 ./...)
 
 step "real Argo CD in the loop (scripts/argocd.sh: private control plane in netns wavegate-argocd)"
 scripts/argocd.sh up
