@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Every test wavegate has, against real parts: formatting and lints, Rust unit tests, end-to-end
 # tests on the local control plane (started here if it is not up), Argo CD's Lua VM on every
-# health script, and the browser tests of the dashboard and the UI extension.
+# health script, Argo CD's own settings and health code on the argocd-cm patch, the real Argo CD
+# syncing with wavegate in the loop, and the browser tests of the dashboard and the UI extension.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -23,6 +24,17 @@ cargo test --lib --bins --tests --examples 2>&1 | tee "$TEST_OUTPUT/cargo-test.l
 
 step "Lua health checks in Argo CD's sandbox (gopher-lua)"
 (cd argocd/lua-harness && go test -count=1 ./...)
+
+step "argocd-cm judged by Argo CD's own settings and health code (hack/argocd)"
+# Same GOCACHE, CGO and -trimpath as scripts/argocd.sh build, so shared packages compile once.
+(cd hack/argocd && GOCACHE="${WAVEGATE_CACHE:-$HOME/.cache/wavegate}/go-build" CGO_ENABLED=0 go test -trimpath -count=1 ./...)
+
+step "real Argo CD in the loop (scripts/argocd.sh: private control plane in netns wavegate-argocd)"
+scripts/argocd.sh up
+cargo build --quiet --bin wavegate
+tests/argocd/e2e.sh
+# Stop it on success (2 cores): a failure leaves it up for a look (scripts/argocd.sh status).
+scripts/argocd.sh down
 
 step "browser tests (Debian chromium, headless)"
 tests/browser/install.sh

@@ -1,0 +1,365 @@
+#!/usr/bin/env bash
+# Real Argo CD for wavegate's tests: the pinned Argo CD (hack/argocd/go.mod) built from its Go
+# module, run as local processes — redis, repo-server, application-controller, argocd-server —
+# against a PRIVATE copy of the local control plane (scripts/control-plane.sh with its own state
+# directory and ports), all inside a network namespace that has only loopback.
+#
+# Why a private control plane: the application-controller takes over every Application in its
+# namespace, and other tests create Application fixtures (unreachable repos, no real CRD).
+# Why a network namespace: the application-controller's metrics server listens on all
+# interfaces with no flag to change it; in the netns "all interfaces" is loopback.
+#
+# Usage: scripts/argocd.sh build|up|down|status|env
+#
+# Environment (all optional):
+#   WAVEGATE_CACHE            binaries + Go build cache       (default ~/.cache/wavegate)
+#   WAVEGATE_ARGOCD_STATE     state of this Argo CD + its control plane (default $WAVEGATE_CACHE/argocd-state)
+#   WAVEGATE_ARGOCD_NETNS     network namespace name           (default wavegate-argocd)
+# Requires: go, git, redis-server, ip (iproute2), curl, openssl, kubectl; root (for ip netns).
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+CACHE="${WAVEGATE_CACHE:-$HOME/.cache/wavegate}"
+STATE="${WAVEGATE_ARGOCD_STATE:-$CACHE/argocd-state}"
+NETNS="${WAVEGATE_ARGOCD_NETNS:-wavegate-argocd}"
+
+# Ports inside the netns (loopback only there, so they cannot clash with the host's).
+APISERVER_PORT=6443
+ETCD_PORT=23790
+KCM_PORT=10357
+REDIS_PORT=6379
+REPO_SERVER_PORT=8081
+REPO_SERVER_METRICS_PORT=8084
+CONTROLLER_METRICS_PORT=8082
+SERVER_PORT=8080
+SERVER_METRICS_PORT=8083
+# wavegate runs in the netns too (started by the tests); the proxy extension points at it.
+WAVEGATE_PORT=18090
+
+die() { echo "argocd: ERROR: $*" >&2; exit 1; }
+log() { echo "argocd: $*" >&2; }
+now_ms() { date +%s%3N; }
+need() { command -v "$1" >/dev/null 2>&1 || die "'$1' is required but not on PATH"; }
+
+ARGOCD_VERSION="$(sed -n 's#^\(require \|[[:space:]]*\)github\.com/argoproj/argo-cd/v3 v\([^[:space:]]*\)$#\2#p' "$ROOT/hack/argocd/go.mod")"
+[[ -n "$ARGOCD_VERSION" ]] || die "cannot read the Argo CD version from hack/argocd/go.mod"
+ARGOCD_BIN="$CACHE/bin/argocd-v$ARGOCD_VERSION"
+ARGOCD="$ARGOCD_BIN/argocd"
+
+LOGS="$STATE/logs"
+CP_STATE="$STATE/control-plane"
+KUBECONFIG_OUT="$CP_STATE/kubeconfig"
+
+# ---------------------------------------------------------------- build ----
+
+cmd_build() {
+  need go
+  export GOCACHE="$CACHE/go-build" CGO_ENABLED=0 GOFLAGS=-buildvcs=false
+  export GOTOOLCHAIN="${WAVEGATE_GOTOOLCHAIN:-auto}"
+  mkdir -p "$CACHE/build-logs" "$ARGOCD_BIN"
+  exec 9>"$CACHE/build.lock"
+  flock 9
+  if [[ -x "$ARGOCD" ]]; then
+    log "argocd v$ARGOCD_VERSION present ($ARGOCD)"
+  else
+    local t0 t1 p="github.com/argoproj/argo-cd/v3/common" blog="$CACHE/build-logs/argocd-v$ARGOCD_VERSION.log"
+    local ld="-s -w -X $p.version=$ARGOCD_VERSION -X $p.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ) -X $p.gitTreeState=clean"
+    log "building argocd v$ARGOCD_VERSION (github.com/argoproj/argo-cd/v3/cmd) ..."
+    t0=$(now_ms)
+    # /usr/bin/time -v records the peak RSS of the build in the log, when it is installed.
+    local timer=(); [[ -x /usr/bin/time ]] && timer=(/usr/bin/time -v)
+    if ! (cd "$ROOT/hack/argocd" && GODEBUG="tarinsecurepath=0,zipinsecurepath=0" \
+        "${timer[@]}" go build -trimpath -ldflags "$ld" -o "$ARGOCD.tmp" github.com/argoproj/argo-cd/v3/cmd) \
+        >"$blog" 2>&1; then
+      tail -n 40 "$blog" >&2
+      rm -f "$ARGOCD.tmp"
+      die "building argocd failed (log: $blog)"
+    fi
+    mv "$ARGOCD.tmp" "$ARGOCD"
+    t1=$(now_ms)
+    log "built argocd in $(( (t1 - t0) / 1000 ))s, $(du -m "$ARGOCD" | cut -f1) MB$(sed -n 's/.*Maximum resident set size (kbytes): \([0-9]*\)/, peak RSS of the build \1 kB/p' "$blog")"
+  fi
+  local name
+  for name in argocd-application-controller argocd-repo-server argocd-server; do
+    ln -sfn argocd "$ARGOCD_BIN/$name"
+  done
+  exec 9>&-
+}
+
+# ------------------------------------------------------------ processes ----
+
+# Everything but `build` and `env` runs inside the network namespace: re-exec there.
+in_netns() { [[ "$(ip netns identify $$ 2>/dev/null)" == "$NETNS" ]]; }
+enter_netns() { # args of this script
+  in_netns && return 0
+  need ip
+  [[ "$(id -u)" == 0 ]] || die "ip netns needs root"
+  if ! ip netns list | awk '{print $1}' | grep -qx "$NETNS"; then
+    ip netns add "$NETNS" || die "cannot create network namespace $NETNS"
+    log "created network namespace $NETNS (loopback only)"
+  fi
+  ip netns exec "$NETNS" ip link set lo up
+  exec ip netns exec "$NETNS" "$0" "$@"
+}
+
+alive() {
+  [[ -r "/proc/$1/stat" ]] || return 1
+  local st; st="$(cut -d')' -f2 <"/proc/$1/stat" 2>/dev/null | awk '{print $1}')" || return 1
+  [[ -n "$st" && "$st" != Z ]]
+}
+
+pid_of() { # component -> pid, if its pid file names a live process started for it
+  local f="$STATE/$1.pid" pid
+  [[ -f "$f" ]] || return 1
+  pid="$(cat "$f")"
+  [[ -n "$pid" ]] && alive "$pid" || return 1
+  tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q -- "$2" || return 1
+  echo "$pid"
+}
+
+start() { # component [VAR=value...] binary args...
+  local name="$1"; shift
+  mkdir -p "$LOGS"
+  log "starting $name"
+  echo "==== argocd.sh: starting $name at $(date -u +%Y-%m-%dT%H:%M:%SZ) ====" >>"$LOGS/$name.log"
+  (
+    cd "$STATE/work"
+    setsid nohup env "$@" >>"$LOGS/$name.log" 2>&1 </dev/null &
+    echo $! >"$STATE/$name.pid"
+  )
+}
+
+fail_component() {
+  log "$1 did not come up: $2"
+  if [[ -f "$LOGS/$1.log" ]]; then
+    echo "---- last lines of $LOGS/$1.log ----" >&2
+    tail -n 40 "$LOGS/$1.log" >&2
+    echo "----" >&2
+  fi
+  die "$1: $2"
+}
+
+wait_for() { # component match timeout check-command...
+  local name="$1" match="$2" timeout="$3"; shift 3
+  local deadline=$(( $(date +%s) + timeout ))
+  until "$@" >/dev/null 2>&1; do
+    pid_of "$name" "$match" >/dev/null || fail_component "$name" "process exited"
+    (( $(date +%s) < deadline )) || fail_component "$name" "not healthy after ${timeout}s"
+    sleep 0.2
+  done
+}
+
+redis_healthy() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null | grep -qx PONG; }
+repo_server_healthy() { curl -sf --max-time 2 "http://127.0.0.1:$REPO_SERVER_METRICS_PORT/healthz?full=true" | grep -qx ok; }
+controller_healthy() { curl -sf --max-time 2 "http://127.0.0.1:$CONTROLLER_METRICS_PORT/healthz" | grep -qx ok; }
+server_healthy() { curl -sf --max-time 2 "http://127.0.0.1:$SERVER_PORT/healthz?full=true" | grep -qx ok; }
+
+# name|cmdline match|health check
+COMPONENTS=(
+  "redis|redis-server|redis_healthy"
+  "repo-server|argocd-repo-server|repo_server_healthy"
+  "application-controller|argocd-application-controller|controller_healthy"
+  "server|argocd-server|server_healthy"
+)
+
+kube() { KUBECONFIG="$KUBECONFIG_OUT" kubectl "$@"; }
+
+# Argo CD's own CRDs come from the downloaded module (never committed here). The stub
+# tests/crds/argoproj.io_applications.yaml (a minimal stand-in for the other tests) is left out:
+# Argo CD needs its full schema, and a CRD that declared a status subresource would silently
+# drop Argo CD's status writes (plain patches of the main object).
+module_dir() {
+  # The netns has no route to the module proxy: the build (outside) downloaded the module.
+  (cd "$ROOT/hack/argocd" && GOPROXY=off go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
+}
+
+prepare_crds() {
+  local dir="$STATE/crds" mod f
+  mod="$(module_dir)" || die "cannot find the Argo CD module (go mod download in hack/argocd)"
+  [[ -f "$mod/manifests/crds/application-crd.yaml" ]] || die "$mod/manifests/crds/application-crd.yaml missing"
+  rm -rf "$dir"; mkdir -p "$dir"
+  cp "$mod/manifests/crds/application-crd.yaml" "$mod/manifests/crds/appproject-crd.yaml" "$dir/"
+  cp "$ROOT/deploy/crd/wavegate.dev_wavegates.yaml" "$dir/"
+  for f in "$ROOT"/tests/crds/*.yaml; do
+    [[ "$(basename "$f")" == argoproj.io_* ]] && continue
+    cp "$f" "$dir/"
+  done
+  chmod u+w "$dir"/*
+}
+
+install_config() {
+  kube get namespace argocd >/dev/null 2>&1 || kube create namespace argocd >/dev/null
+  # The project's argocd-cm patch, as a user would merge it (server-side apply keeps it a merge).
+  kube apply --server-side --force-conflicts --field-manager wavegate-health -f "$ROOT/argocd/argocd-cm/argocd-cm-patch.yaml" >/dev/null
+  # Argo CD's informers select its ConfigMaps and Secrets by this label.
+  kube -n argocd apply --server-side --force-conflicts --field-manager wavegate-argocd-sh -f - >/dev/null <<EOF
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: argocd-cm
+  namespace: argocd
+  labels: {app.kubernetes.io/part-of: argocd}
+data:
+  url: http://127.0.0.1:$SERVER_PORT
+  admin.enabled: "true"
+  # Local users for the proxy-extension test: alice may invoke the extension, bob may not.
+  accounts.alice: login, apiKey
+  accounts.bob: login, apiKey
+  timeout.reconciliation: 10s
+  # The proxy extension (argocd/extension/README.md): wavegate runs in this netns.
+  extension.config.wavegate: |
+    services:
+      - url: http://127.0.0.1:$WAVEGATE_PORT
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: argocd-rbac-cm
+  namespace: argocd
+  labels: {app.kubernetes.io/part-of: argocd}
+data:
+  policy.default: ""
+  policy.csv: |
+    p, role:wavegate-viewer, applications, get, default/seed-001-forgejo, allow
+    p, role:wavegate-viewer, extensions, invoke, wavegate, allow
+    p, role:app-viewer, applications, get, default/seed-001-forgejo, allow
+    g, alice, role:wavegate-viewer
+    g, bob, role:app-viewer
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: argocd-cmd-params-cm
+  namespace: argocd
+  labels: {app.kubernetes.io/part-of: argocd}
+data:
+  server.enable.proxy.extension: "true"
+EOF
+  if ! kube -n argocd get secret argocd-secret >/dev/null 2>&1; then
+    local key
+    key="$(openssl rand -base64 32)"
+    kube -n argocd create secret generic argocd-secret --from-literal=server.secretkey="$key" >/dev/null
+    kube -n argocd label secret argocd-secret app.kubernetes.io/part-of=argocd >/dev/null
+  fi
+}
+
+start_argocd_components() {
+  local kcfg="$STATE/argocd.kubeconfig"
+  # The components take their namespace from the kubeconfig context (ARGOCD_FAKE_IN_CLUSTER).
+  sed 's/^\(    namespace:\) default$/\1 argocd/' "$KUBECONFIG_OUT" >"$kcfg"
+  chmod 600 "$kcfg"
+  mkdir -p "$STATE/work" "$STATE/tls" "$STATE/ssh" "$STATE/gpg/keys" "$STATE/gpg/source" "$STATE/tmp"
+  local common=(KUBECONFIG="$kcfg" ARGOCD_FAKE_IN_CLUSTER=true HOME="$STATE/work" TMPDIR="$STATE/tmp"
+    ARGOCD_TLS_DATA_PATH="$STATE/tls" ARGOCD_SSH_DATA_PATH="$STATE/ssh" ARGOCD_GPG_ENABLED=false
+    ARGOCD_GNUPGHOME="$STATE/gpg/keys" ARGOCD_GPG_DATA_PATH="$STATE/gpg/source")
+  local redis="127.0.0.1:$REDIS_PORT" repo="127.0.0.1:$REPO_SERVER_PORT"
+
+  if ! pid_of redis redis-server >/dev/null; then
+    need redis-server
+    start redis redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no
+  fi
+  wait_for redis redis-server 30 redis_healthy
+
+  if ! pid_of repo-server argocd-repo-server >/dev/null; then
+    start repo-server "${common[@]}" "$ARGOCD_BIN/argocd-repo-server" \
+      --address 127.0.0.1 --port "$REPO_SERVER_PORT" \
+      --metrics-address 127.0.0.1 --metrics-port "$REPO_SERVER_METRICS_PORT" \
+      --redis "$redis" --disable-tls --loglevel info
+  fi
+  wait_for repo-server argocd-repo-server 60 repo_server_healthy
+
+  if ! pid_of application-controller argocd-application-controller >/dev/null; then
+    # Its metrics server listens on all interfaces; in this netns that is loopback only.
+    start application-controller "${common[@]}" "$ARGOCD_BIN/argocd-application-controller" \
+      --metrics-port "$CONTROLLER_METRICS_PORT" --redis "$redis" --repo-server "$repo" \
+      --repo-server-plaintext --status-processors 2 --operation-processors 2 \
+      --app-resync 10 --self-heal-timeout-seconds 0 --loglevel info
+  fi
+  wait_for application-controller argocd-application-controller 90 controller_healthy
+
+  if ! pid_of server argocd-server >/dev/null; then
+    start server "${common[@]}" "$ARGOCD_BIN/argocd-server" \
+      --address 127.0.0.1 --port "$SERVER_PORT" --metrics-address 127.0.0.1 --metrics-port "$SERVER_METRICS_PORT" \
+      --insecure --redis "$redis" --repo-server "$repo" --repo-server-plaintext \
+      --enable-proxy-extension --staticassets "$STATE/work" --loglevel info
+  fi
+  wait_for server argocd-server 90 server_healthy
+}
+
+cmd_up() {
+  need curl; need openssl; need kubectl; need git; need redis-server; need redis-cli; need go
+  if ! in_netns; then
+    # Builds need the Go module proxy, which the netns cannot reach: build first, then enter.
+    cmd_build
+    WAVEGATE_STATE="$CP_STATE" WAVEGATE_CACHE="$CACHE" "$ROOT/scripts/control-plane.sh" build
+    enter_netns up
+  fi
+  local t0; t0=$(now_ms)
+  mkdir -p "$STATE" "$LOGS"
+  prepare_crds
+  WAVEGATE_STATE="$CP_STATE" WAVEGATE_CACHE="$CACHE" WAVEGATE_CRDS="$STATE/crds" \
+    "$ROOT/scripts/control-plane.sh" up >/dev/null
+  install_config
+  start_argocd_components
+  log "Argo CD v$ARGOCD_VERSION up in $(( $(now_ms) - t0 )) ms (netns $NETNS; argocd-server http://127.0.0.1:$SERVER_PORT)"
+  print_env
+}
+
+stop() { # component match
+  local pid
+  if ! pid="$(pid_of "$1" "$2")"; then rm -f "$STATE/$1.pid"; return 0; fi
+  kill -TERM "$pid" 2>/dev/null || true
+  local deadline=$(( $(date +%s) + 15 ))
+  while alive "$pid" && (( $(date +%s) < deadline )); do sleep 0.1; done
+  alive "$pid" && { kill -KILL "$pid" 2>/dev/null || true; while alive "$pid"; do sleep 0.1; done; }
+  log "stopped $1 (pid $pid)"
+  rm -f "$STATE/$1.pid"
+}
+
+cmd_down() {
+  local i c
+  for (( i=${#COMPONENTS[@]}-1; i>=0; i-- )); do
+    IFS='|' read -r c match _ <<<"${COMPONENTS[$i]}"
+    stop "$c" "$match"
+  done
+  if in_netns; then
+    WAVEGATE_STATE="$CP_STATE" WAVEGATE_CACHE="$CACHE" "$ROOT/scripts/control-plane.sh" down
+  fi
+}
+
+cmd_status() {
+  local rc=0 c match check pid
+  for entry in "${COMPONENTS[@]}"; do
+    IFS='|' read -r c match check <<<"$entry"
+    if pid="$(pid_of "$c" "$match")"; then
+      if "$check"; then printf '%-24s running  pid %-8s healthy\n' "$c" "$pid"
+      else printf '%-24s running  pid %-8s UNHEALTHY\n' "$c" "$pid"; rc=1; fi
+    else
+      printf '%-24s stopped\n' "$c"; rc=1
+    fi
+  done
+  WAVEGATE_STATE="$CP_STATE" WAVEGATE_CACHE="$CACHE" "$ROOT/scripts/control-plane.sh" status >/dev/null 2>&1 \
+    && echo "control plane (private)  up" || { echo "control plane (private)  DOWN"; rc=1; }
+  echo "netns: $NETNS   state: $STATE   argocd-server: http://127.0.0.1:$SERVER_PORT"
+  return "$rc"
+}
+
+# Commands that talk to this Argo CD must run in its netns: `ip netns exec $NETNS …`.
+print_env() {
+  echo "export WAVEGATE_ARGOCD_NETNS=$NETNS"
+  echo "export WAVEGATE_ARGOCD_KUBECONFIG=$KUBECONFIG_OUT"
+  echo "export WAVEGATE_ARGOCD_SERVER=http://127.0.0.1:$SERVER_PORT"
+  echo "export WAVEGATE_ARGOCD_CONTROLLER_METRICS=http://127.0.0.1:$CONTROLLER_METRICS_PORT"
+  echo "export WAVEGATE_ARGOCD_WAVEGATE_PORT=$WAVEGATE_PORT"
+  echo "export WAVEGATE_ARGOCD_STATE=$STATE"
+  echo "export WAVEGATE_ARGOCD_BIN=$ARGOCD"
+}
+
+case "${1:-}" in
+  build) cmd_build ;;
+  up) cmd_up ;;
+  down) enter_netns down; cmd_down ;;
+  status) enter_netns status; cmd_status ;;
+  env) print_env ;;
+  *) echo "usage: $0 build|up|down|status|env" >&2; exit 2 ;;
+esac
