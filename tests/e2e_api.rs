@@ -126,9 +126,21 @@ async fn generic_kind_is_judged_by_kstatus_and_jsonpath() {
                         "resources": {"requests": {"storage": "1Gi"}}}}),
     )
     .await;
-    let wg = Wavegate::start(client, EvalConfig::default()).await;
+    let wg = Wavegate::start(client.clone(), EvalConfig::default()).await;
+    // Argo CD's own rule for PVCs (gitops-engine health_pvc.go): Pending is Progressing.
     let v = wg.health("persistentvolumeclaims", &ns, "data", "").await;
-    assert_eq!(v["status"], "Healthy", "{v}");
+    assert_eq!(v["status"], "Progressing", "{v}");
+    let pvc = cluster::api_resource("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims");
+    cluster::patch_status(&client, &pvc, &ns, "data", json!({"phase": "Bound"})).await;
+    cluster::eventually(std::time::Duration::from_secs(5), "Bound PVC", || async {
+        let v = wg.health("persistentvolumeclaims", &ns, "data", "").await;
+        if v["status"] == "Healthy" {
+            Ok(())
+        } else {
+            Err(v.to_string())
+        }
+    })
+    .await;
     let v = wg
         .health(
             "persistentvolumeclaims",
