@@ -569,3 +569,252 @@ impl moka::Expiry<(String, String), Result<ApiResource, CacheError>> for Discove
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The cache against a scripted API server on loopback: each list and each watch answers as
+    //! the test says, when the test says, so the moments between a watch error and the end of
+    //! the relist that follows it can be read from deterministically.
+
+    use super::*;
+    use axum::Router;
+    use axum::body::Body;
+    use axum::extract::{Query, State};
+    use axum::http::StatusCode;
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::{get, post};
+    use serde_json::json;
+    use std::collections::VecDeque;
+    use std::sync::atomic::AtomicUsize;
+    use tokio::sync::oneshot;
+
+    const NS: &str = "shop";
+
+    /// How one watch request is answered.
+    enum WatchReply {
+        /// An `ERROR` event with this code (410: the resourceVersion was compacted away), sent
+        /// when the receiver fires, then the end of the stream.
+        ErrorWhen(u16, oneshot::Receiver<()>),
+        /// Nothing, ever: a quiet kind.
+        Quiet,
+    }
+
+    struct ListReply {
+        ready: bool,
+        resource_version: &'static str,
+        /// The list answers only once this fires (a relist in progress).
+        hold: Option<oneshot::Receiver<()>>,
+    }
+
+    #[derive(Default)]
+    struct Script {
+        lists: Mutex<VecDeque<ListReply>>,
+        watches: Mutex<VecDeque<WatchReply>>,
+        lists_started: AtomicUsize,
+        /// Resources the access review denies.
+        denied: Mutex<BTreeSet<String>>,
+    }
+
+    fn pod_list(ready: bool, rv: &str) -> Value {
+        let status = if ready { "True" } else { "False" };
+        json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": rv},
+               "items": [{"metadata": {"name": "web-0", "namespace": NS, "resourceVersion": rv,
+                                       "labels": {"app": "web"}},
+                          "status": {"phase": "Running", "podIP": "10.0.0.1",
+                                     "conditions": [{"type": "Ready", "status": status}]}}]})
+    }
+
+    async fn pods(State(s): State<Arc<Script>>, Query(q): Query<HashMap<String, String>>) -> Response {
+        if q.get("watch").map(String::as_str) == Some("true") {
+            let reply = s.watches.lock().unwrap().pop_front().unwrap_or(WatchReply::Quiet);
+            let body = match reply {
+                WatchReply::Quiet => Body::from_stream(futures::stream::pending::<
+                    Result<Vec<u8>, std::io::Error>,
+                >()),
+                WatchReply::ErrorWhen(code, fire) => Body::from_stream(futures::stream::once(async move {
+                    let _ = fire.await;
+                    let event = json!({"type": "ERROR", "object": {
+                        "apiVersion": "v1", "kind": "Status", "status": "Failure", "code": code,
+                        "reason": if code == 410 { "Expired" } else { "InternalError" },
+                        "message": if code == 410 { "too old resource version: 1 (7)" } else { "etcdserver: leader changed" }}});
+                    Ok::<_, std::io::Error>(format!("{event}\n").into_bytes())
+                })),
+            };
+            return (StatusCode::OK, body).into_response();
+        }
+        s.lists_started.fetch_add(1, Ordering::SeqCst);
+        let reply = {
+            let mut lists = s.lists.lock().unwrap();
+            if lists.len() > 1 {
+                lists.pop_front().unwrap()
+            } else {
+                let last = lists.front().expect("a scripted list");
+                ListReply {
+                    ready: last.ready,
+                    resource_version: last.resource_version,
+                    hold: None,
+                }
+            }
+        };
+        if let Some(hold) = reply.hold {
+            let _ = hold.await;
+        }
+        axum::Json(pod_list(reply.ready, reply.resource_version)).into_response()
+    }
+
+    async fn access_review(State(s): State<Arc<Script>>, axum::Json(mut review): axum::Json<Value>) -> Response {
+        let resource = review["spec"]["resourceAttributes"]["resource"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let allowed = !s.denied.lock().unwrap().contains(&resource);
+        review["status"] = json!({"allowed": allowed});
+        axum::Json(review).into_response()
+    }
+
+    async fn fake_api(script: Arc<Script>) -> Client {
+        let app = Router::new()
+            .route(&format!("/api/v1/namespaces/{NS}/pods"), get(pods))
+            .route(
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                post(access_review),
+            )
+            .with_state(script);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let config = kube::Config::new(url.parse().unwrap());
+        Client::try_from(config).unwrap()
+    }
+
+    fn cache(client: Client) -> Arc<Cache> {
+        Cache::new(
+            client,
+            Some(BTreeSet::from([NS.to_string()])),
+            Duration::from_secs(2),
+            Arc::new(Metrics::default()),
+        )
+    }
+
+    fn ready_of(pods: &[Arc<Pod>]) -> Vec<bool> {
+        pods.iter()
+            .map(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .collect()
+    }
+
+    async fn until<F: FnMut() -> bool>(what: &str, mut f: F) {
+        let start = Instant::now();
+        while !f() {
+            assert!(start.elapsed() < Duration::from_secs(10), "{what}: not within 10s");
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn reads_during_a_relist_after_410_gone_are_not_served_as_fresh() {
+        let script = Arc::new(Script::default());
+        let (gone, gone_rx) = oneshot::channel();
+        let (relisted, relisted_rx) = oneshot::channel();
+        script.lists.lock().unwrap().extend([
+            ListReply { ready: true, resource_version: "1", hold: None },
+            ListReply { ready: false, resource_version: "7", hold: Some(relisted_rx) },
+        ]);
+        script.watches.lock().unwrap().push_back(WatchReply::ErrorWhen(410, gone_rx));
+        let cache = cache(fake_api(script.clone()).await);
+
+        let before = cache.pods(NS).await.expect("the first list is served");
+        assert_eq!(ready_of(&before), [true]);
+
+        // The pod turned NotReady while the watch was away; the relist that will say so is
+        // still on its way, and the store still holds the pod as it was before the outage.
+        gone.send(()).unwrap();
+        until("the relist starts", || script.lists_started.load(Ordering::SeqCst) == 2).await;
+        let during = cache.pods(NS).await;
+        assert!(
+            during.is_err(),
+            "a read between the watch error and the completed relist must fail, got {:?}",
+            during.map(|p| ready_of(&p))
+        );
+
+        relisted.send(()).unwrap();
+        let start = Instant::now();
+        loop {
+            match cache.pods(NS).await {
+                Ok(p) => {
+                    assert_eq!(ready_of(&p), [false], "after the relist the store is the truth");
+                    break;
+                }
+                Err(e) => assert!(start.elapsed() < Duration::from_secs(10), "still {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_watch_that_recovered_is_read_without_waiting_for_a_timer() {
+        let script = Arc::new(Script::default());
+        let (fail, fail_rx) = oneshot::channel();
+        script.lists.lock().unwrap().push_back(ListReply {
+            ready: true,
+            resource_version: "1",
+            hold: None,
+        });
+        script.watches.lock().unwrap().push_back(WatchReply::ErrorWhen(500, fail_rx));
+        let cache = cache(fake_api(script.clone()).await);
+        cache.pods(NS).await.expect("the first list is served");
+
+        // A brown-out: one error, then a working (quiet) watch again. What the watch proves
+        // afterwards decides, not how long ago the error was.
+        fail.send(()).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let start = Instant::now();
+        loop {
+            match cache.pods(NS).await {
+                Ok(p) => {
+                    assert_eq!(ready_of(&p), [true]);
+                    break;
+                }
+                Err(e) => assert!(
+                    start.elapsed() < Duration::from_secs(8),
+                    "the watch recovered but reads still fail: {e}"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_forbidden_kind_is_refused_at_once_and_does_not_wedge_readiness() {
+        let script = Arc::new(Script::default());
+        script.denied.lock().unwrap().insert("pods".into());
+        script.lists.lock().unwrap().push_back(ListReply {
+            ready: true,
+            resource_version: "1",
+            hold: None,
+        });
+        let cache = cache(fake_api(script.clone()).await);
+
+        let start = Instant::now();
+        let read = cache.pods(NS).await;
+        assert!(read.is_err(), "RBAC forbids pods: {:?}", read.map(|p| p.len()));
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "a forbidden kind is answered at once, not after --sync-wait"
+        );
+        assert_eq!(
+            script.lists_started.load(Ordering::SeqCst),
+            0,
+            "no watch is started on a kind RBAC forbids"
+        );
+        assert!(
+            cache.readiness().is_ok(),
+            "a caller's forbidden read must not make wavegate NotReady: {:?}",
+            cache.readiness()
+        );
+    }
+}
