@@ -642,19 +642,24 @@ mod tests {
             };
             return (StatusCode::OK, body).into_response();
         }
+        if s.denied.lock().unwrap().contains("pods") {
+            let status = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+                                "reason": "Forbidden", "code": 403, "message": "pods is forbidden"});
+            return (StatusCode::FORBIDDEN, axum::Json(status)).into_response();
+        }
         s.lists_started.fetch_add(1, Ordering::SeqCst);
+        // Each scripted list once, then the last one again for every later relist.
         let reply = {
             let mut lists = s.lists.lock().unwrap();
-            if lists.len() > 1 {
-                lists.pop_front().unwrap()
-            } else {
-                let last = lists.front().expect("a scripted list");
-                ListReply {
-                    ready: last.ready,
-                    resource_version: last.resource_version,
+            let reply = lists.pop_front().expect("a scripted list");
+            if lists.is_empty() {
+                lists.push_back(ListReply {
+                    ready: reply.ready,
+                    resource_version: reply.resource_version,
                     hold: None,
-                }
+                });
             }
+            reply
         };
         if let Some(hold) = reply.hold {
             let _ = hold.await;
