@@ -1,7 +1,7 @@
 //! The subcommands: argument types and what each one runs.
 
 use crate::api::{self, AppState};
-use crate::cache::Cache;
+use crate::cache::{Cache, WatchLimits};
 use crate::evaluate::{Ask, EvalConfig, Evaluator};
 use crate::health::{HealthStatus, Verdict};
 use crate::metrics::Metrics;
@@ -54,6 +54,14 @@ pub struct ClusterArgs {
     /// How long a first read waits for a new watch to sync.
     #[arg(long, env = "WAVEGATE_SYNC_WAIT", default_value = "5s", value_parser = humantime::parse_duration)]
     pub sync_wait: Duration,
+    /// A watch started for a caller's read (not one `serve` itself needs) is stopped after
+    /// this long without reads.
+    #[arg(long, env = "WAVEGATE_WATCH_IDLE", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub watch_idle: Duration,
+    /// At most this many watches for callers' reads at once; a read that needs one more is
+    /// answered Unknown with the reason.
+    #[arg(long, env = "WAVEGATE_MAX_WATCHES", default_value = "64")]
+    pub max_watches: usize,
 }
 
 #[derive(Args, Debug)]
@@ -200,7 +208,12 @@ async fn evaluator(
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot build a Kubernetes client (KUBECONFIG or in-cluster): {e}"))?;
-    let cache = Cache::new(client, namespaces, cluster.sync_wait, metrics.clone());
+    let limits = WatchLimits {
+        idle: cluster.watch_idle,
+        max_on_demand: cluster.max_watches,
+        ..WatchLimits::default()
+    };
+    let cache = Cache::with_limits(client, namespaces, cluster.sync_wait, limits, metrics.clone());
     Evaluator::new(cache, config, metrics).map_err(|e| e.to_string())
 }
 
@@ -228,6 +241,11 @@ pub async fn serve(args: ServeArgs) -> u8 {
                 return EXIT_ERROR;
             }
         };
+    // Readiness is what `serve` needs to do its job, the gate controller's WaveGates; watches
+    // started by callers' reads never count (a caller could otherwise wedge it).
+    evaluator
+        .cache()
+        .require(crate::gate::controller::GROUP, crate::gate::controller::PLURAL);
     let listener = match tokio::net::TcpListener::bind(&args.listen).await {
         Ok(l) => l,
         Err(e) => {
