@@ -227,6 +227,8 @@ pub struct Cache {
     on_demand: AtomicUsize,
     /// Tells every watch to drop its stream and relist (the API server stopped answering).
     relist_all: broadcast::Sender<String>,
+    /// When the API server last answered the heartbeat.
+    heard: Mutex<Instant>,
     changes: broadcast::Sender<Change>,
     metrics: Arc<Metrics>,
 }
@@ -277,6 +279,7 @@ impl Cache {
             required: Mutex::default(),
             on_demand: AtomicUsize::new(0),
             relist_all,
+            heard: Mutex::new(Instant::now()),
             changes,
             metrics,
         });
@@ -293,10 +296,24 @@ impl Cache {
         self.changes.subscribe()
     }
 
-    /// Make readiness cover the watches of `plural.group` (in every watched namespace). They
-    /// are started by the first read, as any other, but never bounded or evicted.
-    pub fn require(&self, group: &str, plural: &str) {
+    /// Make readiness cover the watches of `plural.group` (in every watched namespace), and
+    /// start them now, retrying until they start (a CRD installed later, an API server that
+    /// is not up yet). They are never bounded or evicted.
+    pub fn require(self: &Arc<Self>, group: &str, plural: &str) {
         lock(&self.required).insert(resource_name(group, plural));
+        let (cache, group, plural) = (Arc::downgrade(self), group.to_string(), plural.to_string());
+        tokio::spawn(async move {
+            let mut backoff = watcher::DefaultBackoff::default();
+            loop {
+                let Some(c) = cache.upgrade() else { return };
+                match c.objects(&group, &plural, None).await {
+                    Ok(_) | Err(CacheError::NotSynced(_) | CacheError::Relisting { .. }) => return,
+                    Err(e) => tracing::warn!(error = %e, "cannot start a required watch; retrying"),
+                }
+                drop(c);
+                tokio::time::sleep(backoff.next().unwrap_or(Duration::from_secs(30))).await;
+            }
+        });
     }
 
     /// Ready when every required watch has listed and is not relisting (`/readyz`): the
@@ -453,7 +470,10 @@ impl Cache {
             let _ = tokio::time::timeout(self.sync_wait, listed).await;
         }
         match w.health.phase() {
-            Phase::Synced => Ok(()),
+            Phase::Synced => self.heard_lately().map_err(|error| CacheError::Relisting {
+                what: w.label.clone(),
+                error,
+            }),
             Phase::Listing => Err(CacheError::NotSynced(w.label.clone())),
             Phase::Relisting(error) => Err(CacheError::Relisting {
                 what: w.label.clone(),
@@ -594,6 +614,38 @@ impl Cache {
         let w = self.spawn(api, dyntype, &key.0, label, required, strip);
         guard.insert(key, w.clone());
         Ok(w)
+    }
+
+    /// Whether the API server answered a heartbeat lately. It has not when it is unreachable,
+    /// and also when wavegate itself was frozen (SIGSTOP, a stalled node): then every store may
+    /// have missed changes, and even the first request served after thawing must not read it.
+    fn heard_lately(&self) -> Result<(), String> {
+        let silent = lock(&self.heard).elapsed();
+        if silent > 2 * self.limits.heartbeat {
+            Err(format!(
+                "wavegate has not heard from the API server for {}",
+                humantime::format_duration(Duration::from_secs(silent.as_secs()))
+            ))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Every watch relists: none may serve reads until a new list completes.
+    fn relist_everything(&self, reason: String) {
+        fn fail<K: KubeResource>(set: &WatchSet<K>, reason: &str)
+        where
+            K::DynamicType: Hash + Eq,
+        {
+            for w in lock(set).values() {
+                w.health.failed(reason.to_string());
+            }
+        }
+        fail(&self.pods, &reason);
+        fail(&self.services, &reason);
+        fail(&self.slices, &reason);
+        fail(&self.dynamic, &reason);
+        let _ = self.relist_all.send(reason);
     }
 
     /// Stop on-demand watches nobody has read for `limits.idle`.
@@ -827,7 +879,8 @@ async fn evict_idle(cache: Weak<Cache>) {
 }
 
 /// Turn every watch to relisting when the API server stops answering (see
-/// [`WatchLimits::heartbeat`]).
+/// [`WatchLimits::heartbeat`]), or answers again after a silence (wavegate was frozen, or the
+/// API server was away): what the stores missed meanwhile is only known after a new list.
 async fn heartbeat(cache: Weak<Cache>) {
     let mut answering = true;
     loop {
@@ -837,6 +890,7 @@ async fn heartbeat(cache: Weak<Cache>) {
         };
         tokio::time::sleep(every).await;
         let answer = tokio::time::timeout(every, client.apiserver_version()).await;
+        let Some(c) = cache.upgrade() else { return };
         let error = match answer {
             Ok(Ok(_)) => None,
             Ok(Err(e)) => Some(format!("the API server did not answer: {e}")),
@@ -845,16 +899,22 @@ async fn heartbeat(cache: Weak<Cache>) {
                 humantime::format_duration(every)
             )),
         };
-        match (error, answering) {
-            (Some(e), true) => {
-                tracing::warn!(error = %e, "API server unreachable; relisting every watch");
-                if let Some(c) = cache.upgrade() {
-                    let _ = c.relist_all.send(e);
+        match error {
+            Some(e) => {
+                if answering {
+                    tracing::warn!(error = %e, "API server unreachable; relisting every watch");
+                    c.relist_everything(e);
                 }
                 answering = false;
             }
-            (None, false) => answering = true,
-            _ => {}
+            None => {
+                if let Err(silence) = c.heard_lately() {
+                    tracing::warn!(%silence, "API server answers again; relisting every watch");
+                    c.relist_everything(silence);
+                }
+                *lock(&c.heard) = Instant::now();
+                answering = true;
+            }
         }
     }
 }
