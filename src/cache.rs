@@ -796,11 +796,15 @@ where
             // than the outage, as a resourceVersion=0 list could on a lagging API server.
             let stream = watcher(self.api.clone(), watcher::Config::default()).modify(self.strip);
             let mut stream = std::pin::pin!(stream);
-            let error = loop {
+            // A heartbeat's word ends the watch at once and restarts it without a backoff:
+            // either the API server went silent (the list will wait or fail on its own) or it
+            // answers again after a silence, and the sooner the relist, the shorter the time
+            // nothing can be judged.
+            let (error, told) = loop {
                 let event = tokio::select! {
                     event = stream.next() => event,
                     reason = relist_all.recv() => match reason {
-                        Ok(reason) => break reason,
+                        Ok(reason) => break (reason, true),
                         Err(_) => continue,
                     },
                 };
@@ -811,8 +815,8 @@ where
                         }
                         self.apply(event);
                     }
-                    Some(Err(e)) => break e.to_string(),
-                    None => break "the watch stream ended".to_string(),
+                    Some(Err(e)) => break (e.to_string(), false),
+                    None => break ("the watch stream ended".to_string(), false),
                 }
             };
             tracing::warn!(watch = %self.label, error = %error, "watch failed; relisting");
@@ -821,7 +825,15 @@ where
                 .get_or_create(&ResourceLabel::new(&self.resource))
                 .inc();
             self.health.failed(error);
-            tokio::time::sleep(backoff.next().unwrap_or(Duration::from_secs(30))).await;
+            if told {
+                backoff.reset();
+                continue;
+            }
+            tokio::select! {
+                _ = tokio::time::sleep(backoff.next().unwrap_or(Duration::from_secs(30))) => {}
+                // The API server answers again: no reason to sit out the rest of the backoff.
+                Ok(_) = relist_all.recv() => backoff.reset(),
+            }
         }
     }
 
@@ -889,11 +901,11 @@ async fn heartbeat(cache: Weak<Cache>) {
             return;
         };
         tokio::time::sleep(every).await;
-        let answer = tokio::time::timeout(every, client.apiserver_version()).await;
+        let answer = tokio::time::timeout(every, api_server_ready(&client)).await;
         let Some(c) = cache.upgrade() else { return };
         let error = match answer {
-            Ok(Ok(_)) => None,
-            Ok(Err(e)) => Some(format!("the API server did not answer: {e}")),
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(format!("the API server is not ready: {}", failed_checks(&e))),
             Err(_) => Some(format!(
                 "the API server did not answer within {}",
                 humantime::format_duration(every)
@@ -916,6 +928,32 @@ async fn heartbeat(cache: Weak<Cache>) {
                 answering = true;
             }
         }
+    }
+}
+
+/// The API server's own `/readyz` (readable by anyone through the default
+/// `system:public-info-viewer` ClusterRole). Unlike `/version` it fails while the API server
+/// cannot reach etcd: its watch cache then stops following etcd and catches up only later, so
+/// what wavegate's watches deliver afterwards may lag, until a fresh consistent list.
+async fn api_server_ready(client: &Client) -> Result<(), kube::Error> {
+    let request = axum::http::Request::get("/readyz")
+        .body(Vec::new())
+        .map_err(kube::Error::HttpError)?;
+    client.request_text(request).await.map(|_| ())
+}
+
+/// The failing checks of a `/readyz` answer (`[-]etcd failed: reason withheld`), not its
+/// whole verbose body.
+fn failed_checks(e: &kube::Error) -> String {
+    let text = e.to_string();
+    let failed: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("[-]"))
+        .collect();
+    if failed.is_empty() {
+        text
+    } else {
+        failed.join("; ")
     }
 }
 
@@ -1099,9 +1137,9 @@ mod tests {
         }
     }
 
-    async fn version(State(s): State<Arc<Script>>) -> Response {
+    async fn readyz(State(s): State<Arc<Script>>) -> Response {
         s.unless_paused().await;
-        axum::Json(json!({"major": "1", "minor": "37", "gitVersion": "v1.37.2"})).into_response()
+        "ok".into_response()
     }
 
     fn pod_list(ready: bool, rv: &str) -> Value {
@@ -1170,7 +1208,7 @@ mod tests {
     async fn fake_api(script: Arc<Script>) -> Client {
         let app = Router::new()
             .route(&format!("/api/v1/namespaces/{NS}/pods"), get(pods))
-            .route("/version", get(version))
+            .route("/readyz", get(readyz))
             .route(
                 "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
                 post(access_review),
@@ -1353,7 +1391,10 @@ mod tests {
         loop {
             match cache.pods(NS).await {
                 Err(CacheError::Relisting { error, .. }) => {
-                    assert!(error.contains("did not answer"), "{error}");
+                    assert!(
+                        error.contains("did not answer") || error.contains("not heard from"),
+                        "{error}"
+                    );
                     break;
                 }
                 other => assert!(
