@@ -130,6 +130,10 @@ enum Phase {
 struct WatchHealth {
     phase: Mutex<Phase>,
     listed: Notify,
+    /// When the latest list completed: proof, as good as a heartbeat, that the store was fresh.
+    listed_at: Mutex<Option<Instant>>,
+    /// Wakes the watch's task to drop its stream and relist (a heartbeat's word).
+    relist_now: Notify,
     last_read: Mutex<Instant>,
 }
 
@@ -144,6 +148,8 @@ impl WatchHealth {
         WatchHealth {
             phase: Mutex::new(Phase::Listing),
             listed: Notify::new(),
+            listed_at: Mutex::new(None),
+            relist_now: Notify::new(),
             last_read: Mutex::new(Instant::now()),
         }
     }
@@ -162,8 +168,13 @@ impl WatchHealth {
     }
 
     fn listed(&self) {
+        *lock(&self.listed_at) = Some(Instant::now());
         *lock(&self.phase) = Phase::Synced;
         self.listed.notify_waiters();
+    }
+
+    fn listed_at(&self) -> Option<Instant> {
+        *lock(&self.listed_at)
     }
 
     fn touch(&self) {
@@ -225,8 +236,6 @@ pub struct Cache {
     /// Resources (`wavegates.wavegate.dev`) whose watches readiness covers.
     required: Mutex<BTreeSet<String>>,
     on_demand: AtomicUsize,
-    /// Tells every watch to drop its stream and relist (the API server stopped answering).
-    relist_all: broadcast::Sender<String>,
     /// When the API server last answered the heartbeat.
     heard: Mutex<Instant>,
     changes: broadcast::Sender<Change>,
@@ -258,7 +267,6 @@ impl Cache {
         metrics: Arc<Metrics>,
     ) -> Arc<Cache> {
         let (changes, _) = broadcast::channel(4096);
-        let (relist_all, _) = broadcast::channel(16);
         let cache = Arc::new(Cache {
             client,
             namespaces,
@@ -278,7 +286,6 @@ impl Cache {
                 .build(),
             required: Mutex::default(),
             on_demand: AtomicUsize::new(0),
-            relist_all,
             heard: Mutex::new(Instant::now()),
             changes,
             metrics,
@@ -470,10 +477,13 @@ impl Cache {
             let _ = tokio::time::timeout(self.sync_wait, listed).await;
         }
         match w.health.phase() {
-            Phase::Synced => self.heard_lately().map_err(|error| CacheError::Relisting {
-                what: w.label.clone(),
-                error,
-            }),
+            Phase::Synced => match self.silence(w.health.listed_at()) {
+                None => Ok(()),
+                Some(error) => Err(CacheError::Relisting {
+                    what: w.label.clone(),
+                    error,
+                }),
+            },
             Phase::Listing => Err(CacheError::NotSynced(w.label.clone())),
             Phase::Relisting(error) => Err(CacheError::Relisting {
                 what: w.label.clone(),
@@ -616,36 +626,44 @@ impl Cache {
         Ok(w)
     }
 
-    /// Whether the API server answered a heartbeat lately. It has not when it is unreachable,
-    /// and also when wavegate itself was frozen (SIGSTOP, a stalled node): then every store may
-    /// have missed changes, and even the first request served after thawing must not read it.
-    fn heard_lately(&self) -> Result<(), String> {
-        let silent = lock(&self.heard).elapsed();
-        if silent > 2 * self.limits.heartbeat {
-            Err(format!(
+    /// Why a store cannot be vouched for, if neither a heartbeat nor its own latest list
+    /// reached the API server lately. That happens when the API server is unreachable, and
+    /// also when wavegate itself was frozen (SIGSTOP, a stalled node): then a store may have
+    /// missed changes, and even the first request served after thawing must not read it.
+    fn silence(&self, listed_at: Option<Instant>) -> Option<String> {
+        let heard = *lock(&self.heard);
+        let last = listed_at.map_or(heard, |l| l.max(heard));
+        let silent = last.elapsed();
+        (silent > 2 * self.limits.heartbeat).then(|| {
+            format!(
                 "wavegate has not heard from the API server for {}",
                 humantime::format_duration(Duration::from_secs(silent.as_secs()))
-            ))
-        } else {
-            Ok(())
-        }
+            )
+        })
     }
 
-    /// Every watch relists: none may serve reads until a new list completes.
-    fn relist_everything(&self, reason: String) {
-        fn fail<K: KubeResource>(set: &WatchSet<K>, reason: &str)
+    /// The watches listed before `listed_before` (all with `None`) relist: none of them may
+    /// serve reads until its new list completes.
+    fn relist(&self, reason: &str, listed_before: Option<Instant>) {
+        fn tell<K: KubeResource>(set: &WatchSet<K>, reason: &str, before: Option<Instant>)
         where
             K::DynamicType: Hash + Eq,
         {
             for w in lock(set).values() {
-                w.health.failed(reason.to_string());
+                let stale = match (before, w.health.listed_at()) {
+                    (Some(t), Some(listed)) => listed <= t,
+                    _ => true,
+                };
+                if stale {
+                    w.health.failed(reason.to_string());
+                    w.health.relist_now.notify_one();
+                }
             }
         }
-        fail(&self.pods, &reason);
-        fail(&self.services, &reason);
-        fail(&self.slices, &reason);
-        fail(&self.dynamic, &reason);
-        let _ = self.relist_all.send(reason);
+        tell(&self.pods, reason, listed_before);
+        tell(&self.services, reason, listed_before);
+        tell(&self.slices, reason, listed_before);
+        tell(&self.dynamic, reason, listed_before);
     }
 
     /// Stop on-demand watches nobody has read for `limits.idle`.
@@ -753,7 +771,7 @@ impl Cache {
             changes: self.changes.clone(),
             metrics: self.metrics.clone(),
         };
-        let task = tokio::spawn(run.run(self.relist_all.subscribe())).abort_handle();
+        let task = tokio::spawn(run.run()).abort_handle();
         Watch {
             store,
             dyntype,
@@ -787,7 +805,7 @@ where
     K: KubeResource + Clone + Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
     K::DynamicType: Hash + Eq + Clone + Send + Sync,
 {
-    async fn run(mut self, mut relist_all: broadcast::Receiver<String>) {
+    async fn run(mut self) {
         let mut backoff = watcher::DefaultBackoff::default();
         loop {
             // The list is a consistent read (no resourceVersion): since KEP-2340 (consistent
@@ -803,9 +821,9 @@ where
             let (error, told) = loop {
                 let event = tokio::select! {
                     event = stream.next() => event,
-                    reason = relist_all.recv() => match reason {
-                        Ok(reason) => break (reason, true),
-                        Err(_) => continue,
+                    () = self.health.relist_now.notified() => match self.health.phase() {
+                        Phase::Relisting(reason) => break (reason, true),
+                        _ => continue,
                     },
                 };
                 match event {
@@ -830,9 +848,9 @@ where
                 continue;
             }
             tokio::select! {
-                _ = tokio::time::sleep(backoff.next().unwrap_or(Duration::from_secs(30))) => {}
+                () = tokio::time::sleep(backoff.next().unwrap_or(Duration::from_secs(30))) => {}
                 // The API server answers again: no reason to sit out the rest of the backoff.
-                Ok(_) = relist_all.recv() => backoff.reset(),
+                () = self.health.relist_now.notified() => backoff.reset(),
             }
         }
     }
@@ -915,14 +933,15 @@ async fn heartbeat(cache: Weak<Cache>) {
             Some(e) => {
                 if answering {
                     tracing::warn!(error = %e, "API server unreachable; relisting every watch");
-                    c.relist_everything(e);
+                    c.relist(&e, None);
                 }
                 answering = false;
             }
             None => {
-                if let Err(silence) = c.heard_lately() {
-                    tracing::warn!(%silence, "API server answers again; relisting every watch");
-                    c.relist_everything(silence);
+                let heard = *lock(&c.heard);
+                if let Some(silence) = c.silence(None) {
+                    tracing::warn!(%silence, "API server answers again; relisting the watches that have not since");
+                    c.relist(&silence, Some(heard));
                 }
                 *lock(&c.heard) = Instant::now();
                 answering = true;
