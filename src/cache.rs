@@ -57,7 +57,6 @@ const DISCOVERY_MISS_TTL: Duration = Duration::from_secs(10);
 const ACCESS_TTL: Duration = Duration::from_secs(300);
 const ACCESS_DENIED_TTL: Duration = Duration::from_secs(30);
 
-
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum CacheError {
     #[error("namespace {0} is not watched by this wavegate (see --namespaces)")]
@@ -856,7 +855,8 @@ where
     }
 
     fn apply(&mut self, event: watcher::Event<K>) {
-        let before = matches!(event, watcher::Event::InitDone).then(|| self.writer.as_reader().state());
+        let before =
+            matches!(event, watcher::Event::InitDone).then(|| self.writer.as_reader().state());
         self.writer.apply_watcher_event(&event);
         match &event {
             watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
@@ -914,7 +914,9 @@ async fn evict_idle(cache: Weak<Cache>) {
 async fn heartbeat(cache: Weak<Cache>) {
     let mut answering = true;
     loop {
-        let Some((client, every)) = cache.upgrade().map(|c| (c.client.clone(), c.limits.heartbeat))
+        let Some((client, every)) = cache
+            .upgrade()
+            .map(|c| (c.client.clone(), c.limits.heartbeat))
         else {
             return;
         };
@@ -923,7 +925,10 @@ async fn heartbeat(cache: Weak<Cache>) {
         let Some(c) = cache.upgrade() else { return };
         let error = match answer {
             Ok(Ok(())) => None,
-            Ok(Err(e)) => Some(format!("the API server is not ready: {}", failed_checks(&e))),
+            Ok(Err(e)) => Some(format!(
+                "the API server is not ready: {}",
+                failed_checks(&e)
+            )),
             Err(_) => Some(format!(
                 "the API server did not answer within {}",
                 humantime::format_duration(every)
@@ -1170,21 +1175,31 @@ mod tests {
                                      "conditions": [{"type": "Ready", "status": status}]}}]})
     }
 
-    async fn pods(State(s): State<Arc<Script>>, Query(q): Query<HashMap<String, String>>) -> Response {
+    async fn pods(
+        State(s): State<Arc<Script>>,
+        Query(q): Query<HashMap<String, String>>,
+    ) -> Response {
         if q.get("watch").map(String::as_str) == Some("true") {
-            let reply = s.watches.lock().unwrap().pop_front().unwrap_or(WatchReply::Quiet);
+            let reply = s
+                .watches
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or(WatchReply::Quiet);
             let body = match reply {
-                WatchReply::Quiet => Body::from_stream(futures::stream::pending::<
-                    Result<Vec<u8>, std::io::Error>,
-                >()),
-                WatchReply::ErrorWhen(code, fire) => Body::from_stream(futures::stream::once(async move {
-                    let _ = fire.await;
-                    let event = json!({"type": "ERROR", "object": {
+                WatchReply::Quiet => {
+                    Body::from_stream(futures::stream::pending::<Result<Vec<u8>, std::io::Error>>())
+                }
+                WatchReply::ErrorWhen(code, fire) => {
+                    Body::from_stream(futures::stream::once(async move {
+                        let _ = fire.await;
+                        let event = json!({"type": "ERROR", "object": {
                         "apiVersion": "v1", "kind": "Status", "status": "Failure", "code": code,
                         "reason": if code == 410 { "Expired" } else { "InternalError" },
                         "message": if code == 410 { "too old resource version: 1 (7)" } else { "etcdserver: leader changed" }}});
-                    Ok::<_, std::io::Error>(format!("{event}\n").into_bytes())
-                })),
+                        Ok::<_, std::io::Error>(format!("{event}\n").into_bytes())
+                    }))
+                }
             };
             return (StatusCode::OK, body).into_response();
         }
@@ -1214,7 +1229,10 @@ mod tests {
         axum::Json(pod_list(reply.ready, reply.resource_version)).into_response()
     }
 
-    async fn access_review(State(s): State<Arc<Script>>, axum::Json(mut review): axum::Json<Value>) -> Response {
+    async fn access_review(
+        State(s): State<Arc<Script>>,
+        axum::Json(mut review): axum::Json<Value>,
+    ) -> Response {
         let resource = review["spec"]["resourceAttributes"]["resource"]
             .as_str()
             .unwrap_or_default()
@@ -1268,7 +1286,10 @@ mod tests {
     async fn until<F: FnMut() -> bool>(what: &str, mut f: F) {
         let start = Instant::now();
         while !f() {
-            assert!(start.elapsed() < Duration::from_secs(10), "{what}: not within 10s");
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{what}: not within 10s"
+            );
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
     }
@@ -1279,10 +1300,22 @@ mod tests {
         let (gone, gone_rx) = oneshot::channel();
         let (relisted, relisted_rx) = oneshot::channel();
         script.lists.lock().unwrap().extend([
-            ListReply { ready: true, resource_version: "1", hold: None },
-            ListReply { ready: false, resource_version: "7", hold: Some(relisted_rx) },
+            ListReply {
+                ready: true,
+                resource_version: "1",
+                hold: None,
+            },
+            ListReply {
+                ready: false,
+                resource_version: "7",
+                hold: Some(relisted_rx),
+            },
         ]);
-        script.watches.lock().unwrap().push_back(WatchReply::ErrorWhen(410, gone_rx));
+        script
+            .watches
+            .lock()
+            .unwrap()
+            .push_back(WatchReply::ErrorWhen(410, gone_rx));
         let cache = cache(fake_api(script.clone()).await);
 
         let before = cache.pods(NS).await.expect("the first list is served");
@@ -1291,7 +1324,10 @@ mod tests {
         // The pod turned NotReady while the watch was away; the relist that will say so is
         // still on its way, and the store still holds the pod as it was before the outage.
         gone.send(()).unwrap();
-        until("the relist starts", || script.lists_started.load(Ordering::SeqCst) == 2).await;
+        until("the relist starts", || {
+            script.lists_started.load(Ordering::SeqCst) == 2
+        })
+        .await;
         match cache.pods(NS).await {
             Err(CacheError::Relisting { what, error }) => {
                 assert_eq!(what, "pods in shop");
@@ -1308,7 +1344,11 @@ mod tests {
         loop {
             match cache.pods(NS).await {
                 Ok(p) => {
-                    assert_eq!(ready_of(&p), [false], "after the relist the store is the truth");
+                    assert_eq!(
+                        ready_of(&p),
+                        [false],
+                        "after the relist the store is the truth"
+                    );
                     break;
                 }
                 Err(e) => assert!(start.elapsed() < Duration::from_secs(10), "still {e}"),
@@ -1326,7 +1366,11 @@ mod tests {
             resource_version: "1",
             hold: None,
         });
-        script.watches.lock().unwrap().push_back(WatchReply::ErrorWhen(500, fail_rx));
+        script
+            .watches
+            .lock()
+            .unwrap()
+            .push_back(WatchReply::ErrorWhen(500, fail_rx));
         let cache = cache(fake_api(script.clone()).await);
         cache.pods(NS).await.expect("the first list is served");
 

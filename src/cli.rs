@@ -213,7 +213,13 @@ async fn evaluator(
         max_on_demand: cluster.max_watches,
         ..WatchLimits::default()
     };
-    let cache = Cache::with_limits(client, namespaces, cluster.sync_wait, limits, metrics.clone());
+    let cache = Cache::with_limits(
+        client,
+        namespaces,
+        cluster.sync_wait,
+        limits,
+        metrics.clone(),
+    );
     Evaluator::new(cache, config, metrics).map_err(|e| e.to_string())
 }
 
@@ -243,9 +249,10 @@ pub async fn serve(args: ServeArgs) -> u8 {
         };
     // Readiness is what `serve` needs to do its job, the gate controller's WaveGates; watches
     // started by callers' reads never count (a caller could otherwise wedge it).
-    evaluator
-        .cache()
-        .require(crate::gate::controller::GROUP, crate::gate::controller::PLURAL);
+    evaluator.cache().require(
+        crate::gate::controller::GROUP,
+        crate::gate::controller::PLURAL,
+    );
     let listener = match tokio::net::TcpListener::bind(&args.listen).await {
         Ok(l) => l,
         Err(e) => {

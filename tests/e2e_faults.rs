@@ -179,7 +179,10 @@ impl Wavegate {
         if let Some(status) = self.child.try_wait().unwrap() {
             let log = std::fs::read_to_string(&self.log).unwrap_or_default();
             let tail: Vec<&str> = log.lines().rev().take(30).collect();
-            panic!("wavegate exited ({status}); last log lines:\n{}", tail.join("\n"));
+            panic!(
+                "wavegate exited ({status}); last log lines:\n{}",
+                tail.join("\n")
+            );
         }
     }
 
@@ -304,7 +307,9 @@ impl Scene {
         let admin = &self.admin;
         until(&format!("gate {want}"), RECOVERY, || async move {
             let s = gate_status(admin).await;
-            (s.as_deref() == Some(want)).then_some(()).ok_or(format!("{s:?}"))
+            (s.as_deref() == Some(want))
+                .then_some(())
+                .ok_or(format!("{s:?}"))
         })
         .await;
     }
@@ -496,7 +501,11 @@ async fn faults_never_make_wavegate_claim_healthy_or_degraded_falsely() {
     scene.wg.stop();
     scene.observer.block_writes();
     scene.pod_turns_not_ready().await;
-    scene.wg = Wavegate::start(&scene.wg.kubeconfig.clone(), &scene.wg.log.clone(), scene.wg.port);
+    scene.wg = Wavegate::start(
+        &scene.wg.kubeconfig.clone(),
+        &scene.wg.log.clone(),
+        scene.wg.port,
+    );
     scene.observer.unblock_writes();
     scene.recovers_to_not_ready().await;
     scene.back_to_healthy().await;
@@ -509,11 +518,11 @@ async fn faults_never_make_wavegate_claim_healthy_or_degraded_falsely() {
     let roles: Api<k8s_openapi::api::rbac::v1::ClusterRole> = Api::all(scene.admin.clone());
     let role = roles.get("wavegate").await.unwrap();
     let mut revoked = role.clone();
-    revoked
-        .rules
-        .as_mut()
-        .unwrap()
-        .retain(|r| !r.resources.as_ref().is_some_and(|res| res.iter().any(|x| x == "wavegates/status")));
+    revoked.rules.as_mut().unwrap().retain(|r| {
+        !r.resources
+            .as_ref()
+            .is_some_and(|res| res.iter().any(|x| x == "wavegates/status"))
+    });
     revoked.metadata.managed_fields = None;
     roles
         .replace("wavegate", &Default::default(), &revoked)
