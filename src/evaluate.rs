@@ -477,7 +477,9 @@ fn cache_verdict(ask: &Ask, e: &CacheError) -> Verdict {
     match e {
         // Transient blindness of wavegate's own cache: Progressing, never Unknown, which
         // fails a hook gate and with it the sync.
-        CacheError::NotSynced(_) | CacheError::Relisting { .. } => Verdict::progressing(msg),
+        CacheError::NotSynced(_) | CacheError::Relisting { .. } | CacheError::AccessReview { .. } => {
+            Verdict::progressing(msg)
+        }
         _ => Verdict::unknown(msg),
     }
 }
