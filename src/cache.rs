@@ -18,6 +18,11 @@
 //!   by a timer: kube-rs would otherwise resume a broken watch from its last resourceVersion
 //!   silently, and a quiet kind would never show that it had recovered.
 //!
+//! Silence is not health either: a paused API server, or a wavegate that was itself frozen,
+//! produces no watch error. A heartbeat on the API server's `/readyz` relists every watch when it
+//! fails or answers again after a silence, and a store is read only while a heartbeat or its own
+//! latest list vouches for it (see [`WatchLimits::heartbeat`]).
+//!
 //! Readiness (`/readyz`) covers only the watches the process itself requires
 //! ([`Cache::require`]: `serve` requires WaveGates). Watches started for a caller's read are
 //! on demand: checked with a SelfSubjectAccessReview first (a kind RBAC forbids is a clear error,
