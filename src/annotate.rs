@@ -31,7 +31,19 @@ pub const OPT_IN: &str = "wavegate.dev/annotate";
 pub const STATUS: &str = "wavegate.dev/health-status";
 pub const MESSAGE: &str = "wavegate.dev/health-message";
 pub const OBSERVED_GENERATION: &str = "wavegate.dev/observed-generation";
-const WRITTEN: [&str; 3] = [STATUS, MESSAGE, OBSERVED_GENERATION];
+/// Unix time (seconds) until which the verdict counts (see `--status-validity`).
+pub const VALID_UNTIL: &str = "wavegate.dev/valid-until";
+/// For Services: the selector the verdict was judged for, `k=v,k2=v2` sorted by key. A
+/// Service has no `metadata.generation`, so this is how the health script knows that the
+/// verdict is about the selector Argo CD just applied, not the one before it.
+pub const JUDGED_SELECTOR: &str = "wavegate.dev/judged-selector";
+const WRITTEN: [&str; 5] = [
+    STATUS,
+    MESSAGE,
+    OBSERVED_GENERATION,
+    VALID_UNTIL,
+    JUDGED_SELECTOR,
+];
 
 /// The kinds annotation mode judges.
 fn kinds() -> [Resource; 4] {
@@ -57,6 +69,7 @@ enum AnnotateError {
 type Key = (Resource, String, String);
 
 struct Annotator {
+    validity: Option<Duration>,
     evaluator: Arc<Evaluator>,
     metrics: Arc<Metrics>,
     index: Mutex<DepIndex<Key>>,
@@ -65,11 +78,23 @@ struct Annotator {
 /// Run annotation mode until the cache's change feed closes. Each patch increments
 /// [`Metrics::annotation_writes`].
 pub async fn run(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, resync: Duration) {
+    let validity = Some(crate::gate::controller::DEFAULT_STATUS_VALIDITY);
+    run_with(evaluator, metrics, resync, validity).await
+}
+
+/// [`run`], with how long a written verdict counts (`None`: forever).
+pub async fn run_with(
+    evaluator: Arc<Evaluator>,
+    metrics: Arc<Metrics>,
+    resync: Duration,
+    validity: Option<Duration>,
+) {
     let changes = evaluator.cache().subscribe();
     let annotator = Arc::new(Annotator {
         evaluator,
         metrics,
         index: Mutex::default(),
+        validity,
     });
     tracing::info!(
         "annotation mode started (watching services, CNPG databases, CrdbClusters, Argo CD applications)"
@@ -154,14 +179,26 @@ impl Annotator {
         }
         let (wanted, requeue) = if opted_in(&current) {
             let ask = Ask::from_params(Target::new(kind.clone(), ns, name)?, &HashMap::new())?;
-            let verdict = self.evaluator.judge_fresh(&ask).await;
+            // Dependencies first, so a change during the judgement wakes this object again.
             self.set_deps(key, Some(&ask));
+            let verdict = self.evaluator.judge_fresh(&ask).await.verdict;
             let generation = object
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64);
             let requeue = (matches!(ask, Ask::CrdbCluster { .. }) && !verdict.is_healthy())
                 .then_some(PROBE_RECHECK);
-            (wanted_annotations(&verdict, generation), requeue)
+            let mut wanted = wanted_annotations(&verdict, generation);
+            if *kind == Resource::Service
+                && let Some(selector) = judged_selector(&object)
+            {
+                wanted.insert(JUDGED_SELECTOR.into(), selector);
+            }
+            if let Some(validity) = self.validity {
+                let now = k8s_openapi::jiff::Timestamp::now().as_second();
+                let until = valid_until(&current, &wanted, validity, now);
+                wanted.insert(VALID_UNTIL.into(), until.to_string());
+            }
+            (wanted, requeue)
         } else {
             self.set_deps(key, None);
             (BTreeMap::new(), None)
@@ -230,8 +267,44 @@ fn concerns_us(annotations: &BTreeMap<String, String>) -> bool {
     opted_in(annotations) || WRITTEN.iter().any(|k| annotations.contains_key(*k))
 }
 
+/// The Service's selector as `k=v,k2=v2`, sorted by key (how the Service health script renders
+/// it too), or `None` without one.
+pub fn judged_selector(service: &Value) -> Option<String> {
+    let selector = service.pointer("/spec/selector")?.as_object()?;
+    let sorted: BTreeMap<&String, &str> = selector
+        .iter()
+        .filter_map(|(k, v)| Some((k, v.as_str()?)))
+        .collect();
+    Some(
+        sorted
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}
+
+/// The written `valid-until`, kept while the same verdict has at least half its validity left
+/// (so a settled object is rewritten once per half validity), else `now + validity`.
+fn valid_until(
+    current: &BTreeMap<String, String>,
+    wanted: &BTreeMap<String, String>,
+    validity: Duration,
+    now: i64,
+) -> i64 {
+    let v = i64::try_from(validity.as_secs()).unwrap_or(i64::MAX / 4);
+    let same = [STATUS, MESSAGE, OBSERVED_GENERATION, JUDGED_SELECTOR]
+        .iter()
+        .all(|k| current.get(*k) == wanted.get(*k));
+    current
+        .get(VALID_UNTIL)
+        .and_then(|u| u.parse::<i64>().ok())
+        .filter(|until| same && until - now >= v / 2)
+        .unwrap_or(now.saturating_add(v))
+}
+
 /// The three annotations for a verdict; `observed-generation` only for kinds with a generation.
-fn wanted_annotations(verdict: &Verdict, generation: Option<i64>) -> BTreeMap<String, String> {
+pub fn wanted_annotations(verdict: &Verdict, generation: Option<i64>) -> BTreeMap<String, String> {
     let mut out = BTreeMap::from([
         (STATUS.to_string(), verdict.status.as_str().to_string()),
         (MESSAGE.to_string(), verdict.message.clone()),
@@ -337,5 +410,24 @@ mod tests {
             annotation_patch(&current, &wanted),
             Some(json!({"metadata": {"annotations": {OBSERVED_GENERATION: null}}}))
         );
+    }
+
+    #[test]
+    fn a_service_verdict_records_the_selector_it_judged() {
+        let svc = json!({"spec": {"selector": {"b": "2", "a": "1"}}});
+        assert_eq!(judged_selector(&svc).as_deref(), Some("a=1,b=2"));
+        assert_eq!(judged_selector(&json!({"spec": {}})), None);
+    }
+
+    #[test]
+    fn valid_until_is_renewed_at_half_validity_or_on_a_new_verdict() {
+        let validity = Duration::from_secs(180);
+        let wanted = ann(&[(STATUS, "Healthy"), (MESSAGE, "ok")]);
+        let mut current = wanted.clone();
+        current.insert(VALID_UNTIL.into(), "1180".into());
+        assert_eq!(valid_until(&current, &wanted, validity, 1000), 1180);
+        assert_eq!(valid_until(&current, &wanted, validity, 1091), 1271);
+        let changed = ann(&[(STATUS, "Progressing"), (MESSAGE, "0 ready")]);
+        assert_eq!(valid_until(&current, &changed, validity, 1010), 1190);
     }
 }

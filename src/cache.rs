@@ -427,7 +427,14 @@ impl Cache {
     ) -> Result<Option<Value>, CacheError> {
         let w = self.dynamic_watch(group, plural, namespace).await?;
         self.read(&w).await?;
-        let key = ObjectRef::new_with(name, w.dyntype.clone()).within(namespace);
+        // A cluster-scoped object (Argo CD lists it with namespace "") has no namespace in its
+        // reference; `within("")` would name one that nothing lives in.
+        let key = ObjectRef::new_with(name, w.dyntype.clone());
+        let key = if namespace.is_empty() {
+            key
+        } else {
+            key.within(namespace)
+        };
         Ok(w.store.get(&key).map(|o| to_json(&o)))
     }
 

@@ -82,6 +82,16 @@ pub struct ServeArgs {
     /// object of those kinds (in --namespaces), and it needs `patch` on them.
     #[arg(long, env = "WAVEGATE_ANNOTATE")]
     pub annotate: bool,
+    /// Namespace of Argo CD's own Applications: a WaveGate whose tracking id names an
+    /// Application without a namespace is managed by one in this namespace, and the start of
+    /// that Application's running sync restarts the gate's timeout.
+    #[arg(long, env = "WAVEGATE_ARGOCD_NAMESPACE", default_value = crate::gate::controller::DEFAULT_ARGOCD_NAMESPACE)]
+    pub argocd_namespace: String,
+    /// How long a verdict wavegate writes (WaveGate `status.health.validUntil`, annotation
+    /// `wavegate.dev/valid-until`) counts for Argo CD unless wavegate confirms it again; it is
+    /// confirmed at half this. 0: forever (a stopped wavegate's last verdict then counts).
+    #[arg(long, env = "WAVEGATE_STATUS_VALIDITY", default_value = "3m", value_parser = humantime::parse_duration)]
+    pub status_validity: Duration,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -260,16 +270,21 @@ pub async fn serve(args: ServeArgs) -> u8 {
             return EXIT_ERROR;
         }
     };
-    tokio::spawn(crate::gate::run(
+    tokio::spawn(crate::gate::controller::run_with(
         evaluator.clone(),
         metrics.clone(),
-        args.resync,
+        crate::gate::controller::Settings {
+            resync: args.resync,
+            argocd_namespace: args.argocd_namespace.clone(),
+            status_validity: (!args.status_validity.is_zero()).then_some(args.status_validity),
+        },
     ));
     if args.annotate {
-        tokio::spawn(crate::annotate::run(
+        tokio::spawn(crate::annotate::run_with(
             evaluator.clone(),
             metrics.clone(),
             args.resync,
+            (!args.status_validity.is_zero()).then_some(args.status_validity),
         ));
     }
     let state = AppState {
@@ -361,7 +376,7 @@ pub async fn check(args: CheckArgs) -> u8 {
         Ok(x) => x,
         Err(code) => return code,
     };
-    let v = ev.judge_fresh(&ask).await;
+    let v = ev.judge_fresh(&ask).await.verdict;
     print_verdict(&v, &args.output);
     exit_code(v.status)
 }
@@ -377,7 +392,7 @@ pub async fn wait(args: WaitArgs) -> u8 {
     let deadline = Instant::now() + args.timeout;
     let mut last: Option<Verdict> = None;
     loop {
-        let v = ev.judge_fresh(&ask).await;
+        let v = ev.judge_fresh(&ask).await.verdict;
         if last.as_ref() != Some(&v) {
             eprintln!("{} {}: {v}", ask.resource(), ask.object());
         }

@@ -243,13 +243,40 @@ impl Default for EvalConfig {
     }
 }
 
+/// A verdict and whether it rests on evidence about the cluster.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Judgement {
+    pub verdict: Verdict,
+    /// Why the verdict says more about wavegate than about the cluster (a cache that has not
+    /// synced, is failing or relisting; a probe that got no answer), if it does. Such a verdict
+    /// is never grounds for Degraded: a gate's timeout does not fire on it (DESIGN.md: "Degraded
+    /// needs evidence about the cluster, never about wavegate's own state").
+    pub blind: Option<String>,
+}
+
+/// How long a persistent failure that is no longer observed is remembered. A failure that
+/// comes back after this starts a new grace period instead of inheriting an old one.
+const FORGET_FAILURES_AFTER: Duration = Duration::from_secs(120);
+
+/// At most this many persistent failures are remembered; the oldest observations go first.
+/// Keys come from what callers ask about, so the map must not grow with them.
+const MAX_REMEMBERED_FAILURES: usize = 10_000;
+
+/// Since when a persistent failure of one object identity has been observed, and when last.
+#[derive(Debug, Clone, Copy)]
+struct Observed {
+    since: Instant,
+    last: Instant,
+}
+
 pub struct Evaluator {
     cache: Arc<Cache>,
     config: EvalConfig,
-    verdicts: moka::future::Cache<String, Verdict>,
+    verdicts: moka::future::Cache<String, Judgement>,
     probes: moka::future::Cache<String, cockroach::PodProbe>,
-    /// When each persistent failure was first seen, by ask.
-    failing_since: Mutex<HashMap<String, Instant>>,
+    /// When each persistent failure was first seen, by ask and object identity (UID and
+    /// generation), so a grace period belongs to one object at one spec.
+    failing_since: Mutex<HashMap<String, Observed>>,
     http: reqwest::Client,
     metrics: Arc<Metrics>,
 }
@@ -298,7 +325,8 @@ impl Evaluator {
                 computed = true;
                 Box::pin(self.evaluate(ask)).await
             })
-            .await;
+            .await
+            .verdict;
         self.metrics.record_cache(!computed);
         self.metrics.record_verdict(verdict.status);
         verdict
@@ -306,29 +334,37 @@ impl Evaluator {
 
     /// Evaluate now, bypassing the verdict cache (probes stay cached). For the gate controller,
     /// which runs on change events and must see the change that woke it.
-    pub async fn judge_fresh(&self, ask: &Ask) -> Verdict {
-        let v = self.evaluate(ask).await;
-        self.verdicts.insert(ask.key(), v.clone()).await;
-        v
+    pub async fn judge_fresh(&self, ask: &Ask) -> Judgement {
+        let j = self.evaluate(ask).await;
+        self.verdicts.insert(ask.key(), j.clone()).await;
+        j
     }
 
-    async fn evaluate(&self, ask: &Ask) -> Verdict {
-        let (finding, grace) = match self.find(ask).await {
+    async fn evaluate(&self, ask: &Ask) -> Judgement {
+        let found = match self.find(ask).await {
             Ok(found) => found,
-            Err(e) => (Finding::Settled(cache_verdict(ask, &e)), Duration::ZERO),
+            Err(e) => Found {
+                finding: Finding::Settled(cache_verdict(ask, &e)),
+                grace: Duration::ZERO,
+                identity: String::new(),
+                blind: Some(e.to_string()),
+            },
         };
-        let key = ask.key();
-        let lasted = match &finding {
-            Finding::Persistent { .. } => self.lasted(&key),
+        let key = format!("{}|{}", ask.key(), found.identity);
+        let lasted = match &found.finding {
+            Finding::Persistent { .. } => self.lasted(&key, Instant::now()),
             Finding::Settled(_) => {
                 self.forget(&key);
                 Duration::ZERO
             }
         };
-        finding.resolve(lasted, grace)
+        Judgement {
+            verdict: found.finding.resolve(lasted, found.grace),
+            blind: found.blind,
+        }
     }
 
-    async fn find(&self, ask: &Ask) -> Result<(Finding, Duration), CacheError> {
+    async fn find(&self, ask: &Ask) -> Result<Found, CacheError> {
         let c = &self.cache;
         Ok(match ask {
             Ask::Service {
@@ -343,7 +379,8 @@ impl Evaluator {
                     min_ready: *min_ready,
                 };
                 let f = service::check(namespace, name, svc.as_deref(), &pods, &slices, &params);
-                (f, self.config.selector_grace)
+                let identity = svc.as_deref().map(|s| identity_of(&s.metadata));
+                Found::seen(f, self.config.selector_grace, identity)
             }
             Ask::CnpgDatabase {
                 namespace,
@@ -360,7 +397,8 @@ impl Evaluator {
                     require_cluster_ready: *require_cluster_ready,
                 };
                 let f = cnpg::check(namespace, name, db.as_ref(), cluster.as_ref(), &params);
-                (f, self.config.cnpg_grace)
+                let identity = db.as_ref().map(json_identity);
+                Found::seen(f, self.config.cnpg_grace, identity)
             }
             Ask::CrdbCluster {
                 namespace,
@@ -382,22 +420,33 @@ impl Evaluator {
                     selector: selector.clone(),
                     http_port: None,
                 };
+                let mut unanswered = None;
                 let f = match cockroach::plan(namespace, name, cluster.as_ref(), &pods, &params) {
                     Err(f) => f,
                     Ok(plan) => {
                         let probes =
                             futures::future::join_all(plan.targets.iter().map(|t| self.probe(t)))
                                 .await;
+                        unanswered = probes.iter().find_map(|p| match &p.readiness {
+                            cockroach::Readiness::Unreachable(why) => {
+                                Some(format!("pod {} did not answer: {why}", p.pod))
+                            }
+                            _ => None,
+                        });
                         cockroach::judge(namespace, name, &plan, &probes)
                     }
                 };
-                (f, self.config.crdb_grace)
+                let identity = cluster.as_ref().map(json_identity);
+                Found {
+                    blind: unanswered,
+                    ..Found::seen(f, self.config.crdb_grace, identity)
+                }
             }
             Ask::Application { namespace, name } => {
                 let (g, p) = Resource::Application.group_plural();
                 let app = c.object(g, p, namespace, name).await?;
                 let v = application::check(namespace, name, app.as_ref());
-                (Finding::Settled(v), Duration::ZERO)
+                Found::seen(v.into(), Duration::ZERO, None)
             }
             Ask::Generic {
                 group,
@@ -408,7 +457,7 @@ impl Evaluator {
             } => {
                 let obj = c.object(group, plural, namespace, name).await?;
                 let v = generic::check(&ask.resource(), namespace, name, obj.as_ref(), rule);
-                (Finding::Settled(v), Duration::ZERO)
+                Found::seen(v.into(), Duration::ZERO, None)
             }
         })
     }
@@ -453,12 +502,9 @@ impl Evaluator {
             .await
     }
 
-    fn lasted(&self, key: &str) -> Duration {
+    fn lasted(&self, key: &str, now: Instant) -> Duration {
         match self.failing_since.lock() {
-            Ok(mut m) => m
-                .entry(key.to_string())
-                .or_insert_with(Instant::now)
-                .elapsed(),
+            Ok(mut m) => observe(&mut m, key, now),
             Err(_) => Duration::ZERO,
         }
     }
@@ -470,6 +516,68 @@ impl Evaluator {
     }
 }
 
+/// What `find` concluded, with what the grace period of a persistent failure belongs to.
+struct Found {
+    finding: Finding,
+    grace: Duration,
+    /// The judged object's UID and generation: a failure of another object under the same name,
+    /// or of the same object at another spec, starts its own grace period.
+    identity: String,
+    blind: Option<String>,
+}
+
+impl Found {
+    fn seen(finding: Finding, grace: Duration, identity: Option<String>) -> Found {
+        Found {
+            finding,
+            grace,
+            identity: identity.unwrap_or_default(),
+            blind: None,
+        }
+    }
+}
+
+fn identity_of(meta: &kube::api::ObjectMeta) -> String {
+    format!(
+        "{}@{}",
+        meta.uid.as_deref().unwrap_or(""),
+        meta.generation.unwrap_or(0)
+    )
+}
+
+fn json_identity(obj: &serde_json::Value) -> String {
+    let meta = &obj["metadata"];
+    format!(
+        "{}@{}",
+        meta["uid"].as_str().unwrap_or(""),
+        meta["generation"].as_i64().unwrap_or(0)
+    )
+}
+
+/// Record an observation of the persistent failure `key` at `now` and return how long it has
+/// lasted. A failure not observed for [`FORGET_FAILURES_AFTER`] starts again; the map is pruned
+/// of such stale entries, and of the oldest ones past [`MAX_REMEMBERED_FAILURES`].
+fn observe(m: &mut HashMap<String, Observed>, key: &str, now: Instant) -> Duration {
+    let fresh = |o: &Observed| now.saturating_duration_since(o.last) < FORGET_FAILURES_AFTER;
+    if !m.contains_key(key) && m.len() >= MAX_REMEMBERED_FAILURES {
+        m.retain(|_, o| fresh(o));
+        if m.len() >= MAX_REMEMBERED_FAILURES
+            && let Some(oldest) = m.iter().min_by_key(|(_, o)| o.last).map(|(k, _)| k.clone())
+        {
+            m.remove(&oldest);
+        }
+    }
+    let entry = m.entry(key.to_string()).or_insert(Observed {
+        since: now,
+        last: now,
+    });
+    if !fresh(entry) {
+        entry.since = now;
+    }
+    entry.last = now;
+    now.saturating_duration_since(entry.since)
+}
+
 /// A cache that cannot answer is never evidence of health: not yet synced keeps the wave
 /// waiting (Progressing), anything else is Unknown with the reason.
 fn cache_verdict(ask: &Ask, e: &CacheError) -> Verdict {
@@ -477,9 +585,9 @@ fn cache_verdict(ask: &Ask, e: &CacheError) -> Verdict {
     match e {
         // Transient blindness of wavegate's own cache: Progressing, never Unknown, which
         // fails a hook gate and with it the sync.
-        CacheError::NotSynced(_) | CacheError::Relisting { .. } | CacheError::AccessReview { .. } => {
-            Verdict::progressing(msg)
-        }
+        CacheError::NotSynced(_)
+        | CacheError::Relisting { .. }
+        | CacheError::AccessReview { .. } => Verdict::progressing(msg),
         _ => Verdict::unknown(msg),
     }
 }

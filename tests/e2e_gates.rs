@@ -150,8 +150,10 @@ async fn gate_becomes(client: &kube::Client, ns: &str, name: &str, want: &str) -
     )
     .await;
     let argo = argo_cd_health(&gate);
+    let health = &gate["status"]["health"];
     assert_eq!(
-        argo, gate["status"]["health"],
+        (&argo["status"], &argo["message"]),
+        (&health["status"], &health["message"]),
         "Argo CD's Lua verdict must equal wavegate's status.health"
     );
     gate
@@ -198,7 +200,10 @@ async fn gates_follow_seed_001_to_healthy_and_time_out_to_degraded() {
         &admin,
         &ns,
         "forgejo-0",
-        json!({"app": "gitea", "app.kubernetes.io/name": "gitea"}),
+        // As the chart labels it (tests/scenarios/seed-001-forgejo.yaml): the release name
+        // `forgejo` under app.kubernetes.io/instance is what makes it a near match.
+        json!({"app": "gitea", "app.kubernetes.io/name": "gitea",
+               "app.kubernetes.io/instance": "forgejo"}),
     )
     .await;
     set_pod_ready(&admin, &ns, "forgejo-0", "10.244.2.9", true).await;
@@ -387,4 +392,199 @@ async fn gate_on_split_cockroachdb_is_degraded_and_healthy_once_joined() {
         "15152a17-fcc9-4a51-8c04-af0ec0126551",
     ));
     gate_becomes(&client, &ns, "crdb-single-cluster", "Healthy").await;
+}
+
+/// A Service with one Ready pod behind it, as the EndpointSlice controller publishes it.
+async fn serving(admin: &kube::Client, ns: &str, name: &str, ip: &str) {
+    pod(admin, ns, name, json!({"app": name})).await;
+    set_pod_ready(admin, ns, name, ip, true).await;
+    apply(
+        admin,
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": name, "namespace": ns},
+               "spec": {"selector": {"app": name}, "ports": [{"port": 80}]}}),
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn verdict_of_a_stopped_wavegate_expires_for_argo_cd() {
+    // wavegate judged the gate Healthy, then stopped. Argo CD re-syncs the unchanged gate: the
+    // old Healthy must not release the wave once it is past its validUntil.
+    let admin = cluster::client().await;
+    let ns = cluster::namespace(&admin, "gates-expiry").await;
+    serving(&admin, &ns, "web", "10.244.7.1").await;
+    let wg = Wavegate::start_in(admin.clone(), EvalConfig::default(), &[&ns]).await;
+    let controller = tokio::spawn(wavegate::gate::controller::run_with(
+        wg.evaluator.clone(),
+        wg.metrics.clone(),
+        wavegate::gate::controller::Settings {
+            status_validity: Some(Duration::from_secs(4)),
+            ..wavegate::gate::controller::Settings::new(Duration::from_secs(1))
+        },
+    ));
+    apply(
+        &admin,
+        gate(
+            &ns,
+            "web-up",
+            json!({"checks": [{"name": "web", "service": {"name": "web"}}]}),
+        ),
+    )
+    .await;
+    let g = gate_becomes(&admin, &ns, "web-up", "Healthy").await;
+    assert!(g["status"]["health"]["validUntil"].is_i64(), "{g}");
+
+    controller.abort();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let g = serde_json::to_value(gates_api(&admin, &ns).get("web-up").await.unwrap()).unwrap();
+    assert_eq!(
+        g["status"]["health"]["status"], "Healthy",
+        "still stored: {g}"
+    );
+    let argo = argo_cd_health(&g);
+    assert_eq!(argo["status"], "Progressing", "{argo}");
+    assert!(
+        argo["message"]
+            .as_str()
+            .unwrap()
+            .contains("is wavegate running?"),
+        "{argo}"
+    );
+    // `wavegate wait gate/…` and the gate API read it the same way.
+    let (code, view) = wg.get(&format!("/api/v1/gates/{ns}/web-up")).await;
+    assert_eq!(code, 200, "{view}");
+    assert_eq!(view["health"]["status"], "Progressing", "{view}");
+}
+
+#[tokio::test]
+async fn ready_endpoint_of_a_pod_outside_the_selector_is_not_healthy() {
+    // The selector moved to `app=web-v2`, whose pod is not Ready; a slice owned by the Service
+    // (another controller's, or the EndpointSlice controller's before it catches up) still
+    // lists the old pod as ready.
+    let admin = cluster::client().await;
+    let ns = cluster::namespace(&admin, "truth-slice").await;
+    pod(&admin, &ns, "web-v1", json!({"app": "web-v1"})).await;
+    set_pod_ready(&admin, &ns, "web-v1", "10.244.8.1", true).await;
+    pod(&admin, &ns, "web-v2", json!({"app": "web-v2"})).await;
+    set_pod_ready(&admin, &ns, "web-v2", "10.244.8.2", false).await;
+    let svc = apply(
+        &admin,
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": ns},
+               "spec": {"selector": {"app": "web-v2"}, "ports": [{"port": 80}]}}),
+    )
+    .await;
+    let old_pod: k8s_openapi::api::core::v1::Pod = Api::namespaced(admin.clone(), &ns)
+        .get("web-v1")
+        .await
+        .unwrap();
+    apply(
+        &admin,
+        json!({"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+               "metadata": {"name": "web-stale", "namespace": ns,
+                            "labels": {"kubernetes.io/service-name": "web",
+                                       "endpointslice.kubernetes.io/managed-by": "wavegate-test"},
+                            "ownerReferences": [{"apiVersion": "v1", "kind": "Service",
+                                                 "name": "web", "uid": svc.metadata.uid,
+                                                 "controller": true}]},
+               "addressType": "IPv4",
+               "endpoints": [{"addresses": ["10.244.8.1"],
+                              "conditions": {"ready": true, "serving": true, "terminating": false},
+                              "targetRef": {"kind": "Pod", "namespace": ns, "name": "web-v1",
+                                            "uid": old_pod.metadata.uid}}],
+               "ports": [{"port": 80, "protocol": "TCP"}]}),
+    )
+    .await;
+    let wg = Wavegate::start_in(admin.clone(), EvalConfig::default(), &[&ns]).await;
+    // Let the EndpointSlice controller publish its own (not ready) slice too.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let v = wg.health("services", &ns, "web", "").await;
+    assert_eq!(v["status"], "Progressing", "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("point at pods the selector does not pick"),
+        "{v}"
+    );
+    // The new pod turns Ready: now it is the truth.
+    set_pod_ready(&admin, &ns, "web-v2", "10.244.8.2", true).await;
+    eventually(Duration::from_secs(10), "web-v2 serves", || async {
+        let v = wg.health("services", &ns, "web", "").await;
+        if v["status"] == "Healthy" {
+            Ok(())
+        } else {
+            Err(v.to_string())
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn grace_of_a_failure_belongs_to_one_generation() {
+    // CNPG reported applied=false long enough to be Degraded; the Database's spec is fixed
+    // (generation 2) while the stale status still says applied=false. The fix gets its own
+    // grace period instead of inheriting the old one.
+    let admin = cluster::client().await;
+    let ns = cluster::namespace(&admin, "truth-grace").await;
+    apply(
+        &admin,
+        json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+               "metadata": {"name": "pg", "namespace": ns}, "spec": {"instances": 1}}),
+    )
+    .await;
+    let db = json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Database",
+        "metadata": {"name": "app", "namespace": ns},
+        "spec": {"name": "app", "owner": "nobody", "cluster": {"name": "pg"}}});
+    apply(&admin, db.clone()).await;
+    let ar = cluster::api_resource("postgresql.cnpg.io", "v1", "Database", "databases");
+    patch_status(
+        &admin,
+        &ar,
+        &ns,
+        "app",
+        json!({"applied": false, "observedGeneration": 1,
+               "message": "role \"nobody\" does not exist"}),
+    )
+    .await;
+    let config = EvalConfig {
+        cnpg_grace: Duration::from_secs(2),
+        verdict_ttl: Duration::from_millis(1),
+        ..EvalConfig::default()
+    };
+    let wg = Wavegate::start_in(admin.clone(), config, &[&ns]).await;
+    let first = wg
+        .health("databases.postgresql.cnpg.io", &ns, "app", "")
+        .await;
+    assert_eq!(first["status"], "Progressing", "{first}");
+    eventually(
+        Duration::from_secs(10),
+        "Degraded after the grace",
+        || async {
+            let v = wg
+                .health("databases.postgresql.cnpg.io", &ns, "app", "")
+                .await;
+            if v["status"] == "Degraded" {
+                Ok(())
+            } else {
+                Err(v.to_string())
+            }
+        },
+    )
+    .await;
+    let mut fixed = db;
+    fixed["spec"]["owner"] = json!("app");
+    apply(&admin, fixed).await;
+    eventually(Duration::from_secs(5), "generation 2 is judged", || async {
+        let v = wg
+            .health("databases.postgresql.cnpg.io", &ns, "app", "")
+            .await;
+        match v["status"].as_str() {
+            Some("Progressing") => Ok(()),
+            Some("Degraded") if v.to_string().contains("generation") => Err(v.to_string()),
+            _ => Err(v.to_string()),
+        }
+    })
+    .await;
 }

@@ -30,7 +30,10 @@ async fn selector_matching_no_pods_is_not_healthy_until_fixed_and_endpoints_publ
         &client,
         &ns,
         "forgejo-0",
-        json!({"app": "gitea", "app.kubernetes.io/name": "gitea"}),
+        // As the chart labels it (tests/scenarios/seed-001-forgejo.yaml): the release name
+        // `forgejo` under app.kubernetes.io/instance is what makes it a near match.
+        json!({"app": "gitea", "app.kubernetes.io/name": "gitea",
+               "app.kubernetes.io/instance": "forgejo"}),
     )
     .await;
     set_pod_ready(&client, &ns, "forgejo-0", "10.244.1.7", true).await;

@@ -116,3 +116,27 @@ async fn child_healthy_before_syncing_new_revision_blocks_the_parents_wave() {
     })
     .await;
 }
+
+#[tokio::test]
+async fn cluster_scoped_resource_in_a_wave_is_judged_not_missing() {
+    // Argo CD lists cluster-scoped resources with namespace "": a Namespace the app creates in
+    // wave -1 must be looked up cluster-wide, not inside a namespace called "".
+    let client = cluster::client().await;
+    let ns = cluster::namespace(&client, "waves-cluster").await;
+    apply(&client, app(&ns, "platform", "main")).await;
+    let mut parent = synced_against(&ns, "platform", "main");
+    parent["resources"] = json!([
+        {"group": "", "version": "v1", "kind": "Namespace", "namespace": "",
+         "name": ns, "status": "Synced", "syncWave": -1}
+    ]);
+    set_status(&client, &ns, "platform", parent).await;
+
+    let wg = Wavegate::start(client.clone(), EvalConfig::default()).await;
+    let (code, waves) = wg
+        .get(&format!("/api/v1/applications/{ns}/platform/waves"))
+        .await;
+    assert_eq!(code, 200, "{waves}");
+    let judged = &waves["waves"][0]["resources"][0];
+    assert_eq!(judged["name"], ns.as_str(), "{waves}");
+    assert_ne!(judged["status"], "Missing", "{waves}");
+}

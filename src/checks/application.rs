@@ -54,6 +54,14 @@ pub fn check(namespace: &str, name: &str, application: Option<&Value>) -> Verdic
         shortfalls.push((HealthStatus::Progressing, clause));
     }
 
+    // A finished operation that failed. Only after the operation-in-flight and staleness tests,
+    // because whether the failure is definite depends on them.
+    if let Some(shortfall) =
+        failed_operation(app, comparison_current && operation_running.is_none())
+    {
+        shortfalls.push(shortfall);
+    }
+
     let health = app
         .pointer("/status/health/status")
         .and_then(Value::as_str)
@@ -147,6 +155,69 @@ fn operation_in_flight(app: &Value) -> Option<String> {
     None
 }
 
+/// The last operation finished `Failed` (a sync task or hook failed) or `Error` (the operation
+/// could not run), per gitops-engine's `OperationPhase`. Either way the child did not reach
+/// what was asked, so it is never Healthy, even when its health and sync read Healthy/Synced
+/// (a failed PostSync migration hook leaves exactly that).
+///
+/// Degraded only when the failure is definite: nothing is running or pending, the comparison is
+/// current, and the failed sync was of exactly what is compared now — the same revision(s) as
+/// `status.sync` and the same source(s) as the spec. Argo CD's automated sync then does not try
+/// again (`alreadyAttemptedSync` in controller/appcontroller.go skips a revision and source it
+/// already attempted and failed; retries happen inside the operation while its phase is still
+/// Running), so waiting would only wait for the timeout. A failure of an earlier revision or
+/// source, or one without a sync result, may be superseded: Progressing.
+fn failed_operation(app: &Value, settled: bool) -> Option<(HealthStatus, String)> {
+    let state = app.pointer("/status/operationState")?;
+    let phase = state.get("phase").and_then(Value::as_str)?;
+    if !matches!(phase, "Failed" | "Error") {
+        return None;
+    }
+    let clause = match state
+        .get("message")
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty())
+    {
+        Some(m) => format!("last sync {phase}: {m}"),
+        None => format!("last sync {phase}"),
+    };
+    if settled && failed_sync_is_current(app) {
+        Some((HealthStatus::Degraded, clause))
+    } else {
+        Some((
+            HealthStatus::Progressing,
+            format!("{clause} (not of the current spec and revision)"),
+        ))
+    }
+}
+
+/// Whether `operationState.syncResult` is a sync of the revision(s) last compared and of the
+/// spec's source(s).
+fn failed_sync_is_current(app: &Value) -> bool {
+    let Some(result) = app.pointer("/status/operationState/syncResult") else {
+        return false;
+    };
+    let spec = app.get("spec").unwrap_or(&Value::Null);
+    let multi = spec
+        .get("sources")
+        .and_then(Value::as_array)
+        .is_some_and(|s| !s.is_empty());
+    let (revision_key, source_key) = if multi {
+        ("revisions", "sources")
+    } else {
+        ("revision", "source")
+    };
+    let synced = app
+        .pointer("/status/sync")
+        .and_then(|s| s.get(revision_key))
+        .and_then(normalized);
+    let attempted = result.get(revision_key).and_then(normalized);
+    synced.is_some()
+        && synced == attempted
+        && normalized(result.get(source_key).unwrap_or(&Value::Null))
+            == normalized(spec.get(source_key).unwrap_or(&Value::Null))
+}
+
 /// Why the last comparison does not describe the current spec, if it does not.
 fn stale_comparison(app: &Value) -> Option<String> {
     let Some(compared) = app.pointer("/status/sync/comparedTo") else {
@@ -203,9 +274,16 @@ fn stale_comparison(app: &Value) -> Option<String> {
         })
     };
 
+    // The controller also recompares when `spec.ignoreDifferences` changed, since it changes
+    // what counts as OutOfSync (`ComparedTo.IgnoreDifferences`).
+    let ignore_clause = (normalized(compared.get("ignoreDifferences").unwrap_or(&Value::Null))
+        != normalized(spec.get("ignoreDifferences").unwrap_or(&Value::Null)))
+    .then(|| "last compared other ignoreDifferences than the spec has".to_string());
+
     let clauses: Vec<String> = source_clause
         .into_iter()
         .chain(destination_clause)
+        .chain(ignore_clause)
         .collect();
     (!clauses.is_empty()).then(|| clauses.join(", "))
 }
@@ -525,5 +603,89 @@ mod tests {
         let v = check("argocd", "forgejo", None);
         assert_eq!(v.status, HealthStatus::Missing);
         assert_eq!(v.message, "Application argocd/forgejo not found");
+    }
+
+    /// A fixture shared with the shipped Lua script (argocd/resource_customizations).
+    fn lua_fixture(name: &str) -> Value {
+        let path = format!(
+            "{}/argocd/resource_customizations/argoproj.io/Application/testdata/{name}.yaml",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let yaml = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        serde_yaml::from_str(&yaml).unwrap()
+    }
+
+    fn judge_lua_fixture(name: &str) -> Verdict {
+        check("argocd", "forgejo", Some(&lua_fixture(name)))
+    }
+
+    #[test]
+    fn failed_postsync_hook_of_the_current_revision_is_degraded_not_healthy() {
+        let v = judge_lua_fixture("failed-postsync-hook");
+        assert_eq!(v.status, HealthStatus::Degraded, "{}", v.message);
+        assert!(
+            v.message
+                .contains("last sync Failed: one or more synchronization tasks"),
+            "{}",
+            v.message
+        );
+    }
+
+    #[test]
+    fn errored_sync_of_the_current_revision_is_degraded_not_healthy() {
+        let v = judge_lua_fixture("errored-sync-current");
+        assert_eq!(v.status, HealthStatus::Degraded, "{}", v.message);
+    }
+
+    #[test]
+    fn failed_sync_of_an_older_revision_is_progressing_not_healthy() {
+        let v = judge_lua_fixture("failed-sync-older-revision");
+        assert_eq!(v.status, HealthStatus::Progressing, "{}", v.message);
+        assert!(v.message.contains("not of the current spec and revision"));
+    }
+
+    #[test]
+    fn failed_sync_while_a_new_one_runs_is_progressing() {
+        let mut app = lua_fixture("failed-postsync-hook");
+        app["operation"] = serde_json::json!({"sync": {"revision": "v1.4.1"}});
+        let v = check("argocd", "forgejo", Some(&app));
+        assert_eq!(v.status, HealthStatus::Progressing, "{}", v.message);
+    }
+
+    #[test]
+    fn every_part_of_a_changed_spec_makes_the_comparison_stale() {
+        for name in [
+            "stale-destination",
+            "stale-helm-values",
+            "stale-helm-value-files",
+            "stale-kustomize-images",
+            "stale-directory",
+            "stale-plugin-env",
+            "multi-source-stale-value-files",
+        ] {
+            let v = judge_lua_fixture(name);
+            assert_eq!(v.status, HealthStatus::Progressing, "{name}: {}", v.message);
+        }
+    }
+
+    #[test]
+    fn changed_ignore_differences_makes_the_comparison_stale() {
+        let mut app = fixture("healthy-synced");
+        app["spec"]["ignoreDifferences"] = serde_json::json!([{"group": "apps", "kind": "Deployment", "jsonPointers": ["/spec/replicas"]}]);
+        let v = check("argocd", "forgejo", Some(&app));
+        assert_eq!(v.status, HealthStatus::Progressing, "{}", v.message);
+        assert!(v.message.contains("ignoreDifferences"));
+    }
+
+    #[test]
+    fn empty_blocks_are_the_same_as_absent_ones() {
+        let v = judge_lua_fixture("empty-blocks");
+        assert_eq!(v.status, HealthStatus::Healthy, "{}", v.message);
+    }
+
+    #[test]
+    fn degraded_and_out_of_sync_with_a_current_comparison_is_degraded() {
+        let v = judge_lua_fixture("degraded-out-of-sync-current");
+        assert_eq!(v.status, HealthStatus::Degraded, "{}", v.message);
     }
 }

@@ -1,6 +1,19 @@
-//! The generic rule, for any kind: kstatus' generic conditions plus user-supplied JSONPath
-//! (RFC 9535) expressions for healthy / progressing / degraded, in the spirit of Flux
+//! The generic rule, for any kind: Argo CD's built-in health rules for the kinds it has them
+//! for ([`super::builtin`]), kstatus' generic conditions for the rest, plus user-supplied
+//! JSONPath (RFC 9535) expressions for healthy / progressing / degraded, in the spirit of Flux
 //! `healthCheckExprs`.
+//!
+//! Expressions are typed: an expression holds when it selects at least one node and every
+//! selected node is JSON `true` or an object/array (what a filter such as
+//! `$.status.conditions[?@.type=='Ready' && @.status=='True']` selects). A selected `false`
+//! means "does not hold". A selected string, number or `null` has no truth value — the string
+//! "False" and the number 0 must not pass for true — so such an expression is an error
+//! (Unknown) that asks for a comparison in a filter: `$[?@.status.phase=='Bound']`,
+//! `$[?@.status.readyReplicas >= 2]`.
+//!
+//! Messages name the expression that matched, never the matched value: an expression can select
+//! any field of the object (a pod's environment, a Secret reference), and verdicts are shown to
+//! everyone who can see the gate or the Argo CD application.
 
 use jsonpath_rust::parser::model::JpQuery;
 use jsonpath_rust::parser::parse_json_path;
@@ -9,17 +22,17 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use crate::health::Verdict;
+use super::builtin;
+use crate::health::{HealthStatus, Verdict};
 
-/// How much of a matched node a message quotes.
-const MAX_QUOTE: usize = 200;
-
-/// JSONPath expressions, each judged against the whole object as the API returns it. An
-/// expression holds when it selects at least one node that is not `false` or `null`, so it is
-/// written as a filter: `$.status.conditions[?@.type=='Available' && @.status=='True']`.
+/// JSONPath (RFC 9535) expressions, each judged against the whole object as the API returns it.
+/// An expression holds when it selects at least one node and every selected node is `true` or
+/// an object/array; a selected `false` does not hold; a selected string, number or `null` is an
+/// error (compare it in a filter instead). Write conditions as filters:
+/// `$.status.conditions[?@.type=='Available' && @.status=='True']`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
 pub struct Rule {
-    /// Healthy only when this holds (and nothing below fails).
+    /// Healthy only when this holds (and the kind's own rule and nothing below object).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy: Option<String>,
     /// Progressing while this holds.
@@ -35,11 +48,14 @@ pub fn validate(rule: &Rule) -> Result<(), String> {
     Compiled::new(rule).map(|_| ())
 }
 
-/// Judge `kind` `namespace/name` (namespace empty for cluster-scoped kinds) by `rule`.
+/// Judge `kind` `namespace/name` (namespace empty for cluster-scoped kinds) by `rule`. `kind`
+/// is the resource as wavegate names it (`deployments.apps`, `pods`, `helmreleases.helm.
+/// toolkit.fluxcd.io`); it selects the built-in rule, if any.
 ///
 /// Order: a bad rule is Unknown whatever the object's state (a rule that cannot be evaluated
-/// must never let a wave pass); then kstatus' generic rules; then degraded → progressing →
-/// healthy expressions.
+/// must never let a wave pass); then absence and deletion; then the kind's own rule — Argo CD's
+/// for built-in kinds, kstatus' generic rules for the rest — which the expressions can only make
+/// stricter; then degraded → progressing → healthy expressions.
 pub fn check(
     kind: &str,
     namespace: &str,
@@ -59,54 +75,65 @@ pub fn check(
     let Some(object) = object else {
         return Verdict::missing(format!("{id} does not exist"));
     };
-    if let Some(verdict) = kstatus(&id, object) {
-        return verdict;
+    // gitops-engine's GetResourceHealth: a deleting object is "Progressing: Pending deletion"
+    // before any rule runs.
+    if object
+        .pointer("/metadata/deletionTimestamp")
+        .is_some_and(|t| !t.is_null())
+    {
+        return Verdict::progressing(format!("{id} is being deleted"));
+    }
+    let own = match builtin::judge(kind, &id, object) {
+        Some(verdict) => verdict,
+        None => kstatus(&id, object).unwrap_or_else(|| {
+            Verdict::healthy(format!("{id} exists and reports no failing condition"))
+        }),
+    };
+    if own.status != HealthStatus::Healthy {
+        return own;
     }
 
-    let holds = |which: &str, expr: &Expr| -> Result<Option<String>, Verdict> {
+    let holds = |which: &str, expr: &Expr| -> Result<bool, Verdict> {
         expr.holds(object).map_err(|e| {
-            Verdict::unknown(format!(
-                "{id}: {which} expression `{}` failed: {e}",
-                expr.source
-            ))
+            Verdict::unknown(format!("{id}: {which} expression `{}` {e}", expr.source))
         })
     };
     if let Some(expr) = &compiled.degraded {
         match holds("degraded", expr) {
             Err(v) => return v,
-            Ok(Some(node)) => {
+            Ok(true) => {
                 return Verdict::degraded(format!(
-                    "{id}: degraded expression `{}` holds (matched {node})",
+                    "{id}: degraded expression `{}` holds",
                     expr.source
                 ));
             }
-            Ok(None) => {}
+            Ok(false) => {}
         }
     }
     if let Some(expr) = &compiled.progressing {
         match holds("progressing", expr) {
             Err(v) => return v,
-            Ok(Some(node)) => {
+            Ok(true) => {
                 return Verdict::progressing(format!(
-                    "{id}: progressing expression `{}` holds (matched {node})",
+                    "{id}: progressing expression `{}` holds",
                     expr.source
                 ));
             }
-            Ok(None) => {}
+            Ok(false) => {}
         }
     }
     match &compiled.healthy {
         Some(expr) => match holds("healthy", expr) {
             Err(v) => v,
-            Ok(Some(_)) => {
+            Ok(true) => {
                 Verdict::healthy(format!("{id}: healthy expression `{}` holds", expr.source))
             }
-            Ok(None) => Verdict::progressing(format!(
+            Ok(false) => Verdict::progressing(format!(
                 "{id}: healthy expression `{}` does not hold yet",
                 expr.source
             )),
         },
-        None => Verdict::healthy(format!("{id} exists and reports no failing condition")),
+        None => own,
     }
 }
 
@@ -115,9 +142,6 @@ pub fn check(
 /// `Ready` is not a kstatus condition, but the convention most controllers follow (Flux,
 /// Crossplane, cert-manager); only its `False`/`Unknown` are used, to hold a wave back.
 fn kstatus(id: &str, object: &Value) -> Option<Verdict> {
-    if object.pointer("/metadata/deletionTimestamp").is_some() {
-        return Some(Verdict::progressing(format!("{id} is being deleted")));
-    }
     // Like kstatus' `checkGeneration`: only objects whose controller reports
     // observedGeneration can be stale in this sense.
     let generation = object
@@ -132,6 +156,22 @@ fn kstatus(id: &str, object: &Value) -> Option<Verdict> {
         return Some(Verdict::progressing(format!(
             "{id}: generation {generation} not observed yet (status.observedGeneration {observed})"
         )));
+    }
+    // A condition speaks for the generation in its own `observedGeneration` (metav1.Condition):
+    // a Ready=True, or a Stalled=True, written for an older spec says nothing about this one.
+    // Controllers that set only the conditions' observedGeneration (many kubebuilder ones) would
+    // otherwise pass the check above with a stale verdict.
+    if let Some(generation) = generation {
+        for type_ in ["Stalled", "Reconciling", "Ready"] {
+            if let Some(c) = condition(object, type_)
+                && let Some(seen) = c.get("observedGeneration").and_then(Value::as_i64)
+                && seen < generation
+            {
+                return Some(Verdict::progressing(format!(
+                    "{id}: its {type_} condition describes generation {seen}, not {generation}"
+                )));
+            }
+        }
     }
     // Stalled before Reconciling: kstatus takes whichever comes first in the list, but a
     // controller that says it has given up is the more important news.
@@ -213,25 +253,34 @@ impl Expr {
         })
     }
 
-    /// The first selected node that is neither `false` nor `null`, quoted for a message, or
-    /// `None` if there is none. Selecting a literal `false` must not count: `$.status.applied`
-    /// reading `false` would otherwise report Healthy.
-    fn holds(&self, object: &Value) -> Result<Option<String>, String> {
-        let nodes = js_path_process(&self.query, object).map_err(|e| e.to_string())?;
-        Ok(nodes
-            .into_iter()
-            .map(|n| n.val)
-            .find(|v| !matches!(v, Value::Null | Value::Bool(false)))
-            .map(quote))
-    }
-}
-
-/// A node as compact JSON, cut to [`MAX_QUOTE`] characters.
-fn quote(value: &Value) -> String {
-    let text = value.to_string();
-    match text.char_indices().nth(MAX_QUOTE) {
-        Some((cut, _)) => format!("{}…", &text[..cut]),
-        None => text,
+    /// Whether the expression holds (see [`Rule`]): at least one node selected, all of them
+    /// `true` or objects/arrays. `Err` says why it cannot be judged — naming the type of a
+    /// selected scalar, never its value.
+    fn holds(&self, object: &Value) -> Result<bool, String> {
+        let nodes = js_path_process(&self.query, object).map_err(|e| format!("failed: {e}"))?;
+        let mut any = false;
+        let mut all = true;
+        for node in nodes {
+            let kind = match node.val {
+                Value::Bool(b) => {
+                    all &= *b;
+                    any = true;
+                    continue;
+                }
+                Value::Object(_) | Value::Array(_) => {
+                    any = true;
+                    continue;
+                }
+                Value::String(_) => "a string",
+                Value::Number(_) => "a number",
+                Value::Null => "null",
+            };
+            return Err(format!(
+                "selects {kind}, which is neither true nor false; compare it in a filter, \
+                 e.g. `$[?@.status.phase=='Bound']` or `$[?@.status.readyReplicas >= 1]`"
+            ));
+        }
+        Ok(any && all)
     }
 }
 
@@ -273,6 +322,8 @@ mod tests {
         }
     }
 
+    /// Expression semantics on a kind without a built-in rule (wavegate names real Deployments
+    /// `deployments.apps`, which Argo CD's Deployment rule judges first).
     fn deployment(yaml: &str, r: &Rule) -> Verdict {
         check("Deployment", "cicd", "forgejo", Some(&fixture(yaml)), r)
     }
@@ -537,5 +588,252 @@ mod tests {
             HealthStatus::Progressing
         );
         assert_eq!(judge("$[?@.availableReplicas > 0]"), HealthStatus::Healthy);
+    }
+
+    // ---- Issue 8 scenario 3 and issue 9 item 2 ----
+
+    fn generic(resource: &str, yaml: &str, r: &Rule) -> Verdict {
+        let object = fixture(yaml);
+        let ns = object["metadata"]["namespace"]
+            .as_str()
+            .unwrap_or("")
+            .to_string();
+        let name = object["metadata"]["name"].as_str().unwrap().to_string();
+        check(resource, &ns, &name, Some(&object), r)
+    }
+
+    #[test]
+    fn deployment_past_its_progress_deadline_with_no_available_replica_is_not_healthy() {
+        // The bare `resource` check and the waves view: no expressions at all.
+        let v = generic("deployments.apps", UNAVAILABLE, &Rule::default());
+        assert_eq!(v.status, HealthStatus::Degraded, "{}", v.message);
+        assert!(
+            v.message.contains("exceeded its progress deadline"),
+            "{}",
+            v.message
+        );
+    }
+
+    #[test]
+    fn deployment_with_no_status_at_all_is_not_healthy() {
+        let v = generic(
+            "deployments.apps",
+            include_str!("../../tests/fixtures/generic/deployment-no-status.yaml"),
+            &Rule::default(),
+        );
+        assert_eq!(v.status, HealthStatus::Progressing, "{}", v.message);
+    }
+
+    #[test]
+    fn rolled_out_deployment_is_healthy_by_argo_cds_rule() {
+        let v = generic("deployments.apps", ROLLED_OUT, &Rule::default());
+        assert_eq!(v.status, HealthStatus::Healthy, "{}", v.message);
+    }
+
+    #[test]
+    fn ready_true_condition_of_an_older_generation_is_not_healthy() {
+        let v = generic(
+            "certificates.cert-manager.io",
+            include_str!(
+                "../../tests/fixtures/generic/certificate-ready-for-older-generation.yaml"
+            ),
+            &Rule::default(),
+        );
+        assert_eq!(v.status, HealthStatus::Progressing, "{}", v.message);
+        assert!(
+            v.message
+                .contains("Ready condition describes generation 2, not 3"),
+            "{}",
+            v.message
+        );
+    }
+
+    #[test]
+    fn stalled_condition_of_an_older_generation_is_not_degraded() {
+        let mut object = fixture(HELMRELEASE_STALLED);
+        object["metadata"]["generation"] = 3.into();
+        object["status"]["observedGeneration"] = 3.into();
+        object["status"]["conditions"][1]["observedGeneration"] = 2.into();
+        let v = check(
+            "helmreleases.helm.toolkit.fluxcd.io",
+            "cicd",
+            "forgejo",
+            Some(&object),
+            &Rule::default(),
+        );
+        assert_eq!(v.status, HealthStatus::Progressing, "{}", v.message);
+    }
+
+    #[test]
+    fn healthy_expression_selecting_the_string_false_is_not_healthy() {
+        let mut object = fixture(CONFIGMAP);
+        object["data"] = serde_json::json!({"ready": "False"});
+        let v = check(
+            "configmaps",
+            "cicd",
+            "forgejo-env",
+            Some(&object),
+            &rule(Some("$.data.ready"), None, None),
+        );
+        assert_eq!(v.status, HealthStatus::Unknown, "{}", v.message);
+        assert!(v.message.contains("selects a string"), "{}", v.message);
+        assert!(
+            !v.message.contains("False"),
+            "quotes the value: {}",
+            v.message
+        );
+    }
+
+    #[test]
+    fn healthy_expression_selecting_the_number_zero_is_not_healthy() {
+        let v = deployment(
+            ROLLED_OUT,
+            &rule(Some("$.status.observedGeneration"), None, None),
+        );
+        assert_ne!(v.status, HealthStatus::Healthy, "{}", v.message);
+        let mut object = fixture(ROLLED_OUT);
+        object["status"]["unavailableReplicas"] = 0.into();
+        let v = check(
+            "Deployment",
+            "cicd",
+            "forgejo",
+            Some(&object),
+            &rule(Some("$.status.unavailableReplicas"), None, None),
+        );
+        assert_eq!(v.status, HealthStatus::Unknown, "{}", v.message);
+        assert!(v.message.contains("selects a number"), "{}", v.message);
+    }
+
+    #[test]
+    fn healthy_expression_needs_every_selected_boolean_true() {
+        let mut object = fixture(CONFIGMAP);
+        object["data"] = serde_json::json!({"a": {"ok": true}, "b": {"ok": false}});
+        let judge = |expr: &str| {
+            check(
+                "configmaps",
+                "cicd",
+                "x",
+                Some(&object),
+                &rule(Some(expr), None, None),
+            )
+            .status
+        };
+        assert_eq!(judge("$.data.a.ok"), HealthStatus::Healthy);
+        assert_eq!(judge("$.data.*.ok"), HealthStatus::Progressing);
+        assert_eq!(judge("$.data.missing"), HealthStatus::Progressing);
+    }
+
+    #[test]
+    fn degraded_and_progressing_messages_never_quote_the_matched_value() {
+        let secret = "hunter2-do-not-leak";
+        let pod = include_str!("../../tests/fixtures/generic/pod-with-secret-env.yaml");
+        for (r, want) in [
+            (
+                rule(None, None, Some("$.spec.containers[*].env")),
+                HealthStatus::Degraded,
+            ),
+            (
+                rule(
+                    None,
+                    None,
+                    Some("$.spec.containers[*].env[?@.name=='FORGEJO__database__PASSWD']"),
+                ),
+                HealthStatus::Degraded,
+            ),
+            (
+                rule(None, Some("$.spec.containers[*].env"), None),
+                HealthStatus::Progressing,
+            ),
+            (
+                rule(Some("$.spec.containers[*].env[*].value"), None, None),
+                HealthStatus::Unknown,
+            ),
+        ] {
+            let v = generic("pods", pod, &r);
+            assert_eq!(v.status, want, "{}", v.message);
+            assert!(
+                !v.message.contains(secret),
+                "leaks the value: {}",
+                v.message
+            );
+        }
+    }
+
+    // ---- kstatus rules against a plain reference ----
+
+    /// One generated condition: type, status, own observedGeneration.
+    type Cond = (&'static str, &'static str, Option<i64>);
+
+    /// kstatus as documented in docs/contracts.md, written without the check's code:
+    /// (may it be Healthy, may it be Degraded).
+    fn oracle_kstatus(
+        generation: Option<i64>,
+        observed: Option<i64>,
+        conds: &[Cond],
+    ) -> (bool, bool) {
+        let first = |t: &str| conds.iter().find(|c| c.0 == t);
+        let current = |c: &Cond| match (generation, c.2) {
+            (Some(g), Some(o)) => o >= g,
+            _ => true,
+        };
+        let observed_ok = match (generation, observed) {
+            (Some(g), Some(o)) => o == g,
+            _ => true,
+        };
+        let all_current = ["Stalled", "Reconciling", "Ready"]
+            .iter()
+            .filter_map(|t| first(t))
+            .all(current);
+        let stalled = first("Stalled").is_some_and(|c| c.1 == "True");
+        let reconciling = first("Reconciling").is_some_and(|c| c.1 == "True");
+        let not_ready = first("Ready").is_some_and(|c| c.1 == "False" || c.1 == "Unknown");
+        let healthy = observed_ok && all_current && !stalled && !reconciling && !not_ready;
+        let degraded = observed_ok && all_current && stalled;
+        (healthy, degraded)
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000),
+            failure_persistence: None,
+            ..Default::default()
+        })]
+
+        /// Never Healthy where the reference says not ready, never Degraded without its
+        /// definite failure (a current Stalled=True), for kinds without a built-in rule.
+        #[test]
+        fn kstatus_rules_never_say_more_than_the_reference(
+            generation in proptest::option::of(1i64..4),
+            observed in proptest::option::of(1i64..4),
+            conds in proptest::collection::vec(
+                (
+                    proptest::sample::select(vec!["Ready", "Stalled", "Reconciling", "Synced"]),
+                    proptest::sample::select(vec!["True", "False", "Unknown"]),
+                    proptest::option::of(1i64..4),
+                ),
+                0..4,
+            ),
+        ) {
+            let mut object = serde_json::json!({"metadata": {}, "status": {}});
+            if let Some(g) = generation { object["metadata"]["generation"] = g.into(); }
+            if let Some(o) = observed { object["status"]["observedGeneration"] = o.into(); }
+            let list: Vec<Value> = conds.iter().map(|(t, st, og)| {
+                let mut c = serde_json::json!({"type": t, "status": st});
+                if let Some(og) = og { c["observedGeneration"] = (*og).into(); }
+                c
+            }).collect();
+            object["status"]["conditions"] = Value::Array(list);
+            let v = check("widgets.example.com", "ns", "w", Some(&object), &Rule::default());
+            let (may_be_healthy, may_be_degraded) = oracle_kstatus(generation, observed, &conds);
+            if v.status == HealthStatus::Healthy {
+                proptest::prop_assert!(may_be_healthy, "{} for {}", v.message, object);
+            }
+            if v.status == HealthStatus::Degraded {
+                proptest::prop_assert!(may_be_degraded, "{} for {}", v.message, object);
+            }
+            if may_be_healthy {
+                proptest::prop_assert_eq!(v.status, HealthStatus::Healthy, "{}", object);
+            }
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! every rule is unit-tested with plain fixtures.
 
 pub mod application;
+pub mod builtin;
 pub mod cnpg;
 pub mod cockroach;
 pub mod generic;

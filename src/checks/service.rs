@@ -11,6 +11,8 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 
+use kube::core::{Selector, SelectorExt};
+
 use crate::health::{Finding, Verdict};
 
 /// How many pods with near-matching labels a message names at most.
@@ -56,6 +58,10 @@ pub fn check(
     let Some(service) = service else {
         return Verdict::missing(format!("Service {id} does not exist")).into();
     };
+    if service.metadata.deletion_timestamp.is_some() {
+        // A finalizer holds it; its endpoints are about to go with it, whatever they say now.
+        return Verdict::progressing(format!("Service {id} is being deleted")).into();
+    }
     let spec = service.spec.as_ref();
 
     if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
@@ -75,17 +81,22 @@ pub fn check(
         .into();
     }
 
-    let endpoints = Endpoints::count(namespace, name, slices);
+    let slices = Slices::of(namespace, name, service, slices);
 
     // The EndpointSlice controller ignores a Service without a selector (and an empty selector
-    // round-trips as none); its slices are written by hand or by another controller, so they
-    // are the only evidence there is.
+    // round-trips as none); its slices are written by hand or by another controller, and
+    // kube-proxy routes to whatever ready endpoints they list. That is all the evidence there is.
     let selector = spec
         .and_then(|s| s.selector.as_ref())
         .filter(|s| !s.is_empty());
     let Some(selector) = selector else {
+        let endpoints = slices.count_routed();
         if endpoints.ready >= params.min_ready as usize {
-            return healthy(&id, endpoints.ready);
+            return Verdict::healthy(format!(
+                "Service {id} has no selector; its EndpointSlices list {} that kube-proxy routes to",
+                plural(endpoints.ready, "ready endpoint")
+            ))
+            .into();
         }
         return Verdict::progressing(format!(
             "Service {id} has no selector and its EndpointSlices list {} (need {})",
@@ -105,17 +116,20 @@ pub fn check(
                 .is_none_or(|ns| ns == namespace)
         })
         .collect();
+    let selects = selector_of(selector);
     let matching: Vec<&Pod> = pods
         .iter()
         .copied()
-        .filter(|p| selects(selector, p))
+        .filter(|p| selects.matches(labels_of(p)))
         .collect();
     let live: Vec<&Pod> = matching.iter().copied().filter(|p| is_live(p)).collect();
 
     if live.is_empty() {
-        return no_live_pods(&id, namespace, selector, &matching, &pods);
+        return no_live_pods(&id, namespace, name, selector, &matching, &pods);
     }
 
+    let publish_not_ready = spec.and_then(|s| s.publish_not_ready_addresses) == Some(true);
+    let endpoints = slices.count_selected(namespace, &live, publish_not_ready);
     if endpoints.ready >= params.min_ready as usize {
         return healthy(&id, endpoints.ready);
     }
@@ -130,7 +144,7 @@ pub fn check(
         .filter(|p| !is_ready(p))
         .map(|p| pod_id(namespace, p))
         .collect();
-    if !not_ready.is_empty() {
+    if !not_ready.is_empty() && !publish_not_ready {
         message.push_str(&format!(
             "; {} of {} selected pods not Ready: {}",
             not_ready.len(),
@@ -144,12 +158,31 @@ pub fn check(
             live.len()
         ));
     }
+    if endpoints.elsewhere > 0 {
+        message.push_str(&format!(
+            "; {} point at pods the selector does not pick (the EndpointSlice controller has \
+             not caught up, or another controller wrote them) and do not count",
+            plural(endpoints.elsewhere, "ready endpoint")
+        ));
+    }
     Verdict::progressing(message).into()
 }
 
 fn healthy(id: &str, ready: usize) -> Finding {
-    let plural = if ready == 1 { "" } else { "s" };
-    Verdict::healthy(format!("Service {id} has {ready} ready endpoint{plural}")).into()
+    Verdict::healthy(format!(
+        "Service {id} has {}",
+        plural(ready, "ready endpoint")
+    ))
+    .into()
+}
+
+/// `1 ready endpoint`, `2 ready endpoints`.
+fn plural(n: usize, noun: &str) -> String {
+    if n == 1 {
+        format!("{n} {noun}")
+    } else {
+        format!("{n} {noun}s")
+    }
 }
 
 /// The selector matches no pod that could become an endpoint. Whether that is a mistake or a
@@ -157,6 +190,7 @@ fn healthy(id: &str, ready: usize) -> Finding {
 fn no_live_pods(
     id: &str,
     namespace: &str,
+    service: &str,
     selector: &BTreeMap<String, String>,
     matching: &[&Pod],
     pods: &[&Pod],
@@ -177,7 +211,7 @@ fn no_live_pods(
         .iter()
         .copied()
         .filter(|p| is_live(p))
-        .filter_map(|p| near_match_score(selector, p).map(|score| (score, p)))
+        .filter_map(|p| near_match_score(selector, service, p).map(|score| (score, p)))
         .collect();
     if near.is_empty() {
         // Nothing resembling the target exists yet: the workload is most likely being created
@@ -223,12 +257,17 @@ fn no_live_pods(
 }
 
 /// Kubernetes' selector semantics for Services: every selector pair must be among the pod's
-/// labels (`labels.SelectorFromSet`).
-fn selects(selector: &BTreeMap<String, String>, pod: &Pod) -> bool {
-    let labels = pod.metadata.labels.as_ref();
+/// labels (`labels.SelectorFromSet`), which is what kube-core's `Selector` implements.
+fn selector_of(selector: &BTreeMap<String, String>) -> Selector {
     selector
         .iter()
-        .all(|(k, v)| labels.and_then(|l| l.get(k)) == Some(v))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+fn labels_of(pod: &Pod) -> &BTreeMap<String, String> {
+    static NONE: BTreeMap<String, String> = BTreeMap::new();
+    pod.metadata.labels.as_ref().unwrap_or(&NONE)
 }
 
 /// A pod the EndpointSlice controller will publish (or is about to, once it has an IP).
@@ -251,25 +290,53 @@ fn is_ready(pod: &Pod) -> bool {
         .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
 }
 
-/// How strongly a pod's labels suggest it was meant to be selected, or `None` if they do not.
+/// How strongly a pod suggests it was meant to be selected, or `None` if it does not.
 ///
-/// A pod carrying a selector pair exactly (but not all of them) is the strongest hint, then a
-/// selector value under another key (`app.kubernetes.io/name=forgejo` for `app=forgejo`), then
-/// a selector key with another value (`app=gitea` for `app=forgejo`).
-fn near_match_score(selector: &BTreeMap<String, String>, pod: &Pod) -> Option<u32> {
-    let labels = pod.metadata.labels.as_ref()?;
+/// A guess that turns into Degraded (after the grace) must be strict, or any shared label
+/// value (`app.kubernetes.io/instance=forgejo` on an unrelated pod) fails a sync whose workload
+/// simply has no pods yet. A pod is a near match when
+/// - it carries every selector key and exactly one value differs, and the selector has other
+///   pairs that do match, or the wanted value sits under another key of the pod (seed 001:
+///   `app=gitea` with `app.kubernetes.io/instance=forgejo` for `app=forgejo`); or
+/// - its workload is named like the Service (a StatefulSet `forgejo`, or a ReplicaSet
+///   `forgejo-<pod-template-hash>` of a Deployment `forgejo`), whatever its labels.
+fn near_match_score(selector: &BTreeMap<String, String>, service: &str, pod: &Pod) -> Option<u32> {
+    let labels = labels_of(pod);
     let mut score = 0;
-    for (key, value) in selector {
-        match labels.get(key) {
-            Some(v) if v == value => score += 4,
-            Some(_) => score += 1,
-            None => {}
-        }
-        if labels.iter().any(|(k, v)| k != key && v == value) {
-            score += 2;
+    let differing: Vec<(&String, &String)> = selector
+        .iter()
+        .filter(|(k, v)| labels.get(*k).is_some_and(|have| have != *v))
+        .collect();
+    let all_keys = selector.keys().all(|k| labels.contains_key(k));
+    if all_keys && differing.len() == 1 {
+        let (key, wanted) = differing[0];
+        let elsewhere = labels.iter().any(|(k, v)| k != key && v == wanted);
+        if selector.len() > 1 || elsewhere {
+            score += 4 * (selector.len() as u32 - 1) + if elsewhere { 2 } else { 0 } + 1;
         }
     }
+    if workload_of(pod).is_some_and(|w| w == service) {
+        score += 8;
+    }
     (score > 0).then_some(score)
+}
+
+/// The name of the workload that owns a pod: its controller, or for a ReplicaSet the
+/// Deployment it was cut from (`<deployment>-<pod-template-hash>`, the name the Deployment
+/// controller gives it, pkg/controller/deployment/sync.go).
+fn workload_of(pod: &Pod) -> Option<&str> {
+    let owner = pod
+        .metadata
+        .owner_references
+        .as_ref()?
+        .iter()
+        .find(|o| o.controller == Some(true))?;
+    let name = owner.name.as_str();
+    if owner.kind == "ReplicaSet" {
+        let hash = labels_of(pod).get("pod-template-hash")?;
+        return name.strip_suffix(hash.as_str())?.strip_suffix('-');
+    }
+    Some(name)
 }
 
 /// The pod's labels a reader needs to see the mismatch: the selector's keys, keys that hold a
@@ -317,28 +384,50 @@ fn name_some(names: &[String], max: usize) -> String {
     out
 }
 
-/// Endpoints of one Service across all its EndpointSlices.
-struct Endpoints {
-    ready: usize,
-    total: usize,
-}
+/// The EndpointSlices that speak for this Service: labelled with its name (discovery.k8s.io/v1
+/// `LabelServiceName`, how the EndpointSlice controller and kube-proxy associate them) and not
+/// owned by another Service. A Service deleted and recreated under the same name leaves the
+/// old one's slices (owner UID of the old Service) until the garbage collector removes them;
+/// they describe pods of a selector that may no longer exist.
+struct Slices<'a>(Vec<&'a EndpointSlice>);
 
-impl Endpoints {
-    fn count(namespace: &str, service: &str, slices: &[Arc<EndpointSlice>]) -> Self {
+impl<'a> Slices<'a> {
+    fn of(
+        namespace: &str,
+        service_name: &str,
+        service: &Service,
+        slices: &'a [Arc<EndpointSlice>],
+    ) -> Self {
+        let uid = service.metadata.uid.as_deref();
+        Slices(
+            slices
+                .iter()
+                .map(Arc::as_ref)
+                .filter(|s| {
+                    s.metadata
+                        .namespace
+                        .as_deref()
+                        .is_none_or(|ns| ns == namespace)
+                        && s.metadata
+                            .labels
+                            .as_ref()
+                            .and_then(|l| l.get(SERVICE_NAME_LABEL))
+                            .is_some_and(|n| n == service_name)
+                        && !owned_by_another_service(s, uid)
+                })
+                .collect(),
+        )
+    }
+
+    fn endpoints(&self) -> impl Iterator<Item = &'a Endpoint> + '_ {
+        self.0.iter().flat_map(|s| s.endpoints.iter().flatten())
+    }
+
+    /// What kube-proxy routes to: every ready, non-terminating endpoint listed.
+    fn count_routed(&self) -> Endpoints {
         let mut all = BTreeSet::new();
         let mut ready = BTreeSet::new();
-        let ours = slices.iter().filter(|s| {
-            s.metadata
-                .namespace
-                .as_deref()
-                .is_none_or(|ns| ns == namespace)
-                && s.metadata
-                    .labels
-                    .as_ref()
-                    .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                    .is_some_and(|n| n == service)
-        });
-        for endpoint in ours.flat_map(|s| s.endpoints.iter().flatten()) {
+        for endpoint in self.endpoints() {
             let Some(key) = endpoint_key(endpoint) else {
                 continue;
             };
@@ -350,9 +439,92 @@ impl Endpoints {
         Endpoints {
             ready: ready.len(),
             total: all.len(),
+            elsewhere: 0,
         }
     }
 
+    /// Ready endpoints that are the selected pods, now. A slice lags the pods it describes (the
+    /// EndpointSlice controller batches updates) and may be written by another controller, so
+    /// an endpoint counts only when its `targetRef` is a live pod the current selector picks
+    /// (the same pod: UID too, where both are known, since a StatefulSet pod is recreated under
+    /// its old name) and, unless `publishNotReadyAddresses`, that pod is Ready itself.
+    fn count_selected(
+        &self,
+        namespace: &str,
+        selected: &[&Pod],
+        publish_not_ready: bool,
+    ) -> Endpoints {
+        let mut all = BTreeSet::new();
+        let mut ready = BTreeSet::new();
+        let mut elsewhere = BTreeSet::new();
+        for endpoint in self.endpoints() {
+            let Some(key) = endpoint_key(endpoint) else {
+                continue;
+            };
+            let target = selected_target(endpoint, namespace, selected);
+            if counts_as_ready(endpoint) {
+                match target {
+                    Some(pod) if publish_not_ready || is_ready(pod) => {
+                        ready.insert(key.clone());
+                    }
+                    Some(_) => {}
+                    None => {
+                        elsewhere.insert(key.clone());
+                    }
+                }
+            }
+            all.insert(key);
+        }
+        Endpoints {
+            ready: ready.len(),
+            total: all.len(),
+            elsewhere: elsewhere.len(),
+        }
+    }
+}
+
+fn owned_by_another_service(slice: &EndpointSlice, uid: Option<&str>) -> bool {
+    let Some(uid) = uid else {
+        return false;
+    };
+    slice
+        .metadata
+        .owner_references
+        .iter()
+        .flatten()
+        .any(|o| o.kind == "Service" && o.uid != uid)
+}
+
+/// The selected pod an endpoint points at, if any.
+fn selected_target<'p>(
+    endpoint: &Endpoint,
+    namespace: &str,
+    selected: &[&'p Pod],
+) -> Option<&'p Pod> {
+    let r = endpoint.target_ref.as_ref()?;
+    if r.kind.as_deref() != Some("Pod") || r.namespace.as_deref().is_some_and(|ns| ns != namespace)
+    {
+        return None;
+    }
+    let name = r.name.as_deref()?;
+    selected.iter().copied().find(|p| {
+        p.metadata.name.as_deref() == Some(name)
+            && match (r.uid.as_deref(), p.metadata.uid.as_deref()) {
+                (Some(a), Some(b)) => a == b,
+                _ => true,
+            }
+    })
+}
+
+/// Endpoints of one Service across all its EndpointSlices.
+struct Endpoints {
+    ready: usize,
+    total: usize,
+    /// Ready endpoints that are not pods the selector picks.
+    elsewhere: usize,
+}
+
+impl Endpoints {
     fn summary(&self) -> String {
         format!("{} of {} ready endpoints", self.ready, self.total)
     }
@@ -388,6 +560,7 @@ fn counts_as_ready(endpoint: &Endpoint) -> bool {
 mod tests {
     use super::*;
     use crate::health::HealthStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use serde::Deserialize;
 
     /// The objects of one fixture file (a multi-document YAML of real objects).
@@ -592,7 +765,10 @@ mod tests {
         let v = settled(Snapshot::load(MANUAL).check(1));
         assert_eq!(
             v,
-            Verdict::healthy("Service ddb/legacy-pg has 1 ready endpoint")
+            Verdict::healthy(
+                "Service ddb/legacy-pg has no selector; its EndpointSlices list 1 ready endpoint \
+                 that kube-proxy routes to"
+            )
         );
     }
 
@@ -662,5 +838,184 @@ mod tests {
             panic!("expected a persistent failure");
         };
         assert!(message.contains("(and 2 more) look like"), "{message}");
+    }
+    /// FIXED with the Service's UID set and its slice owned by it, as the controller writes it.
+    fn owned_fixed() -> Snapshot {
+        let mut s = Snapshot::load(FIXED);
+        s.service.as_mut().unwrap().metadata.uid = Some("svc-uid-2".into());
+        let slice = Arc::make_mut(&mut s.slices[0]);
+        slice.metadata.owner_references = Some(vec![owner("Service", "forgejo", "svc-uid-2")]);
+        s
+    }
+
+    fn owner(kind: &str, name: &str, uid: &str) -> OwnerReference {
+        OwnerReference {
+            api_version: "v1".into(),
+            kind: kind.into(),
+            name: name.into(),
+            uid: uid.into(),
+            controller: Some(true),
+            ..OwnerReference::default()
+        }
+    }
+
+    fn pod_mut(s: &mut Snapshot, i: usize) -> &mut Pod {
+        Arc::make_mut(&mut s.pods[i])
+    }
+
+    fn set_ready(pod: &mut Pod, ready: bool) {
+        for c in pod.status.as_mut().unwrap().conditions.iter_mut().flatten() {
+            c.status = if ready { "True" } else { "False" }.into();
+        }
+    }
+
+    #[test]
+    fn ready_endpoint_of_a_pod_outside_the_selector_is_not_counted() {
+        // The selector moved to a pod that is not Ready yet; the slice still lists the old pod.
+        let mut s = owned_fixed();
+        let mut new_pod = (*s.pods[0]).clone();
+        new_pod.metadata.name = Some("forgejo-0".into());
+        set_ready(&mut new_pod, false);
+        s.pods.push(Arc::new(new_pod));
+        pod_mut(&mut s, 0)
+            .metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .insert("app".into(), "gitea-old".into());
+        let v = settled(s.check(1));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        assert!(
+            v.message
+                .contains("1 ready endpoint point at pods the selector does not pick"),
+            "{}",
+            v.message
+        );
+    }
+
+    #[test]
+    fn slice_of_a_previous_service_uid_is_not_counted() {
+        // Deleted and recreated under the same name: the old Service's slice is not yet gone.
+        let mut s = owned_fixed();
+        s.service.as_mut().unwrap().metadata.uid = Some("svc-uid-3".into());
+        let v = settled(s.check(1));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        assert!(
+            v.message.contains("0 of 0 ready endpoints"),
+            "{}",
+            v.message
+        );
+    }
+
+    #[test]
+    fn service_being_deleted_is_never_healthy() {
+        let mut s = owned_fixed();
+        s.service.as_mut().unwrap().metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-12-01T00:00:00Z".parse().unwrap(),
+            ));
+        let v = settled(s.check(1));
+        assert_eq!(
+            v,
+            Verdict::progressing("Service cicd/forgejo is being deleted")
+        );
+    }
+
+    #[test]
+    fn lagging_slice_for_a_pod_no_longer_ready_is_not_counted() {
+        let mut s = owned_fixed();
+        set_ready(pod_mut(&mut s, 0), false);
+        let v = settled(s.check(1));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+    }
+
+    #[test]
+    fn endpoint_of_a_recreated_pod_with_the_same_name_is_not_counted() {
+        let mut s = owned_fixed();
+        pod_mut(&mut s, 0).metadata.uid = Some("pod-uid-new".into());
+        let slice = Arc::make_mut(&mut s.slices[0]);
+        slice.endpoints.as_mut().unwrap()[0]
+            .target_ref
+            .as_mut()
+            .unwrap()
+            .uid = Some("pod-uid-old".into());
+        let v = settled(s.check(1));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+    }
+
+    #[test]
+    fn endpoint_of_the_selected_ready_pod_is_counted() {
+        let mut s = owned_fixed();
+        pod_mut(&mut s, 0).metadata.uid = Some("pod-uid-1".into());
+        let slice = Arc::make_mut(&mut s.slices[0]);
+        slice.endpoints.as_mut().unwrap()[0]
+            .target_ref
+            .as_mut()
+            .unwrap()
+            .uid = Some("pod-uid-1".into());
+        let v = settled(s.check(1));
+        assert_eq!(
+            v,
+            Verdict::healthy("Service cicd/forgejo has 1 ready endpoint")
+        );
+    }
+
+    #[test]
+    fn shared_instance_label_alone_is_not_a_near_match() {
+        // An unrelated pod of the same Helm release: no `app` key at all.
+        let mut s = Snapshot::load(SEED_001);
+        let labels = pod_mut(&mut s, 0).metadata.labels.as_mut().unwrap();
+        labels.remove("app");
+        let v = settled(s.check(1));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        assert!(
+            v.message.ends_with("which matches no pods yet"),
+            "{}",
+            v.message
+        );
+    }
+
+    #[test]
+    fn pod_that_only_shares_the_selector_key_is_not_a_near_match() {
+        // `app=runner` says nothing about `app=forgejo`.
+        let mut s = Snapshot::load(SEED_001);
+        let labels = pod_mut(&mut s, 0).metadata.labels.as_mut().unwrap();
+        labels.retain(|k, _| k == "app");
+        let v = settled(s.check(1));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+    }
+
+    #[test]
+    fn pod_of_a_deployment_named_like_the_service_is_a_near_match() {
+        let mut s = Snapshot::load(SEED_001);
+        let pod = pod_mut(&mut s, 0);
+        pod.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .retain(|k, _| k == "pod-template-hash");
+        pod.metadata.owner_references =
+            Some(vec![owner("ReplicaSet", "forgejo-7d9c8f6b5", "rs-uid")]);
+        let finding = s.check(1);
+        assert!(matches!(finding, Finding::Persistent { .. }), "{finding:?}");
+    }
+
+    #[test]
+    fn multi_key_selector_with_one_value_off_is_a_near_match() {
+        let mut s = Snapshot::load(FIXED);
+        s.slices.clear();
+        let sel = s
+            .service
+            .as_mut()
+            .unwrap()
+            .spec
+            .as_mut()
+            .unwrap()
+            .selector
+            .as_mut()
+            .unwrap();
+        sel.insert("app.kubernetes.io/name".into(), "forgejo".into());
+        let finding = s.check(1);
+        assert!(matches!(finding, Finding::Persistent { .. }), "{finding:?}");
     }
 }

@@ -9,7 +9,7 @@ use super::crd::{WaveGate, WaveGateStatus};
 use super::judge::{self, ask_of, gate_health, invalid_check, next_status};
 use super::queue::{self, DepIndex, PROBE_RECHECK, QueueConfig, Reconcile, deps_of};
 use crate::cache::{CacheError, Change};
-use crate::evaluate::{Ask, Evaluator};
+use crate::evaluate::{Ask, Evaluator, Judgement};
 use crate::health::HealthStatus;
 use crate::metrics::Metrics;
 use kube::api::{Api, Patch, PatchParams};
@@ -24,6 +24,8 @@ pub const GROUP: &str = "wavegate.dev";
 pub const PLURAL: &str = "wavegates";
 /// How the cache names WaveGates in its [`Change`]s.
 pub const RESOURCE: &str = "wavegates.wavegate.dev";
+/// How the cache names Argo CD Applications in its [`Change`]s.
+const APPLICATIONS: &str = "applications.argoproj.io";
 /// The field manager of every status write.
 pub const FIELD_MANAGER: &str = "wavegate";
 
@@ -49,11 +51,47 @@ struct Gates {
     /// that would write the same status twice.
     written: Mutex<HashMap<GateKey, (Option<String>, WaveGateStatus)>>,
     missing_crd_logged: AtomicBool,
+    settings: Settings,
 }
+
+/// How the controller runs, from `wavegate serve` flags.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    /// Every gate is judged again this often without any change.
+    pub resync: Duration,
+    /// Where Argo CD's own Applications live (tracking ids without a namespace name them).
+    pub argocd_namespace: String,
+    /// How long a written verdict counts (`health.validUntil`); `None`: forever.
+    pub status_validity: Option<Duration>,
+}
+
+impl Settings {
+    pub fn new(resync: Duration) -> Settings {
+        Settings {
+            resync,
+            argocd_namespace: DEFAULT_ARGOCD_NAMESPACE.into(),
+            status_validity: Some(DEFAULT_STATUS_VALIDITY),
+        }
+    }
+}
+
+/// Three minutes: long enough that a wavegate restart (or an API server brown-out) does not
+/// expire every settled gate, short enough that a wave does not advance on a verdict from a
+/// wavegate that stopped long ago. Confirmed every 90 s, so the resync (15 s) must be shorter.
+pub const DEFAULT_STATUS_VALIDITY: Duration = Duration::from_secs(180);
 
 /// Run the gate controller until the cache's change feed closes. Status writes are counted in
 /// [`Metrics::gate_status_writes`].
 pub async fn run(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, resync: Duration) {
+    run_with(evaluator, metrics, Settings::new(resync)).await
+}
+
+/// Argo CD's namespace in a default install.
+pub const DEFAULT_ARGOCD_NAMESPACE: &str = "argocd";
+
+/// [`run`], with all settings.
+pub async fn run_with(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, settings: Settings) {
+    let resync = settings.resync;
     let changes = evaluator.cache().subscribe();
     let gates = Arc::new(Gates {
         evaluator,
@@ -61,6 +99,7 @@ pub async fn run(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, resync: Durat
         index: Mutex::default(),
         written: Mutex::default(),
         missing_crd_logged: AtomicBool::new(false),
+        settings,
     });
     tracing::info!(resync = %humantime::format_duration(resync), "gate controller started");
     queue::run(gates, changes, QueueConfig::new(resync)).await;
@@ -127,21 +166,47 @@ impl Gates {
             .iter()
             .map(|c| (c.name.clone(), ask_of(c, ns)))
             .collect();
-        let verdicts: Vec<_> = futures::future::join_all(asks.iter().map(|(n, ask)| async move {
-            let v = match ask {
-                Ok(ask) => self.evaluator.judge_fresh(ask).await,
-                Err(e) => invalid_check(e),
-            };
-            (n.clone(), v)
-        }))
-        .await;
+        let managed_by = judge::managing_application(&gate, &self.settings.argocd_namespace);
+        // Register what the gate reads before reading it: a change that lands while the
+        // checks are being judged then wakes the gate again instead of waiting for the resync.
         if let Ok(mut idx) = self.index.lock() {
-            let deps = asks
+            let mut deps: Vec<_> = asks
                 .iter()
                 .filter_map(|(_, a)| a.as_ref().ok())
-                .flat_map(deps_of);
-            idx.set(key.clone(), deps.collect());
+                .flat_map(deps_of)
+                .collect();
+            if let Some((app_ns, app)) = &managed_by {
+                deps.push(queue::Dep::object(APPLICATIONS, app_ns, app));
+            }
+            idx.set(key.clone(), deps);
         }
+        let judged: Vec<_> = futures::future::join_all(asks.iter().map(|(n, ask)| async move {
+            let j = match ask {
+                Ok(ask) => self.evaluator.judge_fresh(ask).await,
+                Err(e) => Judgement {
+                    verdict: invalid_check(e),
+                    blind: None,
+                },
+            };
+            (n.clone(), j)
+        }))
+        .await;
+        let blind: HashMap<String, String> = judged
+            .iter()
+            .filter_map(|(n, j)| j.blind.clone().map(|why| (n.clone(), why)))
+            .collect();
+        let verdicts: Vec<_> = judged.into_iter().map(|(n, j)| (n, j.verdict)).collect();
+        let sync_started = match &managed_by {
+            // Without read access to Applications the clock falls back to the gate's own
+            // history; it never blocks the gate.
+            Some((app_ns, app)) => cache
+                .object("argoproj.io", "applications", app_ns, app)
+                .await
+                .ok()
+                .flatten()
+                .and_then(|a| judge::sync_started(&a)),
+            None => None,
+        };
 
         let timeout = gate.spec.timeout.as_deref().and_then(|t| {
             judge::parse_timeout(t)
@@ -151,11 +216,19 @@ impl Gates {
         });
         let rv = gate.resource_version();
         let stored = self.current_status(key, &rv, gate.status.as_ref());
-        let since = judge::waiting_since(&gate, stored.as_ref());
+        let since = judge::waiting_since(&gate, stored.as_ref(), sync_started);
         let now = k8s_openapi::jiff::Timestamp::now();
         let waited = judge::waited(since, now);
-        let health = gate_health(&verdicts, timeout, waited);
-        let status = next_status(&gate, stored.as_ref(), verdicts, health, since, now);
+        let health = gate_health(&verdicts, &blind, timeout, waited);
+        let status = next_status(
+            &gate,
+            stored.as_ref(),
+            verdicts,
+            health,
+            since,
+            now,
+            self.settings.status_validity,
+        );
 
         let mut requeue = judge::until_timeout(status_of(&status), timeout.map(|(_, d)| d), waited)
             // One more second: the API server keeps whole seconds, so `since` can be up

@@ -158,13 +158,18 @@ pub struct ResourceCheck {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE))]
     pub namespace: Option<String>,
-    /// JSONPath (RFC 9535) that selects something when the object is healthy.
+    /// JSONPath (RFC 9535) that holds when the object is healthy. An expression holds when it
+    /// selects at least one node and every selected node is `true` or an object/array (what a
+    /// filter selects); `false` does not hold; a selected string, number or null is an error
+    /// (compare it in a filter: `$[?@.status.phase=='Bound']`). Checked after the kind's own
+    /// rule (Argo CD's for built-in kinds, kstatus for the rest), which it can only make stricter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy: Option<String>,
-    /// JSONPath that selects something while the object is still progressing.
+    /// JSONPath that holds while the object is still progressing (same typing as `healthy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub progressing: Option<String>,
-    /// JSONPath that selects something when the object has definitely failed.
+    /// JSONPath that holds when the object has definitely failed (same typing as `healthy`).
+    /// Messages name the expression, never the matched value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<String>,
 }
@@ -195,6 +200,16 @@ pub struct GateHealth {
     pub status: HealthStatus,
     #[serde(default)]
     pub message: String,
+    /// Unix time (seconds) until which this verdict counts. wavegate confirms it well before
+    /// then while it runs; Argo CD's health script treats a verdict past it as Progressing,
+    /// so a stopped wavegate (or one that can no longer write) cannot release a wave with a
+    /// verdict from before it stopped. Absent when `--status-validity` is 0.
+    #[serde(
+        default,
+        rename = "validUntil",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub valid_until: Option<i64>,
 }
 
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]

@@ -108,30 +108,67 @@ pub fn invalid_check(e: &InputError) -> Verdict {
 /// The gate's health: the worst of its checks (so a check whose cache is not synced, which the
 /// evaluator reports as Progressing or Unknown, keeps the gate from Healthy), or Degraded once
 /// it has waited longer than `timeout`.
+///
+/// A gate may be a Sync hook, and gitops-engine treats a hook's health differently from a
+/// resource's (sync_context.go): Missing means "done at once" and Unknown fails the hook. So a
+/// gate never passes those two on from a check: a check target that does not exist yet, or one
+/// wavegate cannot see (`blind`: check name → why), is Progressing at the gate.
+///
+/// The timeout fires only on evidence about the cluster: while any check that is not Healthy is
+/// blind, waiting longer than the timeout says nothing about the cluster, only about wavegate
+/// (a restart whose caches have not synced, a first probe that got no answer), and the gate
+/// stays Progressing with both facts in its message.
 pub fn gate_health(
     checks: &[(String, Verdict)],
+    blind: &HashMap<String, String>,
     timeout: Option<(&str, Duration)>,
     waited: Duration,
 ) -> Verdict {
-    let worst = worst_of(checks.iter().map(|(n, v)| (n.as_str(), v)));
-    match timeout {
-        Some((spelled, limit)) if !worst.is_healthy() && waited >= limit => {
-            let still: Vec<String> = checks
-                .iter()
-                .filter(|(_, v)| !v.is_healthy())
-                .map(|(n, v)| format!("{n}: {v}"))
-                .collect();
-            let still = if still.is_empty() {
-                worst.message
-            } else {
-                still.join("; ")
+    let at_gate: Vec<(String, Verdict)> = checks
+        .iter()
+        .map(|(n, v)| {
+            let v = match (v.status, blind.get(n)) {
+                (HealthStatus::Missing, _) | (HealthStatus::Unknown, Some(_)) => {
+                    Verdict::progressing(v.message.clone())
+                }
+                _ => v.clone(),
             };
-            Verdict::degraded(format!(
-                "timed out after {spelled}; still not ready: {still}"
-            ))
-        }
-        _ => worst,
+            (n.clone(), v)
+        })
+        .collect();
+    let worst = worst_of(at_gate.iter().map(|(n, v)| (n.as_str(), v)));
+    let Some((spelled, limit)) = timeout else {
+        return worst;
+    };
+    if worst.is_healthy() || waited < limit {
+        return worst;
     }
+    let unseen: Vec<String> = at_gate
+        .iter()
+        .filter(|(_, v)| !v.is_healthy())
+        .filter_map(|(n, _)| blind.get(n).map(|why| format!("{n}: {why}")))
+        .collect();
+    if !unseen.is_empty() {
+        return Verdict::progressing(format!(
+            "waited longer than the {spelled} timeout, but wavegate cannot judge {}, so the \
+             timeout does not fail the sync yet; {}",
+            unseen.join("; "),
+            worst.message
+        ));
+    }
+    let still: Vec<String> = at_gate
+        .iter()
+        .filter(|(_, v)| !v.is_healthy())
+        .map(|(n, v)| format!("{n}: {v}"))
+        .collect();
+    let still = if still.is_empty() {
+        worst.message
+    } else {
+        still.join("; ")
+    };
+    Verdict::degraded(format!(
+        "timed out after {spelled}; still not ready: {still}"
+    ))
 }
 
 /// `spec.timeout` as a duration (Go syntax, as the schema's pattern admits).
@@ -145,23 +182,74 @@ pub fn parse_timeout(s: &str) -> Result<Duration, String> {
     Ok(d.into())
 }
 
-/// Since when the gate has been waiting at its current generation, if it is known (see the
-/// module comment); `None` means it starts waiting now.
-pub fn waiting_since(gate: &WaveGate, current: Option<&WaveGateStatus>) -> Option<Timestamp> {
+/// Since when the gate has been waiting in this sync attempt, if it is known (see the module
+/// comment); `None` means it starts waiting now. `sync_started` is when the Argo CD operation
+/// that is syncing the gate's Application began: every sync attempt gets the full timeout, so a
+/// gate that timed out yesterday and is unchanged in git is not Degraded at once today.
+pub fn waiting_since(
+    gate: &WaveGate,
+    current: Option<&WaveGateStatus>,
+    sync_started: Option<Timestamp>,
+) -> Option<Timestamp> {
     let generation = gate.metadata.generation;
     let ready = current.and_then(|s| s.conditions.iter().find(|c| c.type_ == READY));
-    match ready {
+    let since = match ready {
         Some(c) if c.status == "False" && c.observed_generation == generation => {
             Some(c.last_transition_time.0)
         }
         Some(_) => None,
         None => gate.metadata.creation_timestamp.as_ref().map(|t| t.0),
+    };
+    match (since, sync_started) {
+        (Some(s), Some(started)) => Some(s.max(started)),
+        (since, _) => since,
     }
+}
+
+/// The Argo CD Application that manages `gate`, as `(namespace, name)`: from the tracking
+/// annotation `argocd.argoproj.io/tracking-id` (`<app>:<group>/<kind>:<namespace>/<name>`,
+/// Argo CD's default tracking method since 3.0, util/argo/resource_tracking.go), else the
+/// instance label `app.kubernetes.io/instance` (label tracking). An app name `<ns>_<name>`
+/// names an Application outside Argo CD's own namespace ("apps in any namespace").
+pub fn managing_application(gate: &WaveGate, argocd_namespace: &str) -> Option<(String, String)> {
+    let tracked = gate
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get("argocd.argoproj.io/tracking-id"))
+        .and_then(|id| id.split_once(':'))
+        .map(|(app, _)| app.to_string());
+    let app = tracked.or_else(|| {
+        gate.metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get("app.kubernetes.io/instance"))
+            .cloned()
+    })?;
+    let (ns, name) = match app.split_once('_') {
+        Some((ns, name)) => (ns.to_string(), name.to_string()),
+        None => (argocd_namespace.to_string(), app),
+    };
+    (Target::new(Resource::Application, &ns, &name).is_ok()).then_some((ns, name))
+}
+
+/// When the Application's running sync operation started (`status.operationState.startedAt`
+/// while `phase` is Running), if one is running.
+pub fn sync_started(app: &serde_json::Value) -> Option<Timestamp> {
+    let op = &app["status"]["operationState"];
+    if op["phase"].as_str() != Some("Running") {
+        return None;
+    }
+    op["startedAt"].as_str()?.parse().ok()
 }
 
 /// The status to write: `health`, each check, `observedGeneration` and `Ready`, carrying over
 /// each `lastTransitionTime` whose status did not change so that an unchanged verdict yields
 /// an identical status (and no write).
+///
+/// `health.validUntil` is `now + validity`, carried over while the same verdict has at least
+/// half its validity left: a settled gate is rewritten once per half validity, which is what
+/// proves to Argo CD that wavegate still stands by it.
 pub fn next_status(
     gate: &WaveGate,
     current: Option<&WaveGateStatus>,
@@ -169,8 +257,18 @@ pub fn next_status(
     health: Verdict,
     since: Option<Timestamp>,
     now: Timestamp,
+    validity: Option<Duration>,
 ) -> WaveGateStatus {
     let now = seconds(now);
+    let valid_until = validity.map(|v| {
+        let v = i64::try_from(v.as_secs()).unwrap_or(i64::MAX / 4);
+        current
+            .and_then(|s| s.health.as_ref())
+            .filter(|h| h.status == health.status && h.message == health.message)
+            .and_then(|h| h.valid_until)
+            .filter(|until| until - now.as_second() >= v / 2)
+            .unwrap_or(now.as_second().saturating_add(v))
+    });
     let generation = gate.metadata.generation;
     let prev_check = |name: &str| {
         current
@@ -213,6 +311,7 @@ pub fn next_status(
         health: Some(GateHealth {
             status: health.status,
             message: health.message,
+            valid_until,
         }),
         checks,
         conditions: vec![condition],
@@ -251,6 +350,8 @@ mod tests {
     use super::*;
     use crate::gate::crd::{ResourceCheck, ServiceCheck, WaveGateSpec};
     use kube::api::ObjectMeta;
+
+    const VALIDITY: Duration = Duration::from_secs(180);
 
     fn ts(s: &str) -> Timestamp {
         s.parse().unwrap()
@@ -301,14 +402,15 @@ mod tests {
         now: &str,
     ) -> WaveGateStatus {
         let checks = judged(checks);
-        let since = waiting_since(g, current);
+        let since = waiting_since(g, current, None);
         let now = ts(now);
         let health = gate_health(
             &checks,
+            &HashMap::new(),
             Some(("10m", parse_timeout("10m").unwrap())),
             waited(since, now),
         );
-        next_status(g, current, checks, health, since, now)
+        next_status(g, current, checks, health, since, now, Some(VALIDITY))
     }
 
     #[test]
@@ -396,14 +498,14 @@ mod tests {
                 Verdict::progressing("the cache of pods has not synced yet"),
             ),
         ]);
-        let v = gate_health(&checks, None, Duration::from_secs(3600));
+        let v = gate_health(&checks, &HashMap::new(), None, Duration::from_secs(3600));
         assert_eq!(v.status, HealthStatus::Progressing);
         let checks = judged(&[
             ("db", Verdict::healthy("")),
             ("x", Verdict::unknown("watch failing")),
         ]);
         assert_eq!(
-            gate_health(&checks, None, Duration::ZERO).status,
+            gate_health(&checks, &HashMap::new(), None, Duration::ZERO).status,
             HealthStatus::Unknown
         );
     }
@@ -418,9 +520,9 @@ mod tests {
             ),
         ]);
         let limit = Some(("10m", Duration::from_secs(600)));
-        let early = gate_health(&checks, limit, Duration::from_secs(599));
+        let early = gate_health(&checks, &HashMap::new(), limit, Duration::from_secs(599));
         assert_eq!(early.status, HealthStatus::Progressing);
-        let late = gate_health(&checks, limit, Duration::from_secs(600));
+        let late = gate_health(&checks, &HashMap::new(), limit, Duration::from_secs(600));
         assert_eq!(late.status, HealthStatus::Degraded);
         assert_eq!(
             late.message,
@@ -434,6 +536,7 @@ mod tests {
         let checks = judged(&[("db", Verdict::healthy("applied"))]);
         let v = gate_health(
             &checks,
+            &HashMap::new(),
             Some(("1s", Duration::from_secs(1))),
             Duration::from_secs(99),
         );
@@ -528,7 +631,8 @@ mod tests {
             &g,
             Some(&healthy),
             &[("forgejo-http", Verdict::healthy("2 ready"))],
-            "2026-11-30T07:00:00Z",
+            // Within half the validity, so `validUntil` is carried over too.
+            "2026-11-30T06:01:00Z",
         );
         assert_eq!(healthy, still);
     }
@@ -578,7 +682,7 @@ mod tests {
             "2026-11-30T06:09:00Z",
         );
         g.metadata.generation = Some(2);
-        let since = waiting_since(&g, Some(&waiting));
+        let since = waiting_since(&g, Some(&waiting), None);
         assert_eq!(since, None, "generation 2 has not waited yet");
         let s = status_at(
             &g,
@@ -619,5 +723,125 @@ mod tests {
             Duration::ZERO
         );
         assert_eq!(waited(None, ts("2026-11-30T06:00:00Z")), Duration::ZERO);
+    }
+
+    #[test]
+    fn blind_check_past_the_timeout_is_not_degraded() {
+        // wavegate restarted after the timeout ran out while it was down; its pod cache has not
+        // synced yet. That is wavegate's blindness, not the cluster's failure.
+        let checks = judged(&[(
+            "forgejo-http",
+            Verdict::progressing("the cache of pods has not synced yet"),
+        )]);
+        let blind = HashMap::from([(
+            "forgejo-http".to_string(),
+            "the cache of pods has not synced yet".to_string(),
+        )]);
+        let limit = Some(("10m", Duration::from_secs(600)));
+        let v = gate_health(&checks, &blind, limit, Duration::from_secs(7200));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        assert!(v.message.contains("cannot judge forgejo-http"), "{v}");
+        let seen = gate_health(&checks, &HashMap::new(), limit, Duration::from_secs(7200));
+        assert_eq!(seen.status, HealthStatus::Degraded);
+    }
+
+    #[test]
+    fn missing_target_or_blind_unknown_never_reaches_argo_cd_as_missing_or_unknown() {
+        // A hook gate that answered Missing would be "done at once"; Unknown would fail it.
+        let missing = judged(&[(
+            "db",
+            Verdict::missing("Database ddb/forgejo does not exist"),
+        )]);
+        let v = gate_health(&missing, &HashMap::new(), None, Duration::ZERO);
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        let unknown = judged(&[("db", Verdict::unknown("the watch on databases is failing"))]);
+        let blind = HashMap::from([("db".to_string(), "watch failing".to_string())]);
+        let v = gate_health(&unknown, &blind, None, Duration::ZERO);
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+    }
+
+    #[test]
+    fn a_new_sync_attempt_gets_the_full_timeout_again() {
+        // Timed out yesterday at generation 1, unchanged in git; today's sync started at 09:00.
+        let g = gate();
+        let yesterday = status_at(
+            &g,
+            None,
+            &[("forgejo-http", Verdict::progressing("0 ready"))],
+            "2026-11-30T06:20:00Z",
+        );
+        assert_eq!(
+            yesterday.health.as_ref().unwrap().status,
+            HealthStatus::Degraded
+        );
+        let started = ts("2026-12-01T09:00:00Z");
+        let since = waiting_since(&g, Some(&yesterday), Some(started));
+        assert_eq!(since, Some(started));
+        let checks = judged(&[("forgejo-http", Verdict::progressing("0 ready"))]);
+        let v = gate_health(
+            &checks,
+            &HashMap::new(),
+            Some(("10m", Duration::from_secs(600))),
+            waited(since, ts("2026-12-01T09:01:00Z")),
+        );
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+    }
+
+    #[test]
+    fn managing_application_comes_from_argo_cd_tracking() {
+        let mut g = gate();
+        g.metadata.annotations = Some(
+            [(
+                "argocd.argoproj.io/tracking-id".to_string(),
+                "team-a_forgejo:wavegate.dev/WaveGate:ddb/databases-created".to_string(),
+            )]
+            .into(),
+        );
+        assert_eq!(
+            managing_application(&g, "argocd"),
+            Some(("team-a".into(), "forgejo".into()))
+        );
+        g.metadata.annotations = None;
+        g.metadata.labels = Some(
+            [(
+                "app.kubernetes.io/instance".to_string(),
+                "forgejo".to_string(),
+            )]
+            .into(),
+        );
+        assert_eq!(
+            managing_application(&g, "argocd"),
+            Some(("argocd".into(), "forgejo".into()))
+        );
+        g.metadata.labels = None;
+        assert_eq!(managing_application(&g, "argocd"), None);
+    }
+
+    #[test]
+    fn only_a_running_operation_is_a_sync_attempt() {
+        let running = serde_json::json!({"status": {"operationState": {
+            "phase": "Running", "startedAt": "2026-12-01T09:00:00Z"}}});
+        assert_eq!(sync_started(&running), Some(ts("2026-12-01T09:00:00Z")));
+        let done = serde_json::json!({"status": {"operationState": {
+            "phase": "Failed", "startedAt": "2026-12-01T09:00:00Z"}}});
+        assert_eq!(sync_started(&done), None);
+    }
+
+    #[test]
+    fn a_settled_verdict_is_confirmed_once_per_half_validity() {
+        let g = gate();
+        let ok = [("forgejo-http", Verdict::healthy("2 ready endpoints"))];
+        let first = status_at(&g, None, &ok, "2026-11-30T06:01:00Z");
+        let until = first.health.as_ref().unwrap().valid_until.unwrap();
+        assert_eq!(until, ts("2026-11-30T06:04:00Z").as_second());
+        // A minute later: unchanged, so no write.
+        let later = status_at(&g, Some(&first), &ok, "2026-11-30T06:02:00Z");
+        assert_eq!(later, first);
+        // Past half the validity: confirmed again, with a new deadline.
+        let renewed = status_at(&g, Some(&first), &ok, "2026-11-30T06:02:31Z");
+        assert_eq!(
+            renewed.health.as_ref().unwrap().valid_until,
+            Some(ts("2026-11-30T06:05:31Z").as_second())
+        );
     }
 }

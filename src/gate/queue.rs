@@ -39,7 +39,7 @@ pub enum Dep {
 }
 
 impl Dep {
-    fn object(resource: &str, namespace: &str, name: &str) -> Dep {
+    pub fn object(resource: &str, namespace: &str, name: &str) -> Dep {
         Dep::Object {
             resource: resource.into(),
             namespace: namespace.into(),

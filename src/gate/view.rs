@@ -48,6 +48,11 @@ pub struct GateCheckView {
 
 impl Gate {
     pub fn of(gate: &WaveGate) -> Gate {
+        Gate::at(gate, k8s_openapi::jiff::Timestamp::now())
+    }
+
+    /// The gate as seen at `now`.
+    pub fn at(gate: &WaveGate, now: k8s_openapi::jiff::Timestamp) -> Gate {
         let namespace = gate.namespace().unwrap_or_default();
         let generation = gate.metadata.generation;
         let status = gate.status.as_ref();
@@ -62,7 +67,16 @@ impl Gate {
                     generation.unwrap_or_default()
                 ),
             }),
-            (Some(h), false) => Verdict::new(h.status, h.message.clone()),
+            (Some(h), false) => match h.valid_until {
+                // As the Lua check reads it: a verdict wavegate no longer stands by does not
+                // count, wherever it is read (`wavegate wait gate/…` included).
+                Some(until) if until < now.as_second() => Verdict::progressing(format!(
+                    "{what}: wavegate's verdict ({}) expired at {until} and was not renewed; \
+                     is wavegate running?",
+                    h.status
+                )),
+                _ => Verdict::new(h.status, h.message.clone()),
+            },
             (None, false) => {
                 Verdict::progressing(format!("wavegate wrote no health for {what} yet"))
             }
@@ -286,6 +300,7 @@ mod tests {
             health: Some(GateHealth {
                 status: HealthStatus::Healthy,
                 message: "all 1 checks healthy".into(),
+                valid_until: None,
             }),
             checks: vec![CheckStatus {
                 name: "forgejo-http".into(),

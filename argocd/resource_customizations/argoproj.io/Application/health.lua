@@ -2,33 +2,62 @@
 -- Lua 5.1, no string/math). Argo CD has no built-in health for Applications since 1.8; without
 -- this script a parent's sync waves do not wait for their child apps at all.
 --
--- With wavegate annotation mode on, wavegate's verdict wins. Otherwise the child's own
--- status.health counts only when it describes the spec the parent just applied:
---   * no sync operation requested (top-level `operation`) or Running/Terminating,
---   * status.sync.status is Synced,
---   * status.sync.comparedTo.source(s) equals spec.source(s) (repoURL, path, chart,
---     targetRevision, ref; multi-source element-wise) — otherwise Synced/Healthy belong to the
---     previous revision,
--- and only then is the child's health passed on. This closes argo-cd #4577 (waves complete while
--- the child app is still Progressing) and #6708 (parent Healthy while a child was Missing).
+-- One truth in two languages: this is the rule of wavegate's Rust check
+-- (src/checks/application.rs), and tests/parity.rs runs every Application fixture through both
+-- and requires the same status. Keep the two in step.
 --
--- Child health decisions:
---   Healthy   → Healthy.
---   Suspended → Suspended (the parent waits; Argo CD moves a wave on only for Healthy).
---   Degraded  → Degraded, but only once the verdict is current (all checks above pass). Argo
---               CD's documented snippet passes health through, and a child's Degraded is
---               usually already the end of a deadline (Deployment progressDeadlineSeconds,
---               failed Job), so failing the parent's sync says so at once instead of hiding it
---               behind a Progressing that never ends. A Degraded left over from an older
---               revision, or seen mid-sync, is transient: Progressing.
---   Missing, Unknown, none → Progressing (Argo CD drops Missing/Unknown children from the
---               parent's aggregate health, see controller/health.go, which is #6708).
+-- With wavegate annotation mode on, wavegate's verdict wins. Otherwise the child is Healthy only
+-- when its status describes the spec the parent just applied and nothing is left to do:
+--   * no sync operation requested (top-level `operation`) or Running/Terminating,
+--   * status.sync.comparedTo equals the spec: source (or every element of sources, in order),
+--     destination and ignoreDifferences, compared whole (repoURL, path, chart, targetRevision,
+--     ref, helm, kustomize, directory, plugin, ...). Argo CD's controller copies the spec into
+--     comparedTo when it compares, and recompares when they differ (needRefreshAppStatus in
+--     controller/appcontroller.go), so a difference means the status is about an older spec.
+--     Unset, empty, false and 0 count as the same, as Go's omitempty makes them,
+--   * the last operation did not finish Failed or Error,
+--   * status.sync.status is Synced and status.health.status is Healthy.
+-- This closes argo-cd #4577 (waves complete while the child app is still Progressing) and #6708
+-- (parent Healthy while a child was Missing).
+--
+-- Every shortfall is collected and the worst wins (gitops-engine's order Healthy < Suspended <
+-- Progressing < Missing < Degraded < Unknown). Degraded only for a definite failure, and only
+-- once the comparison is current and nothing is running or pending:
+--   * the child's own health is Degraded (usually the end of a deadline: Deployment
+--     progressDeadlineSeconds, a failed Job) — passed on, failing the parent's sync with the
+--     child's reason;
+--   * the last sync Failed/Error for exactly the revision(s) and source(s) compared now: Argo
+--     CD's automated sync does not retry a sync it already attempted and failed
+--     (alreadyAttemptedSync), so waiting would only wait for the timeout.
+-- The same evidence about an older spec, or seen mid-sync, is Progressing. Suspended stays
+-- Suspended. A child health or sync status of Missing, Unknown or none is Progressing: Argo CD
+-- drops Missing/Unknown children from the parent's aggregate health (controller/health.go,
+-- #6708), so Unknown would let the parent go Healthy too early.
 
 -- BEGIN wavegate annotation mode (docs/contracts.md)
 -- Scripts loaded from argocd-cm cannot share code, so each annotation-aware wavegate script
 -- carries this same block; the harness fails if the copies drift apart. Written for Argo CD's
 -- argocd-cm sandbox: Lua 5.1 without the string and math libraries (tonumber, tostring and ..
 -- are all it needs).
+-- Argo CD's safe os library (time and date only), for valid-until.
+local os = require("os")
+
+-- A selector as wavegate records it: k=v pairs sorted by key, joined by commas.
+local function selectorText(selector)
+  local keys = {}
+  for k, v in pairs(selector) do
+    if type(v) == "string" then
+      table.insert(keys, k)
+    end
+  end
+  table.sort(keys)
+  local parts = {}
+  for _, k in ipairs(keys) do
+    table.insert(parts, k .. "=" .. selector[k])
+  end
+  return table.concat(parts, ",")
+end
+
 local function describe(o)
   local meta = o.metadata or {}
   local name = meta.name or "?"
@@ -61,6 +90,21 @@ local function wavegateVerdict(o)
   if observed ~= nil and meta.generation ~= nil and tonumber(observed) ~= meta.generation then
     return {status = "Progressing", message = "wavegate has not judged generation " .. meta.generation .. " of " .. describe(o) .. " yet (last judged " .. observed .. ")"}
   end
+  -- The selector wavegate judged (Services): a verdict about another selector says nothing
+  -- about this one, e.g. right after Argo CD applied a changed selector.
+  local judged = ann["wavegate.dev/judged-selector"]
+  if judged ~= nil then
+    local current = selectorText((o.spec or {}).selector or {})
+    if current ~= judged then
+      return {status = "Progressing", message = "wavegate judged " .. describe(o) .. " with selector " .. judged .. "; it now selects " .. current .. ", not judged yet"}
+    end
+  end
+  -- wavegate renews valid-until while it runs; past it, the verdict is one nobody confirms any
+  -- more (wavegate stopped, lost its watch, or cannot write) and must not move a wave.
+  local validUntil = ann["wavegate.dev/valid-until"]
+  if validUntil ~= nil and (tonumber(validUntil) == nil or tonumber(validUntil) < os.time()) then
+    return {status = "Progressing", message = describe(o) .. ": wavegate's verdict (" .. status .. ") expired at " .. validUntil .. " and was not renewed; is wavegate running?"}
+  end
   local message = ann["wavegate.dev/health-message"]
   if message == nil or message == "" then
     message = describe(o) .. ": wavegate says " .. status
@@ -78,87 +122,194 @@ if verdict ~= nil then
 end
 
 local what = describe(obj)
+local meta = obj.metadata or {}
 local spec = obj.spec or {}
-local status = obj.status or {}
+local status = obj.status
 
-local function progressing(message)
-  return {status = "Progressing", message = what .. ": " .. message}
+if meta.deletionTimestamp ~= nil then
+  return {status = "Progressing", message = what .. " is being deleted"}
+end
+if status == nil or (status.health == nil and status.sync == nil) then
+  return {status = "Progressing", message = what .. " has no health or sync status yet (Argo CD has not reconciled it)"}
 end
 
-if obj.operation ~= nil then
-  return progressing("sync requested, not started yet")
-end
-
-local op = status.operationState
-if op ~= nil and (op.phase == "Running" or op.phase == "Terminating") then
-  local message = "sync " .. op.phase
-  if op.message ~= nil and op.message ~= "" then
-    message = message .. ": " .. op.message
+-- Go's omitempty: unset, "", false, 0, an empty list and an object of nothing but those are
+-- all "not set". A JSON list arrives as a table with integer keys, an object with string keys.
+local function isEmpty(v)
+  if v == nil or v == false or v == 0 or v == "" then
+    return true
   end
-  return progressing(message)
-end
-
-local sync = status.sync or {}
-if sync.status ~= "Synced" then
-  local message = "sync status is " .. (sync.status or "not reported yet")
-  if op ~= nil and (op.phase == "Failed" or op.phase == "Error") and op.message ~= nil then
-    message = message .. "; last sync " .. op.phase .. ": " .. op.message
+  if type(v) ~= "table" then
+    return false
   end
-  return progressing(message)
-end
-
--- An empty targetRevision means HEAD to Argo CD; any other difference means the recorded
--- comparison belongs to an older spec.
-local function same(field, a, b)
-  if field == "targetRevision" then
-    if a == nil or a == "" then a = "HEAD" end
-    if b == nil or b == "" then b = "HEAD" end
+  if v[1] ~= nil then
+    return false
   end
-  if a == "" then a = nil end
-  if b == "" then b = nil end
-  return a == b
-end
-
-local function sourceDiff(want, got, label)
-  for _, field in ipairs({"repoURL", "path", "chart", "targetRevision", "ref"}) do
-    if not same(field, want[field], got[field]) then
-      return label .. field .. " was compared at " .. tostring(got[field]) .. ", spec has " .. tostring(want[field])
+  for _, item in pairs(v) do
+    if not isEmpty(item) then
+      return false
     end
   end
-  return nil
+  return true
 end
 
-local compared = sync.comparedTo or {}
-local diff = nil
-if spec.sources ~= nil and #spec.sources > 0 then
-  local got = compared.sources or {}
-  if #got ~= #spec.sources then
-    diff = "compared " .. #got .. " sources, spec has " .. #spec.sources
-  else
-    for i, want in ipairs(spec.sources) do
-      diff = sourceDiff(want, got[i], "sources[" .. i .. "].")
-      if diff ~= nil then
-        break
+local function same(a, b)
+  local emptyA, emptyB = isEmpty(a), isEmpty(b)
+  if emptyA or emptyB then
+    return emptyA and emptyB
+  end
+  if type(a) ~= "table" or type(b) ~= "table" then
+    return a == b
+  end
+  if (a[1] ~= nil) ~= (b[1] ~= nil) or #a ~= #b then
+    return false
+  end
+  for k, v in pairs(a) do
+    if not same(v, b[k]) then
+      return false
+    end
+  end
+  for k, v in pairs(b) do
+    if a[k] == nil and not isEmpty(v) then
+      return false
+    end
+  end
+  return true
+end
+
+local rank = {Healthy = 0, Suspended = 1, Progressing = 2, Missing = 3, Degraded = 4, Unknown = 5}
+local worst = "Healthy"
+local clauses = {}
+local function shortfall(s, clause)
+  if rank[s] > rank[worst] then
+    worst = s
+  end
+  table.insert(clauses, clause)
+end
+
+-- An operation in flight means the status describes a state that is about to change.
+local op = status.operationState
+local inFlight = false
+if op ~= nil and (op.phase == "Running" or op.phase == "Terminating") then
+  inFlight = true
+  local clause = "sync operation " .. op.phase
+  if op.message ~= nil and op.message ~= "" then
+    clause = clause .. " (" .. op.message .. ")"
+  end
+  shortfall("Progressing", clause)
+elseif obj.operation ~= nil then
+  inFlight = true
+  shortfall("Progressing", "sync operation requested, not started yet")
+end
+
+-- Argo CD treats an Application as multi-source when spec.sources is non-empty.
+local multi = spec.sources ~= nil and #spec.sources > 0
+local sync = status.sync or {}
+local compared = sync.comparedTo
+local stale = false
+if compared == nil then
+  stale = true
+  shortfall("Progressing", "has not been compared with its spec yet")
+else
+  local diffs = {}
+  if multi then
+    local got = compared.sources or {}
+    if #got ~= #spec.sources then
+      table.insert(diffs, "last compared " .. #got .. " source(s) but spec has " .. #spec.sources)
+    else
+      for i, want in ipairs(spec.sources) do
+        if not same(got[i], want) then
+          table.insert(diffs, "source #" .. i .. " differs from the spec")
+        end
       end
     end
+  elseif not same(compared.source, spec.source) then
+    local seen = compared.source or {}
+    local wanted = spec.source or {}
+    if not same(seen.targetRevision, wanted.targetRevision) then
+      local function text(v)
+        if isEmpty(v) then
+          return "(none)"
+        end
+        return tostring(v)
+      end
+      table.insert(diffs, "last compared revision " .. text(seen.targetRevision) .. " but spec asks for " .. text(wanted.targetRevision))
+    else
+      table.insert(diffs, "last compared a source that differs from the spec")
+    end
   end
-elseif spec.source ~= nil then
-  if compared.source == nil then
-    diff = "Argo CD has not compared spec.source yet"
-  else
-    diff = sourceDiff(spec.source, compared.source, "source.")
+  if not same(compared.destination, spec.destination) then
+    table.insert(diffs, "last compared another destination than the spec has")
   end
-end
-if diff ~= nil then
-  return progressing("Synced to an older spec: " .. diff)
+  if not same(compared.ignoreDifferences, spec.ignoreDifferences) then
+    table.insert(diffs, "last compared other ignoreDifferences than the spec has")
+  end
+  if #diffs > 0 then
+    stale = true
+    shortfall("Progressing", table.concat(diffs, ", "))
+  end
 end
 
-local health = status.health or {}
-local message = health.message
-if message == nil or message == "" then
-  message = "child reports " .. tostring(health.status)
+-- A finished operation that failed. Definite (Degraded) only when it was a sync of exactly the
+-- revision(s) and source(s) compared now and nothing is running or stale.
+if op ~= nil and (op.phase == "Failed" or op.phase == "Error") then
+  local clause = "last sync " .. op.phase
+  if op.message ~= nil and op.message ~= "" then
+    clause = clause .. ": " .. op.message
+  end
+  local revisionKey, sourceKey = "revision", "source"
+  if multi then
+    revisionKey, sourceKey = "revisions", "sources"
+  end
+  local result = op.syncResult
+  local current = result ~= nil and not isEmpty(sync[revisionKey])
+    and same(sync[revisionKey], result[revisionKey])
+    and same(result[sourceKey], spec[sourceKey])
+  if current and not stale and not inFlight then
+    shortfall("Degraded", clause)
+  else
+    shortfall("Progressing", clause .. " (not of the current spec and revision)")
+  end
 end
-if health.status == "Healthy" or health.status == "Suspended" or health.status == "Degraded" then
-  return {status = health.status, message = what .. ": " .. message}
+
+local health = (status.health or {}).status or "Unknown"
+local healthClause = "health " .. health
+local healthMessage = (status.health or {}).message
+if healthMessage ~= nil and healthMessage ~= "" then
+  healthClause = healthClause .. ": " .. healthMessage
 end
-return progressing(message)
+if health == "Degraded" then
+  if stale or inFlight then
+    shortfall("Progressing", healthClause)
+  else
+    shortfall("Degraded", healthClause)
+  end
+elseif health == "Suspended" then
+  shortfall("Suspended", healthClause)
+elseif health == "Progressing" or health == "Missing" then
+  shortfall("Progressing", healthClause)
+elseif health ~= "Healthy" then
+  shortfall("Unknown", healthClause)
+end
+
+local syncStatus = sync.status or "Unknown"
+if syncStatus == "OutOfSync" then
+  shortfall("Progressing", "is " .. syncStatus)
+elseif syncStatus ~= "Synced" then
+  local clause = "is " .. syncStatus
+  for _, c in ipairs(status.conditions or {}) do
+    if c.type == "ComparisonError" and c.message ~= nil then
+      clause = clause .. ": " .. c.message
+      break
+    end
+  end
+  shortfall("Unknown", clause)
+end
+
+if #clauses == 0 then
+  return {status = "Healthy", message = what .. " is Healthy and Synced"}
+end
+if worst == "Unknown" or worst == "Missing" then
+  worst = "Progressing"
+end
+return {status = worst, message = what .. ": " .. table.concat(clauses, "; ")}

@@ -10,6 +10,25 @@
 -- carries this same block; the harness fails if the copies drift apart. Written for Argo CD's
 -- argocd-cm sandbox: Lua 5.1 without the string and math libraries (tonumber, tostring and ..
 -- are all it needs).
+-- Argo CD's safe os library (time and date only), for valid-until.
+local os = require("os")
+
+-- A selector as wavegate records it: k=v pairs sorted by key, joined by commas.
+local function selectorText(selector)
+  local keys = {}
+  for k, v in pairs(selector) do
+    if type(v) == "string" then
+      table.insert(keys, k)
+    end
+  end
+  table.sort(keys)
+  local parts = {}
+  for _, k in ipairs(keys) do
+    table.insert(parts, k .. "=" .. selector[k])
+  end
+  return table.concat(parts, ",")
+end
+
 local function describe(o)
   local meta = o.metadata or {}
   local name = meta.name or "?"
@@ -42,6 +61,21 @@ local function wavegateVerdict(o)
   if observed ~= nil and meta.generation ~= nil and tonumber(observed) ~= meta.generation then
     return {status = "Progressing", message = "wavegate has not judged generation " .. meta.generation .. " of " .. describe(o) .. " yet (last judged " .. observed .. ")"}
   end
+  -- The selector wavegate judged (Services): a verdict about another selector says nothing
+  -- about this one, e.g. right after Argo CD applied a changed selector.
+  local judged = ann["wavegate.dev/judged-selector"]
+  if judged ~= nil then
+    local current = selectorText((o.spec or {}).selector or {})
+    if current ~= judged then
+      return {status = "Progressing", message = "wavegate judged " .. describe(o) .. " with selector " .. judged .. "; it now selects " .. current .. ", not judged yet"}
+    end
+  end
+  -- wavegate renews valid-until while it runs; past it, the verdict is one nobody confirms any
+  -- more (wavegate stopped, lost its watch, or cannot write) and must not move a wave.
+  local validUntil = ann["wavegate.dev/valid-until"]
+  if validUntil ~= nil and (tonumber(validUntil) == nil or tonumber(validUntil) < os.time()) then
+    return {status = "Progressing", message = describe(o) .. ": wavegate's verdict (" .. status .. ") expired at " .. validUntil .. " and was not renewed; is wavegate running?"}
+  end
   local message = ann["wavegate.dev/health-message"]
   if message == nil or message == "" then
     message = describe(o) .. ": wavegate says " .. status
@@ -62,6 +96,11 @@ local what = describe(obj)
 local generation = (obj.metadata or {}).generation
 local spec = obj.spec or {}
 local status = obj.status
+-- The API server always sets generation on custom resources; without it nothing proves the
+-- status is current (the Rust check says Unknown, which Argo CD waits on like Progressing).
+if generation == nil then
+  return {status = "Progressing", message = what .. " has no metadata.generation"}
+end
 if status == nil then
   return {status = "Progressing", message = what .. ": CNPG has not reconciled it yet (no status)"}
 end

@@ -7,7 +7,12 @@
 -- definite failures (timeout elapsed, split cluster), so Degraded passes through too.
 --
 -- A verdict counts only when status.observedGeneration equals metadata.generation: right after
--- Argo CD applies a changed gate, the old generation's Healthy must not release the wave.
+-- Argo CD applies a changed gate, the old generation's Healthy must not release the wave. And
+-- only until status.health.validUntil, which wavegate renews while it runs.
+
+-- Argo CD's safe os library (time and date only), for validUntil.
+local os = require("os")
+
 local meta = obj.metadata or {}
 local name = (meta.namespace or "") .. "/" .. (meta.name or "?")
 local status = obj.status or {}
@@ -24,6 +29,13 @@ end
 local health = status.health
 if health == nil or health.status == nil then
   return {status = "Progressing", message = "wavegate evaluated generation " .. tostring(generation) .. " of WaveGate " .. name .. " but wrote no health yet"}
+end
+
+-- wavegate renews health.validUntil (Unix seconds) while it runs; past it, nobody confirms the
+-- verdict any more (wavegate stopped, lost its watch, or cannot write): a week-old Healthy must
+-- not release a re-synced gate.
+if health.validUntil ~= nil and (tonumber(health.validUntil) == nil or tonumber(health.validUntil) < os.time()) then
+  return {status = "Progressing", message = "WaveGate " .. name .. ": wavegate's verdict (" .. tostring(health.status) .. ") expired at " .. tostring(health.validUntil) .. " and was not renewed; is wavegate running?"}
 end
 
 local known = {Healthy = true, Progressing = true, Degraded = true, Suspended = true, Missing = true, Unknown = true}
