@@ -38,7 +38,6 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::utils::Backoff;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource as KubeResource, ResourceExt};
 use serde_json::Value;
@@ -61,6 +60,16 @@ const DISCOVERY_MISS_TTL: Duration = Duration::from_secs(10);
 /// within the denial TTL; a grant revoked while a watch runs shows at once as a failing watch.
 const ACCESS_TTL: Duration = Duration::from_secs(300);
 const ACCESS_DENIED_TTL: Duration = Duration::from_secs(30);
+
+/// Between a watch error and the next list: doubling from the first to the last delay. Short,
+/// unlike kube-rs' default (up to 30 s): every second of backoff is a second in which nothing
+/// that depends on the watch can be judged, and wavegate has only a handful of watches.
+const RELIST_FIRST_DELAY: Duration = Duration::from_millis(500);
+const RELIST_LAST_DELAY: Duration = Duration::from_secs(5);
+
+/// How often the heartbeat asks again while the API server does not answer, so that its return
+/// is noticed (and the watches relisted) within this.
+const HEARTBEAT_RETRY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum CacheError {
@@ -344,11 +353,16 @@ impl Cache {
                 let label = label_of(what, scope);
                 match self.phase_of(&key) {
                     None => problems.push(format!("{label}: not watched yet")),
-                    Some(Phase::Listing) => problems.push(format!("{label}: not synced yet")),
-                    Some(Phase::Relisting(e)) => {
+                    Some((Phase::Listing, _)) => problems.push(format!("{label}: not synced yet")),
+                    Some((Phase::Relisting(e), _)) => {
                         problems.push(format!("{label}: relisting after {e}"))
                     }
-                    Some(Phase::Synced) => synced += 1,
+                    // Synced, but nothing has vouched for the store lately: reads are refused,
+                    // so readiness says so too.
+                    Some((Phase::Synced, listed_at)) => match self.silence(listed_at) {
+                        None => synced += 1,
+                        Some(silence) => problems.push(format!("{label}: {silence}")),
+                    },
                 }
             }
         }
@@ -359,12 +373,18 @@ impl Cache {
         }
     }
 
-    fn phase_of(&self, key: &WatchKey) -> Option<Phase> {
-        fn get<K: KubeResource>(set: &WatchSet<K>, key: &WatchKey) -> Option<Phase>
+    /// The phase of one watch and when its latest list completed.
+    fn phase_of(&self, key: &WatchKey) -> Option<(Phase, Option<Instant>)> {
+        fn get<K: KubeResource>(
+            set: &WatchSet<K>,
+            key: &WatchKey,
+        ) -> Option<(Phase, Option<Instant>)>
         where
             K::DynamicType: Hash + Eq,
         {
-            lock(set).get(key).map(|w| w.health.phase())
+            lock(set)
+                .get(key)
+                .map(|w| (w.health.phase(), w.health.listed_at()))
         }
         get(&self.dynamic, key)
             .or_else(|| get(&self.pods, key))
@@ -817,7 +837,7 @@ where
     K::DynamicType: Hash + Eq + Clone + Send + Sync,
 {
     async fn run(mut self) {
-        let mut backoff = watcher::DefaultBackoff::default();
+        let mut backoff = RELIST_FIRST_DELAY;
         loop {
             // The list is a consistent read (no resourceVersion): since KEP-2340 (consistent
             // reads from cache, GA) the API server serves it from its watch cache once that has
@@ -840,7 +860,7 @@ where
                 match event {
                     Some(Ok(event)) => {
                         if matches!(event, watcher::Event::InitDone) {
-                            backoff.reset();
+                            backoff = RELIST_FIRST_DELAY;
                         }
                         self.apply(event);
                     }
@@ -855,13 +875,13 @@ where
                 .inc();
             self.health.failed(error);
             if told {
-                backoff.reset();
+                backoff = RELIST_FIRST_DELAY;
                 continue;
             }
             tokio::select! {
-                () = tokio::time::sleep(backoff.next().unwrap_or(Duration::from_secs(30))) => {}
+                () = tokio::time::sleep(backoff) => backoff = (backoff * 2).min(RELIST_LAST_DELAY),
                 // The API server answers again: no reason to sit out the rest of the backoff.
-                () = self.health.relist_now.notified() => backoff.reset(),
+                () = self.health.relist_now.notified() => backoff = RELIST_FIRST_DELAY,
             }
         }
     }
@@ -932,7 +952,12 @@ async fn heartbeat(cache: Weak<Cache>) {
         else {
             return;
         };
-        tokio::time::sleep(every).await;
+        let pause = if answering {
+            every
+        } else {
+            every.min(HEARTBEAT_RETRY)
+        };
+        tokio::time::sleep(pause).await;
         let answer = tokio::time::timeout(every, api_server_ready(&client)).await;
         let Some(c) = cache.upgrade() else { return };
         let error = match answer {
@@ -946,6 +971,7 @@ async fn heartbeat(cache: Weak<Cache>) {
                 humantime::format_duration(every)
             )),
         };
+        tracing::debug!(error = ?error, answering, "heartbeat");
         match error {
             Some(e) => {
                 if answering {

@@ -54,6 +54,8 @@ struct Tally {
     false_healthy_verdicts: Vec<String>,
     false_healthy_gate: Vec<String>,
     stale_gate_while_blocked: u64,
+    /// Last time wavegate's own verdict said it could not see (down, frozen, relisting).
+    blind_at: Option<Instant>,
     degraded: Vec<String>,
 }
 
@@ -86,6 +88,14 @@ impl Observer {
         tally.samples += 1;
         let not_ready_for = (!truth.ready).then(|| now.duration_since(truth.since));
         let status = verdict["status"].as_str().unwrap_or("");
+        let message = verdict["message"].as_str().unwrap_or("");
+        let blind = verdict.is_null()
+            || ["relisting", "has not synced", "not heard from"]
+                .iter()
+                .any(|m| message.contains(m));
+        if blind {
+            tally.blind_at = Some(now);
+        }
         if status == "Healthy" && not_ready_for.is_some_and(|d| d > WATCH_LATENCY) {
             tally.false_healthy_verdicts.push(format!(
                 "[{phase}] {:?} after the change: {verdict}",
@@ -97,9 +107,12 @@ impl Observer {
         }
         match gate {
             Some("Healthy") if not_ready_for.is_some_and(|d| d > WATCH_LATENCY) => {
+                // The stored status can be no fresher than wavegate's own knowledge: while it
+                // cannot see, or may not write, the last status stands (issue 8, scenario 5).
                 let blocked = truth
                     .writes_blocked_until
-                    .is_some_and(|until| now < until + WRITE_LATENCY);
+                    .is_some_and(|until| now < until + WRITE_LATENCY)
+                    || tally.blind_at.is_some_and(|at| now < at + WRITE_LATENCY);
                 if blocked {
                     tally.stale_gate_while_blocked += 1;
                 } else if not_ready_for.is_some_and(|d| d > WRITE_LATENCY) {
@@ -135,7 +148,7 @@ impl Wavegate {
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
             .args(["--namespaces", NS, "--resync", "2s"])
             .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "info")
+            .env("RUST_LOG", "info,wavegate::cache=debug")
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
@@ -578,7 +591,7 @@ async fn faults_never_make_wavegate_claim_healthy_or_degraded_falsely() {
     let tally = observer.tally.lock().unwrap();
     eprintln!(
         "faults: 6 injected; {} observations; false Healthy verdicts {}; false Healthy gate \
-         statuses {}; Degraded {}; old gate status read while wavegate could not write: {}",
+         statuses {}; Degraded {}; old gate status read while wavegate could not see or write: {}",
         tally.samples,
         tally.false_healthy_verdicts.len(),
         tally.false_healthy_gate.len(),
