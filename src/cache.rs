@@ -41,7 +41,7 @@ use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource as KubeResource, ResourceExt};
 use serde_json::Value;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -246,8 +246,9 @@ pub struct Cache {
     discovered: moka::future::Cache<(String, String), Result<ApiResource, CacheError>>,
     /// (group, plural, namespace or "") → may wavegate list and watch it.
     access: moka::future::Cache<(String, String, String), bool>,
-    /// Resources (`wavegates.wavegate.dev`) whose watches readiness covers.
-    required: Mutex<BTreeSet<String>>,
+    /// Resources (`wavegates.wavegate.dev`) whose watches readiness covers,
+    /// with why it could not be started last time, if it could not.
+    required: Mutex<BTreeMap<String, Option<CacheError>>>,
     on_demand: AtomicUsize,
     /// When the API server last answered the heartbeat.
     heard: Mutex<Instant>,
@@ -320,15 +321,24 @@ impl Cache {
     /// start them now, retrying until they start (a CRD installed later, an API server that
     /// is not up yet). They are never bounded or evicted.
     pub fn require(self: &Arc<Self>, group: &str, plural: &str) {
-        lock(&self.required).insert(resource_name(group, plural));
+        let what = resource_name(group, plural);
+        lock(&self.required).insert(what.clone(), None);
         let (cache, group, plural) = (Arc::downgrade(self), group.to_string(), plural.to_string());
         tokio::spawn(async move {
             let mut backoff = watcher::DefaultBackoff::default();
             loop {
                 let Some(c) = cache.upgrade() else { return };
-                match c.objects(&group, &plural, None).await {
-                    Ok(_) | Err(CacheError::NotSynced(_) | CacheError::Relisting { .. }) => return,
-                    Err(e) => tracing::warn!(error = %e, "cannot start a required watch; retrying"),
+                let error = match c.objects(&group, &plural, None).await {
+                    Ok(_) | Err(CacheError::NotSynced(_) | CacheError::Relisting { .. }) => None,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot start a required watch; retrying");
+                        Some(e)
+                    }
+                };
+                let started = error.is_none();
+                lock(&c.required).insert(what.clone(), error);
+                if started {
+                    return;
                 }
                 drop(c);
                 tokio::time::sleep(backoff.next().unwrap_or(Duration::from_secs(30))).await;
@@ -347,12 +357,18 @@ impl Cache {
         };
         let mut problems = Vec::new();
         let mut synced = 0;
-        for what in &required {
+        for (what, not_started) in &required {
             for scope in &scopes {
                 let key = (what.clone(), scope.clone());
                 let label = label_of(what, scope);
                 match self.phase_of(&key) {
-                    None => problems.push(format!("{label}: not watched yet")),
+                    // Nothing to watch yet (the WaveGate CRD is installed by a later wave, or
+                    // not at all where only the HTTP API is used): nothing stale to serve.
+                    None if matches!(not_started, Some(CacheError::NotInstalled(_))) => {}
+                    None => problems.push(match not_started {
+                        Some(e) => format!("{label}: not watched yet: {e}"),
+                        None => format!("{label}: not watched yet"),
+                    }),
                     Some((Phase::Listing, _)) => problems.push(format!("{label}: not synced yet")),
                     Some((Phase::Relisting(e), _)) => {
                         problems.push(format!("{label}: relisting after {e}"))
@@ -640,7 +656,7 @@ impl Cache {
             return Ok(w.clone());
         }
         let label = label_of(&key.0, &key.1);
-        let required = lock(&self.required).contains(&key.0);
+        let required = lock(&self.required).contains_key(&key.0);
         if !required {
             let max = self.limits.max_on_demand;
             self.on_demand
@@ -1562,10 +1578,13 @@ mod tests {
         one_pod(&script);
         let cache = cache(fake_api(script.clone()).await);
         cache.require("", "pods");
-        assert_eq!(
-            cache.readiness(),
-            Err(vec!["pods in shop: not watched yet".to_string()])
-        );
+        match cache.readiness() {
+            Err(problems) => assert!(
+                problems.len() == 1 && problems[0].starts_with("pods in shop: not watched yet"),
+                "{problems:?}"
+            ),
+            Ok(n) => panic!("ready with {n} watches before the required one started"),
+        }
         cache.pods(NS).await.expect("listed");
         assert_eq!(cache.readiness(), Ok(1));
         assert_eq!(
