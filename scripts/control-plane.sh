@@ -5,6 +5,11 @@
 # "wavegate-node" is registered). See docs/control-plane.md.
 #
 # Usage: scripts/control-plane.sh build|up|down|status|env
+#        scripts/control-plane.sh pid|stop-component|start-component COMPONENT
+#        scripts/control-plane.sh compact
+# The last three are for fault-injection tests on a PRIVATE control plane (own WAVEGATE_STATE
+# and ports): COMPONENT is etcd, kube-apiserver or kube-controller-manager; stop-component
+# keeps etcd's data; compact compacts etcd's history up to its current revision.
 #
 # Environment (all optional):
 #   WAVEGATE_CACHE           binaries + Go build cache   (default ~/.cache/wavegate)
@@ -348,7 +353,8 @@ cmd_up() {
     print_env
     return 0
   fi
-  cmd_build
+  # Built binaries need no build lock (another `up` or a long build may hold it).
+  [[ -x "$APISERVER" && -x "$KCM" && -x "$ETCD" ]] || cmd_build
   ensure_pki
   local t0 t1; t0=$(now_ms)
   start_etcd
@@ -414,11 +420,55 @@ cmd_status() {
   return "$rc"
 }
 
+# ------------------------------------------------------- fault injection ----
+
+component_arg() { # name -> validated component name
+  case "${1:-}" in
+    etcd|kube-apiserver|kube-controller-manager) echo "$1" ;;
+    *) die "component must be etcd, kube-apiserver or kube-controller-manager (got '${1:-}')" ;;
+  esac
+}
+
+cmd_pid() { pid_of "$(component_arg "${1:-}")" || die "${1:-} is not running"; }
+
+cmd_stop_component() {
+  local c; c="$(component_arg "${1:-}")"
+  # A stopped (SIGSTOP) process never exits on SIGTERM; let it go on first.
+  local pid; if pid="$(pid_of "$c")"; then kill -CONT "$pid" 2>/dev/null || true; fi
+  stop "$c" 15
+}
+
+cmd_start_component() {
+  local c; c="$(component_arg "${1:-}")"
+  case "$c" in
+    etcd) start_etcd ;;
+    kube-apiserver) start_apiserver ;;
+    kube-controller-manager) start_kcm ;;
+  esac
+}
+
+# Compaction through etcd's gRPC gateway (no etcdctl needed): every revision before the
+# current one is gone, so a watch that resumes from an older resourceVersion gets 410 Gone.
+cmd_compact() {
+  local rev
+  rev="$(curl -sSf --max-time 5 -X POST "http://127.0.0.1:$ETCD_PORT/v3/kv/range" -d '{"key":"AA=="}' \
+    | sed -n 's/.*"revision":"\([0-9]*\)".*/\1/p')"
+  [[ -n "$rev" ]] || die "cannot read etcd's current revision"
+  curl -sSf --max-time 30 -X POST "http://127.0.0.1:$ETCD_PORT/v3/kv/compaction" \
+    -d "{\"revision\":\"$rev\",\"physical\":true}" >/dev/null || die "compaction to $rev failed"
+  log "etcd compacted to revision $rev"
+  echo "$rev"
+}
+
 case "${1:-}" in
   build) cmd_build ;;
   up) cmd_up ;;
   down) cmd_down ;;
   status) cmd_status ;;
   env) print_env ;;
-  *) echo "usage: $0 build|up|down|status|env" >&2; exit 2 ;;
+  pid) cmd_pid "${2:-}" ;;
+  stop-component) cmd_stop_component "${2:-}" ;;
+  start-component) cmd_start_component "${2:-}" ;;
+  compact) cmd_compact ;;
+  *) echo "usage: $0 build|up|down|status|env|pid|stop-component|start-component|compact" >&2; exit 2 ;;
 esac

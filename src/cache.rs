@@ -2,39 +2,74 @@
 //!
 //! One kube-rs reflector per kind (and per namespace when scoped), started the first time a check
 //! needs that kind, so wavegate never lists or watches what nobody asks about. Stores hold only
-//! what the checks read: pods are stripped to metadata, node, phase, IPs and conditions.
+//! what the checks read: pods are stripped to metadata, node, phase, IPs and conditions, every
+//! other object loses its managed fields and last-applied annotation.
 //!
-//! Each watch tracks whether it has synced and whether it is failing; a read from a watch that is
-//! not synced or is failing is an error, never an empty list — an empty list would let a check
-//! conclude "no pods" or "no endpoints" from data that simply has not arrived.
+//! A read succeeds only from a watch whose latest list has completed and which has not failed
+//! since. A watch is in one of three phases:
+//! - **listing**: its first list has not completed; a read waits `--sync-wait` for it, then is
+//!   an error (never an empty list, which would let a check conclude "no pods");
+//! - **synced**: reads are served from the store;
+//! - **relisting after an error**: any watch error (410 Gone after a compaction, a restarted or
+//!   unreachable API server, a 403 after RBAC changed) ends that watch, and a fresh list starts
+//!   after a backoff. kube-rs' reflector keeps the pre-outage objects in the store until the new
+//!   list completes (`Event::InitDone`), so until then reads are an error ("relisting after …")
+//!   instead of old objects served as if fresh. Recovery is proven by that completed list, not
+//!   by a timer: kube-rs would otherwise resume a broken watch from its last resourceVersion
+//!   silently, and a quiet kind would never show that it had recovered.
+//!
+//! Silence is not health either: a paused API server, or a wavegate that was itself frozen,
+//! produces no watch error. A heartbeat on the API server's `/readyz` relists every watch when it
+//! fails or answers again after a silence, and a store is read only while a heartbeat or its own
+//! latest list vouches for it (see [`WatchLimits::heartbeat`]).
+//!
+//! Readiness (`/readyz`) covers only the watches the process itself requires
+//! ([`Cache::require`]: `serve` requires WaveGates). Watches started for a caller's read are
+//! on demand: checked with a SelfSubjectAccessReview first (a kind RBAC forbids is a clear error,
+//! not a watch that never syncs), bounded in number, and stopped when nobody has read them for a
+//! while.
 
 use crate::metrics::{Metrics, ResourceLabel};
 use futures::StreamExt;
+use k8s_openapi::api::authorization::v1::{
+    ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
+};
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource as KubeResource, ResourceExt};
 use serde_json::Value;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::hash::Hash;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use tokio::sync::{Notify, broadcast};
-
-/// How long a watch that reported an error counts as failing when nothing has arrived since.
-/// kube-rs' default backoff retries well within this, so a watch that is still broken keeps
-/// refreshing the error; a watch that recovered on an idle kind ages out of it.
-const FAILING_WINDOW: Duration = Duration::from_secs(60);
+use tokio::task::AbortHandle;
 
 /// How long positive and negative discovery answers are kept. A CRD installed later is picked
 /// up within the negative TTL.
 const DISCOVERY_TTL: Duration = Duration::from_secs(300);
 const DISCOVERY_MISS_TTL: Duration = Duration::from_secs(10);
+
+/// How long an access review's answer is kept. A grant an administrator adds is picked up
+/// within the denial TTL; a grant revoked while a watch runs shows at once as a failing watch.
+const ACCESS_TTL: Duration = Duration::from_secs(300);
+const ACCESS_DENIED_TTL: Duration = Duration::from_secs(30);
+
+/// Between a watch error and the next list: doubling from the first to the last delay. Short,
+/// unlike kube-rs' default (up to 30 s): every second of backoff is a second in which nothing
+/// that depends on the watch can be judged, and wavegate has only a handful of watches.
+const RELIST_FIRST_DELAY: Duration = Duration::from_millis(500);
+const RELIST_LAST_DELAY: Duration = Duration::from_secs(5);
+
+/// How often the heartbeat asks again while the API server does not answer, so that its return
+/// is noticed (and the watches relisted) within this.
+const HEARTBEAT_RETRY: Duration = Duration::from_secs(1);
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum CacheError {
@@ -44,8 +79,20 @@ pub enum CacheError {
     NotInstalled(String),
     #[error("the cache of {0} has not synced yet")]
     NotSynced(String),
-    #[error("the watch on {what} is failing: {error}")]
-    WatchFailing { what: String, error: String },
+    /// Between a watch error and the completed relist that follows it: the store still holds
+    /// what was listed before the error.
+    #[error("the cache of {what} is relisting after {error}")]
+    Relisting { what: String, error: String },
+    #[error(
+        "wavegate's ServiceAccount may not list and watch {what} (RBAC); grant get, list and watch on it, or do not check this kind"
+    )]
+    Forbidden { what: String },
+    #[error(
+        "wavegate already keeps {max} watches for on-demand reads (--max-watches), so it does not start one on {what}; one is stopped after --watch-idle without reads"
+    )]
+    TooManyWatches { what: String, max: usize },
+    #[error("cannot review wavegate's access to {what}: {error}")]
+    AccessReview { what: String, error: String },
     #[error("discovery of {what} failed: {error}")]
     Discovery { what: String, error: String },
 }
@@ -60,33 +107,95 @@ pub struct Change {
     pub name: String,
 }
 
-/// Sync and error state of one watch.
-#[derive(Default)]
+/// Bounds on the watches started for callers' reads (never on the ones the process requires).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WatchLimits {
+    /// An on-demand watch nobody has read for this long is stopped (its store dropped).
+    pub idle: Duration,
+    /// At most this many on-demand watches at once; a read that needs one more is refused.
+    pub max_on_demand: usize,
+    /// How often the API server is asked whether it still answers, and how long it has to
+    /// answer. A watch on a paused or wedged API server (SIGSTOP, a brown-out) sees no error at
+    /// all: kube-rs gives up on an idle stream only after the watch timeout (290 s), then waits
+    /// for the new watch request without a deadline. A missed heartbeat turns every watch to
+    /// relisting, so reads stop being served as fresh within twice this.
+    pub heartbeat: Duration,
+}
+
+impl Default for WatchLimits {
+    fn default() -> Self {
+        WatchLimits {
+            idle: Duration::from_secs(600),
+            max_on_demand: 64,
+            heartbeat: Duration::from_secs(5),
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Phase {
+    Listing,
+    Synced,
+    Relisting(String),
+}
+
+/// Where one watch stands, and when it was last read.
 struct WatchHealth {
-    synced: AtomicBool,
-    synced_notify: Notify,
-    last_error: Mutex<Option<(Instant, String)>>,
+    phase: Mutex<Phase>,
+    listed: Notify,
+    /// When the latest list completed: proof, as good as a heartbeat, that the store was fresh.
+    listed_at: Mutex<Option<Instant>>,
+    /// Wakes the watch's task to drop its stream and relist (a heartbeat's word).
+    relist_now: Notify,
+    last_read: Mutex<Instant>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    // Nothing is left half-updated under these locks, so a panic elsewhere does not poison
+    // the data they guard.
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl WatchHealth {
-    fn failing(&self) -> Option<String> {
-        let guard = self.last_error.lock().ok()?;
-        guard
-            .as_ref()
-            .filter(|(at, _)| at.elapsed() < FAILING_WINDOW)
-            .map(|(_, e)| e.clone())
-    }
-
-    fn clear_error(&self) {
-        if let Ok(mut g) = self.last_error.lock() {
-            *g = None;
+    fn new() -> Self {
+        WatchHealth {
+            phase: Mutex::new(Phase::Listing),
+            listed: Notify::new(),
+            listed_at: Mutex::new(None),
+            relist_now: Notify::new(),
+            last_read: Mutex::new(Instant::now()),
         }
     }
 
-    fn set_error(&self, e: String) {
-        if let Ok(mut g) = self.last_error.lock() {
-            *g = Some((Instant::now(), e));
+    fn phase(&self) -> Phase {
+        lock(&self.phase).clone()
+    }
+
+    /// A watch error: a synced watch is relisting from now on; one that never listed is still
+    /// listing.
+    fn failed(&self, error: String) {
+        let mut phase = lock(&self.phase);
+        if *phase != Phase::Listing {
+            *phase = Phase::Relisting(error);
         }
+    }
+
+    fn listed(&self) {
+        *lock(&self.listed_at) = Some(Instant::now());
+        *lock(&self.phase) = Phase::Synced;
+        self.listed.notify_waiters();
+    }
+
+    fn listed_at(&self) -> Option<Instant> {
+        *lock(&self.listed_at)
+    }
+
+    fn touch(&self) {
+        *lock(&self.last_read) = Instant::now();
+    }
+
+    fn idle_for(&self) -> Duration {
+        lock(&self.last_read).elapsed()
     }
 }
 
@@ -97,7 +206,11 @@ where
     store: Store<K>,
     dyntype: K::DynamicType,
     health: Arc<WatchHealth>,
-    what: String,
+    /// `pods in shop`, `wavegates.wavegate.dev`: what messages call this watch.
+    label: String,
+    /// Required by the process: counts for readiness, never bounded or evicted.
+    required: bool,
+    task: AbortHandle,
 }
 
 impl<K: KubeResource + 'static> Clone for Watch<K>
@@ -109,24 +222,36 @@ where
             store: self.store.clone(),
             dyntype: self.dyntype.clone(),
             health: self.health.clone(),
-            what: self.what.clone(),
+            label: self.label.clone(),
+            required: self.required,
+            task: self.task.clone(),
         }
     }
 }
 
-type WatchSet<K> = Mutex<HashMap<(String, Option<String>), Watch<K>>>;
+/// Watches of one type by (resource, namespace scope).
+type WatchKey = (String, Option<String>);
+type WatchSet<K> = Mutex<HashMap<WatchKey, Watch<K>>>;
 
 pub struct Cache {
     client: Client,
     /// `None`: watch cluster-wide. `Some`: one watch per listed namespace, nothing else.
     namespaces: Option<BTreeSet<String>>,
     sync_wait: Duration,
+    limits: WatchLimits,
     pods: WatchSet<Pod>,
     services: WatchSet<Service>,
     slices: WatchSet<EndpointSlice>,
     dynamic: WatchSet<DynamicObject>,
     discovered: moka::future::Cache<(String, String), Result<ApiResource, CacheError>>,
-    all_health: Mutex<Vec<(String, Arc<WatchHealth>)>>,
+    /// (group, plural, namespace or "") → may wavegate list and watch it.
+    access: moka::future::Cache<(String, String, String), bool>,
+    /// Resources (`wavegates.wavegate.dev`) whose watches readiness covers,
+    /// with why it could not be started last time, if it could not.
+    required: Mutex<BTreeMap<String, Option<CacheError>>>,
+    on_demand: AtomicUsize,
+    /// When the API server last answered the heartbeat.
+    heard: Mutex<Instant>,
     changes: broadcast::Sender<Change>,
     metrics: Arc<Metrics>,
 }
@@ -139,11 +264,28 @@ impl Cache {
         sync_wait: Duration,
         metrics: Arc<Metrics>,
     ) -> Arc<Cache> {
-        let (changes, _) = broadcast::channel(4096);
-        Arc::new(Cache {
+        Self::with_limits(
             client,
             namespaces,
             sync_wait,
+            WatchLimits::default(),
+            metrics,
+        )
+    }
+
+    pub fn with_limits(
+        client: Client,
+        namespaces: Option<BTreeSet<String>>,
+        sync_wait: Duration,
+        limits: WatchLimits,
+        metrics: Arc<Metrics>,
+    ) -> Arc<Cache> {
+        let (changes, _) = broadcast::channel(4096);
+        let cache = Arc::new(Cache {
+            client,
+            namespaces,
+            sync_wait,
+            limits,
             pods: Mutex::default(),
             services: Mutex::default(),
             slices: Mutex::default(),
@@ -152,10 +294,19 @@ impl Cache {
                 .expire_after(DiscoveryExpiry)
                 .max_capacity(512)
                 .build(),
-            all_health: Mutex::default(),
+            access: moka::future::Cache::builder()
+                .expire_after(AccessExpiry)
+                .max_capacity(1024)
+                .build(),
+            required: Mutex::default(),
+            on_demand: AtomicUsize::new(0),
+            heard: Mutex::new(Instant::now()),
             changes,
             metrics,
-        })
+        });
+        tokio::spawn(evict_idle(Arc::downgrade(&cache)));
+        tokio::spawn(heartbeat(Arc::downgrade(&cache)));
+        cache
     }
 
     pub fn client(&self) -> &Client {
@@ -166,33 +317,102 @@ impl Cache {
         self.changes.subscribe()
     }
 
-    /// True when every watch started so far has synced and none is failing (`/readyz`).
-    /// The reasons it is not ready, otherwise.
-    pub fn readiness(&self) -> Result<usize, Vec<String>> {
-        let all = match self.all_health.lock() {
-            Ok(g) => g.clone(),
-            Err(_) => return Err(vec!["cache state poisoned".into()]),
-        };
-        let problems: Vec<String> = all
-            .iter()
-            .filter_map(|(what, h)| {
-                if !h.synced.load(Ordering::Acquire) {
-                    Some(format!("{what}: not synced"))
-                } else {
-                    h.failing().map(|e| format!("{what}: {e}"))
+    /// Make readiness cover the watches of `plural.group` (in every watched namespace), and
+    /// start them now, retrying until they start (a CRD installed later, an API server that
+    /// is not up yet). They are never bounded or evicted.
+    pub fn require(self: &Arc<Self>, group: &str, plural: &str) {
+        let what = resource_name(group, plural);
+        lock(&self.required).insert(what.clone(), None);
+        let (cache, group, plural) = (Arc::downgrade(self), group.to_string(), plural.to_string());
+        tokio::spawn(async move {
+            let mut backoff = watcher::DefaultBackoff::default();
+            loop {
+                let Some(c) = cache.upgrade() else { return };
+                let error = match c.objects(&group, &plural, None).await {
+                    Ok(_) | Err(CacheError::NotSynced(_) | CacheError::Relisting { .. }) => None,
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot start a required watch; retrying");
+                        Some(e)
+                    }
+                };
+                let started = error.is_none();
+                lock(&c.required).insert(what.clone(), error);
+                if started {
+                    return;
                 }
-            })
-            .collect();
+                drop(c);
+                tokio::time::sleep(backoff.next().unwrap_or(Duration::from_secs(30))).await;
+            }
+        });
+    }
+
+    /// Ready when every required watch has listed and is not relisting (`/readyz`): the
+    /// number of such watches, or the reasons it is not ready. Watches started for callers'
+    /// reads never count, so no caller can make wavegate NotReady.
+    pub fn readiness(&self) -> Result<usize, Vec<String>> {
+        let required = lock(&self.required).clone();
+        let scopes: Vec<Option<String>> = match &self.namespaces {
+            None => vec![None],
+            Some(list) => list.iter().cloned().map(Some).collect(),
+        };
+        let mut problems = Vec::new();
+        let mut synced = 0;
+        for (what, not_started) in &required {
+            for scope in &scopes {
+                let key = (what.clone(), scope.clone());
+                let label = label_of(what, scope);
+                match self.phase_of(&key) {
+                    // Nothing to watch yet (the WaveGate CRD is installed by a later wave, or
+                    // not at all where only the HTTP API is used): nothing stale to serve.
+                    None if matches!(not_started, Some(CacheError::NotInstalled(_))) => {}
+                    None => problems.push(match not_started {
+                        Some(e) => format!("{label}: not watched yet: {e}"),
+                        None => format!("{label}: not watched yet"),
+                    }),
+                    Some((Phase::Listing, _)) => problems.push(format!("{label}: not synced yet")),
+                    Some((Phase::Relisting(e), _)) => {
+                        problems.push(format!("{label}: relisting after {e}"))
+                    }
+                    // Synced, but nothing has vouched for the store lately: reads are refused,
+                    // so readiness says so too.
+                    Some((Phase::Synced, listed_at)) => match self.silence(listed_at) {
+                        None => synced += 1,
+                        Some(silence) => problems.push(format!("{label}: {silence}")),
+                    },
+                }
+            }
+        }
         if problems.is_empty() {
-            Ok(all.len())
+            Ok(synced)
         } else {
             Err(problems)
         }
     }
 
+    /// The phase of one watch and when its latest list completed.
+    fn phase_of(&self, key: &WatchKey) -> Option<(Phase, Option<Instant>)> {
+        fn get<K: KubeResource>(
+            set: &WatchSet<K>,
+            key: &WatchKey,
+        ) -> Option<(Phase, Option<Instant>)>
+        where
+            K::DynamicType: Hash + Eq,
+        {
+            lock(set)
+                .get(key)
+                .map(|w| (w.health.phase(), w.health.listed_at()))
+        }
+        get(&self.dynamic, key)
+            .or_else(|| get(&self.pods, key))
+            .or_else(|| get(&self.services, key))
+            .or_else(|| get(&self.slices, key))
+    }
+
     /// Pods of one namespace, stripped to what checks read.
     pub async fn pods(&self, namespace: &str) -> Result<Vec<Arc<Pod>>, CacheError> {
-        let w = self.typed_watch(&self.pods, "pods", namespace, strip_pod)?;
+        let w = self
+            .typed_watch(&self.pods, "pods", namespace, strip_pod)
+            .await?;
         self.read(&w).await?;
         // The store has no namespace index; filtering in place at least copies (and
         // reference-counts) only this namespace's pods, not the whole cluster's.
@@ -205,7 +425,9 @@ impl Cache {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Arc<Service>>, CacheError> {
-        let w = self.typed_watch(&self.services, "services", namespace, strip_meta)?;
+        let w = self
+            .typed_watch(&self.services, "services", namespace, strip_meta)
+            .await?;
         self.read(&w).await?;
         Ok(w.store.get(&ObjectRef::new(name).within(namespace)))
     }
@@ -218,7 +440,9 @@ impl Cache {
         namespace: &str,
         service: &str,
     ) -> Result<Vec<Arc<EndpointSlice>>, CacheError> {
-        let w = self.typed_watch(&self.slices, "endpointslices", namespace, strip_meta)?;
+        let w = self
+            .typed_watch(&self.slices, "endpointslices", namespace, strip_meta)
+            .await?;
         self.read(&w).await?;
         Ok(w.store.state_filter(|s| {
             s.metadata.namespace.as_deref() == Some(namespace)
@@ -294,25 +518,28 @@ impl Cache {
         K: KubeResource + Clone + 'static,
         K::DynamicType: Hash + Eq + Clone,
     {
-        if !w.health.synced.load(Ordering::Acquire) {
-            let notified = w.health.synced_notify.notified();
-            if !w.health.synced.load(Ordering::Acquire) {
-                let _ = tokio::time::timeout(self.sync_wait, notified).await;
-            }
-            if !w.health.synced.load(Ordering::Acquire) {
-                return Err(CacheError::NotSynced(w.what.clone()));
-            }
+        w.health.touch();
+        let listed = w.health.listed.notified();
+        if w.health.phase() == Phase::Listing {
+            let _ = tokio::time::timeout(self.sync_wait, listed).await;
         }
-        if let Some(error) = w.health.failing() {
-            return Err(CacheError::WatchFailing {
-                what: w.what.clone(),
+        match w.health.phase() {
+            Phase::Synced => match self.silence(w.health.listed_at()) {
+                None => Ok(()),
+                Some(error) => Err(CacheError::Relisting {
+                    what: w.label.clone(),
+                    error,
+                }),
+            },
+            Phase::Listing => Err(CacheError::NotSynced(w.label.clone())),
+            Phase::Relisting(error) => Err(CacheError::Relisting {
+                what: w.label.clone(),
                 error,
-            });
+            }),
         }
-        Ok(())
     }
 
-    fn typed_watch<K>(
+    async fn typed_watch<K>(
         &self,
         set: &WatchSet<K>,
         what: &str,
@@ -329,20 +556,16 @@ impl Cache {
             + 'static,
     {
         let scope = self.scope(namespace)?;
-        let mut guard = set
-            .lock()
-            .map_err(|_| CacheError::NotSynced(what.to_string()))?;
         let key = (what.to_string(), scope.clone());
-        if let Some(w) = guard.get(&key) {
+        if let Some(w) = lock(set).get(&key) {
             return Ok(w.clone());
         }
+        self.authorize(&K::group(&()), what, &scope).await?;
         let api: Api<K> = match &scope {
             Some(ns) => Api::namespaced(self.client.clone(), ns),
             None => Api::all(self.client.clone()),
         };
-        let w = self.spawn(api, (), what, scope, strip);
-        guard.insert(key, w.clone());
-        Ok(w)
+        self.start(set, key, api, (), strip)
     }
 
     async fn dynamic_watch(
@@ -351,35 +574,166 @@ impl Cache {
         plural: &str,
         namespace: &str,
     ) -> Result<Watch<DynamicObject>, CacheError> {
-        let what = if group.is_empty() {
-            plural.to_string()
-        } else {
-            format!("{plural}.{group}")
-        };
+        let what = resource_name(group, plural);
         let scope = if namespace.is_empty() {
             None
         } else {
             self.scope(namespace)?
         };
         let key = (what.clone(), scope.clone());
-        if let Some(w) = self.dynamic.lock().ok().and_then(|g| g.get(&key).cloned()) {
-            return Ok(w);
-        }
-        let ar = self.discover(group, plural).await?;
-        let mut guard = self
-            .dynamic
-            .lock()
-            .map_err(|_| CacheError::NotSynced(what.clone()))?;
-        if let Some(w) = guard.get(&key) {
+        if let Some(w) = lock(&self.dynamic).get(&key) {
             return Ok(w.clone());
         }
+        let ar = self.discover(group, plural).await?;
+        self.authorize(group, plural, &scope).await?;
         let api: Api<DynamicObject> = match &scope {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
             None => Api::all_with(self.client.clone(), &ar),
         };
-        let w = self.spawn(api, ar, &what, scope, strip_meta);
+        let strip = if what == "applications.argoproj.io" {
+            strip_application
+        } else {
+            strip_meta
+        };
+        self.start(&self.dynamic, key, api, ar, strip)
+    }
+
+    /// Whether wavegate may list and watch `plural.group` in `scope`, from a cached
+    /// SelfSubjectAccessReview (authorization.k8s.io/v1; every authenticated user may create
+    /// one, through the default `system:basic-user` ClusterRole). Asked before a watch starts:
+    /// a watch RBAC forbids would only retry its 403 forever and never sync.
+    async fn authorize(
+        &self,
+        group: &str,
+        plural: &str,
+        scope: &Option<String>,
+    ) -> Result<(), CacheError> {
+        let what = label_of(&resource_name(group, plural), scope);
+        let key = (
+            group.to_string(),
+            plural.to_string(),
+            scope.clone().unwrap_or_default(),
+        );
+        let client = self.client.clone();
+        let allowed = self
+            .access
+            .try_get_with(key, async move {
+                let (list, watch) = futures::future::try_join(
+                    access_review(&client, "list", group, plural, scope),
+                    access_review(&client, "watch", group, plural, scope),
+                )
+                .await?;
+                Ok::<_, kube::Error>(list && watch)
+            })
+            .await
+            .map_err(|e| CacheError::AccessReview {
+                what: what.clone(),
+                error: e.to_string(),
+            })?;
+        if allowed {
+            Ok(())
+        } else {
+            Err(CacheError::Forbidden { what })
+        }
+    }
+
+    /// Start the watch for `key` unless another read just did; an on-demand watch takes one
+    /// of the `max_on_demand` places or is refused.
+    fn start<K>(
+        &self,
+        set: &WatchSet<K>,
+        key: WatchKey,
+        api: Api<K>,
+        dyntype: K::DynamicType,
+        strip: fn(&mut K),
+    ) -> Result<Watch<K>, CacheError>
+    where
+        K: KubeResource + Clone + Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
+        K::DynamicType: Hash + Eq + Clone + Send + Sync,
+    {
+        let mut guard = lock(set);
+        if let Some(w) = guard.get(&key) {
+            return Ok(w.clone());
+        }
+        let label = label_of(&key.0, &key.1);
+        let required = lock(&self.required).contains_key(&key.0);
+        if !required {
+            let max = self.limits.max_on_demand;
+            self.on_demand
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < max).then_some(n + 1)
+                })
+                .map_err(|_| CacheError::TooManyWatches {
+                    what: label.clone(),
+                    max,
+                })?;
+        }
+        let w = self.spawn(api, dyntype, &key.0, label, required, strip);
         guard.insert(key, w.clone());
         Ok(w)
+    }
+
+    /// Why a store cannot be vouched for, if neither a heartbeat nor its own latest list
+    /// reached the API server lately. That happens when the API server is unreachable, and
+    /// also when wavegate itself was frozen (SIGSTOP, a stalled node): then a store may have
+    /// missed changes, and even the first request served after thawing must not read it.
+    fn silence(&self, listed_at: Option<Instant>) -> Option<String> {
+        let heard = *lock(&self.heard);
+        let last = listed_at.map_or(heard, |l| l.max(heard));
+        let silent = last.elapsed();
+        (silent > 2 * self.limits.heartbeat).then(|| {
+            format!(
+                "wavegate has not heard from the API server for {}",
+                humantime::format_duration(Duration::from_secs(silent.as_secs()))
+            )
+        })
+    }
+
+    /// The watches listed before `listed_before` (all with `None`) relist: none of them may
+    /// serve reads until its new list completes.
+    fn relist(&self, reason: &str, listed_before: Option<Instant>) {
+        fn tell<K: KubeResource>(set: &WatchSet<K>, reason: &str, before: Option<Instant>)
+        where
+            K::DynamicType: Hash + Eq,
+        {
+            for w in lock(set).values() {
+                let stale = match (before, w.health.listed_at()) {
+                    (Some(t), Some(listed)) => listed <= t,
+                    _ => true,
+                };
+                if stale {
+                    w.health.failed(reason.to_string());
+                    w.health.relist_now.notify_one();
+                }
+            }
+        }
+        tell(&self.pods, reason, listed_before);
+        tell(&self.services, reason, listed_before);
+        tell(&self.slices, reason, listed_before);
+        tell(&self.dynamic, reason, listed_before);
+    }
+
+    /// Stop on-demand watches nobody has read for `limits.idle`.
+    fn evict_idle(&self) {
+        fn sweep<K: KubeResource>(set: &WatchSet<K>, idle: Duration, on_demand: &AtomicUsize)
+        where
+            K::DynamicType: Hash + Eq,
+        {
+            lock(set).retain(|_, w| {
+                if w.required || w.health.idle_for() < idle {
+                    return true;
+                }
+                tracing::info!(watch = %w.label, idle = %humantime::format_duration(idle), "stopping idle watch");
+                w.task.abort();
+                on_demand.fetch_sub(1, Ordering::AcqRel);
+                false
+            });
+        }
+        let idle = self.limits.idle;
+        sweep(&self.pods, idle, &self.on_demand);
+        sweep(&self.services, idle, &self.on_demand);
+        sweep(&self.slices, idle, &self.on_demand);
+        sweep(&self.dynamic, idle, &self.on_demand);
     }
 
     /// The plural under which the API server serves `kind` in `group` (for resources named by
@@ -418,11 +772,7 @@ impl Cache {
         let (g, p) = (group.to_string(), plural.to_string());
         self.discovered
             .get_with((g.clone(), p.clone()), async move {
-                let what = if g.is_empty() {
-                    p.clone()
-                } else {
-                    format!("{p}.{g}")
-                };
+                let what = resource_name(&g, &p);
                 match kube::discovery::group(&client, &g).await {
                     Ok(api_group) => api_group
                         .recommended_resources()
@@ -444,8 +794,9 @@ impl Cache {
         &self,
         api: Api<K>,
         dyntype: K::DynamicType,
-        what: &str,
-        scope: Option<String>,
+        resource: &str,
+        label: String,
+        required: bool,
         strip: fn(&mut K),
     ) -> Watch<K>
     where
@@ -454,75 +805,275 @@ impl Cache {
     {
         let writer = reflector::store::Writer::new(dyntype.clone());
         let store = writer.as_reader();
-        let health = Arc::new(WatchHealth::default());
-        let label = match &scope {
-            Some(ns) => format!("{what} in {ns}"),
-            None => what.to_string(),
+        let health = Arc::new(WatchHealth::new());
+        tracing::info!(watch = %label, required, "starting watch");
+        let run = Reflect {
+            api,
+            writer,
+            dyntype: dyntype.clone(),
+            strip,
+            health: health.clone(),
+            label: label.clone(),
+            resource: resource.to_string(),
+            changes: self.changes.clone(),
+            metrics: self.metrics.clone(),
         };
-        if let Ok(mut all) = self.all_health.lock() {
-            all.push((label.clone(), health.clone()));
-        }
-        let h = health.clone();
-        let changes = self.changes.clone();
-        let metrics = self.metrics.clone();
-        let resource = what.to_string();
-        tracing::info!(watch = %label, "starting watch");
-        // Bookmarks keep resourceVersion fresh on quiet kinds, so a reconnect resumes instead
-        // of relisting (a relist is the most expensive thing a watch can do to the API server).
-        let cfg = watcher::Config::default().any_semantic();
-        let stream = watcher(api, cfg)
-            .default_backoff()
-            .modify(strip)
-            .reflect(writer);
-        tokio::spawn(async move {
-            let mut stream = std::pin::pin!(stream);
-            while let Some(event) = stream.next().await {
-                match event {
-                    Ok(ev) => {
-                        h.clear_error();
-                        let touched: Vec<&K> = match &ev {
-                            watcher::Event::Apply(o) | watcher::Event::Delete(o) => vec![o],
-                            watcher::Event::InitApply(o) => vec![o],
-                            watcher::Event::InitDone => {
-                                if !h.synced.swap(true, Ordering::AcqRel) {
-                                    tracing::info!(watch = %label, "watch synced");
-                                }
-                                h.synced_notify.notify_waiters();
-                                vec![]
-                            }
-                            watcher::Event::Init => {
-                                metrics
-                                    .watch_restarts
-                                    .get_or_create(&ResourceLabel::new(&resource))
-                                    .inc();
-                                vec![]
-                            }
-                        };
-                        for o in touched {
-                            let _ = changes.send(Change {
-                                resource: resource.clone(),
-                                namespace: o.namespace().unwrap_or_default(),
-                                name: o.name_any(),
-                            });
-                        }
-                    }
-                    Err(e) => {
-                        tracing::warn!(watch = %label, error = %e, "watch error");
-                        metrics
-                            .watch_errors
-                            .get_or_create(&ResourceLabel::new(&resource))
-                            .inc();
-                        h.set_error(e.to_string());
-                    }
-                }
-            }
-        });
+        let task = tokio::spawn(run.run()).abort_handle();
         Watch {
             store,
             dyntype,
             health,
-            what: what.to_string(),
+            label,
+            required,
+            task,
         }
+    }
+}
+
+/// One watch's task: a kube-rs watcher feeding the store, replaced by a fresh one (a full
+/// list) after any error.
+struct Reflect<K: KubeResource + Clone + 'static>
+where
+    K::DynamicType: Hash + Eq + Clone,
+{
+    api: Api<K>,
+    writer: reflector::store::Writer<K>,
+    dyntype: K::DynamicType,
+    strip: fn(&mut K),
+    health: Arc<WatchHealth>,
+    label: String,
+    resource: String,
+    changes: broadcast::Sender<Change>,
+    metrics: Arc<Metrics>,
+}
+
+impl<K> Reflect<K>
+where
+    K: KubeResource + Clone + Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
+    K::DynamicType: Hash + Eq + Clone + Send + Sync,
+{
+    async fn run(mut self) {
+        let mut backoff = RELIST_FIRST_DELAY;
+        loop {
+            // The list is a consistent read (no resourceVersion): since KEP-2340 (consistent
+            // reads from cache, GA) the API server serves it from its watch cache once that has
+            // caught up with etcd, so a relist after an outage never starts from objects older
+            // than the outage, as a resourceVersion=0 list could on a lagging API server.
+            let stream = watcher(self.api.clone(), watcher::Config::default()).modify(self.strip);
+            let mut stream = std::pin::pin!(stream);
+            // A heartbeat's word ends the watch at once and restarts it without a backoff:
+            // either the API server went silent (the list will wait or fail on its own) or it
+            // answers again after a silence, and the sooner the relist, the shorter the time
+            // nothing can be judged.
+            let (error, told) = loop {
+                let event = tokio::select! {
+                    event = stream.next() => event,
+                    () = self.health.relist_now.notified() => match self.health.phase() {
+                        Phase::Relisting(reason) => break (reason, true),
+                        _ => continue,
+                    },
+                };
+                match event {
+                    Some(Ok(event)) => {
+                        if matches!(event, watcher::Event::InitDone) {
+                            backoff = RELIST_FIRST_DELAY;
+                        }
+                        self.apply(event);
+                    }
+                    Some(Err(e)) => break (e.to_string(), false),
+                    None => break ("the watch stream ended".to_string(), false),
+                }
+            };
+            tracing::warn!(watch = %self.label, error = %error, "watch failed; relisting");
+            self.metrics
+                .watch_errors
+                .get_or_create(&ResourceLabel::new(&self.resource))
+                .inc();
+            self.health.failed(error);
+            if told {
+                backoff = RELIST_FIRST_DELAY;
+                continue;
+            }
+            tokio::select! {
+                () = tokio::time::sleep(backoff) => backoff = (backoff * 2).min(RELIST_LAST_DELAY),
+                // The API server answers again: no reason to sit out the rest of the backoff.
+                () = self.health.relist_now.notified() => backoff = RELIST_FIRST_DELAY,
+            }
+        }
+    }
+
+    fn apply(&mut self, event: watcher::Event<K>) {
+        let before =
+            matches!(event, watcher::Event::InitDone).then(|| self.writer.as_reader().state());
+        self.writer.apply_watcher_event(&event);
+        match &event {
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
+                self.changed(o)
+            }
+            watcher::Event::Init => {
+                self.metrics
+                    .watch_restarts
+                    .get_or_create(&ResourceLabel::new(&self.resource))
+                    .inc();
+            }
+            watcher::Event::InitDone => {
+                // Objects deleted while the watch was away vanish with the relist and get no
+                // event of their own; what depended on them is told here.
+                let now = self.writer.as_reader();
+                for gone in before.unwrap_or_default().iter().filter(|o| {
+                    now.get(&ObjectRef::from_obj_with(o.as_ref(), self.dyntype.clone()))
+                        .is_none()
+                }) {
+                    self.changed(gone.as_ref());
+                }
+                self.health.listed();
+                tracing::info!(watch = %self.label, "watch synced");
+            }
+        }
+    }
+
+    fn changed(&self, o: &K) {
+        let _ = self.changes.send(Change {
+            resource: self.resource.clone(),
+            namespace: o.namespace().unwrap_or_default(),
+            name: o.name_any(),
+        });
+    }
+}
+
+/// Stop idle on-demand watches, as long as the cache exists.
+async fn evict_idle(cache: Weak<Cache>) {
+    let every = match cache.upgrade() {
+        Some(c) => (c.limits.idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(60)),
+        None => return,
+    };
+    loop {
+        tokio::time::sleep(every).await;
+        match cache.upgrade() {
+            Some(c) => c.evict_idle(),
+            None => return,
+        }
+    }
+}
+
+/// Turn every watch to relisting when the API server stops answering (see
+/// [`WatchLimits::heartbeat`]), or answers again after a silence (wavegate was frozen, or the
+/// API server was away): what the stores missed meanwhile is only known after a new list.
+async fn heartbeat(cache: Weak<Cache>) {
+    let mut answering = true;
+    loop {
+        let Some((client, every)) = cache
+            .upgrade()
+            .map(|c| (c.client.clone(), c.limits.heartbeat))
+        else {
+            return;
+        };
+        let pause = if answering {
+            every
+        } else {
+            every.min(HEARTBEAT_RETRY)
+        };
+        tokio::time::sleep(pause).await;
+        let answer = tokio::time::timeout(every, api_server_ready(&client)).await;
+        let Some(c) = cache.upgrade() else { return };
+        let error = match answer {
+            Ok(Ok(())) => None,
+            Ok(Err(e)) => Some(format!(
+                "the API server is not ready: {}",
+                failed_checks(&e)
+            )),
+            Err(_) => Some(format!(
+                "the API server did not answer within {}",
+                humantime::format_duration(every)
+            )),
+        };
+        tracing::debug!(error = ?error, answering, "heartbeat");
+        match error {
+            Some(e) => {
+                if answering {
+                    tracing::warn!(error = %e, "API server unreachable; relisting every watch");
+                    c.relist(&e, None);
+                }
+                answering = false;
+            }
+            None => {
+                let heard = *lock(&c.heard);
+                if let Some(silence) = c.silence(None) {
+                    tracing::warn!(%silence, "API server answers again; relisting the watches that have not since");
+                    c.relist(&silence, Some(heard));
+                }
+                *lock(&c.heard) = Instant::now();
+                answering = true;
+            }
+        }
+    }
+}
+
+/// The API server's own `/readyz` (readable by anyone through the default
+/// `system:public-info-viewer` ClusterRole). Unlike `/version` it fails while the API server
+/// cannot reach etcd: its watch cache then stops following etcd and catches up only later, so
+/// what wavegate's watches deliver afterwards may lag, until a fresh consistent list.
+async fn api_server_ready(client: &Client) -> Result<(), kube::Error> {
+    let request = axum::http::Request::get("/readyz")
+        .body(Vec::new())
+        .map_err(kube::Error::HttpError)?;
+    client.request_text(request).await.map(|_| ())
+}
+
+/// The failing checks of a `/readyz` answer (`[-]etcd failed: reason withheld`), not its
+/// whole verbose body.
+fn failed_checks(e: &kube::Error) -> String {
+    let text = e.to_string();
+    let failed: Vec<&str> = text
+        .lines()
+        .filter_map(|l| l.trim().strip_prefix("[-]"))
+        .collect();
+    if failed.is_empty() {
+        text
+    } else {
+        failed.join("; ")
+    }
+}
+
+async fn access_review(
+    client: &Client,
+    verb: &str,
+    group: &str,
+    plural: &str,
+    scope: &Option<String>,
+) -> Result<bool, kube::Error> {
+    let review = SelfSubjectAccessReview {
+        spec: SelfSubjectAccessReviewSpec {
+            resource_attributes: Some(ResourceAttributes {
+                group: Some(group.to_string()),
+                resource: Some(plural.to_string()),
+                verb: Some(verb.to_string()),
+                namespace: scope.clone(),
+                ..ResourceAttributes::default()
+            }),
+            ..SelfSubjectAccessReviewSpec::default()
+        },
+        ..SelfSubjectAccessReview::default()
+    };
+    let answer = Api::<SelfSubjectAccessReview>::all(client.clone())
+        .create(&PostParams::default(), &review)
+        .await?;
+    Ok(answer.status.is_some_and(|s| s.allowed))
+}
+
+/// kubectl-style name of a resource: `pods`, `wavegates.wavegate.dev`.
+fn resource_name(group: &str, plural: &str) -> String {
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    }
+}
+
+fn label_of(what: &str, scope: &Option<String>) -> String {
+    match scope {
+        Some(ns) => format!("{what} in {ns}"),
+        None => what.to_string(),
     }
 }
 
@@ -533,6 +1084,23 @@ fn strip_meta<K: KubeResource>(o: &mut K) {
     meta.managed_fields = None;
     if let Some(a) = meta.annotations.as_mut() {
         a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// An Argo CD Application also loses its sync history (up to ten past syncs, each with its
+/// full source) and the per-resource results of its last sync: the Application check reads the
+/// operation's phase and message and the comparison, the waves view `status.resources`.
+fn strip_application(o: &mut DynamicObject) {
+    strip_meta(o);
+    if let Some(status) = o.data.get_mut("status").and_then(Value::as_object_mut) {
+        status.remove("history");
+        if let Some(result) = status
+            .get_mut("operationState")
+            .and_then(|s| s.get_mut("syncResult"))
+            .and_then(Value::as_object_mut)
+        {
+            result.remove("resources");
+        }
     }
 }
 
@@ -574,5 +1142,487 @@ impl moka::Expiry<(String, String), Result<ApiResource, CacheError>> for Discove
         } else {
             DISCOVERY_MISS_TTL
         })
+    }
+}
+
+struct AccessExpiry;
+
+impl moka::Expiry<(String, String, String), bool> for AccessExpiry {
+    fn expire_after_create(
+        &self,
+        _key: &(String, String, String),
+        allowed: &bool,
+        _now: Instant,
+    ) -> Option<Duration> {
+        Some(if *allowed {
+            ACCESS_TTL
+        } else {
+            ACCESS_DENIED_TTL
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The cache against a scripted API server on loopback: each list and each watch answers as
+    //! the test says, when the test says, so the moments between a watch error and the end of
+    //! the relist that follows it can be read from deterministically.
+
+    use super::*;
+    use axum::Router;
+    use axum::body::Body;
+    use axum::extract::{Query, State};
+    use axum::http::StatusCode;
+    use axum::response::{IntoResponse, Response};
+    use axum::routing::{get, post};
+    use serde_json::json;
+    use std::collections::VecDeque;
+    use std::sync::atomic::AtomicUsize;
+    use tokio::sync::oneshot;
+
+    const NS: &str = "shop";
+
+    /// How one watch request is answered.
+    enum WatchReply {
+        /// An `ERROR` event with this code (410: the resourceVersion was compacted away), sent
+        /// when the receiver fires, then the end of the stream.
+        ErrorWhen(u16, oneshot::Receiver<()>),
+        /// Nothing, ever: a quiet kind.
+        Quiet,
+    }
+
+    struct ListReply {
+        ready: bool,
+        resource_version: &'static str,
+        /// The list answers only once this fires (a relist in progress).
+        hold: Option<oneshot::Receiver<()>>,
+    }
+
+    #[derive(Default)]
+    struct Script {
+        lists: Mutex<VecDeque<ListReply>>,
+        watches: Mutex<VecDeque<WatchReply>>,
+        lists_started: AtomicUsize,
+        /// Resources the access review denies.
+        denied: Mutex<BTreeSet<String>>,
+        /// A paused API server (SIGSTOP): requests hang until it resumes.
+        paused: tokio::sync::watch::Sender<bool>,
+    }
+
+    impl Script {
+        async fn unless_paused(&self) {
+            let _ = self.paused.subscribe().wait_for(|paused| !paused).await;
+        }
+    }
+
+    async fn readyz(State(s): State<Arc<Script>>) -> Response {
+        s.unless_paused().await;
+        "ok".into_response()
+    }
+
+    fn pod_list(ready: bool, rv: &str) -> Value {
+        let status = if ready { "True" } else { "False" };
+        json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": rv},
+               "items": [{"metadata": {"name": "web-0", "namespace": NS, "resourceVersion": rv,
+                                       "labels": {"app": "web"}},
+                          "status": {"phase": "Running", "podIP": "10.0.0.1",
+                                     "conditions": [{"type": "Ready", "status": status}]}}]})
+    }
+
+    async fn pods(
+        State(s): State<Arc<Script>>,
+        Query(q): Query<HashMap<String, String>>,
+    ) -> Response {
+        if q.get("watch").map(String::as_str) == Some("true") {
+            let reply = s
+                .watches
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or(WatchReply::Quiet);
+            let body = match reply {
+                WatchReply::Quiet => {
+                    Body::from_stream(futures::stream::pending::<Result<Vec<u8>, std::io::Error>>())
+                }
+                WatchReply::ErrorWhen(code, fire) => {
+                    Body::from_stream(futures::stream::once(async move {
+                        let _ = fire.await;
+                        let event = json!({"type": "ERROR", "object": {
+                        "apiVersion": "v1", "kind": "Status", "status": "Failure", "code": code,
+                        "reason": if code == 410 { "Expired" } else { "InternalError" },
+                        "message": if code == 410 { "too old resource version: 1 (7)" } else { "etcdserver: leader changed" }}});
+                        Ok::<_, std::io::Error>(format!("{event}\n").into_bytes())
+                    }))
+                }
+            };
+            return (StatusCode::OK, body).into_response();
+        }
+        s.unless_paused().await;
+        if s.denied.lock().unwrap().contains("pods") {
+            let status = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+                                "reason": "Forbidden", "code": 403, "message": "pods is forbidden"});
+            return (StatusCode::FORBIDDEN, axum::Json(status)).into_response();
+        }
+        s.lists_started.fetch_add(1, Ordering::SeqCst);
+        // Each scripted list once, then the last one again for every later relist.
+        let reply = {
+            let mut lists = s.lists.lock().unwrap();
+            let reply = lists.pop_front().expect("a scripted list");
+            if lists.is_empty() {
+                lists.push_back(ListReply {
+                    ready: reply.ready,
+                    resource_version: reply.resource_version,
+                    hold: None,
+                });
+            }
+            reply
+        };
+        if let Some(hold) = reply.hold {
+            let _ = hold.await;
+        }
+        axum::Json(pod_list(reply.ready, reply.resource_version)).into_response()
+    }
+
+    async fn access_review(
+        State(s): State<Arc<Script>>,
+        axum::Json(mut review): axum::Json<Value>,
+    ) -> Response {
+        let resource = review["spec"]["resourceAttributes"]["resource"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let allowed = !s.denied.lock().unwrap().contains(&resource);
+        review["status"] = json!({"allowed": allowed});
+        axum::Json(review).into_response()
+    }
+
+    async fn fake_api(script: Arc<Script>) -> Client {
+        let app = Router::new()
+            .route(&format!("/api/v1/namespaces/{NS}/pods"), get(pods))
+            .route("/readyz", get(readyz))
+            .route(
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                post(access_review),
+            )
+            .with_state(script);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let config = kube::Config::new(url.parse().unwrap());
+        Client::try_from(config).unwrap()
+    }
+
+    fn cache(client: Client) -> Arc<Cache> {
+        cache_with(client, WatchLimits::default())
+    }
+
+    fn cache_with(client: Client, limits: WatchLimits) -> Arc<Cache> {
+        Cache::with_limits(
+            client,
+            Some(BTreeSet::from([NS.to_string()])),
+            Duration::from_secs(2),
+            limits,
+            Arc::new(Metrics::default()),
+        )
+    }
+
+    fn ready_of(pods: &[Arc<Pod>]) -> Vec<bool> {
+        pods.iter()
+            .map(|p| {
+                p.status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+            })
+            .collect()
+    }
+
+    async fn until<F: FnMut() -> bool>(what: &str, mut f: F) {
+        let start = Instant::now();
+        while !f() {
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "{what}: not within 10s"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn reads_during_a_relist_after_410_gone_are_not_served_as_fresh() {
+        let script = Arc::new(Script::default());
+        let (gone, gone_rx) = oneshot::channel();
+        let (relisted, relisted_rx) = oneshot::channel();
+        script.lists.lock().unwrap().extend([
+            ListReply {
+                ready: true,
+                resource_version: "1",
+                hold: None,
+            },
+            ListReply {
+                ready: false,
+                resource_version: "7",
+                hold: Some(relisted_rx),
+            },
+        ]);
+        script
+            .watches
+            .lock()
+            .unwrap()
+            .push_back(WatchReply::ErrorWhen(410, gone_rx));
+        let cache = cache(fake_api(script.clone()).await);
+
+        let before = cache.pods(NS).await.expect("the first list is served");
+        assert_eq!(ready_of(&before), [true]);
+
+        // The pod turned NotReady while the watch was away; the relist that will say so is
+        // still on its way, and the store still holds the pod as it was before the outage.
+        gone.send(()).unwrap();
+        until("the relist starts", || {
+            script.lists_started.load(Ordering::SeqCst) == 2
+        })
+        .await;
+        match cache.pods(NS).await {
+            Err(CacheError::Relisting { what, error }) => {
+                assert_eq!(what, "pods in shop");
+                assert!(error.contains("too old resource version"), "{error}");
+            }
+            other => panic!(
+                "a read between the watch error and the completed relist must fail, got {:?}",
+                other.map(|p| ready_of(&p))
+            ),
+        }
+
+        relisted.send(()).unwrap();
+        let start = Instant::now();
+        loop {
+            match cache.pods(NS).await {
+                Ok(p) => {
+                    assert_eq!(
+                        ready_of(&p),
+                        [false],
+                        "after the relist the store is the truth"
+                    );
+                    break;
+                }
+                Err(e) => assert!(start.elapsed() < Duration::from_secs(10), "still {e}"),
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_watch_that_recovered_is_read_without_waiting_for_a_timer() {
+        let script = Arc::new(Script::default());
+        let (fail, fail_rx) = oneshot::channel();
+        script.lists.lock().unwrap().push_back(ListReply {
+            ready: true,
+            resource_version: "1",
+            hold: None,
+        });
+        script
+            .watches
+            .lock()
+            .unwrap()
+            .push_back(WatchReply::ErrorWhen(500, fail_rx));
+        let cache = cache(fake_api(script.clone()).await);
+        cache.pods(NS).await.expect("the first list is served");
+
+        // A brown-out: one error, then a working (quiet) watch again. What the watch proves
+        // afterwards decides, not how long ago the error was.
+        fail.send(()).unwrap();
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let start = Instant::now();
+        loop {
+            match cache.pods(NS).await {
+                Ok(p) => {
+                    assert_eq!(ready_of(&p), [true]);
+                    break;
+                }
+                Err(e) => assert!(
+                    start.elapsed() < Duration::from_secs(8),
+                    "the watch recovered but reads still fail: {e}"
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_forbidden_kind_is_refused_at_once_and_does_not_wedge_readiness() {
+        let script = Arc::new(Script::default());
+        script.denied.lock().unwrap().insert("pods".into());
+        script.lists.lock().unwrap().push_back(ListReply {
+            ready: true,
+            resource_version: "1",
+            hold: None,
+        });
+        let cache = cache(fake_api(script.clone()).await);
+
+        let start = Instant::now();
+        let read = cache.pods(NS).await;
+        assert_eq!(
+            read.map(|p| p.len()),
+            Err(CacheError::Forbidden {
+                what: "pods in shop".into()
+            })
+        );
+        assert!(
+            start.elapsed() < Duration::from_secs(1),
+            "a forbidden kind is answered at once, not after --sync-wait"
+        );
+        assert_eq!(
+            script.lists_started.load(Ordering::SeqCst),
+            0,
+            "no watch is started on a kind RBAC forbids"
+        );
+        assert!(
+            cache.readiness().is_ok(),
+            "a caller's forbidden read must not make wavegate NotReady: {:?}",
+            cache.readiness()
+        );
+    }
+
+    fn one_pod(script: &Script) {
+        script.lists.lock().unwrap().push_back(ListReply {
+            ready: true,
+            resource_version: "1",
+            hold: None,
+        });
+    }
+
+    #[tokio::test]
+    async fn a_paused_api_server_turns_reads_to_relisting_until_it_answers_again() {
+        let script = Arc::new(Script::default());
+        one_pod(&script);
+        let limits = WatchLimits {
+            heartbeat: Duration::from_millis(200),
+            ..WatchLimits::default()
+        };
+        let cache = cache_with(fake_api(script.clone()).await, limits);
+        cache.pods(NS).await.expect("the first list is served");
+
+        // SIGSTOP: the open watch just goes quiet, no error reaches kube-rs.
+        script.paused.send_replace(true);
+        let start = Instant::now();
+        loop {
+            match cache.pods(NS).await {
+                Err(CacheError::Relisting { error, .. }) => {
+                    assert!(
+                        error.contains("did not answer") || error.contains("not heard from"),
+                        "{error}"
+                    );
+                    break;
+                }
+                other => assert!(
+                    start.elapsed() < Duration::from_secs(3),
+                    "reads from a paused API server's watch still served: {:?}",
+                    other.map(|p| p.len())
+                ),
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        script.paused.send_replace(false);
+        let start = Instant::now();
+        while let Err(e) = cache.pods(NS).await {
+            assert!(start.elapsed() < Duration::from_secs(5), "still {e}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn on_demand_watches_are_bounded_and_the_refusal_says_why() {
+        let script = Arc::new(Script::default());
+        one_pod(&script);
+        let limits = WatchLimits {
+            max_on_demand: 1,
+            ..WatchLimits::default()
+        };
+        let cache = cache_with(fake_api(script.clone()).await, limits);
+        cache.pods(NS).await.expect("the first watch fits");
+        let refused = cache.service(NS, "web").await;
+        assert_eq!(
+            refused,
+            Err(CacheError::TooManyWatches {
+                what: "services in shop".into(),
+                max: 1
+            })
+        );
+        assert!(refused.unwrap_err().to_string().contains("--max-watches"));
+    }
+
+    #[tokio::test]
+    async fn idle_on_demand_watches_are_stopped_and_their_place_freed() {
+        let script = Arc::new(Script::default());
+        one_pod(&script);
+        let limits = WatchLimits {
+            idle: Duration::from_millis(200),
+            max_on_demand: 1,
+            ..WatchLimits::default()
+        };
+        let cache = cache_with(fake_api(script.clone()).await, limits);
+        cache.pods(NS).await.expect("the first watch fits");
+        assert_eq!(cache.on_demand.load(Ordering::SeqCst), 1);
+        until("the idle watch is stopped", || {
+            cache.on_demand.load(Ordering::SeqCst) == 0 && lock(&cache.pods).is_empty()
+        })
+        .await;
+        // Read again: a new watch, listed afresh.
+        cache.pods(NS).await.expect("a new watch after eviction");
+        assert_eq!(script.lists_started.load(Ordering::SeqCst), 2);
+    }
+
+    #[tokio::test]
+    async fn readiness_covers_only_required_watches() {
+        let script = Arc::new(Script::default());
+        one_pod(&script);
+        let cache = cache(fake_api(script.clone()).await);
+        cache.require("", "pods");
+        match cache.readiness() {
+            Err(problems) => assert!(
+                problems.len() == 1 && problems[0].starts_with("pods in shop: not watched yet"),
+                "{problems:?}"
+            ),
+            Ok(n) => panic!("ready with {n} watches before the required one started"),
+        }
+        cache.pods(NS).await.expect("listed");
+        assert_eq!(cache.readiness(), Ok(1));
+        assert_eq!(
+            cache.on_demand.load(Ordering::SeqCst),
+            0,
+            "a required watch takes no on-demand place"
+        );
+    }
+
+    #[test]
+    fn an_application_keeps_what_checks_read_and_loses_its_history() {
+        let mut app: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+            "metadata": {"name": "shop", "namespace": "argocd",
+                         "managedFields": [{"manager": "argocd-controller"}],
+                         "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}",
+                                         "wavegate.dev/annotate": "true"}},
+            "spec": {"source": {"repoURL": "https://example.invalid/repo"}},
+            "status": {"history": [{"id": 1}],
+                       "resources": [{"kind": "Service", "name": "web"}],
+                       "sync": {"status": "Synced"},
+                       "operationState": {"phase": "Succeeded",
+                                          "syncResult": {"revision": "abc", "resources": [{"name": "web"}]}}}
+        }))
+        .unwrap();
+        strip_application(&mut app);
+        let v = serde_json::to_value(&app).unwrap();
+        assert!(v["metadata"].get("managedFields").is_none());
+        assert_eq!(
+            v["metadata"]["annotations"],
+            json!({"wavegate.dev/annotate": "true"})
+        );
+        assert!(v["status"].get("history").is_none());
+        assert_eq!(
+            v["status"]["operationState"],
+            json!({"phase": "Succeeded", "syncResult": {"revision": "abc"}})
+        );
+        assert_eq!(v["status"]["resources"][0]["name"], "web");
+        assert_eq!(v["status"]["sync"]["status"], "Synced");
     }
 }

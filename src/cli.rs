@@ -1,7 +1,7 @@
 //! The subcommands: argument types and what each one runs.
 
 use crate::api::{self, AppState};
-use crate::cache::Cache;
+use crate::cache::{Cache, WatchLimits};
 use crate::evaluate::{Ask, EvalConfig, Evaluator};
 use crate::health::{HealthStatus, Verdict};
 use crate::metrics::Metrics;
@@ -62,6 +62,14 @@ pub struct ClusterArgs {
     /// certificates.
     #[arg(long, env = "WAVEGATE_CRDB_TLS_SERVER_NAME")]
     pub crdb_tls_server_name: Option<String>,
+    /// A watch started for a caller's read (not one `serve` itself needs) is stopped after
+    /// this long without reads.
+    #[arg(long, env = "WAVEGATE_WATCH_IDLE", default_value = "10m", value_parser = humantime::parse_duration)]
+    pub watch_idle: Duration,
+    /// At most this many watches for callers' reads at once; a read that needs one more is
+    /// answered Unknown with the reason.
+    #[arg(long, env = "WAVEGATE_MAX_WATCHES", default_value = "64")]
+    pub max_watches: usize,
 }
 
 #[derive(Args, Debug)]
@@ -223,7 +231,18 @@ async fn evaluator(
     let client = kube::Client::try_default()
         .await
         .map_err(|e| format!("cannot build a Kubernetes client (KUBECONFIG or in-cluster): {e}"))?;
-    let cache = Cache::new(client, namespaces, cluster.sync_wait, metrics.clone());
+    let limits = WatchLimits {
+        idle: cluster.watch_idle,
+        max_on_demand: cluster.max_watches,
+        ..WatchLimits::default()
+    };
+    let cache = Cache::with_limits(
+        client,
+        namespaces,
+        cluster.sync_wait,
+        limits,
+        metrics.clone(),
+    );
     Evaluator::new(cache, config, metrics).map_err(|e| e.to_string())
 }
 
@@ -261,6 +280,12 @@ pub async fn serve(args: ServeArgs) -> u8 {
                 return EXIT_ERROR;
             }
         };
+    // Readiness is what `serve` needs to do its job, the gate controller's WaveGates; watches
+    // started by callers' reads never count (a caller could otherwise wedge it).
+    evaluator.cache().require(
+        crate::gate::controller::GROUP,
+        crate::gate::controller::PLURAL,
+    );
     let listener = match tokio::net::TcpListener::bind(&args.listen).await {
         Ok(l) => l,
         Err(e) => {

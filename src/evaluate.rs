@@ -622,7 +622,11 @@ fn observe(m: &mut HashMap<String, Observed>, key: &str, now: Instant) -> Durati
 fn cache_verdict(ask: &Ask, e: &CacheError) -> Verdict {
     let msg = format!("{} {}: {e}", ask.resource(), ask.object());
     match e {
-        CacheError::NotSynced(_) => Verdict::progressing(msg),
+        // Transient blindness of wavegate's own cache: Progressing, never Unknown, which
+        // fails a hook gate and with it the sync.
+        CacheError::NotSynced(_)
+        | CacheError::Relisting { .. }
+        | CacheError::AccessReview { .. } => Verdict::progressing(msg),
         _ => Verdict::unknown(msg),
     }
 }

@@ -58,10 +58,11 @@ pub async fn healthz() -> &'static str {
     "ok"
 }
 
-/// Ready once every watch started so far has synced and none is failing.
+/// Ready once every watch the process requires (WaveGates, see `Cache::require`) has listed
+/// and is not relisting after an error; watches started for callers' reads never count.
 pub async fn readyz(State(state): State<AppState>) -> Response {
     match state.evaluator.cache().readiness() {
-        Ok(n) => (StatusCode::OK, format!("ok: {n} watches synced\n")).into_response(),
+        Ok(n) => (StatusCode::OK, format!("ok: {n} required watches synced\n")).into_response(),
         Err(problems) => (
             StatusCode::SERVICE_UNAVAILABLE,
             format!("not ready:\n{}\n", problems.join("\n")),
