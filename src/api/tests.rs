@@ -21,10 +21,28 @@ pub(crate) fn unreachable_client() -> kube::Client {
     kube::Client::try_from(config).unwrap()
 }
 
+/// A client for an API server that accepts connections and never answers: every request
+/// (the access review before a watch included) hangs until the caller gives up.
+async fn silent_client() -> kube::Client {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    kube::Client::try_from(kube::Config::new(format!("http://{addr}").parse().unwrap())).unwrap()
+}
+
 /// State whose cache reads wait `sync_wait` and then fail as "not synced".
 pub(crate) fn state(sync_wait: Duration) -> AppState {
+    state_with(unreachable_client(), sync_wait)
+}
+
+fn state_with(client: kube::Client, sync_wait: Duration) -> AppState {
     let metrics = Arc::new(Metrics::default());
-    let cache = Cache::new(unreachable_client(), None, sync_wait, metrics.clone());
+    let cache = Cache::new(client, None, sync_wait, metrics.clone());
     let evaluator = Evaluator::new(cache, EvalConfig::default(), metrics.clone()).unwrap();
     AppState::new(evaluator, metrics)
 }
@@ -191,7 +209,8 @@ async fn requests_over_the_concurrency_limit_are_refused_at_once_with_503() {
 
 #[tokio::test]
 async fn a_request_longer_than_the_timeout_is_abandoned_with_a_message() {
-    let app = router(state(Duration::from_secs(5)).with_limits(LimitArgs {
+    let slow = state_with(silent_client().await, Duration::from_secs(5));
+    let app = router(slow.with_limits(LimitArgs {
         request_timeout: Duration::from_millis(200),
         ..LimitArgs::default()
     }));
