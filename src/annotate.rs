@@ -270,7 +270,11 @@ fn concerns_us(annotations: &BTreeMap<String, String>) -> bool {
 /// The Service's selector as `k=v,k2=v2`, sorted by key (how the Service health script renders
 /// it too), or `None` without one.
 pub fn judged_selector(service: &Value) -> Option<String> {
-    let selector = service.pointer("/spec/selector")?.as_object()?;
+    // A Service without a selector is recorded as "" (what the health script renders for
+    // one), so gaining a selector later is a change the script sees.
+    let Some(selector) = service.pointer("/spec/selector").and_then(Value::as_object) else {
+        return Some(String::new());
+    };
     let sorted: BTreeMap<&String, &str> = selector
         .iter()
         .filter_map(|(k, v)| Some((k, v.as_str()?)))
@@ -416,7 +420,7 @@ mod tests {
     fn a_service_verdict_records_the_selector_it_judged() {
         let svc = json!({"spec": {"selector": {"b": "2", "a": "1"}}});
         assert_eq!(judged_selector(&svc).as_deref(), Some("a=1,b=2"));
-        assert_eq!(judged_selector(&json!({"spec": {}})), None);
+        assert_eq!(judged_selector(&json!({"spec": {}})).as_deref(), Some(""));
     }
 
     #[test]

@@ -286,6 +286,15 @@ pub async fn serve(args: ServeArgs) -> u8 {
         crate::gate::controller::GROUP,
         crate::gate::controller::PLURAL,
     );
+    if !args.status_validity.is_zero() && args.status_validity < args.resync * 2 {
+        eprintln!(
+            "wavegate: --status-validity ({}) must be at least twice --resync ({}): verdicts are \
+             renewed at resyncs, and one that expires before it is renewed holds every wave",
+            humantime::format_duration(args.status_validity),
+            humantime::format_duration(args.resync)
+        );
+        return EXIT_USAGE;
+    }
     let listener = match tokio::net::TcpListener::bind(&args.listen).await {
         Ok(l) => l,
         Err(e) => {

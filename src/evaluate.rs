@@ -392,7 +392,16 @@ impl Evaluator {
                     min_ready: *min_ready,
                 };
                 let f = service::check(namespace, name, svc.as_deref(), &pods, &slices, &params);
-                let identity = svc.as_deref().map(|s| identity_of(&s.metadata));
+                // A Service has no metadata.generation: its spec is its selector.
+                let identity = svc.as_deref().map(|s| {
+                    let selector = s.spec.as_ref().and_then(|spec| spec.selector.as_ref());
+                    let text: Vec<String> = selector
+                        .into_iter()
+                        .flatten()
+                        .map(|(k, v)| format!("{k}={v}"))
+                        .collect();
+                    format!("{}@{}", identity_of(&s.metadata), text.join(","))
+                });
                 Found::seen(f, self.config.selector_grace, identity)
             }
             Ask::CnpgDatabase {

@@ -3,9 +3,10 @@
 //! served), with a JSON message and `Retry-After` — while `/healthz` keeps answering and memory
 //! stays flat across rounds. `--nocapture` prints the counts, the slowest refusal and RSS.
 //!
-//! No API server: wavegate's client points at a closed loopback port, so every admitted health
-//! ask holds its permit for the 500 ms sync wait and then answers "not synced" (Progressing),
-//! which makes the concurrency bound observable without a cluster.
+//! No real API server: wavegate's client points at a loopback stand-in that allows every access
+//! review and answers nothing else usefully, so a watch never syncs and every admitted health ask
+//! holds its permit for the 500 ms sync wait and then answers "not synced" (Progressing), which
+//! makes the concurrency bound observable without a cluster.
 
 use serde_json::Value;
 use std::sync::Arc;
@@ -18,9 +19,32 @@ use wavegate::metrics::Metrics;
 const MAX_REQUESTS: usize = 16;
 const MAX_WAITERS: usize = 8;
 
+/// An API server that answers anything, after 100 ms, with an access review that allows it.
+async fn slow_api_server() -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = [0u8; 4096];
+                let _ = socket.read(&mut buf).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                let body = r#"{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{},"status":{"allowed":true}}"#;
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                     content-length: {}\r\nconnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    url
+}
+
 async fn serve() -> String {
-    let mut config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-    config.connect_timeout = Some(Duration::from_millis(50));
+    let config = kube::Config::new(slow_api_server().await.parse().unwrap());
     let client = kube::Client::try_from(config).unwrap();
     let metrics = Arc::new(Metrics::default());
     let cache = Cache::new(client, None, Duration::from_millis(500), metrics.clone());

@@ -74,6 +74,23 @@ pub fn check(
         .into();
     }
 
+    // Argo CD's own rule (gitops-engine health_service.go): a LoadBalancer is Progressing until
+    // the cloud controller has published an ingress address; clients outside cannot reach it.
+    if spec.and_then(|s| s.type_.as_deref()) == Some("LoadBalancer") {
+        let ingress = service
+            .status
+            .as_ref()
+            .and_then(|s| s.load_balancer.as_ref())
+            .and_then(|lb| lb.ingress.as_ref())
+            .is_some_and(|i| !i.is_empty());
+        if !ingress {
+            return Verdict::progressing(format!(
+                "Service {id} is a LoadBalancer without an ingress address yet"
+            ))
+            .into();
+        }
+    }
+
     if params.min_ready == 0 {
         return Verdict::healthy(format!(
             "Service {id} exists (minReady 0: endpoints not required)"
@@ -1017,5 +1034,14 @@ mod tests {
         sel.insert("app.kubernetes.io/name".into(), "forgejo".into());
         let finding = s.check(1);
         assert!(matches!(finding, Finding::Persistent { .. }), "{finding:?}");
+    }
+
+    #[test]
+    fn load_balancer_without_an_ingress_address_is_not_healthy() {
+        let mut s = owned_fixed();
+        s.service.as_mut().unwrap().spec.as_mut().unwrap().type_ = Some("LoadBalancer".into());
+        let v = settled(s.check(1));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        assert!(v.message.contains("without an ingress address"), "{v}");
     }
 }

@@ -10,7 +10,7 @@ use super::judge::{self, ask_of, gate_health, invalid_check, next_status};
 use super::queue::{self, DepIndex, PROBE_RECHECK, QueueConfig, Reconcile, deps_of};
 use crate::cache::{CacheError, Change};
 use crate::evaluate::{Ask, Evaluator, Judgement};
-use crate::health::HealthStatus;
+use crate::health::{HealthStatus, Verdict};
 use crate::metrics::Metrics;
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
@@ -196,16 +196,24 @@ impl Gates {
             .filter_map(|(n, j)| j.blind.clone().map(|why| (n.clone(), why)))
             .collect();
         let verdicts: Vec<_> = judged.into_iter().map(|(n, j)| (n, j.verdict)).collect();
-        let sync_started = match &managed_by {
-            // Without read access to Applications the clock falls back to the gate's own
-            // history; it never blocks the gate.
-            Some((app_ns, app)) => cache
+        // When the Application that manages the gate cannot be read (not watched, not synced,
+        // relisting, forbidden), wavegate cannot tell when this sync attempt started: measuring
+        // the timeout from the gate's history could fail a new sync for an old one's wait, so
+        // the timeout is not applied until it can tell (Degraded needs evidence).
+        let (sync_started, clock_blind) = match &managed_by {
+            Some((app_ns, app)) => match cache
                 .object("argoproj.io", "applications", app_ns, app)
                 .await
-                .ok()
-                .flatten()
-                .and_then(|a| judge::sync_started(&a)),
-            None => None,
+            {
+                Ok(found) => (found.and_then(|a| judge::sync_started(&a)), None),
+                Err(e) => (
+                    None,
+                    Some(format!(
+                        "cannot tell when the sync of Application {app_ns}/{app} started: {e}"
+                    )),
+                ),
+            },
+            None => (None, None),
         };
 
         let timeout = gate.spec.timeout.as_deref().and_then(|t| {
@@ -219,7 +227,21 @@ impl Gates {
         let since = judge::waiting_since(&gate, stored.as_ref(), sync_started);
         let now = k8s_openapi::jiff::Timestamp::now();
         let waited = judge::waited(since, now);
-        let health = gate_health(&verdicts, &blind, timeout, waited);
+        let health = match &clock_blind {
+            Some(why) => {
+                let v = gate_health(&verdicts, &blind, None, waited);
+                match timeout {
+                    Some((spelled, limit)) if !v.is_healthy() && waited >= limit => {
+                        Verdict::progressing(format!(
+                            "{}; the {spelled} timeout is not applied: {why}",
+                            v.message
+                        ))
+                    }
+                    _ => v,
+                }
+            }
+            None => gate_health(&verdicts, &blind, timeout, waited),
+        };
         let status = next_status(
             &gate,
             stored.as_ref(),

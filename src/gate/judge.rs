@@ -131,8 +131,10 @@ pub fn invalid_check(e: &InputError) -> Verdict {
 ///
 /// A gate may be a Sync hook, and gitops-engine treats a hook's health differently from a
 /// resource's (sync_context.go): Missing means "done at once" and Unknown fails the hook. So a
-/// gate never passes those two on from a check: a check target that does not exist yet, or one
-/// wavegate cannot see (`blind`: check name → why), is Progressing at the gate.
+/// gate never passes those two on from a check: a check target that does not exist yet, one
+/// wavegate cannot see (`blind`: check name → why), or one whose state is unknown (an
+/// Application whose comparison failed while the repo-server restarts) is Progressing at the
+/// gate; only the timeout turns waiting into Degraded.
 ///
 /// The timeout fires only on evidence about the cluster: while any check that is not Healthy is
 /// blind, waiting longer than the timeout says nothing about the cluster, only about wavegate
@@ -147,8 +149,8 @@ pub fn gate_health(
     let at_gate: Vec<(String, Verdict)> = checks
         .iter()
         .map(|(n, v)| {
-            let v = match (v.status, blind.get(n)) {
-                (HealthStatus::Missing, _) | (HealthStatus::Unknown, Some(_)) => {
+            let v = match v.status {
+                HealthStatus::Missing | HealthStatus::Unknown => {
                     Verdict::progressing(v.message.clone())
                 }
                 _ => v.clone(),
@@ -524,9 +526,10 @@ mod tests {
             ("db", Verdict::healthy("")),
             ("x", Verdict::unknown("watch failing")),
         ]);
+        // Never Unknown at the gate: a hook gate would fail the sync on it.
         assert_eq!(
             gate_health(&checks, &HashMap::new(), None, Duration::ZERO).status,
-            HealthStatus::Unknown
+            HealthStatus::Progressing
         );
     }
 
@@ -775,6 +778,8 @@ mod tests {
         let v = gate_health(&missing, &HashMap::new(), None, Duration::ZERO);
         assert_eq!(v.status, HealthStatus::Progressing, "{v}");
         let unknown = judged(&[("db", Verdict::unknown("the watch on databases is failing"))]);
+        let v = gate_health(&unknown, &HashMap::new(), None, Duration::ZERO);
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
         let blind = HashMap::from([("db".to_string(), "watch failing".to_string())]);
         let v = gate_health(&unknown, &blind, None, Duration::ZERO);
         assert_eq!(v.status, HealthStatus::Progressing, "{v}");
