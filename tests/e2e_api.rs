@@ -51,8 +51,17 @@ async fn readyz_turns_ready_once_caches_sync() {
     let wg = Wavegate::start(client, EvalConfig::default()).await;
     let v = wg.health("services", &ns, "web", "").await;
     assert_eq!(v["status"], "Progressing", "{v}");
-    let (code, body) = wg.get("/readyz").await;
-    assert_eq!(code, 200, "{body}");
+    // The required WaveGate watch lists every gate in the cluster; on a loaded machine that
+    // may take a moment longer than the Service watch this ask started.
+    cluster::eventually(Duration::from_secs(10), "/readyz 200", || async {
+        let (code, body) = wg.get("/readyz").await;
+        if code == 200 {
+            Ok(())
+        } else {
+            Err(format!("{code}: {body}"))
+        }
+    })
+    .await;
     let (_, metrics) = wg.get("/metrics").await;
     let text = metrics.as_str().unwrap();
     assert!(text.contains("wavegate_asks_total"), "{text}");
