@@ -181,15 +181,18 @@ impl Annotator {
             let ask = Ask::from_params(Target::new(kind.clone(), ns, name)?, &HashMap::new())?;
             // Dependencies first, so a change during the judgement wakes this object again.
             self.set_deps(key, Some(&ask));
-            let verdict = self.evaluator.judge_fresh(&ask).await.verdict;
+            let judged = self.evaluator.judge_fresh(&ask).await;
+            let verdict = judged.verdict;
             let generation = object
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64);
             let requeue = (matches!(ask, Ask::CrdbCluster { .. }) && !verdict.is_healthy())
                 .then_some(PROBE_RECHECK);
             let mut wanted = wanted_annotations(&verdict, generation);
+            // The selector the verdict was judged with, from the evaluator's own snapshot: this
+            // object came from another watch, which may already show a newer selector.
             if *kind == Resource::Service
-                && let Some(selector) = judged_selector(&object)
+                && let Some(selector) = judged.judged_selector.or_else(|| judged_selector(&object))
             {
                 wanted.insert(JUDGED_SELECTOR.into(), selector);
             }

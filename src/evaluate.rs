@@ -260,6 +260,10 @@ pub struct Judgement {
     /// is never grounds for Degraded: a gate's timeout does not fire on it (DESIGN.md: "Degraded
     /// needs evidence about the cluster, never about wavegate's own state").
     pub blind: Option<String>,
+    /// For a Service: the selector this verdict was judged with (`k=v,…` sorted by key, `""`
+    /// for none), read from the same snapshot as the verdict. Annotation mode records it, and
+    /// must not take it from another read of the Service, which may be newer than the verdict.
+    pub judged_selector: Option<String>,
 }
 
 /// How long a persistent failure that is no longer observed is remembered. A failure that
@@ -357,10 +361,8 @@ impl Evaluator {
         let found = match self.find(ask).await {
             Ok(found) => found,
             Err(e) => Found {
-                finding: Finding::Settled(cache_verdict(ask, &e)),
-                grace: Duration::ZERO,
-                identity: String::new(),
                 blind: Some(e.to_string()),
+                ..Found::seen(cache_verdict(ask, &e).into(), Duration::ZERO, None)
             },
         };
         let key = format!("{}|{}", ask.key(), found.identity);
@@ -374,6 +376,7 @@ impl Evaluator {
         Judgement {
             verdict: found.finding.resolve(lasted, found.grace),
             blind: found.blind,
+            judged_selector: found.judged_selector,
         }
     }
 
@@ -393,16 +396,23 @@ impl Evaluator {
                 };
                 let f = service::check(namespace, name, svc.as_deref(), &pods, &slices, &params);
                 // A Service has no metadata.generation: its spec is its selector.
-                let identity = svc.as_deref().map(|s| {
+                let selector = svc.as_deref().map(|s| {
                     let selector = s.spec.as_ref().and_then(|spec| spec.selector.as_ref());
                     let text: Vec<String> = selector
                         .into_iter()
                         .flatten()
                         .map(|(k, v)| format!("{k}={v}"))
                         .collect();
-                    format!("{}@{}", identity_of(&s.metadata), text.join(","))
+                    text.join(",")
                 });
-                Found::seen(f, self.config.selector_grace, identity)
+                let identity = svc
+                    .as_deref()
+                    .zip(selector.as_ref())
+                    .map(|(s, text)| format!("{}@{text}", identity_of(&s.metadata)));
+                Found {
+                    judged_selector: selector,
+                    ..Found::seen(f, self.config.selector_grace, identity)
+                }
             }
             Ask::CnpgDatabase {
                 namespace,
@@ -572,6 +582,7 @@ struct Found {
     /// or of the same object at another spec, starts its own grace period.
     identity: String,
     blind: Option<String>,
+    judged_selector: Option<String>,
 }
 
 impl Found {
@@ -581,6 +592,7 @@ impl Found {
             grace,
             identity: identity.unwrap_or_default(),
             blind: None,
+            judged_selector: None,
         }
     }
 }

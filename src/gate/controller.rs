@@ -186,6 +186,7 @@ impl Gates {
                 Err(e) => Judgement {
                     verdict: invalid_check(e),
                     blind: None,
+                    judged_selector: None,
                 },
             };
             (n.clone(), j)
