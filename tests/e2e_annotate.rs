@@ -54,6 +54,21 @@ async fn opted_in_service_carries_the_verdict_and_loses_it_with_the_opt_in() {
         "{:?}",
         s.metadata.annotations
     );
+    // What Argo CD's script checks the verdict against: the selector it was judged with, and
+    // how long wavegate stands by it.
+    assert_eq!(
+        annotation(&s, "wavegate.dev/judged-selector").as_deref(),
+        Some("app=web"),
+        "{:?}",
+        s.metadata.annotations
+    );
+    let until: i64 = annotation(&s, "wavegate.dev/valid-until")
+        .and_then(|u| u.parse().ok())
+        .unwrap_or_else(|| panic!("no valid-until: {:?}", s.metadata.annotations));
+    assert!(
+        until > k8s_openapi::jiff::Timestamp::now().as_second(),
+        "{until}"
+    );
 
     set_pod_ready(&client, &ns, "web-0", "10.244.3.4", true).await;
     eventually(Duration::from_secs(15), "Healthy annotation", || async {
