@@ -1,8 +1,9 @@
 //! The subcommands: argument types and what each one runs.
 
 use crate::api::{self, AppState};
+use crate::ask::Ask;
 use crate::cache::{Cache, WatchLimits};
-use crate::evaluate::{Ask, EvalConfig, Evaluator};
+use crate::evaluate::{EvalConfig, Evaluator};
 use crate::health::{HealthStatus, Verdict};
 use crate::metrics::Metrics;
 use crate::probe::{Credentials, Scheme, TlsSettings};
@@ -282,10 +283,7 @@ pub async fn serve(args: ServeArgs) -> u8 {
         };
     // Readiness is what `serve` needs to do its job, the gate controller's WaveGates; watches
     // started by callers' reads never count (a caller could otherwise wedge it).
-    evaluator.cache().require(
-        crate::gate::controller::GROUP,
-        crate::gate::controller::PLURAL,
-    );
+    evaluator.cache().require(crate::gate::kind());
     if !args.status_validity.is_zero() && args.status_validity < args.resync * 2 {
         eprintln!(
             "wavegate: --status-validity ({}) must be at least twice --resync ({}): verdicts are \
