@@ -72,6 +72,10 @@ const RELIST_LAST_DELAY: Duration = Duration::from_secs(5);
 /// is noticed (and the watches relisted) within this.
 const HEARTBEAT_RETRY: Duration = Duration::from_secs(1);
 
+/// Changes buffered for a slow subscriber before it lags (and then re-reconciles everything, see
+/// `queue::run`): a Deployment rollout of a few hundred pods fits.
+const CHANGE_FEED_CAPACITY: usize = 4096;
+
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum CacheError {
     #[error("namespace {0} is not watched by this wavegate (see --namespaces)")]
@@ -280,7 +284,7 @@ impl Cache {
         limits: WatchLimits,
         metrics: Arc<Metrics>,
     ) -> Arc<Cache> {
-        let (changes, _) = broadcast::channel(4096);
+        let (changes, _) = broadcast::channel(CHANGE_FEED_CAPACITY);
         let cache = Arc::new(Cache {
             client,
             namespaces,

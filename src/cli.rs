@@ -44,8 +44,8 @@ pub struct ClusterArgs {
     #[arg(long, env = "WAVEGATE_CRDB_CREDENTIALS_DIR")]
     pub crdb_credentials_dir: Option<PathBuf>,
     /// How to reach CockroachDB nodes' HTTP port: `http` (insecure clusters) or `https`.
-    #[arg(long, env = "WAVEGATE_CRDB_SCHEME", default_value = "http", value_parser = ["http", "https"])]
-    pub crdb_scheme: String,
+    #[arg(long, env = "WAVEGATE_CRDB_SCHEME", value_enum, default_value_t = Scheme::Http)]
+    pub crdb_scheme: Scheme,
     /// PEM file of the CockroachDB cluster CA, to verify nodes over https (certificates must
     /// be valid for --crdb-tls-server-name). Required with --crdb-credentials-dir.
     #[arg(long, env = "WAVEGATE_CRDB_CA_FILE")]
@@ -173,11 +173,7 @@ impl ClusterArgs {
                 None => None,
             };
         Ok(EvalConfig {
-            crdb_scheme: if self.crdb_scheme == "https" {
-                Scheme::Https
-            } else {
-                Scheme::Http
-            },
+            crdb_scheme: self.crdb_scheme,
             crdb_tls: TlsSettings {
                 ca_pem,
                 accept_invalid_certs: self.crdb_insecure_skip_verify,

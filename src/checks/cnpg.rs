@@ -229,9 +229,7 @@ mod tests {
     use super::*;
     use crate::health::HealthStatus;
 
-    fn fixture(yaml: &str) -> Value {
-        serde_yaml::from_str(yaml).unwrap()
-    }
+    use crate::checks::fixtures::object as fixture;
 
     const NEW: &str = include_str!("../../tests/fixtures/cnpg/database-new.yaml");
     const APPLIED: &str = include_str!("../../tests/fixtures/cnpg/database-applied.yaml");

@@ -569,12 +569,7 @@ fn selects(
 
 /// Why Kubernetes does not consider the pod Ready, if it does not.
 fn kubernetes_unreadiness(pod: &Pod) -> Option<String> {
-    let ready = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
-    match ready {
+    match super::ready_condition(pod) {
         Some(c) if c.status == "True" => None,
         Some(c) => Some(match c.reason.as_deref() {
             Some(reason) => format!(
@@ -811,12 +806,10 @@ mod tests {
     const ID_A: &str = "15152a17-fcc9-4a51-8c04-af0ec0126551";
     const ID_B: &str = "2c4d3ec6-47f5-4161-97ff-ef4b12f595f0";
 
-    fn object(yaml: &str) -> Value {
-        serde_yaml::from_str(yaml).unwrap()
-    }
+    use crate::checks::fixtures::{items, object};
 
     fn owners(yaml: &str) -> Owners {
-        let list: Value = serde_yaml::from_str(yaml).unwrap();
+        let list = object(yaml);
         let mut owners = Owners::default();
         for item in list["items"].as_array().unwrap() {
             owners.record(item["kind"].as_str().unwrap(), [item]);
@@ -825,13 +818,7 @@ mod tests {
     }
 
     fn pods(yaml: &str) -> Vec<Arc<Pod>> {
-        let list: Value = serde_yaml::from_str(yaml).unwrap();
-        list["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| Arc::new(serde_json::from_value(p.clone()).unwrap()))
-            .collect()
+        items(yaml)
     }
 
     fn seed_plan() -> Plan {

@@ -337,9 +337,7 @@ mod tests {
     use super::*;
     use crate::health::HealthStatus;
 
-    fn fixture(yaml: &str) -> Value {
-        serde_yaml::from_str(yaml).unwrap()
-    }
+    use crate::checks::fixtures::object as fixture;
 
     const AVAILABLE: &str = "$.status.conditions[?@.type=='Available' && @.status=='True']";
 

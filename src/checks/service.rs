@@ -318,10 +318,7 @@ fn is_live(pod: &Pod) -> bool {
 
 /// `podutil.IsPodReady`: the pod's `Ready` condition is `True`.
 fn is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    super::ready_condition(pod).is_some_and(|c| c.status == "True")
 }
 
 /// How strongly a pod suggests it was meant to be selected, or `None` if it does not.
