@@ -148,7 +148,7 @@ const EXIT_USAGE: u8 = 2;
 const EXIT_TIMEOUT: u8 = 124;
 
 /// Exit code of `check` for each status (documented in `--help` and README).
-pub fn exit_code(status: HealthStatus) -> u8 {
+pub(crate) fn exit_code(status: HealthStatus) -> u8 {
     match status {
         HealthStatus::Healthy => 0,
         HealthStatus::Progressing => 3,

@@ -13,7 +13,7 @@ pub struct ResourceLabel {
 }
 
 impl ResourceLabel {
-    pub fn new(resource: &str) -> Self {
+    pub(crate) fn new(resource: &str) -> Self {
         ResourceLabel {
             resource: resource.to_string(),
         }
@@ -131,7 +131,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn record_verdict(&self, status: HealthStatus) {
+    pub(crate) fn record_verdict(&self, status: HealthStatus) {
         self.verdicts
             .get_or_create(&StatusLabel {
                 status: status.as_str().to_string(),
@@ -139,7 +139,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn record_cache(&self, hit: bool) {
+    pub(crate) fn record_cache(&self, hit: bool) {
         let outcome = if hit { "hit" } else { "miss" };
         self.verdict_cache
             .get_or_create(&OutcomeLabel {
@@ -148,7 +148,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn record_refusal(&self, reason: &str) {
+    pub(crate) fn record_refusal(&self, reason: &str) {
         self.api_refusals
             .get_or_create(&ReasonLabel {
                 reason: reason.to_string(),
@@ -156,7 +156,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn record_reconcile_error(&self, queue: &str) {
+    pub(crate) fn record_reconcile_error(&self, queue: &str) {
         self.reconcile_errors
             .get_or_create(&QueueLabel {
                 queue: queue.to_string(),
@@ -165,7 +165,7 @@ impl Metrics {
     }
 
     /// The OpenMetrics text exposition.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let mut out = String::new();
         match prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             Ok(()) => out,

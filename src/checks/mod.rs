@@ -3,12 +3,12 @@
 //! every rule is unit-tested with plain fixtures.
 
 pub mod application;
-pub mod builtin;
+pub(crate) mod builtin;
 pub mod cnpg;
 pub mod cockroach;
 #[cfg(test)]
 mod fixtures;
-pub mod generic;
+pub(crate) mod generic;
 pub mod service;
 
 use k8s_openapi::api::core::v1::{Pod, PodCondition};

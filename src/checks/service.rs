@@ -41,16 +41,16 @@ pub struct Params {
 
 impl Params {
     /// What a caller may set, as the HTTP API and `wavegate check -p` name it.
-    pub const NAMES: &[&str] = &["minReady"];
+    pub(crate) const NAMES: &[&str] = &["minReady"];
 
     /// One ready endpoint unless told otherwise.
-    pub fn new(min_ready: Option<u32>) -> Params {
+    pub(crate) fn new(min_ready: Option<u32>) -> Params {
         Params {
             min_ready: min_ready.unwrap_or(1),
         }
     }
 
-    pub fn from_query(q: &Query) -> Result<Params, InputError> {
+    pub(crate) fn from_query(q: &Query) -> Result<Params, InputError> {
         Ok(Params::new(q.parse("minReady")?))
     }
 }

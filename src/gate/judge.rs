@@ -20,18 +20,18 @@ use k8s_openapi::jiff::Timestamp;
 use std::collections::HashMap;
 use std::time::Duration;
 
-pub const READY: &str = "Ready";
+pub(crate) const READY: &str = "Ready";
 
 /// The question a check entry asks, or why it cannot be asked: a malformed name or JSONPath the
 /// schema could not catch, or a namespace or kind the installed [`CheckPolicy`] refuses (a
 /// tenant who may create a gate must not read other namespaces or Secrets through it).
 /// `gate_namespace` fills an omitted `namespace`.
-pub fn ask_of(check: &GateCheck, gate_namespace: &str) -> Result<Ask, InputError> {
+pub(crate) fn ask_of(check: &GateCheck, gate_namespace: &str) -> Result<Ask, InputError> {
     ask_under(check, gate_namespace, CheckPolicy::installed())
 }
 
 /// [`ask_of`] under an explicit policy.
-pub fn ask_under(
+pub(crate) fn ask_under(
     check: &GateCheck,
     gate_namespace: &str,
     policy: &CheckPolicy,
@@ -116,7 +116,7 @@ fn ask_unchecked(check: &GateCheck, gate_namespace: &str) -> Result<Ask, InputEr
 }
 
 /// What a check entry points at, as the HTTP API shows it: `services cicd/forgejo`.
-pub fn target_of(check: &GateCheck, gate_namespace: &str) -> String {
+pub(crate) fn target_of(check: &GateCheck, gate_namespace: &str) -> String {
     // Shown also for a check the policy refuses, so the reader sees what it pointed at.
     match ask_unchecked(check, gate_namespace) {
         Ok(ask) => ask.to_string(),
@@ -126,7 +126,7 @@ pub fn target_of(check: &GateCheck, gate_namespace: &str) -> String {
 
 /// Each check's verdict: evaluated where the entry is valid, Degraded where it is not (a gate
 /// whose check can never be asked would otherwise wait until Argo CD's own timeout).
-pub fn invalid_check(e: &InputError) -> Verdict {
+pub(crate) fn invalid_check(e: &InputError) -> Verdict {
     Verdict::degraded(format!("invalid check: {e}"))
 }
 
@@ -213,7 +213,7 @@ pub fn parse_timeout(s: &str) -> Result<Duration, String> {
 /// comment); `None` means it starts waiting now. `sync_started` is when the Argo CD operation
 /// that is syncing the gate's Application began: every sync attempt gets the full timeout, so a
 /// gate that timed out yesterday and is unchanged in git is not Degraded at once today.
-pub fn waiting_since(
+pub(crate) fn waiting_since(
     gate: &WaveGate,
     current: Option<&WaveGateStatus>,
     sync_started: Option<Timestamp>,
@@ -238,7 +238,10 @@ pub fn waiting_since(
 /// Argo CD's default tracking method since 3.0, util/argo/resource_tracking.go), else the
 /// instance label `app.kubernetes.io/instance` (label tracking). An app name `<ns>_<name>`
 /// names an Application outside Argo CD's own namespace ("apps in any namespace").
-pub fn managing_application(gate: &WaveGate, argocd_namespace: &str) -> Option<(String, String)> {
+pub(crate) fn managing_application(
+    gate: &WaveGate,
+    argocd_namespace: &str,
+) -> Option<(String, String)> {
     let tracked = gate
         .metadata
         .annotations
@@ -262,7 +265,7 @@ pub fn managing_application(gate: &WaveGate, argocd_namespace: &str) -> Option<(
 
 /// When the Application's running sync operation started (`status.operationState.startedAt`
 /// while `phase` is Running), if one is running.
-pub fn sync_started(app: &serde_json::Value) -> Option<Timestamp> {
+pub(crate) fn sync_started(app: &serde_json::Value) -> Option<Timestamp> {
     let op = &app["status"]["operationState"];
     if op["phase"].as_str() != Some("Running") {
         return None;
@@ -355,7 +358,7 @@ fn seconds(t: Timestamp) -> Timestamp {
 
 /// How long until the timeout fires for a gate that is not Healthy, so the controller can
 /// re-evaluate at that moment rather than at the next resync.
-pub fn until_timeout(
+pub(crate) fn until_timeout(
     health: HealthStatus,
     timeout: Option<Duration>,
     waited: Duration,
@@ -368,7 +371,7 @@ pub fn until_timeout(
 
 /// Elapsed time from `since` to `now`, zero if `since` is in the future (clock skew between
 /// the API server and wavegate).
-pub fn waited(since: Option<Timestamp>, now: Timestamp) -> Duration {
+pub(crate) fn waited(since: Option<Timestamp>, now: Timestamp) -> Duration {
     since
         .and_then(|s| (now - s).try_into().ok())
         .unwrap_or(Duration::ZERO)
