@@ -21,8 +21,10 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
+use kube::core::SelectorExt;
 use serde_json::Value;
 
+use super::{labels_of, selector_of};
 use crate::health::{Finding, Verdict};
 use crate::resource::{InputError, Query};
 
@@ -546,11 +548,11 @@ fn selects(
     generation: &Generation,
     selector: Option<&BTreeMap<String, String>>,
 ) -> bool {
+    if let Some(selector) = selector {
+        return selector_of(selector).matches(labels_of(pod));
+    }
     let labels = pod.metadata.labels.as_ref();
     let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
-    if let Some(selector) = selector {
-        return selector.iter().all(|(k, v)| label(k) == Some(v.as_str()));
-    }
     let current = || label(CLUSTER_LABEL) == Some(cluster);
     let older = || {
         (label(INSTANCE_LABEL) == Some(cluster) && label(NAME_LABEL) == Some("cockroachdb"))

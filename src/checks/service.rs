@@ -11,7 +11,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 
-use kube::core::{Selector, SelectorExt};
+use kube::core::SelectorExt;
+
+use super::{labels_of, selector_of};
 
 use crate::health::{Finding, Verdict};
 use crate::resource::{InputError, Query};
@@ -288,20 +290,6 @@ fn no_live_pods(
             described.join(", ")
         ),
     }
-}
-
-/// Kubernetes' selector semantics for Services: every selector pair must be among the pod's
-/// labels (`labels.SelectorFromSet`), which is what kube-core's `Selector` implements.
-fn selector_of(selector: &BTreeMap<String, String>) -> Selector {
-    selector
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
-fn labels_of(pod: &Pod) -> &BTreeMap<String, String> {
-    static NONE: BTreeMap<String, String> = BTreeMap::new();
-    pod.metadata.labels.as_ref().unwrap_or(&NONE)
 }
 
 /// A pod the EndpointSlice controller will publish (or is about to, once it has an IP).
