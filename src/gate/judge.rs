@@ -273,6 +273,30 @@ pub(crate) fn sync_started(app: &serde_json::Value) -> Option<Timestamp> {
     op["startedAt"].as_str()?.parse().ok()
 }
 
+/// Whether Argo CD recreates the gate for every sync: a sync hook (`argocd.argoproj.io/hook`)
+/// deleted before its next creation or once it succeeded. Argo CD's default hook deletion
+/// policy is `BeforeHookCreation` (docs: "Sync Phases and Waves", hook deletion policies;
+/// gitops-engine `pkg/sync/hook`), so only a policy that keeps a succeeded hook
+/// (`HookFailed` alone) lets a later sync meet an old verdict.
+///
+/// Such a gate's verdict needs no expiry: no later sync can read it, and while this sync runs
+/// it is the current verdict. So it carries no `validUntil` and a settled one is never
+/// rewritten.
+pub(crate) fn recreated_per_sync(gate: &WaveGate) -> bool {
+    let annotations = gate.metadata.annotations.as_ref();
+    let get = |k: &str| annotations.and_then(|a| a.get(k)).map(String::as_str);
+    if get("argocd.argoproj.io/hook").is_none() {
+        return false;
+    }
+    match get("argocd.argoproj.io/hook-delete-policy") {
+        None => true,
+        Some(policies) => policies
+            .split(',')
+            .map(str::trim)
+            .any(|p| p == "BeforeHookCreation" || p == "HookSucceeded"),
+    }
+}
+
 /// The status to write: `health`, each check, `observedGeneration` and `Ready`, carrying over
 /// each `lastTransitionTime` whose status did not change so that an unchanged verdict yields
 /// an identical status (and no write).
@@ -290,6 +314,7 @@ pub fn next_status(
     validity: Option<Duration>,
 ) -> WaveGateStatus {
     let now = seconds(now);
+    let validity = validity.filter(|_| !recreated_per_sync(gate));
     let valid_until = validity.map(|v| {
         let previous = current.and_then(|s| s.health.as_ref());
         let same =
@@ -853,6 +878,62 @@ mod tests {
         let done = serde_json::json!({"status": {"operationState": {
             "phase": "Failed", "startedAt": "2026-12-01T09:00:00Z"}}});
         assert_eq!(sync_started(&done), None);
+    }
+
+    #[test]
+    fn a_hook_gate_recreated_per_sync_needs_no_expiry_and_is_never_renewed() {
+        let hook = |policy: Option<&str>| {
+            let mut g = gate();
+            let mut a = std::collections::BTreeMap::from([(
+                "argocd.argoproj.io/hook".to_string(),
+                "Sync".to_string(),
+            )]);
+            if let Some(p) = policy {
+                a.insert("argocd.argoproj.io/hook-delete-policy".into(), p.into());
+            }
+            g.metadata.annotations = Some(a);
+            g
+        };
+        for (g, recreated) in [
+            (gate(), false),
+            (hook(None), true),
+            (hook(Some("BeforeHookCreation")), true),
+            (hook(Some("HookFailed, HookSucceeded")), true),
+            (hook(Some("HookFailed")), false),
+        ] {
+            assert_eq!(
+                recreated_per_sync(&g),
+                recreated,
+                "{:?}",
+                g.metadata.annotations
+            );
+            let now = ts("2026-12-01T10:00:00Z");
+            let checks = vec![("web".to_string(), Verdict::healthy("ok"))];
+            let s = next_status(
+                &g,
+                None,
+                checks,
+                Verdict::healthy("ok"),
+                None,
+                now,
+                Some(VALIDITY),
+            );
+            let until = s.health.as_ref().unwrap().valid_until;
+            assert_eq!(until.is_none(), recreated, "{:?}", g.metadata.annotations);
+            // Settled: the same verdict an hour later writes exactly the same status.
+            let later = ts("2026-12-01T11:00:00Z");
+            let checks = vec![("web".to_string(), Verdict::healthy("ok"))];
+            let again = next_status(
+                &g,
+                Some(&s),
+                checks,
+                Verdict::healthy("ok"),
+                None,
+                later,
+                Some(VALIDITY),
+            );
+            assert_eq!(again == s, recreated);
+        }
     }
 
     #[test]
