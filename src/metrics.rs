@@ -4,6 +4,7 @@ use crate::health::HealthStatus;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -56,6 +57,8 @@ pub struct Metrics {
     /// Reconciles that failed (a status or annotation write refused, a cache that could not
     /// answer), by queue: `gates`, `annotations`. Each is retried with backoff.
     pub reconcile_errors: Family<QueueLabel, Counter>,
+    /// 1 while this replica holds the writers' Lease (`--leader-elect`), or writes without one.
+    pub leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -114,8 +117,15 @@ impl Default for Metrics {
             "Failed reconciles (status or annotation writes, unreadable objects) by queue",
             reconcile_errors.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica runs the writers (holds the Lease with --leader-elect)",
+            leader.clone(),
+        );
         Metrics {
             registry,
+            leader,
             reconcile_errors,
             asks,
             verdicts,
