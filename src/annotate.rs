@@ -16,6 +16,7 @@
 
 use crate::cache::{CacheError, Change};
 use crate::evaluate::{Ask, Evaluator};
+use crate::events;
 use crate::gate::queue::{self, DepIndex, PROBE_RECHECK, QueueConfig, Reconcile, deps_of};
 use crate::health::Verdict;
 use crate::metrics::Metrics;
@@ -73,6 +74,7 @@ struct Annotator {
     evaluator: Arc<Evaluator>,
     metrics: Arc<Metrics>,
     index: Mutex<DepIndex<Key>>,
+    events: events::Publisher,
 }
 
 /// Run annotation mode until the cache's change feed closes. Each patch increments
@@ -91,6 +93,7 @@ pub async fn run_with(
 ) {
     let changes = evaluator.cache().subscribe();
     let annotator = Arc::new(Annotator {
+        events: events::Publisher::new(evaluator.cache().client().clone()),
         evaluator,
         metrics,
         index: Mutex::default(),
@@ -177,7 +180,7 @@ impl Annotator {
             self.set_deps(key, None);
             return Ok(None);
         }
-        let (wanted, requeue) = if opted_in(&current) {
+        let (wanted, requeue, event) = if opted_in(&current) {
             let ask = Ask::from_params(Target::new(kind.clone(), ns, name)?, &HashMap::new())?;
             // Dependencies first, so a change during the judgement wakes this object again.
             self.set_deps(key, Some(&ask));
@@ -201,13 +204,21 @@ impl Annotator {
                 let until = valid_until(&current, &wanted, validity, now);
                 wanted.insert(VALID_UNTIL.into(), until.to_string());
             }
-            (wanted, requeue)
+            // Compared with the annotation the object carries, not with memory (src/events.rs).
+            let old = events::parse_status(current.get(STATUS).map(String::as_str));
+            let event = events::transition(old, verdict.status, &verdict.message, false);
+            (wanted, requeue, event)
         } else {
             self.set_deps(key, None);
-            (BTreeMap::new(), None)
+            (BTreeMap::new(), None, None)
         };
         if let Some(patch) = annotation_patch(&current, &wanted) {
             self.write(kind, (ns, name), patch).await?;
+            if let Some(t) = event {
+                let ar = self.api_resource(kind).await?;
+                let regarding = events::reference(&object, &ar.api_version, &ar.kind);
+                self.events.publish(&t, events::ANNOTATE, &regarding).await;
+            }
         }
         Ok(requeue)
     }
@@ -234,7 +245,9 @@ impl Annotator {
             field_manager: Some(crate::gate::controller::FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
-        api.patch(name, &params, &Patch::Merge(&patch)).await?;
+        api.patch(name, &params, &Patch::Merge(&patch))
+            .await
+            .inspect_err(|_| self.metrics.record_write_error("annotate"))?;
         self.metrics.annotation_writes.inc();
         tracing::info!(object = %format!("{kind} {ns}/{name}"), "annotations written");
         Ok(())

@@ -9,6 +9,7 @@ pub mod cache;
 pub mod checks;
 pub mod cli;
 pub mod evaluate;
+pub mod events;
 pub mod gate;
 pub mod health;
 pub mod metrics;

@@ -4,6 +4,7 @@ use crate::health::HealthStatus;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -35,6 +36,23 @@ pub struct ReasonLabel {
     pub reason: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GateLabels {
+    pub namespace: String,
+    pub name: String,
+    pub status: String,
+}
+
+/// Who wrote: `gate` (WaveGate status) or `annotate` (annotation mode).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriterLabel {
+    pub writer: String,
+}
+
+/// The writers of [`Metrics::write_errors`], created at 0 so that `rate()` sees them before the
+/// first failure.
+pub const WRITERS: [&str; 2] = ["gate", "annotate"];
+
 pub struct Metrics {
     registry: Registry,
     pub asks: Family<ResourceLabel, Counter>,
@@ -48,6 +66,13 @@ pub struct Metrics {
     /// API requests refused before a handler answered them: `unauthorized`, `out_of_scope`
     /// (Argo CD proxy scope), `kind_not_allowed`, `overloaded`, `timeout`, `too_many_waiters`.
     pub api_refusals: Family<ReasonLabel, Counter>,
+    /// 1 for each WaveGate's current status (kube-state-metrics style); deploy/monitoring's
+    /// "Degraded" and "Progressing too long" alerts read it.
+    pub gate_health: Family<GateLabels, Gauge>,
+    /// Status or annotation patches the API server refused (the "writes failing" alert).
+    pub write_errors: Family<WriterLabel, Counter>,
+    /// CockroachDB pod probes without a usable answer (the "probe errors" alert).
+    pub probe_errors: Counter,
 }
 
 impl Default for Metrics {
@@ -100,8 +125,34 @@ impl Default for Metrics {
              overloaded, timeout, too_many_waiters)",
             api_refusals.clone(),
         );
+        let gate_health = Family::<GateLabels, Gauge>::default();
+        registry.register(
+            "gate_health",
+            "1 for each WaveGate's current status (labels namespace, name, status)",
+            gate_health.clone(),
+        );
+        let write_errors = Family::<WriterLabel, Counter>::default();
+        for writer in WRITERS {
+            let _ = write_errors.get_or_create(&WriterLabel {
+                writer: writer.to_string(),
+            });
+        }
+        registry.register(
+            "write_errors",
+            "WaveGate status (writer=gate) and annotation (writer=annotate) patches that failed",
+            write_errors.clone(),
+        );
+        let probe_errors = Counter::default();
+        registry.register(
+            "probe_errors",
+            "CockroachDB pod probes without a usable answer (refused, timed out, garbage)",
+            probe_errors.clone(),
+        );
         Metrics {
             registry,
+            gate_health,
+            write_errors,
+            probe_errors,
             asks,
             verdicts,
             verdict_cache,
@@ -141,6 +192,31 @@ impl Metrics {
             .inc();
     }
 
+    /// A patch by `writer` (one of [`WRITERS`]) failed.
+    pub fn record_write_error(&self, writer: &str) {
+        self.write_errors
+            .get_or_create(&WriterLabel {
+                writer: writer.to_string(),
+            })
+            .inc();
+    }
+
+    /// Gate `namespace/name` is now `status` (`None`: the gate is gone).
+    pub fn set_gate_health(&self, namespace: &str, name: &str, status: Option<HealthStatus>) {
+        for s in HealthStatus::ALL {
+            let labels = GateLabels {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                status: s.as_str().to_string(),
+            };
+            if Some(s) == status {
+                self.gate_health.get_or_create(&labels).set(1);
+            } else {
+                self.gate_health.remove(&labels);
+            }
+        }
+    }
+
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -148,5 +224,37 @@ impl Metrics {
             Ok(()) => out,
             Err(e) => format!("# encoding failed: {e}\n"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gate_shows_only_its_current_status_and_disappears_when_gone() {
+        let m = Metrics::default();
+        m.set_gate_health("cicd", "db-ready", Some(HealthStatus::Progressing));
+        m.set_gate_health("cicd", "db-ready", Some(HealthStatus::Degraded));
+        let text = m.encode();
+        assert!(
+            text.contains(
+                r#"wavegate_gate_health{namespace="cicd",name="db-ready",status="Degraded"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(!text.contains(r#"status="Progressing""#), "{text}");
+        m.set_gate_health("cicd", "db-ready", None);
+        assert!(!m.encode().contains("db-ready"));
+    }
+
+    #[test]
+    fn write_errors_exist_at_zero_before_the_first_failure() {
+        let text = Metrics::default().encode();
+        assert!(
+            text.contains(r#"wavegate_write_errors_total{writer="gate"} 0"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"wavegate_write_errors_total{writer="annotate"} 0"#));
     }
 }
