@@ -15,5 +15,7 @@ pub mod health;
 pub mod metrics;
 pub mod policy;
 pub mod probe;
+mod progress;
 pub mod resource;
+mod table;
 pub mod waves;
