@@ -60,6 +60,10 @@ pub struct Waves {
     pub blocking_wave: Option<i64>,
     pub message: String,
     pub waves: Vec<Wave>,
+    /// The last sync drawn as a timeline (`timeline`); only the per-application waves
+    /// endpoints fill it in.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub timeline: Option<crate::timeline::Timeline>,
 }
 
 /// The resources of an Application with their waves, skipping hooks (they run during a sync
@@ -155,6 +159,7 @@ pub fn assemble(
         blocking_wave: blocking.map(|w| w.wave),
         message,
         waves,
+        timeline: None,
     }
 }
 

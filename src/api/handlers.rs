@@ -193,7 +193,10 @@ async fn waves_of(state: &AppState, namespace: &str, name: &str) -> Result<Waves
             e => ApiError::Unavailable(e.to_string()),
         })?
         .ok_or_else(|| ApiError::NotFound(format!("Application {namespace}/{name} not found")))?;
-    Ok(waves::view(&state.evaluator, &app).await)
+    let mut view = waves::view(&state.evaluator, &app).await;
+    let now = chrono::Utc::now();
+    view.timeline = Some(crate::timeline::of(state.evaluator.cache(), &app, &view, now).await);
+    Ok(view)
 }
 
 fn gate_cache_error(e: CacheError) -> ApiError {
