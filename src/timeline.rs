@@ -15,10 +15,12 @@
 //!   CD applies every resource with the field manager `argocd-controller` (argo-cd
 //!   common/common.go `ArgoCDSSAManager`, passed by controller/sync.go
 //!   `WithServerSideApplyManager` and used by gitops-engine pkg/utils/kube/resource_ops.go
-//!   `newApplyOptionsCommon` for client-side apply too), and the API server stamps that
-//!   manager's `managedFields[].time` whenever its request changes the object (k8s.io/apimachinery
-//!   pkg/util/managedfields/internal/managedfieldsupdater.go: `Update` only when the operation
-//!   took fields, `Apply` only when the object changed). A stamp inside the sync window is when
+//!   `newApplyOptionsCommon` for client-side apply too; k8s.io/kubectl pkg/cmd/apply/apply.go
+//!   sends it on the create and the patch alike, `WithFieldManager(o.FieldManager)`), and the
+//!   API server stamps that manager's `managedFields[].time` whenever its request changes the
+//!   object (k8s.io/apimachinery pkg/util/managedfields/internal/managedfieldsupdater.go: `Update`
+//!   only when the operation took fields, `Apply` only when the object changed). A stamp inside
+//!   the sync window is when
 //!   this sync applied the object; an older one means the sync's apply changed nothing
 //!   ("unchanged"). Both clocks (the API server's, Argo CD's `startedAt`) have one-second
 //!   resolution (`metav1.Time`).
