@@ -81,6 +81,9 @@ pub struct SyncWindow {
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "camelCase")]
 pub enum Applied {
+    /// Argo CD's apply failed (`ResourceResult.status` `SyncFailed`); first, so a wave with any
+    /// failure shows it (its `appliedAt` still dates the resources that were applied).
+    Failed,
     /// Changed by this sync at `at`.
     Applied,
     /// Not in the sync's results yet while it runs: Argo CD has not reached this wave.
@@ -89,7 +92,8 @@ pub enum Applied {
     Unknown,
     /// In the sync's results, but Argo CD's apply changed nothing.
     Unchanged,
-    /// Not in the results of a sync that has ended.
+    /// Not applied by the sync: absent from the results of a sync that has ended, or pruned
+    /// (`Pruned`, `PruneSkipped`).
     NotInSync,
 }
 
@@ -218,6 +222,7 @@ pub fn build(
     for wave in &waves.waves {
         let mut resources = Vec::new();
         let mut notes: Vec<String> = Vec::new();
+        let mut failed: Vec<String> = Vec::new();
         let mut untimed_healthy: Vec<String> = Vec::new();
         for j in &wave.resources {
             let r = &j.resource;
@@ -227,6 +232,19 @@ pub fn build(
                 (None, _) => (Applied::Unknown, None),
                 (Some(_), None) if running => (Applied::Pending, None),
                 (Some(_), None) => (Applied::NotInSync, None),
+                // gitops-engine pkg/sync/common/types.go ResultCode.
+                (Some(_), Some(x)) if x.get("status") == Some(&Value::from("SyncFailed")) => {
+                    failed.push(format!("{} {}", r.kind, r.name));
+                    (Applied::Failed, None)
+                }
+                (Some(_), Some(x))
+                    if matches!(
+                        x.get("status").and_then(Value::as_str),
+                        Some("Pruned" | "PruneSkipped")
+                    ) =>
+                {
+                    (Applied::NotInSync, None)
+                }
                 (Some((_, started, _)), Some(_)) => match facts.argocd_changed_at {
                     Some(t) if t >= *started => (Applied::Applied, Some(t)),
                     Some(_) => (Applied::Unchanged, None),
@@ -275,6 +293,10 @@ pub fn build(
             .unwrap_or(Applied::Unknown);
         let applied_note = match (&window, applied) {
             (None, _) => "Argo CD has recorded no sync operation".to_string(),
+            (_, Applied::Failed) => format!(
+                "Argo CD's apply failed (SyncFailed) for {}",
+                failed.join(", ")
+            ),
             (_, Applied::Applied) => {
                 format!("Argo CD ({ARGOCD_MANAGER}) changed it at this time (managedFields)")
             }
@@ -283,7 +305,7 @@ pub fn build(
             (_, Applied::Unchanged) => {
                 "applied by the sync without changes (no new managedFields time)".into()
             }
-            (_, Applied::NotInSync) => "not in the last sync's results".into(),
+            (_, Applied::NotInSync) => "not applied by the last sync".into(),
         };
         let (healthy, healthy_at, healthy_note) = if wave.status != HealthStatus::Healthy {
             (Healthy::NotHealthy, None, format!("{}", wave.status))
@@ -638,6 +660,34 @@ mod tests {
             &waves(HealthStatus::Healthy),
             live,
             t("2026-12-01T03:06:00Z"),
+        );
+        assert_eq!(tl.waves[3].applied, Applied::NotInSync);
+    }
+
+    #[test]
+    fn a_failed_apply_marks_its_wave_and_pruned_resources_are_not_applied() {
+        let mut app = mid_sync();
+        let results = app["status"]["operationState"]["syncResult"]["resources"]
+            .as_array_mut()
+            .unwrap();
+        results[1]["status"] = json!("SyncFailed");
+        results.push(result("postgresql.cnpg.io", "Database", "forgejo"));
+        results.last_mut().unwrap()["status"] = json!("PruneSkipped");
+        let tl = build(
+            &app,
+            &waves(HealthStatus::Progressing),
+            live,
+            t("2026-12-01T03:02:00Z"),
+        );
+        assert_eq!(tl.waves[1].applied, Applied::Failed);
+        assert!(
+            tl.waves[1]
+                .applied_note
+                .contains("SyncFailed) for Service forgejo")
+        );
+        assert_eq!(
+            tl.waves[1].resources[0].sync_result.as_deref(),
+            Some("SyncFailed")
         );
         assert_eq!(tl.waves[3].applied, Applied::NotInSync);
     }

@@ -295,7 +295,7 @@
         kids.push({ tag: 'rect', attrs: bar, title: w.appliedNote });
         kids.push({ tag: 'circle', attrs: { cx: ax, cy: mid, r: 4.5, fill: '#fff', stroke: INK, strokeWidth: 2, 'data-testid': 'timeline-applied' },
           title: 'applied ' + w.appliedAt + ' \u2014 ' + w.appliedNote });
-        words = 'applied ' + rel(parse(w.appliedAt));
+        words = 'applied ' + rel(parse(w.appliedAt)) + (w.applied === 'failed' ? ' \u00b7 ' + w.appliedNote : '');
         if (hx != null) {
           kids.push({ tag: 'path', attrs: { d: 'M' + hx + ' ' + (mid - 8) + ' l8 8 l-8 8 l-8 -8 z', fill: GREEN, stroke: '#fff', strokeWidth: 1, 'data-testid': 'timeline-healthy' },
             title: 'truly healthy ' + w.healthyAt + ' \u2014 ' + w.healthyNote });
@@ -306,7 +306,7 @@
           words += ' \u00b7 not truly healthy ' + (running ? 'for ' : 'when the sync ended, after ') + rel(end - parse(w.appliedAt) + t0).replace('+', '');
         }
       } else {
-        words = ({ pending: 'not applied yet \u2014 Argo CD has not reached this wave', unchanged: 'applied without changes (no time recorded)',
+        words = ({ failed: w.appliedNote, pending: 'not applied yet \u2014 Argo CD has not reached this wave', unchanged: 'applied without changes (no time recorded)',
           unknown: 'applied, time unknown: ' + (w.appliedNote || ''), notInSync: 'not part of the last sync' })[w.applied] || w.appliedNote || '';
         if (w.healthy === 'healthy' && w.healthyAt) words += ' \u00b7 truly healthy since ' + w.healthyAt;
       }
