@@ -229,6 +229,15 @@ describe('wave timeline', () => {
     assert.ok(svgLabel, 'the picture has an accessible name and description');
     await shoot(fig, 'timeline-dashboard-before-fix');
 
+    // A running sync's timeline moves on every refresh; the rest of the card stays the same nodes
+    // (text selection and focus survive).
+    const axisEnd = page.locator(`${DASH_FIG} [data-testid="timeline-axis-end"]`);
+    const endBefore = await axisEnd.textContent();
+    await page.evaluate(() => { document.querySelector('[data-testid="app-argocd-platform"] h3').__kept = true; });
+    await eventually(async () => (await axisEnd.textContent()) !== endBefore, { ms: 10000, what: 'the running sync\'s timeline to move on' });
+    assert.equal(await page.evaluate(() => document.querySelector('[data-testid="app-argocd-platform"] h3').__kept === true), true,
+      'the card\'s heading was rebuilt although only the timeline changed');
+
     // The fix: the gate turns Ready, and its wave gets a healthy mark at the gate's transition.
     await setForgejoSelector('gitea');
     await eventually(async () => {
