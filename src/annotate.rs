@@ -14,15 +14,18 @@
 //! creates an object that was deleted meanwhile (the API server answers 404), and `null`
 //! removes an annotation whoever wrote it.
 
+use crate::ask::{Ask, Check};
 use crate::cache::{CacheError, Change};
-use crate::evaluate::{Ask, Evaluator};
-use crate::gate::queue::{self, DepIndex, PROBE_RECHECK, QueueConfig, Reconcile, deps_of};
+use crate::deps::DepIndex;
+use crate::evaluate::{Evaluator, reads};
 use crate::health::Verdict;
 use crate::metrics::Metrics;
+use crate::queue::{self, QueueConfig, Reconcile};
 use crate::resource::{InputError, Resource, Target};
+use crate::written::{self, DEFAULT_STATUS_VALIDITY, FIELD_MANAGER};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use thiserror::Error;
@@ -45,18 +48,8 @@ const WRITTEN: [&str; 5] = [
     JUDGED_SELECTOR,
 ];
 
-/// The kinds annotation mode judges.
-fn kinds() -> [Resource; 4] {
-    [
-        Resource::Service,
-        Resource::CnpgDatabase,
-        Resource::CrdbCluster,
-        Resource::Application,
-    ]
-}
-
 #[derive(Debug, Error)]
-enum AnnotateError {
+pub enum AnnotateError {
     #[error(transparent)]
     Cache(#[from] CacheError),
     #[error(transparent)]
@@ -78,7 +71,7 @@ struct Annotator {
 /// Run annotation mode until the cache's change feed closes. Each patch increments
 /// [`Metrics::annotation_writes`].
 pub async fn run(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, resync: Duration) {
-    let validity = Some(crate::gate::controller::DEFAULT_STATUS_VALIDITY);
+    let validity = Some(DEFAULT_STATUS_VALIDITY);
     run_with(evaluator, metrics, resync, validity).await
 }
 
@@ -92,17 +85,20 @@ pub async fn run_with(
     let changes = evaluator.cache().subscribe();
     let annotator = Arc::new(Annotator {
         evaluator,
-        metrics,
+        metrics: metrics.clone(),
         index: Mutex::default(),
         validity,
     });
     tracing::info!(
         "annotation mode started (watching services, CNPG databases, CrdbClusters, Argo CD applications)"
     );
-    queue::run(annotator, changes, QueueConfig::new(resync)).await;
+    let config = QueueConfig::new("annotations", resync);
+    queue::run(annotator, changes, config, metrics).await;
 }
 
 impl Reconcile<Key> for Annotator {
+    type Error = AnnotateError;
+
     fn affected(&self, change: &Change) -> Vec<Key> {
         let mut keys = self
             .index
@@ -110,9 +106,9 @@ impl Reconcile<Key> for Annotator {
             .map(|idx| idx.affected(change))
             .unwrap_or_default();
         // The object itself, so that opting in (or out) is noticed at once.
-        if let Some(kind) = kinds()
+        if let Some(kind) = Resource::DEDICATED
             .into_iter()
-            .find(|k| k.to_string() == change.resource)
+            .find(|k| k.kind() == change.kind)
         {
             keys.push((kind, change.namespace.clone(), change.name.clone()));
         }
@@ -122,9 +118,8 @@ impl Reconcile<Key> for Annotator {
     async fn all(&self) -> Vec<Key> {
         let cache = self.evaluator.cache();
         let mut keys = Vec::new();
-        for kind in kinds() {
-            let (group, plural) = kind.group_plural();
-            match cache.objects(group, plural, None).await {
+        for kind in Resource::DEDICATED {
+            match cache.objects(&kind.kind(), None).await {
                 Ok(objects) => keys.extend(
                     objects
                         .iter()
@@ -148,25 +143,18 @@ impl Reconcile<Key> for Annotator {
         keys
     }
 
-    async fn reconcile(&self, key: Key) -> Option<Duration> {
-        match self.annotate(&key).await {
-            Ok(requeue) => requeue,
-            Err(e) => {
-                tracing::warn!(object = %format!("{} {}/{}", key.0, key.1, key.2), error = %e, "not annotated");
-                None
-            }
-        }
+    async fn reconcile(&self, key: Key) -> Result<Option<Duration>, AnnotateError> {
+        self.annotate(&key).await
     }
 }
 
 impl Annotator {
     async fn annotate(&self, key: &Key) -> Result<Option<Duration>, AnnotateError> {
         let (kind, ns, name) = key;
-        let (group, plural) = kind.group_plural();
         let Some(object) = self
             .evaluator
             .cache()
-            .object(group, plural, ns, name)
+            .object(&kind.kind(), ns, name)
             .await?
         else {
             self.set_deps(key, None);
@@ -178,7 +166,7 @@ impl Annotator {
             return Ok(None);
         }
         let (wanted, requeue) = if opted_in(&current) {
-            let ask = Ask::from_params(Target::new(kind.clone(), ns, name)?, &HashMap::new())?;
+            let ask = Ask::with_defaults(Target::new(kind.clone(), ns, name)?);
             // Dependencies first, so a change during the judgement wakes this object again.
             self.set_deps(key, Some(&ask));
             let judged = self.evaluator.judge_fresh(&ask).await;
@@ -186,8 +174,8 @@ impl Annotator {
             let generation = object
                 .pointer("/metadata/generation")
                 .and_then(Value::as_i64);
-            let requeue = (matches!(ask, Ask::CrdbCluster { .. }) && !verdict.is_healthy())
-                .then_some(PROBE_RECHECK);
+            let requeue = (matches!(ask.check, Check::CrdbCluster(_)) && !verdict.is_healthy())
+                .then(|| self.evaluator.probe_recheck());
             let mut wanted = wanted_annotations(&verdict, generation);
             // The selector the verdict was judged with, from the evaluator's own snapshot: this
             // object came from another watch, which may already show a newer selector.
@@ -215,7 +203,7 @@ impl Annotator {
     fn set_deps(&self, key: &Key, ask: Option<&Ask>) {
         if let Ok(mut idx) = self.index.lock() {
             match ask {
-                Some(ask) => idx.set(key.clone(), deps_of(ask)),
+                Some(ask) => idx.set(key.clone(), reads(ask)),
                 None => idx.remove(key),
             }
         }
@@ -231,7 +219,7 @@ impl Annotator {
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.evaluator.cache().client().clone(), ns, &ar);
         let params = PatchParams {
-            field_manager: Some(crate::gate::controller::FIELD_MANAGER.into()),
+            field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
         api.patch(name, &params, &Patch::Merge(&patch)).await?;
@@ -244,8 +232,7 @@ impl Annotator {
     /// CrdbCluster is served as v1beta1 or, by older operators, v1alpha1), from the cache's
     /// discovery.
     async fn api_resource(&self, kind: &Resource) -> Result<ApiResource, AnnotateError> {
-        let (group, plural) = kind.group_plural();
-        Ok(self.evaluator.cache().discover(group, plural).await?)
+        Ok(self.evaluator.cache().discover(&kind.kind()).await?)
     }
 }
 
@@ -299,15 +286,11 @@ fn valid_until(
     validity: Duration,
     now: i64,
 ) -> i64 {
-    let v = i64::try_from(validity.as_secs()).unwrap_or(i64::MAX / 4);
     let same = [STATUS, MESSAGE, OBSERVED_GENERATION, JUDGED_SELECTOR]
         .iter()
         .all(|k| current.get(*k) == wanted.get(*k));
-    current
-        .get(VALID_UNTIL)
-        .and_then(|u| u.parse::<i64>().ok())
-        .filter(|until| same && until - now >= v / 2)
-        .unwrap_or(now.saturating_add(v))
+    let previous = current.get(VALID_UNTIL).and_then(|u| u.parse::<i64>().ok());
+    written::valid_until(previous, same, validity, now)
 }
 
 /// The three annotations for a verdict; `observed-generation` only for kinds with a generation.

@@ -30,6 +30,7 @@
 //! while.
 
 use crate::metrics::{Metrics, ResourceLabel};
+use crate::resource::Kind;
 use futures::StreamExt;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
@@ -72,6 +73,10 @@ const RELIST_LAST_DELAY: Duration = Duration::from_secs(5);
 /// is noticed (and the watches relisted) within this.
 const HEARTBEAT_RETRY: Duration = Duration::from_secs(1);
 
+/// Changes buffered for a slow subscriber before it lags (and then re-reconciles everything, see
+/// `queue::run`): a Deployment rollout of a few hundred pods fits.
+const CHANGE_FEED_CAPACITY: usize = 4096;
+
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub enum CacheError {
     #[error("namespace {0} is not watched by this wavegate (see --namespaces)")]
@@ -102,8 +107,7 @@ pub enum CacheError {
 /// reference it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Change {
-    /// kubectl-style resource: `pods`, `services`, `databases.postgresql.cnpg.io`, …
-    pub resource: String,
+    pub kind: Kind,
     pub namespace: String,
     pub name: String,
 }
@@ -244,7 +248,7 @@ pub struct Cache {
     services: WatchSet<Service>,
     slices: WatchSet<EndpointSlice>,
     dynamic: WatchSet<DynamicObject>,
-    discovered: moka::future::Cache<(String, String), Result<ApiResource, CacheError>>,
+    discovered: moka::future::Cache<(String, Served), Result<ApiResource, CacheError>>,
     /// (group, plural, namespace or "") → may wavegate list and watch it.
     access: moka::future::Cache<(String, String, String), bool>,
     /// Resources (`wavegates.wavegate.dev`) whose watches readiness covers,
@@ -281,7 +285,7 @@ impl Cache {
         limits: WatchLimits,
         metrics: Arc<Metrics>,
     ) -> Arc<Cache> {
-        let (changes, _) = broadcast::channel(4096);
+        let (changes, _) = broadcast::channel(CHANGE_FEED_CAPACITY);
         let cache = Arc::new(Cache {
             client,
             namespaces,
@@ -321,15 +325,15 @@ impl Cache {
     /// Make readiness cover the watches of `plural.group` (in every watched namespace), and
     /// start them now, retrying until they start (a CRD installed later, an API server that
     /// is not up yet). They are never bounded or evicted.
-    pub fn require(self: &Arc<Self>, group: &str, plural: &str) {
-        let what = resource_name(group, plural);
+    pub fn require(self: &Arc<Self>, kind: Kind) {
+        let what = kind.to_string();
         lock(&self.required).insert(what.clone(), None);
-        let (cache, group, plural) = (Arc::downgrade(self), group.to_string(), plural.to_string());
+        let cache = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut backoff = watcher::DefaultBackoff::default();
             loop {
                 let Some(c) = cache.upgrade() else { return };
-                let error = match c.objects(&group, &plural, None).await {
+                let error = match c.objects(&kind, None).await {
                     Ok(_) | Err(CacheError::NotSynced(_) | CacheError::Relisting { .. }) => None,
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot start a required watch; retrying");
@@ -412,7 +416,7 @@ impl Cache {
     /// Pods of one namespace, stripped to what checks read.
     pub async fn pods(&self, namespace: &str) -> Result<Vec<Arc<Pod>>, CacheError> {
         let w = self
-            .typed_watch(&self.pods, "pods", namespace, strip_pod)
+            .typed_watch(&self.pods, Kind::PODS, namespace, strip_pod)
             .await?;
         self.read(&w).await?;
         // The store has no namespace index; filtering in place at least copies (and
@@ -427,7 +431,7 @@ impl Cache {
         name: &str,
     ) -> Result<Option<Arc<Service>>, CacheError> {
         let w = self
-            .typed_watch(&self.services, "services", namespace, strip_meta)
+            .typed_watch(&self.services, Kind::SERVICES, namespace, strip_meta)
             .await?;
         self.read(&w).await?;
         Ok(w.store.get(&ObjectRef::new(name).within(namespace)))
@@ -442,7 +446,7 @@ impl Cache {
         service: &str,
     ) -> Result<Vec<Arc<EndpointSlice>>, CacheError> {
         let w = self
-            .typed_watch(&self.slices, "endpointslices", namespace, strip_meta)
+            .typed_watch(&self.slices, Kind::ENDPOINT_SLICES, namespace, strip_meta)
             .await?;
         self.read(&w).await?;
         Ok(w.store.state_filter(|s| {
@@ -457,12 +461,11 @@ impl Cache {
     /// One object of any kind, as JSON (`None` when it does not exist).
     pub async fn object(
         &self,
-        group: &str,
-        plural: &str,
+        kind: &Kind,
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, CacheError> {
-        let w = self.dynamic_watch(group, plural, namespace).await?;
+        let w = self.dynamic_watch(kind, namespace).await?;
         self.read(&w).await?;
         // A cluster-scoped object (Argo CD lists it with namespace "") has no namespace in its
         // reference; `within("")` would name one that nothing lives in.
@@ -479,8 +482,7 @@ impl Cache {
     /// is `None`.
     pub async fn objects(
         &self,
-        group: &str,
-        plural: &str,
+        kind: &Kind,
         namespace: Option<&str>,
     ) -> Result<Vec<Value>, CacheError> {
         let scopes: Vec<Option<String>> = match (namespace, &self.namespaces) {
@@ -491,7 +493,7 @@ impl Cache {
         let mut out = Vec::new();
         for scope in scopes {
             let ns = scope.as_deref().unwrap_or("");
-            let w = self.dynamic_watch(group, plural, ns).await?;
+            let w = self.dynamic_watch(kind, ns).await?;
             self.read(&w).await?;
             out.extend(
                 w.store
@@ -543,7 +545,7 @@ impl Cache {
     async fn typed_watch<K>(
         &self,
         set: &WatchSet<K>,
-        what: &str,
+        kind: Kind,
         namespace: &str,
         strip: fn(&mut K),
     ) -> Result<Watch<K>, CacheError>
@@ -557,25 +559,24 @@ impl Cache {
             + 'static,
     {
         let scope = self.scope(namespace)?;
-        let key = (what.to_string(), scope.clone());
+        let key = (kind.to_string(), scope.clone());
         if let Some(w) = lock(set).get(&key) {
             return Ok(w.clone());
         }
-        self.authorize(&K::group(&()), what, &scope).await?;
+        self.authorize(&kind, &scope).await?;
         let api: Api<K> = match &scope {
             Some(ns) => Api::namespaced(self.client.clone(), ns),
             None => Api::all(self.client.clone()),
         };
-        self.start(set, key, api, (), strip)
+        self.start(set, kind, key, api, (), strip)
     }
 
     async fn dynamic_watch(
         &self,
-        group: &str,
-        plural: &str,
+        kind: &Kind,
         namespace: &str,
     ) -> Result<Watch<DynamicObject>, CacheError> {
-        let what = resource_name(group, plural);
+        let what = kind.to_string();
         let scope = if namespace.is_empty() {
             None
         } else {
@@ -585,31 +586,27 @@ impl Cache {
         if let Some(w) = lock(&self.dynamic).get(&key) {
             return Ok(w.clone());
         }
-        let ar = self.discover(group, plural).await?;
-        self.authorize(group, plural, &scope).await?;
+        let ar = self.discover(kind).await?;
+        self.authorize(kind, &scope).await?;
         let api: Api<DynamicObject> = match &scope {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
             None => Api::all_with(self.client.clone(), &ar),
         };
-        let strip = if what == "applications.argoproj.io" {
+        let strip = if *kind == Kind::fixed("argoproj.io", "applications") {
             strip_application
         } else {
             strip_meta
         };
-        self.start(&self.dynamic, key, api, ar, strip)
+        self.start(&self.dynamic, kind.clone(), key, api, ar, strip)
     }
 
     /// Whether wavegate may list and watch `plural.group` in `scope`, from a cached
     /// SelfSubjectAccessReview (authorization.k8s.io/v1; every authenticated user may create
     /// one, through the default `system:basic-user` ClusterRole). Asked before a watch starts:
     /// a watch RBAC forbids would only retry its 403 forever and never sync.
-    async fn authorize(
-        &self,
-        group: &str,
-        plural: &str,
-        scope: &Option<String>,
-    ) -> Result<(), CacheError> {
-        let what = label_of(&resource_name(group, plural), scope);
+    async fn authorize(&self, kind: &Kind, scope: &Option<String>) -> Result<(), CacheError> {
+        let what = label_of(&kind.to_string(), scope);
+        let (group, plural) = (kind.group.as_ref(), kind.plural.as_ref());
         let key = (
             group.to_string(),
             plural.to_string(),
@@ -643,6 +640,7 @@ impl Cache {
     fn start<K>(
         &self,
         set: &WatchSet<K>,
+        kind: Kind,
         key: WatchKey,
         api: Api<K>,
         dyntype: K::DynamicType,
@@ -669,7 +667,7 @@ impl Cache {
                     max,
                 })?;
         }
-        let w = self.spawn(api, dyntype, &key.0, label, required, strip);
+        let w = self.spawn(api, dyntype, kind, label, required, strip);
         guard.insert(key, w.clone());
         Ok(w)
     }
@@ -740,47 +738,46 @@ impl Cache {
     /// The plural under which the API server serves `kind` in `group` (for resources named by
     /// kind, as Argo CD lists them in an Application's status).
     pub async fn plural_of(&self, group: &str, kind: &str) -> Result<String, CacheError> {
-        let client = self.client.clone();
-        let (g, k) = (group.to_string(), kind.to_string());
+        let what = format!("kind {kind} in group {group:?}");
         let found = self
-            .discovered
-            .get_with((g.clone(), format!("Kind:{k}")), async move {
-                let what = format!("kind {k} in group {g:?}");
-                match kube::discovery::group(&client, &g).await {
-                    Ok(api_group) => api_group
-                        .recommended_kind(&k)
-                        .map(|(ar, _)| ar)
-                        .ok_or(CacheError::NotInstalled(what)),
-                    Err(kube::Error::Discovery(_)) => Err(CacheError::NotInstalled(what)),
-                    Err(e) => Err(CacheError::Discovery {
-                        what,
-                        error: e.to_string(),
-                    }),
-                }
-            })
+            .served(group, Served::Kind(kind.to_string()), what)
             .await?;
         Ok(found.plural)
     }
 
-    /// Whether the API server serves `plural.group` at all.
-    pub async fn resolve(&self, group: &str, plural: &str) -> Result<(), CacheError> {
-        self.discover(group, plural).await.map(|_| ())
+    /// Whether the API server serves `kind` at all.
+    pub async fn resolve(&self, kind: &Kind) -> Result<(), CacheError> {
+        self.discover(kind).await.map(|_| ())
     }
 
-    /// Resolve `plural.group` to the served version, coalescing concurrent look-ups.
-    pub async fn discover(&self, group: &str, plural: &str) -> Result<ApiResource, CacheError> {
+    /// Resolve `kind` to the served version.
+    pub async fn discover(&self, kind: &Kind) -> Result<ApiResource, CacheError> {
+        let plural = Served::Plural(kind.plural.to_string());
+        self.served(&kind.group, plural, kind.to_string()).await
+    }
+
+    /// Discovery of one resource of `group`, by plural or by kind, coalescing concurrent
+    /// look-ups and keeping answers for the discovery TTLs.
+    async fn served(
+        &self,
+        group: &str,
+        by: Served,
+        what: String,
+    ) -> Result<ApiResource, CacheError> {
         let client = self.client.clone();
-        let (g, p) = (group.to_string(), plural.to_string());
+        let g = group.to_string();
         self.discovered
-            .get_with((g.clone(), p.clone()), async move {
-                let what = resource_name(&g, &p);
+            .get_with((g.clone(), by.clone()), async move {
                 match kube::discovery::group(&client, &g).await {
-                    Ok(api_group) => api_group
-                        .recommended_resources()
-                        .into_iter()
-                        .map(|(ar, _)| ar)
-                        .find(|ar| ar.plural == p)
-                        .ok_or(CacheError::NotInstalled(what)),
+                    Ok(api_group) => match &by {
+                        Served::Kind(k) => api_group.recommended_kind(k).map(|(ar, _)| ar),
+                        Served::Plural(p) => api_group
+                            .recommended_resources()
+                            .into_iter()
+                            .map(|(ar, _)| ar)
+                            .find(|ar| &ar.plural == p),
+                    }
+                    .ok_or(CacheError::NotInstalled(what)),
                     Err(kube::Error::Discovery(_)) => Err(CacheError::NotInstalled(what)),
                     Err(e) => Err(CacheError::Discovery {
                         what,
@@ -795,7 +792,7 @@ impl Cache {
         &self,
         api: Api<K>,
         dyntype: K::DynamicType,
-        resource: &str,
+        kind: Kind,
         label: String,
         required: bool,
         strip: fn(&mut K),
@@ -815,7 +812,7 @@ impl Cache {
             strip,
             health: health.clone(),
             label: label.clone(),
-            resource: resource.to_string(),
+            kind,
             changes: self.changes.clone(),
             metrics: self.metrics.clone(),
         };
@@ -843,7 +840,7 @@ where
     strip: fn(&mut K),
     health: Arc<WatchHealth>,
     label: String,
-    resource: String,
+    kind: Kind,
     changes: broadcast::Sender<Change>,
     metrics: Arc<Metrics>,
 }
@@ -888,7 +885,7 @@ where
             tracing::warn!(watch = %self.label, error = %error, "watch failed; relisting");
             self.metrics
                 .watch_errors
-                .get_or_create(&ResourceLabel::new(&self.resource))
+                .get_or_create(&ResourceLabel::new(&self.kind.to_string()))
                 .inc();
             self.health.failed(error);
             if told {
@@ -914,7 +911,7 @@ where
             watcher::Event::Init => {
                 self.metrics
                     .watch_restarts
-                    .get_or_create(&ResourceLabel::new(&self.resource))
+                    .get_or_create(&ResourceLabel::new(&self.kind.to_string()))
                     .inc();
             }
             watcher::Event::InitDone => {
@@ -935,7 +932,7 @@ where
 
     fn changed(&self, o: &K) {
         let _ = self.changes.send(Change {
-            resource: self.resource.clone(),
+            kind: self.kind.clone(),
             namespace: o.namespace().unwrap_or_default(),
             name: o.name_any(),
         });
@@ -1062,13 +1059,11 @@ async fn access_review(
     Ok(answer.status.is_some_and(|s| s.allowed))
 }
 
-/// kubectl-style name of a resource: `pods`, `wavegates.wavegate.dev`.
-fn resource_name(group: &str, plural: &str) -> String {
-    if group.is_empty() {
-        plural.to_string()
-    } else {
-        format!("{plural}.{group}")
-    }
+/// How a discovery look-up names the resource.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+enum Served {
+    Plural(String),
+    Kind(String),
 }
 
 fn label_of(what: &str, scope: &Option<String>) -> String {
@@ -1154,10 +1149,10 @@ fn to_json(o: &DynamicObject) -> Value {
 
 struct DiscoveryExpiry;
 
-impl moka::Expiry<(String, String), Result<ApiResource, CacheError>> for DiscoveryExpiry {
+impl moka::Expiry<(String, Served), Result<ApiResource, CacheError>> for DiscoveryExpiry {
     fn expire_after_create(
         &self,
-        _key: &(String, String),
+        _key: &(String, Served),
         value: &Result<ApiResource, CacheError>,
         _now: Instant,
     ) -> Option<Duration> {
@@ -1601,7 +1596,7 @@ mod tests {
         let script = Arc::new(Script::default());
         one_pod(&script);
         let cache = cache(fake_api(script.clone()).await);
-        cache.require("", "pods");
+        cache.require(Kind::PODS);
         match cache.readiness() {
             Err(problems) => assert!(
                 problems.len() == 1 && problems[0].starts_with("pods in shop: not watched yet"),

@@ -1,8 +1,9 @@
 //! The subcommands: argument types and what each one runs.
 
 use crate::api::{self, AppState};
+use crate::ask::Ask;
 use crate::cache::{Cache, WatchLimits};
-use crate::evaluate::{Ask, EvalConfig, Evaluator};
+use crate::evaluate::{EvalConfig, Evaluator};
 use crate::health::{HealthStatus, Verdict};
 use crate::metrics::Metrics;
 use crate::probe::{Credentials, Scheme, TlsSettings};
@@ -43,8 +44,8 @@ pub struct ClusterArgs {
     #[arg(long, env = "WAVEGATE_CRDB_CREDENTIALS_DIR")]
     pub crdb_credentials_dir: Option<PathBuf>,
     /// How to reach CockroachDB nodes' HTTP port: `http` (insecure clusters) or `https`.
-    #[arg(long, env = "WAVEGATE_CRDB_SCHEME", default_value = "http", value_parser = ["http", "https"])]
-    pub crdb_scheme: String,
+    #[arg(long, env = "WAVEGATE_CRDB_SCHEME", value_enum, default_value_t = Scheme::Http)]
+    pub crdb_scheme: Scheme,
     /// PEM file of the CockroachDB cluster CA, to verify nodes over https (certificates must
     /// be valid for --crdb-tls-server-name). Required with --crdb-credentials-dir.
     #[arg(long, env = "WAVEGATE_CRDB_CA_FILE")]
@@ -172,11 +173,7 @@ impl ClusterArgs {
                 None => None,
             };
         Ok(EvalConfig {
-            crdb_scheme: if self.crdb_scheme == "https" {
-                Scheme::Https
-            } else {
-                Scheme::Http
-            },
+            crdb_scheme: self.crdb_scheme,
             crdb_tls: TlsSettings {
                 ca_pem,
                 accept_invalid_certs: self.crdb_insecure_skip_verify,
@@ -282,10 +279,7 @@ pub async fn serve(args: ServeArgs) -> u8 {
         };
     // Readiness is what `serve` needs to do its job, the gate controller's WaveGates; watches
     // started by callers' reads never count (a caller could otherwise wedge it).
-    evaluator.cache().require(
-        crate::gate::controller::GROUP,
-        crate::gate::controller::PLURAL,
-    );
+    evaluator.cache().require(crate::gate::kind());
     if !args.status_validity.is_zero() && args.status_validity < args.resync * 2 {
         eprintln!(
             "wavegate: --status-validity ({}) must be at least twice --resync ({}): verdicts are \

@@ -6,217 +6,18 @@
 //! (`get_with`), so a thousand concurrent asks for one object cause one evaluation and one probe
 //! per pod.
 
+use crate::ask::{Ask, Check};
 use crate::cache::{Cache, CacheError};
 use crate::checks::{application, cnpg, cockroach, generic, service};
+use crate::deps::Dep;
 use crate::health::{Finding, Verdict};
 use crate::metrics::{Metrics, ResourceLabel};
 use crate::probe::{self, Credentials};
-use crate::resource::{InputError, Resource, Target};
-use serde::{Deserialize, Serialize};
-use std::collections::{BTreeMap, HashMap};
+use crate::resource::{Kind, Resource};
+use std::collections::HashMap;
+use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-
-/// One question, with the check's parameters. Built from an HTTP query, a CLI flag set or a
-/// WaveGate check entry.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub enum Ask {
-    Service {
-        namespace: String,
-        name: String,
-        min_ready: u32,
-    },
-    CnpgDatabase {
-        namespace: String,
-        name: String,
-        require_cluster_ready: bool,
-    },
-    CrdbCluster {
-        namespace: String,
-        name: String,
-        expected_nodes: Option<u32>,
-        selector: Option<BTreeMap<String, String>>,
-    },
-    Application {
-        namespace: String,
-        name: String,
-    },
-    Generic {
-        group: String,
-        plural: String,
-        namespace: String,
-        name: String,
-        rule: generic::Rule,
-    },
-}
-
-impl Ask {
-    /// Build an ask from a target and string parameters (HTTP query or CLI `--param k=v`).
-    /// Unknown parameters are rejected so a typo never silently weakens a check.
-    pub fn from_params(
-        target: Target,
-        params: &HashMap<String, String>,
-    ) -> Result<Ask, InputError> {
-        let Target {
-            resource,
-            namespace,
-            name,
-        } = target;
-        let allowed: &[&str] = match resource {
-            Resource::Service => &["minReady"],
-            Resource::CnpgDatabase => &["requireClusterReady"],
-            Resource::CrdbCluster => &["expectedNodes", "selector"],
-            Resource::Application => &[],
-            Resource::Generic { .. } => &["healthy", "progressing", "degraded"],
-        };
-        if let Some(k) = params.keys().find(|k| !allowed.contains(&k.as_str())) {
-            return Err(InputError::Parameter {
-                name: k.clone(),
-                reason: format!(
-                    "not a parameter of {resource} (allowed: {})",
-                    if allowed.is_empty() {
-                        "none".to_string()
-                    } else {
-                        allowed.join(", ")
-                    }
-                ),
-            });
-        }
-        Ok(match resource {
-            Resource::Service => Ask::Service {
-                namespace,
-                name,
-                min_ready: parse_param(params, "minReady")?.unwrap_or(1),
-            },
-            Resource::CnpgDatabase => Ask::CnpgDatabase {
-                namespace,
-                name,
-                require_cluster_ready: parse_param(params, "requireClusterReady")?.unwrap_or(false),
-            },
-            Resource::CrdbCluster => Ask::CrdbCluster {
-                namespace,
-                name,
-                expected_nodes: parse_param(params, "expectedNodes")?
-                    .map(|n: u32| {
-                        // Nothing expected proves nothing; say so instead of judging it.
-                        (n > 0).then_some(n).ok_or_else(|| InputError::Parameter {
-                            name: "expectedNodes".into(),
-                            reason: "must be at least 1".into(),
-                        })
-                    })
-                    .transpose()?,
-                selector: params
-                    .get("selector")
-                    .map(|s| parse_selector(s))
-                    .transpose()?,
-            },
-            Resource::Application => Ask::Application { namespace, name },
-            Resource::Generic { group, plural } => {
-                let rule = generic::Rule {
-                    healthy: params.get("healthy").cloned(),
-                    progressing: params.get("progressing").cloned(),
-                    degraded: params.get("degraded").cloned(),
-                };
-                generic::validate(&rule).map_err(|reason| InputError::Parameter {
-                    name: "healthy/progressing/degraded".into(),
-                    reason,
-                })?;
-                Ask::Generic {
-                    group,
-                    plural,
-                    namespace,
-                    name,
-                    rule,
-                }
-            }
-        })
-    }
-
-    /// kubectl-style resource, for metrics and messages.
-    pub fn resource(&self) -> String {
-        match self {
-            Ask::Service { .. } => Resource::Service.to_string(),
-            Ask::CnpgDatabase { .. } => Resource::CnpgDatabase.to_string(),
-            Ask::CrdbCluster { .. } => Resource::CrdbCluster.to_string(),
-            Ask::Application { .. } => Resource::Application.to_string(),
-            Ask::Generic { group, plural, .. } => Resource::Generic {
-                group: group.clone(),
-                plural: plural.clone(),
-            }
-            .to_string(),
-        }
-    }
-
-    pub fn namespace(&self) -> &str {
-        match self {
-            Ask::Service { namespace, .. }
-            | Ask::CnpgDatabase { namespace, .. }
-            | Ask::CrdbCluster { namespace, .. }
-            | Ask::Application { namespace, .. }
-            | Ask::Generic { namespace, .. } => namespace,
-        }
-    }
-
-    pub fn name(&self) -> &str {
-        match self {
-            Ask::Service { name, .. }
-            | Ask::CnpgDatabase { name, .. }
-            | Ask::CrdbCluster { name, .. }
-            | Ask::Application { name, .. }
-            | Ask::Generic { name, .. } => name,
-        }
-    }
-
-    /// `namespace/name` of the object judged.
-    pub fn object(&self) -> String {
-        format!("{}/{}", self.namespace(), self.name())
-    }
-
-    fn key(&self) -> String {
-        // Debug is stable within one process, which is all a cache key needs.
-        format!("{self:?}")
-    }
-}
-
-fn parse_param<T: std::str::FromStr>(
-    params: &HashMap<String, String>,
-    name: &str,
-) -> Result<Option<T>, InputError>
-where
-    T::Err: std::fmt::Display,
-{
-    params
-        .get(name)
-        .map(|v| {
-            v.parse::<T>().map_err(|e| InputError::Parameter {
-                name: name.to_string(),
-                reason: format!("{v:?}: {e}"),
-            })
-        })
-        .transpose()
-}
-
-/// `k=v,k2=v2`, the equality-only subset of a label selector.
-fn parse_selector(s: &str) -> Result<BTreeMap<String, String>, InputError> {
-    let bad = |why: &str| InputError::Parameter {
-        name: "selector".into(),
-        reason: format!("{s:?}: {why} (expected key=value[,key=value])"),
-    };
-    let mut out = BTreeMap::new();
-    for pair in s.split(',') {
-        let (k, v) = pair.split_once('=').ok_or_else(|| bad("missing '='"))?;
-        let valid = |x: &str| {
-            x.len() <= 317
-                && x.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b))
-        };
-        if k.is_empty() || !valid(k) || !valid(v) {
-            return Err(bad("invalid label key or value"));
-        }
-        out.insert(k.to_string(), v.to_string());
-    }
-    Ok(out)
-}
 
 /// Tunables of evaluation, set from `wavegate serve` flags.
 #[derive(Debug, Clone)]
@@ -274,6 +75,14 @@ const FORGET_FAILURES_AFTER: Duration = Duration::from_secs(120);
 /// Keys come from what callers ask about, so the map must not grow with them.
 const MAX_REMEMBERED_FAILURES: usize = 10_000;
 
+/// A persistent failure: the ask and the judged object's identity (see [`Found::identity`]).
+type FailureKey = (Ask, String);
+
+/// Verdicts kept for the verdict TTL; keys come from what callers ask, so the cache is bounded.
+const MAX_CACHED_VERDICTS: u64 = 100_000;
+/// Probe answers kept for the probe TTL, one per CockroachDB pod and membership.
+const MAX_CACHED_PROBES: u64 = 10_000;
+
 /// Since when a persistent failure of one object identity has been observed, and when last.
 #[derive(Debug, Clone, Copy)]
 struct Observed {
@@ -284,11 +93,11 @@ struct Observed {
 pub struct Evaluator {
     cache: Arc<Cache>,
     config: EvalConfig,
-    verdicts: moka::future::Cache<String, Judgement>,
+    verdicts: moka::future::Cache<Ask, Judgement>,
     probes: moka::future::Cache<String, cockroach::PodProbe>,
     /// When each persistent failure was first seen, by ask and object identity (UID and
     /// generation), so a grace period belongs to one object at one spec.
-    failing_since: Mutex<HashMap<String, Observed>>,
+    failing_since: Mutex<HashMap<FailureKey, Observed>>,
     prober: probe::Prober,
     metrics: Arc<Metrics>,
 }
@@ -308,11 +117,11 @@ impl Evaluator {
         Ok(Arc::new(Evaluator {
             verdicts: moka::future::Cache::builder()
                 .time_to_live(config.verdict_ttl.max(Duration::from_millis(1)))
-                .max_capacity(100_000)
+                .max_capacity(MAX_CACHED_VERDICTS)
                 .build(),
             probes: moka::future::Cache::builder()
                 .time_to_live(config.probe_ttl.max(Duration::from_millis(1)))
-                .max_capacity(10_000)
+                .max_capacity(MAX_CACHED_PROBES)
                 .build(),
             failing_since: Mutex::default(),
             prober,
@@ -326,19 +135,26 @@ impl Evaluator {
         &self.cache
     }
 
+    /// How often something waiting on a CockroachDB check is judged again: probes are not
+    /// watched, and a fresh answer exists once per probe TTL (the probe cache keeps the cost at
+    /// one probe per pod per TTL however often this runs).
+    pub fn probe_recheck(&self) -> Duration {
+        self.config.probe_ttl
+    }
+
     /// The verdict for `ask`, from the verdict cache when fresh. Concurrent asks for the same
     /// object wait on one evaluation.
     pub async fn judge(&self, ask: &Ask) -> Verdict {
         self.metrics
             .asks
-            .get_or_create(&ResourceLabel::new(&ask.resource()))
+            .get_or_create(&ResourceLabel::new(&ask.resource().to_string()))
             .inc();
         let mut computed = false;
         let verdict = self
             .verdicts
             // Boxed: the evaluation's state machine (probe futures included) is large, and
             // would otherwise be moved around on every ask, cache hit or not.
-            .get_with(ask.key(), async {
+            .get_with_by_ref(ask, async {
                 computed = true;
                 Box::pin(self.evaluate(ask)).await
             })
@@ -353,7 +169,7 @@ impl Evaluator {
     /// which runs on change events and must see the change that woke it.
     pub async fn judge_fresh(&self, ask: &Ask) -> Judgement {
         let j = self.evaluate(ask).await;
-        self.verdicts.insert(ask.key(), j.clone()).await;
+        self.verdicts.insert(ask.clone(), j.clone()).await;
         j
     }
 
@@ -365,7 +181,7 @@ impl Evaluator {
                 ..Found::seen(cache_verdict(ask, &e).into(), Duration::ZERO, None)
             },
         };
-        let key = format!("{}|{}", ask.key(), found.identity);
+        let key = (ask.clone(), found.identity);
         let lasted = match &found.finding {
             Finding::Persistent { .. } => self.lasted(&key, Instant::now()),
             Finding::Settled(_) => {
@@ -382,19 +198,13 @@ impl Evaluator {
 
     async fn find(&self, ask: &Ask) -> Result<Found, CacheError> {
         let c = &self.cache;
-        Ok(match ask {
-            Ask::Service {
-                namespace,
-                name,
-                min_ready,
-            } => {
+        let (namespace, name) = (ask.namespace.as_str(), ask.name.as_str());
+        Ok(match &ask.check {
+            Check::Service(params) => {
                 let svc = c.service(namespace, name).await?;
                 let pods = c.pods(namespace).await?;
                 let slices = c.endpoint_slices(namespace, name).await?;
-                let params = service::Params {
-                    min_ready: *min_ready,
-                };
-                let f = service::check(namespace, name, svc.as_deref(), &pods, &slices, &params);
+                let f = service::check(namespace, name, svc.as_deref(), &pods, &slices, params);
                 // A Service has no metadata.generation: its spec is its selector.
                 let selector = svc.as_deref().map(|s| {
                     let selector = s.spec.as_ref().and_then(|spec| spec.selector.as_ref());
@@ -414,36 +224,22 @@ impl Evaluator {
                     ..Found::seen(f, self.config.selector_grace, identity)
                 }
             }
-            Ask::CnpgDatabase {
-                namespace,
-                name,
-                require_cluster_ready,
-            } => {
-                let (g, _) = Resource::CnpgDatabase.group_plural();
-                let db = c.object(g, "databases", namespace, name).await?;
+            Check::CnpgDatabase(params) => {
+                let db = c.object(&CNPG_DATABASES, namespace, name).await?;
                 let cluster = match db.as_ref().and_then(cnpg::cluster_name) {
-                    Some(cluster) => c.object(g, "clusters", namespace, cluster).await?,
+                    Some(cluster) => c.object(&CNPG_CLUSTERS, namespace, cluster).await?,
                     None => None,
                 };
-                let params = cnpg::Params {
-                    require_cluster_ready: *require_cluster_ready,
-                };
-                let f = cnpg::check(namespace, name, db.as_ref(), cluster.as_ref(), &params);
+                let f = cnpg::check(namespace, name, db.as_ref(), cluster.as_ref(), params);
                 let identity = db.as_ref().map(json_identity);
                 Found::seen(f, self.config.cnpg_grace, identity)
             }
-            Ask::CrdbCluster {
-                namespace,
-                name,
-                expected_nodes,
-                selector,
-            } => {
-                let (g, p) = Resource::CrdbCluster.group_plural();
-                let cluster = c.object(g, p, namespace, name).await?;
+            Check::CrdbCluster(wanted) => {
+                let cluster = c.object(&CRDB_CLUSTERS, namespace, name).await?;
                 let pods = c.pods(namespace).await?;
                 let params = cockroach::Params {
-                    expected_nodes: *expected_nodes,
-                    selector: selector.clone(),
+                    expected_nodes: wanted.expected_nodes,
+                    selector: wanted.selector.clone(),
                     http_port: None,
                     owners: self.crdb_owners(namespace, cluster.as_ref()).await,
                 };
@@ -470,42 +266,22 @@ impl Evaluator {
                     ..Found::seen(f, self.config.crdb_grace, identity)
                 }
             }
-            Ask::Application { namespace, name } => {
-                let (g, p) = Resource::Application.group_plural();
-                let app = c.object(g, p, namespace, name).await?;
+            Check::Application => {
+                let app = c.object(&APPLICATIONS, namespace, name).await?;
                 let v = application::check(namespace, name, app.as_ref());
                 Found::seen(v.into(), Duration::ZERO, None)
             }
-            Ask::Generic {
+            Check::Generic {
                 group,
                 plural,
-                namespace,
-                name,
                 rule,
             } => {
-                let obj = c.object(group, plural, namespace, name).await?;
-                let v = generic::check(&ask.resource(), namespace, name, obj.as_ref(), rule);
+                let obj = c.object(&Kind::new(group, plural), namespace, name).await?;
+                let kind = ask.resource().to_string();
+                let v = generic::check(&kind, namespace, name, obj.as_ref(), rule);
                 Found::seen(v.into(), Duration::ZERO, None)
             }
         })
-    }
-
-    /// Judge an object named by kind with the generic kstatus rules (no expressions).
-    pub async fn judge_kind(&self, r: &crate::waves::ResourceRef) -> Verdict {
-        let what = format!("{} {}/{}", r.kind, r.namespace, r.name);
-        match self.cache.plural_of(&r.group, &r.kind).await {
-            Ok(plural) => {
-                let ask = Ask::Generic {
-                    group: r.group.clone(),
-                    plural,
-                    namespace: r.namespace.clone(),
-                    name: r.name.clone(),
-                    rule: generic::Rule::default(),
-                };
-                self.judge(&ask).await
-            }
-            Err(e) => Verdict::unknown(format!("{what}: {e}")),
-        }
     }
 
     /// Probe one pod, coalesced and cached for the probe TTL.
@@ -549,30 +325,57 @@ impl Evaluator {
         if self.config.crdb_credentials.is_none() {
             return owners;
         }
-        let (group, plural, kind) = if cluster.pointer("/spec/regions").is_some() {
-            (Resource::CRDB_GROUP, "crdbnodes", "CrdbNode")
+        let (owner, kind) = if cluster.pointer("/spec/regions").is_some() {
+            (CRDB_NODES, "CrdbNode")
         } else {
-            ("apps", "statefulsets", "StatefulSet")
+            (STATEFUL_SETS, "StatefulSet")
         };
-        if let Ok(found) = self.cache.objects(group, plural, Some(namespace)).await {
+        if let Ok(found) = self.cache.objects(&owner, Some(namespace)).await {
             owners.record(kind, &found);
         }
         owners
     }
 
-    fn lasted(&self, key: &str, now: Instant) -> Duration {
+    fn lasted(&self, key: &FailureKey, now: Instant) -> Duration {
         match self.failing_since.lock() {
             Ok(mut m) => observe(&mut m, key, now),
             Err(_) => Duration::ZERO,
         }
     }
 
-    fn forget(&self, key: &str) {
+    fn forget(&self, key: &FailureKey) {
         if let Ok(mut m) = self.failing_since.lock() {
             m.remove(key);
         }
     }
 }
+
+/// What [`Evaluator::find`] reads from the cache for `ask`, so that a change to any of it wakes
+/// whatever waits on the verdict (the gate controller, annotation mode). Keep the two in step:
+/// a read missing here is a change nobody is woken for.
+pub fn reads(ask: &Ask) -> Vec<Dep> {
+    let (ns, name) = (ask.namespace.as_str(), ask.name.as_str());
+    let own = Dep::object(ask.resource().kind(), ns, name);
+    match &ask.check {
+        Check::Service(_) => vec![
+            own,
+            Dep::namespace(Kind::PODS, ns),
+            Dep::namespace(Kind::ENDPOINT_SLICES, ns),
+        ],
+        // The Database names its Cluster in its spec; any Cluster in the namespace will do.
+        Check::CnpgDatabase(_) => vec![own, Dep::namespace(CNPG_CLUSTERS, ns)],
+        // Probes are not watched: the controller rechecks these every probe TTL.
+        Check::CrdbCluster(_) => vec![own, Dep::namespace(Kind::PODS, ns)],
+        Check::Application | Check::Generic { .. } => vec![own],
+    }
+}
+
+const CNPG_DATABASES: Kind = Kind::fixed(Resource::CNPG_GROUP, "databases");
+const CNPG_CLUSTERS: Kind = Kind::fixed(Resource::CNPG_GROUP, "clusters");
+const CRDB_CLUSTERS: Kind = Kind::fixed(Resource::CRDB_GROUP, "crdbclusters");
+const APPLICATIONS: Kind = Kind::fixed(Resource::ARGO_GROUP, "applications");
+const CRDB_NODES: Kind = Kind::fixed(Resource::CRDB_GROUP, "crdbnodes");
+const STATEFUL_SETS: Kind = Kind::fixed("apps", "statefulsets");
 
 /// What `find` concluded, with what the grace period of a persistent failure belongs to.
 struct Found {
@@ -617,7 +420,7 @@ fn json_identity(obj: &serde_json::Value) -> String {
 /// Record an observation of the persistent failure `key` at `now` and return how long it has
 /// lasted. A failure not observed for [`FORGET_FAILURES_AFTER`] starts again; the map is pruned
 /// of such stale entries, and of the oldest ones past [`MAX_REMEMBERED_FAILURES`].
-fn observe(m: &mut HashMap<String, Observed>, key: &str, now: Instant) -> Duration {
+fn observe<K: Clone + Eq + Hash>(m: &mut HashMap<K, Observed>, key: &K, now: Instant) -> Duration {
     let fresh = |o: &Observed| now.saturating_duration_since(o.last) < FORGET_FAILURES_AFTER;
     if !m.contains_key(key) && m.len() >= MAX_REMEMBERED_FAILURES {
         m.retain(|_, o| fresh(o));
@@ -627,7 +430,7 @@ fn observe(m: &mut HashMap<String, Observed>, key: &str, now: Instant) -> Durati
             m.remove(&oldest);
         }
     }
-    let entry = m.entry(key.to_string()).or_insert(Observed {
+    let entry = m.entry(key.clone()).or_insert(Observed {
         since: now,
         last: now,
     });
@@ -649,5 +452,59 @@ fn cache_verdict(ask: &Ask, e: &CacheError) -> Verdict {
         | CacheError::Relisting { .. }
         | CacheError::AccessReview { .. } => Verdict::progressing(msg),
         _ => Verdict::unknown(msg),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::Change;
+    use crate::deps::DepIndex;
+    use crate::resource::Target;
+
+    fn change(kind: Kind, ns: &str, name: &str) -> Change {
+        Change {
+            kind,
+            namespace: ns.into(),
+            name: name.into(),
+        }
+    }
+
+    fn ask(resource: Resource, ns: &str) -> Ask {
+        Ask::with_defaults(Target::new(resource, ns, "forgejo").unwrap())
+    }
+
+    #[test]
+    fn a_pod_change_reaches_gates_with_service_checks_in_that_namespace_only() {
+        let mut idx = DepIndex::default();
+        let svc = |ns: &str| ask(Resource::Service, ns);
+        idx.set("a", reads(&svc("cicd")));
+        idx.set("b", reads(&svc("prod")));
+        assert_eq!(
+            idx.affected(&change(Kind::PODS, "cicd", "forgejo-7d9c")),
+            vec!["a"]
+        );
+        assert_eq!(
+            idx.affected(&change(Kind::SERVICES, "prod", "forgejo")),
+            vec!["b"]
+        );
+        assert!(
+            idx.affected(&change(Kind::SERVICES, "prod", "other"))
+                .is_empty()
+        );
+        idx.remove(&"a");
+        assert!(idx.affected(&change(Kind::PODS, "cicd", "x")).is_empty());
+    }
+
+    #[test]
+    fn a_database_change_reaches_its_gate_and_so_does_its_cluster() {
+        let mut idx = DepIndex::default();
+        let db = ask(Resource::CnpgDatabase, "ddb");
+        idx.set("g", reads(&db));
+        assert_eq!(
+            idx.affected(&change(CNPG_DATABASES, "ddb", "forgejo")),
+            vec!["g"]
+        );
+        assert_eq!(idx.affected(&change(CNPG_CLUSTERS, "ddb", "pg")), vec!["g"]);
     }
 }

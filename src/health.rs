@@ -44,6 +44,13 @@ impl HealthStatus {
         }
     }
 
+    /// The worst of `statuses` in Argo CD's order; Healthy when there are none.
+    pub fn worst(statuses: impl IntoIterator<Item = HealthStatus>) -> HealthStatus {
+        statuses.into_iter().fold(HealthStatus::Healthy, |acc, s| {
+            if s.is_worse_than(acc) { s } else { acc }
+        })
+    }
+
     pub fn is_worse_than(self, other: HealthStatus) -> bool {
         self.rank() > other.rank()
     }
@@ -130,12 +137,7 @@ pub fn worst_of<'a>(verdicts: impl IntoIterator<Item = (&'a str, &'a Verdict)>) 
     if verdicts.is_empty() {
         return Verdict::unknown("nothing to check");
     }
-    let worst = verdicts
-        .iter()
-        .map(|(_, v)| v.status)
-        .fold(HealthStatus::Healthy, |acc, s| {
-            if s.is_worse_than(acc) { s } else { acc }
-        });
+    let worst = HealthStatus::worst(verdicts.iter().map(|(_, v)| v.status));
     let healthy = verdicts.iter().filter(|(_, v)| v.is_healthy()).count();
     let total = verdicts.len();
     if worst == HealthStatus::Healthy {

@@ -1,19 +1,33 @@
 //! wavegate: truthful readiness for Argo CD sync waves.
 //!
 //! Data flows one way: watch ([`cache`]) → snapshot → pure check ([`checks`]) → verdict
-//! ([`health`]) → HTTP ([`api`]), WaveGate status or annotations.
+//! ([`health`]) → HTTP ([`api`]), WaveGate status or annotations. Modules form layers, and a
+//! module imports only from layers below its own (`tests/layers.rs` enforces it):
+//!
+//! 1. [`health`], [`resource`] — verdicts, and how kinds, objects and parameters are named;
+//! 2. [`metrics`], [`checks`] — counters; the pure check functions;
+//! 3. [`ask`], [`cache`], [`probe`], [`written`] — what to check; the watch cache; CockroachDB
+//!    probes; what the writers share;
+//! 4. [`deps`], [`evaluate`], [`policy`], [`queue`] — reads → verdicts, and who waits on them;
+//! 5. [`gate`], [`annotate`] — the writers;
+//! 6. [`waves`] — an Application's resources by wave;
+//! 7. [`api`], [`cli`] — the front ends.
 
 pub mod annotate;
 pub mod api;
+pub mod ask;
 pub mod cache;
 pub mod checks;
 pub mod cli;
+pub mod deps;
 pub mod evaluate;
 pub mod gate;
 pub mod health;
 pub mod metrics;
 pub mod policy;
 pub mod probe;
+pub mod queue;
 pub mod resource;
 pub mod timeline;
 pub mod waves;
+pub mod written;

@@ -1,4 +1,4 @@
-use clap::{Parser, Subcommand};
+use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
 use wavegate::cli::{self, CheckArgs, ServeArgs, WaitArgs};
 
@@ -9,8 +9,14 @@ struct Args {
     #[command(subcommand)]
     command: Command,
     /// Log format.
-    #[arg(long, env = "WAVEGATE_LOG_FORMAT", default_value = "text", global = true, value_parser = ["text", "json"])]
-    log_format: String,
+    #[arg(long, env = "WAVEGATE_LOG_FORMAT", value_enum, default_value_t = LogFormat::Text, global = true)]
+    log_format: LogFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Text,
+    Json,
 }
 
 #[derive(Subcommand)]
@@ -35,7 +41,7 @@ fn main() -> ExitCode {
     let args = Args::parse();
     // One-shot commands print their verdict; their watch start-up chatter would only hide it.
     let quiet = !matches!(args.command, Command::Serve(_));
-    init_tracing(&args.log_format, quiet);
+    init_tracing(args.log_format, quiet);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -69,19 +75,15 @@ fn main() -> ExitCode {
     std::process::exit(i32::from(code))
 }
 
-fn init_tracing(format: &str, quiet: bool) {
-    let default = if quiet {
-        "warn"
-    } else {
-        "info,kube=warn,tower_http=warn"
-    };
+fn init_tracing(format: LogFormat, quiet: bool) {
+    let default = if quiet { "warn" } else { "info,kube=warn" };
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    if format == "json" {
+    if format == LogFormat::Json {
         builder.json().init();
     } else {
         builder.init();

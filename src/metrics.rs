@@ -35,6 +35,11 @@ pub struct ReasonLabel {
     pub reason: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueLabel {
+    pub queue: String,
+}
+
 pub struct Metrics {
     registry: Registry,
     pub asks: Family<ResourceLabel, Counter>,
@@ -48,6 +53,9 @@ pub struct Metrics {
     /// API requests refused before a handler answered them: `unauthorized`, `out_of_scope`
     /// (Argo CD proxy scope), `kind_not_allowed`, `overloaded`, `timeout`, `too_many_waiters`.
     pub api_refusals: Family<ReasonLabel, Counter>,
+    /// Reconciles that failed (a status or annotation write refused, a cache that could not
+    /// answer), by queue: `gates`, `annotations`. Each is retried with backoff.
+    pub reconcile_errors: Family<QueueLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -100,8 +108,15 @@ impl Default for Metrics {
              overloaded, timeout, too_many_waiters)",
             api_refusals.clone(),
         );
+        let reconcile_errors = Family::<QueueLabel, Counter>::default();
+        registry.register(
+            "reconcile_errors",
+            "Failed reconciles (status or annotation writes, unreadable objects) by queue",
+            reconcile_errors.clone(),
+        );
         Metrics {
             registry,
+            reconcile_errors,
             asks,
             verdicts,
             verdict_cache,
@@ -137,6 +152,14 @@ impl Metrics {
         self.api_refusals
             .get_or_create(&ReasonLabel {
                 reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    pub fn record_reconcile_error(&self, queue: &str) {
+        self.reconcile_errors
+            .get_or_create(&QueueLabel {
+                queue: queue.to_string(),
             })
             .inc();
     }

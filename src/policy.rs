@@ -8,7 +8,7 @@
 //! a Service check names pods that nearly match. So both are refused unless the installer opts
 //! in with `--gate-cross-namespace` and `--generic-kinds`.
 
-use crate::evaluate::Ask;
+use crate::ask::{Ask, Check};
 use crate::resource::{InputError, Resource};
 use std::collections::BTreeSet;
 use std::sync::OnceLock;
@@ -177,12 +177,8 @@ impl CheckPolicy {
                 ),
             });
         }
-        if let Ask::Generic { group, plural, .. } = ask {
-            let resource = Resource::Generic {
-                group: group.clone(),
-                plural: plural.clone(),
-            };
-            self.allows_kind(&resource)
+        if let Check::Generic { .. } = ask.check {
+            self.allows_kind(&ask.resource())
                 .map_err(|reason| InputError::Parameter {
                     name: "resource".into(),
                     reason,
@@ -195,23 +191,18 @@ impl CheckPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::resource::Target;
 
     fn generic(plural: &str, group: &str, namespace: &str) -> Ask {
-        Ask::Generic {
+        let resource = Resource::Generic {
             group: group.into(),
             plural: plural.into(),
-            namespace: namespace.into(),
-            name: "x".into(),
-            rule: Default::default(),
-        }
+        };
+        Ask::with_defaults(Target::new(resource, namespace, "x").unwrap())
     }
 
     fn service(namespace: &str) -> Ask {
-        Ask::Service {
-            namespace: namespace.into(),
-            name: "web".into(),
-            min_ready: 1,
-        }
+        Ask::with_defaults(Target::new(Resource::Service, namespace, "web").unwrap())
     }
 
     #[test]

@@ -55,7 +55,7 @@ impl fmt::Debug for Credentials {
 }
 
 /// How to reach the nodes' HTTP port.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
 pub enum Scheme {
     /// Insecure clusters (`--insecure`, `tlsEnabled: false`).
     #[default]

@@ -1,9 +1,65 @@
-//! What a caller may ask about: a resource named the way kubectl names it, and an object name
-//! that is a well-formed Kubernetes name. Everything a client sends is parsed here first, so the
-//! rest of wavegate only ever sees valid targets.
+//! The bottom layer: how wavegate names kinds and objects. A resource named the way kubectl
+//! names it ([`Resource`]), a kind as the API server serves it ([`Kind`]), an object name that is
+//! a well-formed Kubernetes name, and a caller's `key=value` parameters ([`Query`]). Everything a
+//! client sends is parsed here first, so the rest of wavegate only ever sees valid targets.
 
+use serde::Serialize;
+use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt;
+use std::str::FromStr;
 use thiserror::Error;
+
+/// A kind as the API server serves it: API group (`""` for the core group) and plural. The
+/// cache's change feed and the dependency index name what changed by it, so a spelling
+/// mismatch is a type error, not a lost wake-up.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct Kind {
+    pub group: Cow<'static, str>,
+    pub plural: Cow<'static, str>,
+}
+
+impl Kind {
+    pub const PODS: Kind = Kind::fixed("", "pods");
+    pub const SERVICES: Kind = Kind::fixed("", "services");
+    pub const ENDPOINT_SLICES: Kind = Kind::fixed("discovery.k8s.io", "endpointslices");
+
+    pub const fn fixed(group: &'static str, plural: &'static str) -> Kind {
+        Kind {
+            group: Cow::Borrowed(group),
+            plural: Cow::Borrowed(plural),
+        }
+    }
+
+    pub fn new(group: &str, plural: &str) -> Kind {
+        Kind {
+            group: Cow::Owned(group.to_string()),
+            plural: Cow::Owned(plural.to_string()),
+        }
+    }
+}
+
+/// kubectl-style: `pods`, `wavegates.wavegate.dev`.
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.group.is_empty() {
+            f.write_str(&self.plural)
+        } else {
+            write!(f, "{}.{}", self.plural, self.group)
+        }
+    }
+}
+
+/// One managed resource of an Argo CD Application, as `status.resources[]` lists it: by kind,
+/// not plural (`ResourceStatus` in argo-cd pkg/apis/application/v1alpha1/types.go).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ResourceRef {
+    pub group: String,
+    pub version: String,
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+}
 
 /// A resource kind wavegate can judge.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -25,6 +81,39 @@ impl Resource {
     pub const CNPG_GROUP: &'static str = "postgresql.cnpg.io";
     pub const CRDB_GROUP: &'static str = "crdb.cockroachlabs.com";
     pub const ARGO_GROUP: &'static str = "argoproj.io";
+
+    /// The kinds with a check of their own (everything else is [`Resource::Generic`]).
+    pub const DEDICATED: [Resource; 4] = [
+        Resource::Service,
+        Resource::CnpgDatabase,
+        Resource::CrdbCluster,
+        Resource::Application,
+    ];
+
+    /// The dedicated resource Argo CD lists as `group`/`kind` in an Application's status.
+    pub fn dedicated(group: &str, kind: &str) -> Option<Resource> {
+        Resource::DEDICATED
+            .into_iter()
+            .find(|r| r.group_kind() == (group, kind))
+    }
+
+    /// Group and Kind (as Argo CD and owner references name it) of a dedicated resource.
+    fn group_kind(&self) -> (&str, &str) {
+        let kind = match self {
+            Resource::Service => "Service",
+            Resource::CnpgDatabase => "Database",
+            Resource::CrdbCluster => "CrdbCluster",
+            Resource::Application => "Application",
+            Resource::Generic { .. } => "",
+        };
+        (self.group_plural().0, kind)
+    }
+
+    /// The kind as the API server serves it.
+    pub fn kind(&self) -> Kind {
+        let (group, plural) = self.group_plural();
+        Kind::new(group, plural)
+    }
 
     /// Parse a kubectl-style resource name: `services`, `svc`, `databases.postgresql.cnpg.io`,
     /// `deployments.apps`. Short names are accepted only for the kinds wavegate knows, because
@@ -104,6 +193,50 @@ impl Target {
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{} {}/{}", self.resource, self.namespace, self.name)
+    }
+}
+
+/// A caller's `key=value` check parameters (an HTTP query, `wavegate check -p`), read by the
+/// check they belong to: each check's parameters parse and validate themselves from it.
+#[derive(Debug, Clone, Copy)]
+pub struct Query<'a>(pub &'a HashMap<String, String>);
+
+impl Query<'_> {
+    /// Refuse any parameter `resource` does not take, so a typo never silently weakens a check.
+    pub fn only(&self, resource: &Resource, allowed: &[&str]) -> Result<(), InputError> {
+        match self.0.keys().find(|k| !allowed.contains(&k.as_str())) {
+            None => Ok(()),
+            Some(k) => Err(InputError::Parameter {
+                name: k.clone(),
+                reason: format!(
+                    "not a parameter of {resource} (allowed: {})",
+                    if allowed.is_empty() {
+                        "none".to_string()
+                    } else {
+                        allowed.join(", ")
+                    }
+                ),
+            }),
+        }
+    }
+
+    pub fn text(&self, name: &str) -> Option<&str> {
+        self.0.get(name).map(String::as_str)
+    }
+
+    /// Parameter `name` parsed as `T`, if given.
+    pub fn parse<T: FromStr>(&self, name: &str) -> Result<Option<T>, InputError>
+    where
+        T::Err: fmt::Display,
+    {
+        self.text(name)
+            .map(|v| {
+                v.parse::<T>().map_err(|e| InputError::Parameter {
+                    name: name.to_string(),
+                    reason: format!("{v:?}: {e}"),
+                })
+            })
+            .transpose()
     }
 }
 

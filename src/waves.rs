@@ -5,10 +5,12 @@
 //! (`ResourceStatus` in pkg/apis/application/v1alpha1/types.go). Since Argo CD 3.0 the
 //! per-resource `health` there is not persisted by default, so it is used only as a last resort.
 
-use crate::evaluate::{Ask, Evaluator};
+use crate::ask::Ask;
+use crate::evaluate::Evaluator;
 use crate::gate::crd::WaveGate;
 use crate::gate::view::Gate;
 use crate::health::{HealthStatus, Verdict, worst_of};
+use crate::resource::{Kind, Resource, ResourceRef, Target};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -22,16 +24,6 @@ pub enum JudgedBy {
     Kstatus,
     /// The health Argo CD recorded in the Application's status.
     Argocd,
-}
-
-/// One managed resource as listed in `status.resources[]`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ResourceRef {
-    pub group: String,
-    pub version: String,
-    pub kind: String,
-    pub namespace: String,
-    pub name: String,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -163,28 +155,30 @@ pub fn assemble(
     }
 }
 
-/// The ask for a resource wavegate has a dedicated check for.
+/// The ask for a resource wavegate has a dedicated check for, with the check's defaults.
 fn ask_for(r: &ResourceRef) -> Option<Ask> {
-    let (namespace, name) = (r.namespace.clone(), r.name.clone());
-    match (r.group.as_str(), r.kind.as_str()) {
-        ("", "Service") => Some(Ask::Service {
-            namespace,
-            name,
-            min_ready: 1,
-        }),
-        ("postgresql.cnpg.io", "Database") => Some(Ask::CnpgDatabase {
-            namespace,
-            name,
-            require_cluster_ready: false,
-        }),
-        ("crdb.cockroachlabs.com", "CrdbCluster") => Some(Ask::CrdbCluster {
-            namespace,
-            name,
-            expected_nodes: None,
-            selector: None,
-        }),
-        ("argoproj.io", "Application") => Some(Ask::Application { namespace, name }),
-        _ => None,
+    let resource = Resource::dedicated(&r.group, &r.kind)?;
+    // Argo CD lists cluster-scoped resources with namespace "", which no dedicated kind is.
+    let target = Target::new(resource, &r.namespace, &r.name).ok()?;
+    Some(Ask::with_defaults(target))
+}
+
+/// Judge an object named by kind with the generic rules (no expressions).
+async fn judge_kind(evaluator: &Evaluator, r: &ResourceRef) -> Verdict {
+    let what = format!("{} {}/{}", r.kind, r.namespace, r.name);
+    match evaluator.cache().plural_of(&r.group, &r.kind).await {
+        Ok(plural) => {
+            let ask = Ask {
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+                check: crate::ask::Check::defaults(Resource::Generic {
+                    group: r.group.clone(),
+                    plural,
+                }),
+            };
+            evaluator.judge(&ask).await
+        }
+        Err(e) => Verdict::unknown(format!("{what}: {e}")),
     }
 }
 
@@ -218,13 +212,14 @@ pub async fn view(evaluator: &Evaluator, app: &Value) -> Waves {
         .unwrap_or("");
     let health = crate::checks::application::check(namespace, name, Some(app));
     let mut judged = Vec::new();
+    let gate_kind: Kind = crate::gate::kind();
     for (r, wave, reported) in managed_resources(app) {
         let (verdict, by) = if let Some(ask) = ask_for(&r) {
             (evaluator.judge(&ask).await, JudgedBy::Wavegate)
-        } else if r.group == "wavegate.dev" && r.kind == "WaveGate" {
+        } else if r.group == gate_kind.group && r.kind == <WaveGate as kube::Resource>::kind(&()) {
             let gate = evaluator
                 .cache()
-                .object("wavegate.dev", "wavegates", &r.namespace, &r.name)
+                .object(&gate_kind, &r.namespace, &r.name)
                 .await;
             match gate {
                 Ok(g) => (gate_verdict(g.as_ref(), &r), JudgedBy::Wavegate),
@@ -236,7 +231,7 @@ pub async fn view(evaluator: &Evaluator, app: &Value) -> Waves {
         } else if let Some(v) = reported {
             (v, JudgedBy::Argocd)
         } else {
-            (evaluator.judge_kind(&r).await, JudgedBy::Kstatus)
+            (judge_kind(evaluator, &r).await, JudgedBy::Kstatus)
         };
         judged.push((
             wave,

@@ -1,7 +1,7 @@
 use super::scope::AppScope;
 use super::{ApiError, AppState};
+use crate::ask::Ask;
 use crate::cache::CacheError;
-use crate::evaluate::Ask;
 use crate::gate::view as gate_view;
 use crate::health::Verdict;
 use crate::resource::{Resource, Target};
@@ -34,14 +34,14 @@ pub async fn health(
         state.metrics.record_refusal("kind_not_allowed");
         ApiError::Forbidden(e)
     })?;
-    if let Resource::Generic { group, plural } = &resource {
+    if let Resource::Generic { .. } = &resource {
         // An unknown kind is the caller's mistake (404), unlike a known CRD that is not
         // installed yet, which is a verdict (Unknown) because a later wave may install it.
         // Discovery that fails is wavegate's problem, not the caller's.
         state
             .evaluator
             .cache()
-            .resolve(group, plural)
+            .resolve(&resource.kind())
             .await
             .map_err(|e| match e {
                 CacheError::NotInstalled(_) => {
@@ -118,8 +118,8 @@ pub async fn applications(
     State(state): State<AppState>,
     scope: Scope,
 ) -> Result<Json<Value>, ApiError> {
-    let (group, plural) = Resource::Application.group_plural();
-    let mut apps = match state.evaluator.cache().objects(group, plural, None).await {
+    let kind = Resource::Application.kind();
+    let mut apps = match state.evaluator.cache().objects(&kind, None).await {
         Ok(apps) => apps,
         Err(CacheError::NotInstalled(_)) => Vec::new(),
         Err(e) => return Err(ApiError::Unavailable(e.to_string())),
@@ -182,11 +182,10 @@ pub async fn header_waves(
 
 async fn waves_of(state: &AppState, namespace: &str, name: &str) -> Result<Waves, ApiError> {
     let target = Target::new(Resource::Application, namespace, name)?;
-    let (group, plural) = target.resource.group_plural();
     let app = state
         .evaluator
         .cache()
-        .object(group, plural, namespace, name)
+        .object(&target.resource.kind(), namespace, name)
         .await
         .map_err(|e| match e {
             CacheError::NotInstalled(_) => ApiError::NotFound(e.to_string()),

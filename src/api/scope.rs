@@ -100,12 +100,11 @@ impl AppScope {
         name: &str,
         project: &str,
     ) -> Result<AppScope, ApiError> {
-        let (group, plural) = Resource::Application.group_plural();
         let what = format!("Application {namespace}/{name}");
         let app = state
             .evaluator
             .cache()
-            .object(group, plural, namespace, name)
+            .object(&Resource::Application.kind(), namespace, name)
             .await
             .map_err(|e| match e {
                 CacheError::NotInstalled(_) | CacheError::NamespaceNotWatched(_) => {

@@ -114,12 +114,7 @@ pub fn check(namespace: &str, name: &str, application: Option<&Value>) -> Verdic
         let revision = synced_revisions(app);
         return Verdict::healthy(format!("{object} is Healthy and Synced{revision}"));
     }
-    let status = shortfalls
-        .iter()
-        .map(|(s, _)| *s)
-        .fold(HealthStatus::Healthy, |worst, s| {
-            if s.is_worse_than(worst) { s } else { worst }
-        });
+    let status = HealthStatus::worst(shortfalls.iter().map(|(s, _)| *s));
     let clauses: Vec<&str> = shortfalls.iter().map(|(_, c)| c.as_str()).collect();
     Verdict::new(status, format!("{object}: {}", clauses.join("; ")))
 }

@@ -12,12 +12,29 @@ use serde_json::Value;
 
 use super::generic::condition_status;
 use crate::health::{Finding, Verdict};
+use crate::resource::{InputError, Query};
 
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 pub struct Params {
     /// Also require the referenced `Cluster` to be Ready (condition `Ready` = `True`), for
     /// consumers that need the database to be reachable right now, not just created.
     pub require_cluster_ready: bool,
+}
+
+impl Params {
+    /// What a caller may set, as the HTTP API and `wavegate check -p` name it.
+    pub const NAMES: &[&str] = &["requireClusterReady"];
+
+    /// The Database alone unless told otherwise.
+    pub fn new(require_cluster_ready: Option<bool>) -> Params {
+        Params {
+            require_cluster_ready: require_cluster_ready.unwrap_or(false),
+        }
+    }
+
+    pub fn from_query(q: &Query) -> Result<Params, InputError> {
+        Ok(Params::new(q.parse("requireClusterReady")?))
+    }
 }
 
 /// The Cluster a Database lives in (`spec.cluster.name`, a LocalObjectReference: same
@@ -212,9 +229,7 @@ mod tests {
     use super::*;
     use crate::health::HealthStatus;
 
-    fn fixture(yaml: &str) -> Value {
-        serde_yaml::from_str(yaml).unwrap()
-    }
+    use crate::checks::fixtures::object as fixture;
 
     const NEW: &str = include_str!("../../tests/fixtures/cnpg/database-new.yaml");
     const APPLIED: &str = include_str!("../../tests/fixtures/cnpg/database-applied.yaml");

@@ -24,6 +24,7 @@ use k8s_openapi::api::core::v1::Pod;
 use serde_json::Value;
 
 use crate::health::{Finding, Verdict};
+use crate::resource::{InputError, Query};
 
 /// CockroachDB's default `--http-port`, and the default of both operators' `httpPort`.
 pub const DEFAULT_HTTP_PORT: u16 = 8080;
@@ -38,7 +39,78 @@ const CLUSTER_LABEL: &str = "crdb.cockroachlabs.com/cluster";
 const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 const NAME_LABEL: &str = "app.kubernetes.io/name";
 
-/// What the request may override.
+/// What a caller may ask of a CockroachDB check (an HTTP query, a WaveGate check entry).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
+pub struct Wanted {
+    /// Live nodes every member must see; default: from the CrdbCluster's spec.
+    pub expected_nodes: Option<u32>,
+    /// Pods to probe instead of the operator's labels (equality only).
+    pub selector: Option<BTreeMap<String, String>>,
+}
+
+/// A label key: an optional DNS-subdomain prefix (253) and `/`, then a name (63)
+/// (apimachinery validation `IsQualifiedName`).
+const MAX_LABEL_KEY: usize = 253 + 1 + 63;
+/// A label value (apimachinery validation `IsValidLabelValue`).
+const MAX_LABEL_VALUE: usize = 63;
+
+impl Wanted {
+    /// What a caller may set, as the HTTP API and `wavegate check -p` name it.
+    pub const NAMES: &[&str] = &["expectedNodes", "selector"];
+
+    /// Nothing expected proves nothing: `expectedNodes` is at least 1 when given. Selector
+    /// keys and values must be label-shaped.
+    pub fn new(
+        expected_nodes: Option<u32>,
+        selector: Option<BTreeMap<String, String>>,
+    ) -> Result<Wanted, InputError> {
+        if expected_nodes == Some(0) {
+            return Err(InputError::Parameter {
+                name: "expectedNodes".into(),
+                reason: "must be at least 1".into(),
+            });
+        }
+        let label_text = |x: &str, max: usize| {
+            x.len() <= max
+                && x.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"-_./".contains(&b))
+        };
+        let bad = selector.iter().flatten().find(|(k, v)| {
+            k.is_empty() || !label_text(k, MAX_LABEL_KEY) || !label_text(v, MAX_LABEL_VALUE)
+        });
+        if let Some((k, v)) = bad {
+            return Err(InputError::Parameter {
+                name: "selector".into(),
+                reason: format!("{k:?}={v:?}: invalid label key or value"),
+            });
+        }
+        Ok(Wanted {
+            expected_nodes,
+            selector,
+        })
+    }
+
+    pub fn from_query(q: &Query) -> Result<Wanted, InputError> {
+        let selector = q.text("selector").map(parse_selector).transpose()?;
+        Wanted::new(q.parse("expectedNodes")?, selector)
+    }
+}
+
+/// `k=v,k2=v2`, the equality-only subset of a label selector.
+fn parse_selector(s: &str) -> Result<BTreeMap<String, String>, InputError> {
+    s.split(',')
+        .map(|pair| {
+            pair.split_once('=')
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .ok_or_else(|| InputError::Parameter {
+                    name: "selector".into(),
+                    reason: format!("{s:?}: missing '=' (expected key=value[,key=value])"),
+                })
+        })
+        .collect()
+}
+
+/// What the check runs with: the caller's [`Wanted`] and what proves membership.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Params {
     /// Live nodes every member must see (the whole cluster, all regions).
@@ -497,12 +569,7 @@ fn selects(
 
 /// Why Kubernetes does not consider the pod Ready, if it does not.
 fn kubernetes_unreadiness(pod: &Pod) -> Option<String> {
-    let ready = pod
-        .status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .and_then(|c| c.iter().find(|c| c.type_ == "Ready"));
-    match ready {
+    match super::ready_condition(pod) {
         Some(c) if c.status == "True" => None,
         Some(c) => Some(match c.reason.as_deref() {
             Some(reason) => format!(
@@ -739,12 +806,10 @@ mod tests {
     const ID_A: &str = "15152a17-fcc9-4a51-8c04-af0ec0126551";
     const ID_B: &str = "2c4d3ec6-47f5-4161-97ff-ef4b12f595f0";
 
-    fn object(yaml: &str) -> Value {
-        serde_yaml::from_str(yaml).unwrap()
-    }
+    use crate::checks::fixtures::{items, object};
 
     fn owners(yaml: &str) -> Owners {
-        let list: Value = serde_yaml::from_str(yaml).unwrap();
+        let list = object(yaml);
         let mut owners = Owners::default();
         for item in list["items"].as_array().unwrap() {
             owners.record(item["kind"].as_str().unwrap(), [item]);
@@ -753,13 +818,7 @@ mod tests {
     }
 
     fn pods(yaml: &str) -> Vec<Arc<Pod>> {
-        let list: Value = serde_yaml::from_str(yaml).unwrap();
-        list["items"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|p| Arc::new(serde_json::from_value(p.clone()).unwrap()))
-            .collect()
+        items(yaml)
     }
 
     fn seed_plan() -> Plan {

@@ -24,13 +24,14 @@ use serde_json::Value;
 
 use super::builtin;
 use crate::health::{HealthStatus, Verdict};
+use crate::resource::{InputError, Query};
 
 /// JSONPath (RFC 9535) expressions, each judged against the whole object as the API returns it.
 /// An expression holds when it selects at least one node and every selected node is `true` or
 /// an object/array; a selected `false` does not hold; a selected string, number or `null` is an
 /// error (compare it in a filter instead). Write conditions as filters:
 /// `$.status.conditions[?@.type=='Available' && @.status=='True']`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Deserialize, Serialize, JsonSchema)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
 pub struct Rule {
     /// Healthy only when this holds (and the kind's own rule and nothing below object).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -41,6 +42,34 @@ pub struct Rule {
     /// Degraded (fails the Argo CD sync) while this holds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<String>,
+}
+
+impl Rule {
+    /// What a caller may set, as the HTTP API and `wavegate check -p` name it.
+    pub const NAMES: &[&str] = &["healthy", "progressing", "degraded"];
+
+    /// A rule whose every expression parses; the error names the bad one.
+    pub fn new(
+        healthy: Option<String>,
+        progressing: Option<String>,
+        degraded: Option<String>,
+    ) -> Result<Rule, InputError> {
+        let rule = Rule {
+            healthy,
+            progressing,
+            degraded,
+        };
+        validate(&rule).map_err(|reason| InputError::Parameter {
+            name: "healthy/progressing/degraded".into(),
+            reason,
+        })?;
+        Ok(rule)
+    }
+
+    pub fn from_query(q: &Query) -> Result<Rule, InputError> {
+        let text = |k: &str| q.text(k).map(str::to_string);
+        Rule::new(text("healthy"), text("progressing"), text("degraded"))
+    }
 }
 
 /// Parse every expression of `rule`; the error names the bad one.
@@ -308,9 +337,7 @@ mod tests {
     use super::*;
     use crate::health::HealthStatus;
 
-    fn fixture(yaml: &str) -> Value {
-        serde_yaml::from_str(yaml).unwrap()
-    }
+    use crate::checks::fixtures::object as fixture;
 
     const AVAILABLE: &str = "$.status.conditions[?@.type=='Available' && @.status=='True']";
 

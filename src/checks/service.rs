@@ -14,6 +14,7 @@ use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 use kube::core::{Selector, SelectorExt};
 
 use crate::health::{Finding, Verdict};
+use crate::resource::{InputError, Query};
 
 /// How many pods with near-matching labels a message names at most.
 const MAX_NAMED_PODS: usize = 3;
@@ -31,16 +32,32 @@ const IDENTITY_KEYS: [&str; 4] = [
 /// (`discovery.k8s.io/v1` `LabelServiceName`); manually managed slices must carry it too.
 const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Params {
     /// Ready endpoints required. `0` means "the Service exists", for headless join Services
     /// that must resolve before their pods are created (seed 000).
     pub min_ready: u32,
 }
 
+impl Params {
+    /// What a caller may set, as the HTTP API and `wavegate check -p` name it.
+    pub const NAMES: &[&str] = &["minReady"];
+
+    /// One ready endpoint unless told otherwise.
+    pub fn new(min_ready: Option<u32>) -> Params {
+        Params {
+            min_ready: min_ready.unwrap_or(1),
+        }
+    }
+
+    pub fn from_query(q: &Query) -> Result<Params, InputError> {
+        Ok(Params::new(q.parse("minReady")?))
+    }
+}
+
 impl Default for Params {
     fn default() -> Self {
-        Params { min_ready: 1 }
+        Params::new(None)
     }
 }
 
@@ -301,10 +318,7 @@ fn is_live(pod: &Pod) -> bool {
 
 /// `podutil.IsPodReady`: the pod's `Ready` condition is `True`.
 fn is_ready(pod: &Pod) -> bool {
-    pod.status
-        .as_ref()
-        .and_then(|s| s.conditions.as_ref())
-        .is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
+    super::ready_condition(pod).is_some_and(|c| c.status == "True")
 }
 
 /// How strongly a pod suggests it was meant to be selected, or `None` if it does not.

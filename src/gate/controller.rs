@@ -7,11 +7,15 @@
 
 use super::crd::{WaveGate, WaveGateStatus};
 use super::judge::{self, ask_of, gate_health, invalid_check, next_status};
-use super::queue::{self, DepIndex, PROBE_RECHECK, QueueConfig, Reconcile, deps_of};
+use crate::ask::{Ask, Check};
 use crate::cache::{CacheError, Change};
-use crate::evaluate::{Ask, Evaluator, Judgement};
+use crate::deps::{Dep, DepIndex};
+use crate::evaluate::{Evaluator, Judgement, reads};
 use crate::health::{HealthStatus, Verdict};
 use crate::metrics::Metrics;
+use crate::queue::{self, QueueConfig, Reconcile};
+use crate::resource::Kind;
+use crate::written::{DEFAULT_STATUS_VALIDITY, FIELD_MANAGER};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use std::collections::HashMap;
@@ -20,17 +24,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use thiserror::Error;
 
-pub const GROUP: &str = "wavegate.dev";
-pub const PLURAL: &str = "wavegates";
-/// How the cache names WaveGates in its [`Change`]s.
-pub const RESOURCE: &str = "wavegates.wavegate.dev";
-/// How the cache names Argo CD Applications in its [`Change`]s.
-const APPLICATIONS: &str = "applications.argoproj.io";
-/// The field manager of every status write.
-pub const FIELD_MANAGER: &str = "wavegate";
+/// Argo CD Applications, whose running sync restarts a gate's timeout.
+const APPLICATIONS: Kind = Kind::fixed("argoproj.io", "applications");
 
 #[derive(Debug, Error)]
-enum GateError {
+pub enum GateError {
     #[error(transparent)]
     Cache(#[from] CacheError),
     #[error("cannot read the WaveGate: {0}")]
@@ -75,11 +73,6 @@ impl Settings {
     }
 }
 
-/// Three minutes: long enough that a wavegate restart (or an API server brown-out) does not
-/// expire every settled gate, short enough that a wave does not advance on a verdict from a
-/// wavegate that stopped long ago. Confirmed every 90 s, so the resync (15 s) must be shorter.
-pub const DEFAULT_STATUS_VALIDITY: Duration = Duration::from_secs(180);
-
 /// Run the gate controller until the cache's change feed closes. Status writes are counted in
 /// [`Metrics::gate_status_writes`].
 pub async fn run(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, resync: Duration) {
@@ -95,19 +88,21 @@ pub async fn run_with(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, settings
     let changes = evaluator.cache().subscribe();
     let gates = Arc::new(Gates {
         evaluator,
-        metrics,
+        metrics: metrics.clone(),
         index: Mutex::default(),
         written: Mutex::default(),
         missing_crd_logged: AtomicBool::new(false),
         settings,
     });
     tracing::info!(resync = %humantime::format_duration(resync), "gate controller started");
-    queue::run(gates, changes, QueueConfig::new(resync)).await;
+    queue::run(gates, changes, QueueConfig::new("gates", resync), metrics).await;
 }
 
 impl Reconcile<GateKey> for Gates {
+    type Error = GateError;
+
     fn affected(&self, change: &Change) -> Vec<GateKey> {
-        if change.resource == RESOURCE {
+        if change.kind == super::kind() {
             return vec![(change.namespace.clone(), change.name.clone())];
         }
         self.index
@@ -117,7 +112,7 @@ impl Reconcile<GateKey> for Gates {
     }
 
     async fn all(&self) -> Vec<GateKey> {
-        match self.evaluator.cache().objects(GROUP, PLURAL, None).await {
+        match self.evaluator.cache().objects(&super::kind(), None).await {
             Ok(objects) => {
                 self.missing_crd_logged.store(false, Ordering::Relaxed);
                 objects
@@ -140,14 +135,8 @@ impl Reconcile<GateKey> for Gates {
         }
     }
 
-    async fn reconcile(&self, key: GateKey) -> Option<Duration> {
-        match self.judge(&key).await {
-            Ok(requeue) => requeue,
-            Err(e) => {
-                tracing::warn!(gate = %format!("{}/{}", key.0, key.1), error = %e, "gate not judged");
-                None
-            }
-        }
+    async fn reconcile(&self, key: GateKey) -> Result<Option<Duration>, GateError> {
+        self.judge(&key).await
     }
 }
 
@@ -155,7 +144,7 @@ impl Gates {
     async fn judge(&self, key: &GateKey) -> Result<Option<Duration>, GateError> {
         let (ns, name) = key;
         let cache = self.evaluator.cache();
-        let Some(object) = cache.object(GROUP, PLURAL, ns, name).await? else {
+        let Some(object) = cache.object(&super::kind(), ns, name).await? else {
             self.forget(key);
             return Ok(None);
         };
@@ -173,10 +162,10 @@ impl Gates {
             let mut deps: Vec<_> = asks
                 .iter()
                 .filter_map(|(_, a)| a.as_ref().ok())
-                .flat_map(deps_of)
+                .flat_map(reads)
                 .collect();
             if let Some((app_ns, app)) = &managed_by {
-                deps.push(queue::Dep::object(APPLICATIONS, app_ns, app));
+                deps.push(Dep::object(APPLICATIONS, app_ns, app));
             }
             idx.set(key.clone(), deps);
         }
@@ -202,10 +191,7 @@ impl Gates {
         // the timeout from the gate's history could fail a new sync for an old one's wait, so
         // the timeout is not applied until it can tell (Degraded needs evidence).
         let (sync_started, clock_blind) = match &managed_by {
-            Some((app_ns, app)) => match cache
-                .object("argoproj.io", "applications", app_ns, app)
-                .await
-            {
+            Some((app_ns, app)) => match cache.object(&APPLICATIONS, app_ns, app).await {
                 Ok(found) => (found.and_then(|a| judge::sync_started(&a)), None),
                 Err(e) => (
                     None,
@@ -257,11 +243,18 @@ impl Gates {
             // One more second: the API server keeps whole seconds, so `since` can be up
             // to a second later than the moment waiting began.
             .map(|d| d + Duration::from_secs(1));
-        let probing = asks
-            .iter()
-            .any(|(_, a)| matches!(a, Ok(Ask::CrdbCluster { .. })));
+        let probing = asks.iter().any(|(_, a)| {
+            matches!(
+                a,
+                Ok(Ask {
+                    check: Check::CrdbCluster(_),
+                    ..
+                })
+            )
+        });
         if probing && status_of(&status) != HealthStatus::Healthy {
-            requeue = Some(requeue.map_or(PROBE_RECHECK, |d| d.min(PROBE_RECHECK)));
+            let recheck = self.evaluator.probe_recheck();
+            requeue = Some(requeue.map_or(recheck, |d| d.min(recheck)));
         }
 
         if stored.as_ref() != Some(&status) {

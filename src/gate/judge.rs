@@ -9,10 +9,12 @@
 //! gate that has never been judged counts from its `creationTimestamp`.
 
 use super::crd::{CheckStatus, GateCheck, GateHealth, WaveGate, WaveGateStatus};
-use crate::evaluate::Ask;
+use crate::ask::{Ask, Check};
+use crate::checks::{cnpg, cockroach, generic, service};
 use crate::health::{HealthStatus, Verdict, worst_of};
 use crate::policy::CheckPolicy;
 use crate::resource::{InputError, Resource, Target};
+use crate::written;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
 use std::collections::HashMap;
@@ -64,57 +66,60 @@ fn ask_unchecked(check: &GateCheck, gate_namespace: &str) -> Result<Ask, InputEr
     }
     if let Some(s) = &check.service {
         let t = target(Resource::Service, &s.namespace, &s.name)?;
-        return Ok(Ask::Service {
-            namespace: t.namespace,
-            name: t.name,
-            min_ready: s.min_ready.unwrap_or(1),
-        });
+        return Ok(Ask::new(
+            t,
+            Check::Service(service::Params::new(s.min_ready)),
+        ));
     }
     if let Some(d) = &check.cnpg_database {
         let t = target(Resource::CnpgDatabase, &d.namespace, &d.name)?;
-        return Ok(Ask::CnpgDatabase {
-            namespace: t.namespace,
-            name: t.name,
-            require_cluster_ready: d.require_cluster_ready.unwrap_or(false),
-        });
+        let params = cnpg::Params::new(d.require_cluster_ready);
+        return Ok(Ask::new(t, Check::CnpgDatabase(params)));
     }
     if let Some(c) = &check.cockroach_cluster {
         let t = target(Resource::CrdbCluster, &c.namespace, &c.name)?;
-        return Ok(Ask::CrdbCluster {
-            namespace: t.namespace,
-            name: t.name,
-            expected_nodes: c.expected_nodes,
-            selector: c.selector.clone(),
-        });
+        let wanted = cockroach::Wanted::new(c.expected_nodes, c.selector.clone())?;
+        return Ok(Ask::new(t, Check::CrdbCluster(wanted)));
     }
     if let Some(a) = &check.application {
         let t = target(Resource::Application, &a.namespace, &a.name)?;
-        return Ok(Ask::Application {
-            namespace: t.namespace,
-            name: t.name,
-        });
+        return Ok(Ask::new(t, Check::Application));
     }
     let Some(r) = &check.resource else {
         return Err(not_exactly_one());
     };
     let t = target(Resource::parse(&r.resource)?, &r.namespace, &r.name)?;
-    // The same parameter names as the HTTP API, so a rule is validated exactly once, there.
-    let params: HashMap<String, String> = [
-        ("healthy", &r.healthy),
-        ("progressing", &r.progressing),
-        ("degraded", &r.degraded),
-    ]
-    .into_iter()
-    .filter_map(|(k, v)| v.clone().map(|v| (k.to_string(), v)))
-    .collect();
-    Ask::from_params(t, &params)
+    let check = match t.resource.clone() {
+        Resource::Generic { group, plural } => {
+            let (h, p, d) = (r.healthy.clone(), r.progressing.clone(), r.degraded.clone());
+            let rule = generic::Rule::new(h, p, d)?;
+            Check::Generic {
+                group,
+                plural,
+                rule,
+            }
+        }
+        // `resource: services` judges a Service by its own check; expressions would be ignored.
+        dedicated if r.healthy.is_none() && r.progressing.is_none() && r.degraded.is_none() => {
+            Check::defaults(dedicated)
+        }
+        dedicated => {
+            return Err(InputError::Parameter {
+                name: check.name.clone(),
+                reason: format!(
+                    "{dedicated} has a check of its own; JSONPath expressions are for other kinds"
+                ),
+            });
+        }
+    };
+    Ok(Ask::new(t, check))
 }
 
 /// What a check entry points at, as the HTTP API shows it: `services cicd/forgejo`.
 pub fn target_of(check: &GateCheck, gate_namespace: &str) -> String {
     // Shown also for a check the policy refuses, so the reader sees what it pointed at.
     match ask_unchecked(check, gate_namespace) {
-        Ok(ask) => format!("{} {}", ask.resource(), ask.object()),
+        Ok(ask) => ask.to_string(),
         Err(_) => String::new(),
     }
 }
@@ -283,13 +288,15 @@ pub fn next_status(
 ) -> WaveGateStatus {
     let now = seconds(now);
     let valid_until = validity.map(|v| {
-        let v = i64::try_from(v.as_secs()).unwrap_or(i64::MAX / 4);
-        current
-            .and_then(|s| s.health.as_ref())
-            .filter(|h| h.status == health.status && h.message == health.message)
-            .and_then(|h| h.valid_until)
-            .filter(|until| until - now.as_second() >= v / 2)
-            .unwrap_or(now.as_second().saturating_add(v))
+        let previous = current.and_then(|s| s.health.as_ref());
+        let same =
+            previous.is_some_and(|h| h.status == health.status && h.message == health.message);
+        written::valid_until(
+            previous.and_then(|h| h.valid_until),
+            same,
+            v,
+            now.as_second(),
+        )
     });
     let generation = gate.metadata.generation;
     let prev_check = |name: &str| {
@@ -438,14 +445,8 @@ mod tests {
     #[test]
     fn omitted_namespace_is_the_gates() {
         let ask = ask_of(&service_check("http", "forgejo"), "ddb").unwrap();
-        assert_eq!(
-            ask,
-            Ask::Service {
-                namespace: "ddb".into(),
-                name: "forgejo".into(),
-                min_ready: 1
-            }
-        );
+        let expected = Target::new(Resource::Service, "ddb", "forgejo").unwrap();
+        assert_eq!(ask, Ask::with_defaults(expected));
         assert_eq!(
             target_of(&service_check("http", "forgejo"), "ddb"),
             "services ddb/forgejo"
@@ -474,19 +475,18 @@ mod tests {
             }),
             ..GateCheck::default()
         };
-        match ask_of(&check, "prod").unwrap() {
-            Ask::Generic {
+        let ask = ask_of(&check, "prod").unwrap();
+        match &ask.check {
+            Check::Generic {
                 group,
                 plural,
-                namespace,
                 rule,
-                ..
             } => {
                 assert_eq!((group.as_str(), plural.as_str()), ("apps", "deployments"));
-                assert_eq!(namespace, "prod");
+                assert_eq!(ask.namespace, "prod");
                 assert!(rule.healthy.is_some());
             }
-            other => panic!("expected a generic ask, got {other:?}"),
+            other => panic!("expected a generic check, got {other:?}"),
         }
         assert_eq!(target_of(&check, "ddb"), "deployments.apps prod/web");
     }

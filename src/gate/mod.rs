@@ -9,7 +9,14 @@
 pub mod controller;
 pub mod crd;
 pub mod judge;
-pub mod queue;
 pub mod view;
 
 pub use controller::run;
+
+use crate::resource::Kind;
+
+/// WaveGates as the cache names them, from the CRD type's own group and plural.
+pub fn kind() -> Kind {
+    use kube::Resource;
+    Kind::new(&crd::WaveGate::group(&()), &crd::WaveGate::plural(&()))
+}

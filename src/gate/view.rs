@@ -5,7 +5,6 @@
 //! A status judged for an older generation is shown as Progressing, exactly as the Argo CD
 //! health script for WaveGates does: the old generation's Healthy must not release anything.
 
-use super::controller::{GROUP, PLURAL, RESOURCE};
 use super::crd::WaveGate;
 use super::judge::target_of;
 use crate::cache::{Cache, CacheError};
@@ -140,7 +139,7 @@ fn decode(object: serde_json::Value) -> Option<WaveGate> {
 
 /// Every WaveGate in the watched namespaces.
 pub async fn list(cache: &Cache) -> Result<Vec<Gate>, CacheError> {
-    let objects = cache.objects(GROUP, PLURAL, None).await?;
+    let objects = cache.objects(&super::kind(), None).await?;
     let mut gates: Vec<Gate> = objects
         .into_iter()
         .filter_map(decode)
@@ -151,7 +150,7 @@ pub async fn list(cache: &Cache) -> Result<Vec<Gate>, CacheError> {
 }
 
 pub async fn get(cache: &Cache, namespace: &str, name: &str) -> Result<Option<Gate>, CacheError> {
-    let object = cache.object(GROUP, PLURAL, namespace, name).await?;
+    let object = cache.object(&super::kind(), namespace, name).await?;
     Ok(object.and_then(decode).map(|g| Gate::of(&g)))
 }
 
@@ -248,7 +247,7 @@ async fn changed(
     loop {
         tokio::select! {
             msg = changes.recv() => match msg {
-                Ok(c) if c.resource == RESOURCE && c.namespace == namespace && c.name == name => {
+                Ok(c) if c.kind == super::kind() && c.namespace == namespace && c.name == name => {
                     return true;
                 }
                 Ok(_) => {}

@@ -181,7 +181,7 @@ impl Wavegate {
         let metrics = Arc::new(Metrics::default());
         let cache = Cache::new(client, namespaces, sync_wait, metrics.clone());
         // What `wavegate serve` requires for readiness.
-        cache.require("wavegate.dev", "wavegates");
+        cache.require(wavegate::gate::kind());
         let evaluator = Evaluator::new(cache, config, metrics.clone()).unwrap();
         let mut state = AppState::new(evaluator.clone(), metrics.clone());
         if let Some(token) = token {

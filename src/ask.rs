@@ -1,0 +1,215 @@
+//! What to check: one object and the check that judges it, with its parameters. The single
+//! vocabulary every front end converts into — an HTTP query or `wavegate check -p`
+//! ([`Ask::from_params`]), a WaveGate check entry (`gate::judge::ask_of`), an annotated object and
+//! an Application's managed resource ([`Ask::with_defaults`]) — and the verdict cache's key
+//! (`Hash + Eq`). Each check's parameters own their names, defaults, parsing and validation
+//! (`Params::from_query`, `Params::new` in `checks::*`); the cache reads an ask depends on are
+//! listed next to the code that makes them (`evaluate::reads`).
+
+use crate::checks::{cnpg, cockroach, generic, service};
+use crate::resource::{InputError, Query, Resource, Target};
+use std::collections::HashMap;
+use std::fmt;
+
+/// One question: is `namespace/name` truly ready by `check`?
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Ask {
+    pub namespace: String,
+    pub name: String,
+    pub check: Check,
+}
+
+/// A check and its parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum Check {
+    Service(service::Params),
+    CnpgDatabase(cnpg::Params),
+    CrdbCluster(cockroach::Wanted),
+    Application,
+    /// Any other kind: Argo CD's rule for built-in kinds, kstatus for the rest, plus the
+    /// caller's expressions.
+    Generic {
+        group: String,
+        plural: String,
+        rule: generic::Rule,
+    },
+}
+
+impl Check {
+    /// The check `resource` gets from a caller's parameters; a parameter it does not take is
+    /// refused, so a typo never silently weakens a check.
+    pub fn from_query(resource: Resource, q: Query) -> Result<Check, InputError> {
+        let names = match resource {
+            Resource::Service => service::Params::NAMES,
+            Resource::CnpgDatabase => cnpg::Params::NAMES,
+            Resource::CrdbCluster => cockroach::Wanted::NAMES,
+            Resource::Application => &[],
+            Resource::Generic { .. } => generic::Rule::NAMES,
+        };
+        q.only(&resource, names)?;
+        Ok(match resource {
+            Resource::Service => Check::Service(service::Params::from_query(&q)?),
+            Resource::CnpgDatabase => Check::CnpgDatabase(cnpg::Params::from_query(&q)?),
+            Resource::CrdbCluster => Check::CrdbCluster(cockroach::Wanted::from_query(&q)?),
+            Resource::Application => Check::Application,
+            Resource::Generic { group, plural } => Check::Generic {
+                group,
+                plural,
+                rule: generic::Rule::from_query(&q)?,
+            },
+        })
+    }
+
+    /// The check `resource` gets with every parameter at its default.
+    pub fn defaults(resource: Resource) -> Check {
+        match resource {
+            Resource::Service => Check::Service(service::Params::default()),
+            Resource::CnpgDatabase => Check::CnpgDatabase(cnpg::Params::default()),
+            Resource::CrdbCluster => Check::CrdbCluster(cockroach::Wanted::default()),
+            Resource::Application => Check::Application,
+            Resource::Generic { group, plural } => Check::Generic {
+                group,
+                plural,
+                rule: generic::Rule::default(),
+            },
+        }
+    }
+
+    /// The kind this check judges.
+    pub fn resource(&self) -> Resource {
+        match self {
+            Check::Service(_) => Resource::Service,
+            Check::CnpgDatabase(_) => Resource::CnpgDatabase,
+            Check::CrdbCluster(_) => Resource::CrdbCluster,
+            Check::Application => Resource::Application,
+            Check::Generic { group, plural, .. } => Resource::Generic {
+                group: group.clone(),
+                plural: plural.clone(),
+            },
+        }
+    }
+}
+
+impl Ask {
+    pub fn new(target: Target, check: Check) -> Ask {
+        Ask {
+            namespace: target.namespace,
+            name: target.name,
+            check,
+        }
+    }
+
+    /// From a target and string parameters (HTTP query, CLI `--param k=v`).
+    pub fn from_params(
+        target: Target,
+        params: &HashMap<String, String>,
+    ) -> Result<Ask, InputError> {
+        let check = Check::from_query(target.resource.clone(), Query(params))?;
+        Ok(Ask::new(target, check))
+    }
+
+    /// `target` judged with its check's defaults (annotation mode, the waves view).
+    pub fn with_defaults(target: Target) -> Ask {
+        let check = Check::defaults(target.resource.clone());
+        Ask::new(target, check)
+    }
+
+    /// The kind judged, kubectl-style in messages and metrics.
+    pub fn resource(&self) -> Resource {
+        self.check.resource()
+    }
+
+    pub fn namespace(&self) -> &str {
+        &self.namespace
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// `namespace/name` of the object judged.
+    pub fn object(&self) -> String {
+        format!("{}/{}", self.namespace, self.name)
+    }
+}
+
+/// `services cicd/forgejo`, as messages and the gate API name what a check points at.
+impl fmt::Display for Ask {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} {}/{}", self.resource(), self.namespace, self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn params(pairs: &[(&str, &str)]) -> HashMap<String, String> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn target(resource: Resource) -> Target {
+        Target::new(resource, "cicd", "forgejo").unwrap()
+    }
+
+    #[test]
+    fn every_front_end_reaches_the_same_ask_and_cache_key() {
+        let from_query = Ask::from_params(target(Resource::Service), &params(&[])).unwrap();
+        let defaults = Ask::with_defaults(target(Resource::Service));
+        assert_eq!(from_query, defaults);
+        let explicit =
+            Ask::from_params(target(Resource::Service), &params(&[("minReady", "1")])).unwrap();
+        assert_eq!(
+            explicit, defaults,
+            "minReady=1 is the default, not another ask"
+        );
+        let mut keys = std::collections::HashSet::new();
+        assert!(keys.insert(defaults) && !keys.insert(explicit));
+    }
+
+    #[test]
+    fn a_parameter_of_another_check_is_refused_by_name() {
+        let err = Ask::from_params(target(Resource::Service), &params(&[("minready", "2")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("minready") && err.contains("minReady"),
+            "{err}"
+        );
+        let err = Ask::from_params(target(Resource::Application), &params(&[("minReady", "1")]))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("allowed: none"), "{err}");
+    }
+
+    #[test]
+    fn parameters_are_validated_where_they_are_defined() {
+        let crdb = target(Resource::CrdbCluster);
+        for bad in [
+            &[("expectedNodes", "0")][..],
+            &[("expectedNodes", "-1")],
+            &[("selector", "app")],
+            &[("selector", "app=cockroach db")],
+        ] {
+            assert!(
+                Ask::from_params(crdb.clone(), &params(bad)).is_err(),
+                "{bad:?}"
+            );
+        }
+        let ok = Ask::from_params(
+            crdb,
+            &params(&[("expectedNodes", "3"), ("selector", "app=db,tier=data")]),
+        )
+        .unwrap();
+        let Check::CrdbCluster(w) = ok.check else {
+            panic!("{ok:?}")
+        };
+        assert_eq!(w.expected_nodes, Some(3));
+        assert_eq!(w.selector.map(|s| s.len()), Some(2));
+        let generic = Resource::parse("deployments.apps").unwrap();
+        assert!(Ask::from_params(target(generic), &params(&[("healthy", "status.x")])).is_err());
+    }
+}

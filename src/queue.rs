@@ -1,0 +1,386 @@
+//! The reconcile queue that drives the writers (the gate controller, annotation mode): cache
+//! changes become debounced, bounded-concurrency reconciles of the keys they affect, plus a
+//! periodic resync, timers a reconcile asks for, and retries with backoff when one fails.
+//!
+//! The queue never runs one key twice at once; a change that arrives while its key is being
+//! reconciled runs it again afterwards, so the last change is never lost. Changes are coalesced
+//! for a short fixed window after the first one (not extended by later ones, so a busy namespace
+//! cannot starve a gate). Timers live in a [`DelayQueue`], one per key.
+
+use crate::cache::Change;
+use crate::metrics::Metrics;
+use futures::StreamExt;
+use std::collections::{HashMap, HashSet};
+use std::fmt;
+use std::future::Future;
+use std::hash::Hash;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::{Semaphore, broadcast};
+use tokio::task::{Id, JoinSet};
+use tokio::time::{Instant, sleep_until};
+use tokio_util::time::DelayQueue;
+use tokio_util::time::delay_queue;
+
+/// How long changes are coalesced after the first one: long enough to fold a Deployment's
+/// burst of pod and EndpointSlice events into one reconcile, short next to a human's wait.
+pub const DEBOUNCE: Duration = Duration::from_millis(20);
+/// Keys reconciled at once: each reconcile is a few cache reads and at most one write, so a
+/// handful keeps the API server's write load smooth without delaying the others.
+pub const CONCURRENCY: usize = 4;
+/// The first retry of a failed reconcile; doubled per failure up to [`RETRY_LAST`].
+const RETRY_FIRST: Duration = Duration::from_millis(500);
+const RETRY_LAST: Duration = Duration::from_secs(30);
+
+/// The work a queue drives.
+pub trait Reconcile<K>: Send + Sync + 'static {
+    /// Why a reconcile failed (a status write refused, a cache that cannot answer).
+    type Error: fmt::Display + Send + 'static;
+    /// Keys to reconcile because of `change`.
+    fn affected(&self, change: &Change) -> Vec<K>;
+    /// Every key, for the periodic resync (and at start).
+    fn all(&self) -> impl Future<Output = Vec<K>> + Send;
+    /// Judge `key` and write what changed; `Ok(Some(d))` asks to be reconciled again after
+    /// `d` (a timeout that will fire, a probe-based check still converging). An error is
+    /// retried with backoff and counted in `wavegate_reconcile_errors_total`.
+    fn reconcile(
+        &self,
+        key: K,
+    ) -> impl Future<Output = Result<Option<Duration>, Self::Error>> + Send;
+}
+
+#[derive(Debug, Clone, Copy)]
+pub struct QueueConfig {
+    /// What the queue drives, as its metrics and logs name it (`gates`, `annotations`).
+    pub name: &'static str,
+    pub debounce: Duration,
+    pub concurrency: usize,
+    /// Every key is reconciled at least this often (grace periods and timeouts advance with
+    /// time, not with events; a lost event is repaired).
+    pub resync: Duration,
+}
+
+impl QueueConfig {
+    pub fn new(name: &'static str, resync: Duration) -> Self {
+        QueueConfig {
+            name,
+            debounce: DEBOUNCE,
+            concurrency: CONCURRENCY,
+            resync,
+        }
+    }
+}
+
+/// The delay before retry number `failures` (1-based) of one key.
+fn retry_after(failures: u32) -> Duration {
+    RETRY_FIRST
+        .saturating_mul(2u32.saturating_pow(failures.saturating_sub(1)))
+        .min(RETRY_LAST)
+}
+
+/// One timer per key.
+struct Timers<K> {
+    queue: DelayQueue<K>,
+    keys: HashMap<K, delay_queue::Key>,
+}
+
+impl<K: Clone + Eq + Hash> Timers<K> {
+    fn new() -> Self {
+        Timers {
+            queue: DelayQueue::new(),
+            keys: HashMap::new(),
+        }
+    }
+
+    /// Fire `key` after `after`, replacing its earlier timer.
+    fn set(&mut self, key: K, after: Duration) {
+        match self.keys.get(&key) {
+            Some(k) => self.queue.reset(k, after),
+            None => {
+                let k = self.queue.insert(key.clone(), after);
+                self.keys.insert(key, k);
+            }
+        }
+    }
+
+    fn cancel(&mut self, key: &K) {
+        if let Some(k) = self.keys.remove(key) {
+            self.queue.remove(&k);
+        }
+    }
+
+    /// The next key whose timer fired; pending forever while there are none.
+    async fn next(&mut self) -> K {
+        match self.queue.next().await {
+            Some(expired) => {
+                let key = expired.into_inner();
+                self.keys.remove(&key);
+                key
+            }
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// Drive `work` until the change channel closes.
+pub async fn run<K, R>(
+    work: Arc<R>,
+    mut changes: broadcast::Receiver<Change>,
+    cfg: QueueConfig,
+    metrics: Arc<Metrics>,
+) where
+    K: Clone + Eq + Hash + Send + Sync + fmt::Debug + 'static,
+    R: Reconcile<K>,
+{
+    let permits = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
+    let mut dirty: HashSet<K> = HashSet::new();
+    let mut running: HashMap<Id, K> = HashMap::new();
+    let mut again: HashSet<K> = HashSet::new();
+    let mut timers = Timers::new();
+    let mut failures: HashMap<K, u32> = HashMap::new();
+    let mut due: Option<Instant> = None;
+    let mut tasks: JoinSet<Result<Option<Duration>, String>> = JoinSet::new();
+    let mut resync = tokio::time::interval(cfg.resync.max(Duration::from_millis(10)));
+    resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = resync.tick() => {
+                dirty.extend(work.all().await);
+                due.get_or_insert(Instant::now() + cfg.debounce);
+            }
+            msg = changes.recv() => match msg {
+                Ok(change) => {
+                    let keys = work.affected(&change);
+                    if !keys.is_empty() {
+                        dirty.extend(keys);
+                        due.get_or_insert(Instant::now() + cfg.debounce);
+                    }
+                }
+                Err(broadcast::error::RecvError::Lagged(n)) => {
+                    tracing::warn!(queue = cfg.name, missed = n, "change feed lagged; reconciling everything");
+                    dirty.extend(work.all().await);
+                    due.get_or_insert(Instant::now() + cfg.debounce);
+                }
+                Err(broadcast::error::RecvError::Closed) => break,
+            },
+            _ = sleep_until(due.unwrap_or_else(Instant::now)), if due.is_some() => {
+                due = None;
+                let busy: HashSet<&K> = running.values().collect();
+                let (wait, start): (Vec<K>, Vec<K>) = dirty.drain().partition(|k| busy.contains(k));
+                again.extend(wait);
+                for key in start {
+                    timers.cancel(&key);
+                    let (w, p, k) = (work.clone(), permits.clone(), key.clone());
+                    let handle = tasks.spawn(async move {
+                        let _permit = p.acquire_owned().await.ok();
+                        w.reconcile(k).await.map_err(|e| e.to_string())
+                    });
+                    running.insert(handle.id(), key);
+                }
+            }
+            key = timers.next() => {
+                dirty.insert(key);
+                due.get_or_insert(Instant::now() + cfg.debounce);
+            }
+            Some(done) = tasks.join_next_with_id(), if !tasks.is_empty() => {
+                let (id, outcome) = match done {
+                    Ok((id, outcome)) => (id, outcome),
+                    Err(e) => (e.id(), Err(format!("the reconcile panicked: {e}"))),
+                };
+                let Some(key) = running.remove(&id) else { continue };
+                match outcome {
+                    Ok(requeue) => {
+                        failures.remove(&key);
+                        if let Some(after) = requeue {
+                            timers.set(key.clone(), after);
+                        }
+                    }
+                    Err(error) => {
+                        let n = failures.entry(key.clone()).or_default();
+                        *n = n.saturating_add(1);
+                        let after = retry_after(*n).min(cfg.resync);
+                        tracing::warn!(
+                            queue = cfg.name, key = ?key, %error, failures = *n,
+                            retry_in = %humantime::format_duration(after),
+                            "reconcile failed"
+                        );
+                        metrics.record_reconcile_error(cfg.name);
+                        timers.set(key.clone(), after);
+                    }
+                }
+                if again.remove(&key) {
+                    dirty.insert(key);
+                    due.get_or_insert(Instant::now() + cfg.debounce);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::Kind;
+    use std::sync::Mutex;
+
+    fn change(name: &str) -> Change {
+        Change {
+            kind: Kind::PODS,
+            namespace: "ns".into(),
+            name: name.into(),
+        }
+    }
+
+    /// Counts reconciles, each taking 100 ms; `fail` keys fail their first `fail_times` runs.
+    #[derive(Default)]
+    struct Recorder {
+        runs: Mutex<Vec<&'static str>>,
+        requeue: Option<Duration>,
+        fail_times: usize,
+    }
+
+    impl Reconcile<&'static str> for Recorder {
+        type Error = String;
+        fn affected(&self, change: &Change) -> Vec<&'static str> {
+            match change.name.as_str() {
+                "a" => vec!["a"],
+                "b" => vec!["b"],
+                "fail" => vec!["fail"],
+                _ => vec![],
+            }
+        }
+        async fn all(&self) -> Vec<&'static str> {
+            vec!["a"]
+        }
+        async fn reconcile(&self, key: &'static str) -> Result<Option<Duration>, String> {
+            let n = {
+                let mut runs = self.runs.lock().unwrap();
+                runs.push(key);
+                runs.iter().filter(|k| **k == key).count()
+            };
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            if key == "fail" && n <= self.fail_times {
+                return Err(format!("write refused ({n})"));
+            }
+            Ok(self.requeue)
+        }
+    }
+
+    impl Recorder {
+        fn count(&self, key: &str) -> usize {
+            self.runs
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|k| **k == key)
+                .count()
+        }
+    }
+
+    fn start(rec: &Arc<Recorder>, resync: Duration) -> (broadcast::Sender<Change>, Arc<Metrics>) {
+        let (tx, rx) = broadcast::channel(64);
+        let metrics = Arc::new(Metrics::default());
+        tokio::spawn(run(
+            rec.clone(),
+            rx,
+            QueueConfig::new("test", resync),
+            metrics.clone(),
+        ));
+        (tx, metrics)
+    }
+
+    async fn settle(ms: u64) {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_burst_of_changes_is_judged_once_and_the_last_one_is_never_lost() {
+        let rec = Arc::new(Recorder::default());
+        let (tx, _) = start(&rec, Duration::from_secs(15));
+        settle(200).await; // the initial resync judges "a" once
+        assert_eq!(rec.count("a"), 1);
+        for _ in 0..50 {
+            tx.send(change("b")).unwrap();
+        }
+        settle(30).await;
+        assert_eq!(
+            rec.count("b"),
+            1,
+            "50 changes within the debounce window: one judgement"
+        );
+        // While "b" is being judged, another change arrives: it runs again afterwards.
+        tx.send(change("b")).unwrap();
+        settle(300).await;
+        assert_eq!(rec.count("b"), 2);
+        tx.send(change("unrelated")).unwrap();
+        settle(300).await;
+        assert_eq!(rec.runs.lock().unwrap().len(), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn resync_judges_everything_periodically() {
+        let rec = Arc::new(Recorder::default());
+        let _feed = start(&rec, Duration::from_secs(15));
+        settle(200).await;
+        assert_eq!(rec.count("a"), 1);
+        settle(15_000).await;
+        assert_eq!(rec.count("a"), 2);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_requested_recheck_fires_without_any_event() {
+        let rec = Arc::new(Recorder {
+            requeue: Some(Duration::from_secs(2)),
+            ..Recorder::default()
+        });
+        let _feed = start(&rec, Duration::from_secs(600));
+        settle(200).await;
+        assert_eq!(rec.count("a"), 1);
+        settle(2_000).await;
+        assert_eq!(rec.count("a"), 2);
+        settle(2_200).await;
+        assert_eq!(rec.count("a"), 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_failed_reconcile_is_retried_with_growing_backoff_and_counted() {
+        let rec = Arc::new(Recorder {
+            fail_times: 3,
+            ..Recorder::default()
+        });
+        let (tx, metrics) = start(&rec, Duration::from_secs(600));
+        settle(200).await;
+        tx.send(change("fail")).unwrap();
+        // Runs at ~0 (fails), +0.5 s (fails), +1 s (fails), +2 s (succeeds), then nothing
+        // until the resync, which is ten minutes away.
+        settle(150).await;
+        assert_eq!(rec.count("fail"), 1);
+        settle(600).await;
+        assert_eq!(rec.count("fail"), 2, "first retry after 500 ms");
+        settle(1_100).await;
+        assert_eq!(rec.count("fail"), 3, "second retry after 1 s");
+        settle(2_100).await;
+        assert_eq!(rec.count("fail"), 4, "third retry after 2 s succeeds");
+        settle(60_000).await;
+        assert_eq!(rec.count("fail"), 4, "no retries after a success");
+        assert!(
+            metrics
+                .encode()
+                .contains("wavegate_reconcile_errors_total{queue=\"test\"} 3"),
+            "{}",
+            metrics.encode()
+        );
+    }
+
+    #[test]
+    fn backoff_doubles_and_is_bounded() {
+        let delays: Vec<u64> = (1..=9).map(|n| retry_after(n).as_millis() as u64).collect();
+        assert_eq!(
+            delays,
+            [
+                500, 1_000, 2_000, 4_000, 8_000, 16_000, 30_000, 30_000, 30_000
+            ]
+        );
+        assert_eq!(retry_after(u32::MAX), RETRY_LAST);
+    }
+}

@@ -1,0 +1,111 @@
+//! The import graph stays one-way: every top-level module of `src/` belongs to a layer
+//! (README "Layout", `src/lib.rs`), and imports only from layers strictly below its own, tests
+//! included. A new module must be given a layer here, so nobody adds one without deciding.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// Bottom first. Same layer: no imports between them.
+const LAYERS: &[&[&str]] = &[
+    &["health", "resource"],
+    &["metrics", "checks"],
+    &["ask", "cache", "probe", "written"],
+    &["deps"],
+    &["evaluate", "policy", "queue"],
+    &["gate", "annotate"],
+    &["waves"],
+    &["api"],
+    &["cli"],
+];
+
+fn layer_of(module: &str) -> Option<usize> {
+    LAYERS.iter().position(|l| l.contains(&module))
+}
+
+/// Every `.rs` file under `dir`.
+fn sources(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            sources(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// The top-level module a file of `src/` belongs to (`None` for lib.rs and main.rs).
+fn module_of(src: &Path, file: &Path) -> Option<String> {
+    let rel = file.strip_prefix(src).unwrap();
+    let first = rel.components().next()?.as_os_str().to_str()?.to_string();
+    let name = first.strip_suffix(".rs").unwrap_or(&first).to_string();
+    (name != "lib" && name != "main").then_some(name)
+}
+
+/// Modules named as `crate::<module>` in code (not in comments).
+fn imports(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        let mut rest = code;
+        while let Some(at) = rest.find("crate::") {
+            let after = &rest[at + "crate::".len()..];
+            let name: String = after
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || *c == '_')
+                .collect();
+            if !name.is_empty() {
+                out.insert(name);
+            }
+            rest = after;
+        }
+    }
+    out
+}
+
+#[test]
+fn every_module_imports_only_from_layers_below_it() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    sources(&src, &mut files);
+    let mut graph: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for file in &files {
+        let Some(module) = module_of(&src, file) else {
+            continue;
+        };
+        let text = fs::read_to_string(file).unwrap();
+        graph
+            .entry(module.clone())
+            .or_default()
+            .extend(imports(&text).into_iter().filter(|m| *m != module));
+    }
+    let mut problems = Vec::new();
+    for (module, deps) in &graph {
+        let Some(own) = layer_of(module) else {
+            problems.push(format!("src/{module} has no layer in tests/layers.rs"));
+            continue;
+        };
+        for dep in deps {
+            match layer_of(dep) {
+                Some(l) if l < own => {}
+                Some(l) => problems.push(format!(
+                    "{module} (layer {}) imports {dep} (layer {})",
+                    own + 1,
+                    l + 1
+                )),
+                None => problems.push(format!("{module} imports unknown module {dep}")),
+            }
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+    // Sanity: the scan sees the imports it polices.
+    assert!(graph["evaluate"].contains("cache") && graph["api"].contains("evaluate"));
+}
+
+#[test]
+fn the_scan_catches_an_upward_import_and_ignores_comments() {
+    let found = imports("use crate::cache::Change; // see crate::api\n/// [`crate::waves`]\n");
+    assert_eq!(found, BTreeSet::from(["cache".to_string()]));
+    assert!(layer_of("waves") > layer_of("evaluate"));
+}
