@@ -1073,6 +1073,10 @@ fn label_of(what: &str, scope: &Option<String>) -> String {
     }
 }
 
+/// Argo CD's field manager, for client- and server-side apply alike (argo-cd common/common.go
+/// `ArgoCDSSAManager`): the one managedFields entry the cache keeps.
+pub(crate) const ARGOCD_MANAGER: &str = "argocd-controller";
+
 /// Drop what no check reads: managed fields and the last-applied annotation are often larger
 /// than the rest of the object together. Argo CD's own managedFields entry stays, without its
 /// field set: its `time` is when Argo CD last changed the object (the waves timeline, see
@@ -1085,7 +1089,7 @@ fn strip_meta<K: KubeResource>(o: &mut K) {
         .map(|entries| {
             entries
                 .into_iter()
-                .filter(|f| f.manager.as_deref() == Some(crate::timeline::ARGOCD_MANAGER))
+                .filter(|f| f.manager.as_deref() == Some(ARGOCD_MANAGER))
                 .map(|f| ManagedFieldsEntry {
                     fields_v1: None,
                     ..f

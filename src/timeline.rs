@@ -30,29 +30,37 @@
 //!   is unknown and said to be; a wave's healthy time is known only when every resource in it has
 //!   one.
 
+use crate::cache::{ARGOCD_MANAGER, Cache, CacheError};
 use crate::health::HealthStatus;
-use crate::waves::{JudgedBy, ResourceRef, Waves};
-use chrono::{DateTime, SecondsFormat, Utc};
+use crate::resource::{Kind, ResourceRef};
+use crate::waves::{JudgedBy, Waves};
+use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
 
-/// Argo CD's field manager (argo-cd common/common.go `ArgoCDSSAManager`).
-pub const ARGOCD_MANAGER: &str = "argocd-controller";
+/// A waves view with the timeline of the same sync: what the per-application waves endpoints
+/// answer (the fields of `Waves` plus `timeline`, so older clients read it unchanged).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct WavesWithTimeline {
+    #[serde(flatten)]
+    pub waves: Waves,
+    pub timeline: Timeline,
+}
 
 /// What wavegate read from one live object for the timeline.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Live {
+pub(crate) struct Live {
     /// The `time` of Argo CD's managedFields entry: when Argo CD last changed the object.
-    pub argocd_changed_at: Option<DateTime<Utc>>,
+    pub argocd_changed_at: Option<Timestamp>,
     /// When the object became truly healthy, where that is recorded (WaveGates).
-    pub healthy_since: Option<DateTime<Utc>>,
+    pub healthy_since: Option<Timestamp>,
     /// Why the object's metadata could not be read, if it could not.
     pub unread: Option<String>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct Timeline {
+pub(crate) struct Timeline {
     /// The sync `status.operationState` describes; `None` when Argo CD recorded none.
     pub sync: Option<SyncWindow>,
     /// When wavegate built this timeline: the right edge of a sync still running.
@@ -65,7 +73,7 @@ pub struct Timeline {
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct SyncWindow {
+pub(crate) struct SyncWindow {
     /// `Running`, `Succeeded`, `Failed`, `Error` or `Terminating` (gitops-engine OperationPhase).
     pub phase: String,
     pub started_at: String,
@@ -80,7 +88,7 @@ pub struct SyncWindow {
 /// Whether and when a wave (or resource) was applied by the last sync.
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord)]
 #[serde(rename_all = "camelCase")]
-pub enum Applied {
+pub(crate) enum ApplyState {
     /// Argo CD's apply failed (`ResourceResult.status` `SyncFailed`); first, so a wave with any
     /// failure shows it (its `appliedAt` still dates the resources that were applied).
     Failed,
@@ -99,7 +107,7 @@ pub enum Applied {
 
 #[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
-pub enum Healthy {
+pub(crate) enum HealthState {
     /// Truly healthy since `at`.
     Healthy,
     /// Truly healthy now, with no recorded time.
@@ -109,13 +117,13 @@ pub enum Healthy {
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct WaveTimes {
+pub(crate) struct WaveTimes {
     pub wave: i64,
     pub status: HealthStatus,
-    pub applied: Applied,
+    pub applied: ApplyState,
     pub applied_at: Option<String>,
     pub applied_note: String,
-    pub healthy: Healthy,
+    pub healthy: HealthState,
     pub healthy_at: Option<String>,
     pub healthy_note: String,
     pub blocking: bool,
@@ -127,7 +135,7 @@ pub struct WaveTimes {
 
 #[derive(Debug, Clone, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct ResourceTimes {
+pub(crate) struct ResourceTimes {
     pub kind: String,
     pub namespace: String,
     pub name: String,
@@ -135,25 +143,25 @@ pub struct ResourceTimes {
     /// Argo CD's `ResourceResult.status` in the last sync (`Synced`, `SyncFailed`, …).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync_result: Option<String>,
-    pub applied: Applied,
+    pub applied: ApplyState,
     pub applied_at: Option<String>,
     pub healthy_at: Option<String>,
 }
 
-fn rfc3339(t: DateTime<Utc>) -> String {
-    t.to_rfc3339_opts(SecondsFormat::Secs, true)
+/// RFC 3339 in whole seconds, as `metav1.Time` writes it.
+fn rfc3339(t: Timestamp) -> String {
+    Timestamp::from_second(t.as_second())
+        .unwrap_or(t)
+        .to_string()
 }
 
-fn time_at(v: &Value, pointer: &str) -> Option<DateTime<Utc>> {
-    let s = v.pointer(pointer)?.as_str()?;
-    DateTime::parse_from_rfc3339(s)
-        .ok()
-        .map(|t| t.with_timezone(&Utc))
+fn time_at(v: &Value, pointer: &str) -> Option<Timestamp> {
+    v.pointer(pointer)?.as_str()?.parse().ok()
 }
 
 /// When Argo CD last changed this object: the latest `time` of its `argocd-controller`
 /// managedFields entries (one per operation, Apply and Update).
-pub fn argocd_changed_at(object: &Value) -> Option<DateTime<Utc>> {
+pub(crate) fn argocd_changed_at(object: &Value) -> Option<Timestamp> {
     object
         .pointer("/metadata/managedFields")?
         .as_array()?
@@ -164,7 +172,7 @@ pub fn argocd_changed_at(object: &Value) -> Option<DateTime<Utc>> {
 }
 
 /// When a WaveGate last turned Ready=True, if it is Ready now.
-pub fn gate_ready_since(gate: &Value) -> Option<DateTime<Utc>> {
+pub(crate) fn gate_ready_since(gate: &Value) -> Option<Timestamp> {
     gate.pointer("/status/conditions")?
         .as_array()?
         .iter()
@@ -185,7 +193,7 @@ fn sync_result<'a>(results: &'a [Value], r: &ResourceRef) -> Option<&'a Value> {
     })
 }
 
-fn sync_window(app: &Value) -> Option<(SyncWindow, DateTime<Utc>, Option<DateTime<Utc>>)> {
+fn sync_window(app: &Value) -> Option<(SyncWindow, Timestamp, Option<Timestamp>)> {
     let op = app.pointer("/status/operationState")?;
     let started = time_at(op, "/startedAt")?;
     let finished = time_at(op, "/finishedAt");
@@ -205,11 +213,11 @@ fn sync_window(app: &Value) -> Option<(SyncWindow, DateTime<Utc>, Option<DateTim
 
 /// Build the timeline from the Application, its judged waves and what was read from each live
 /// object (`live`), at `now`. Pure: the clock and the cluster are inputs.
-pub fn build(
+pub(crate) fn build(
     app: &Value,
     waves: &Waves,
     live: impl Fn(&ResourceRef) -> Live,
-    now: DateTime<Utc>,
+    now: Timestamp,
 ) -> Timeline {
     let window = sync_window(app);
     let results: Vec<Value> = app
@@ -229,13 +237,13 @@ pub fn build(
             let facts = live(r);
             let result = sync_result(&results, r);
             let (applied, applied_at) = match (&window, result) {
-                (None, _) => (Applied::Unknown, None),
-                (Some(_), None) if running => (Applied::Pending, None),
-                (Some(_), None) => (Applied::NotInSync, None),
+                (None, _) => (ApplyState::Unknown, None),
+                (Some(_), None) if running => (ApplyState::Pending, None),
+                (Some(_), None) => (ApplyState::NotInSync, None),
                 // gitops-engine pkg/sync/common/types.go ResultCode.
                 (Some(_), Some(x)) if x.get("status") == Some(&Value::from("SyncFailed")) => {
                     failed.push(format!("{} {}", r.kind, r.name));
-                    (Applied::Failed, None)
+                    (ApplyState::Failed, None)
                 }
                 (Some(_), Some(x))
                     if matches!(
@@ -243,11 +251,11 @@ pub fn build(
                         Some("Pruned" | "PruneSkipped")
                     ) =>
                 {
-                    (Applied::NotInSync, None)
+                    (ApplyState::NotInSync, None)
                 }
                 (Some((_, started, _)), Some(_)) => match facts.argocd_changed_at {
-                    Some(t) if t >= *started => (Applied::Applied, Some(t)),
-                    Some(_) => (Applied::Unchanged, None),
+                    Some(t) if t >= *started => (ApplyState::Applied, Some(t)),
+                    Some(_) => (ApplyState::Unchanged, None),
                     None => {
                         notes.push(match &facts.unread {
                             Some(why) => format!("{} {}: {why}", r.kind, r.name),
@@ -256,7 +264,7 @@ pub fn build(
                                 r.kind, r.name
                             ),
                         });
-                        (Applied::Unknown, None)
+                        (ApplyState::Unknown, None)
                     }
                 },
             };
@@ -290,35 +298,37 @@ pub fn build(
             .iter()
             .map(|r| r.applied)
             .min()
-            .unwrap_or(Applied::Unknown);
+            .unwrap_or(ApplyState::Unknown);
         let applied_note = match (&window, applied) {
             (None, _) => "Argo CD has recorded no sync operation".to_string(),
-            (_, Applied::Failed) => format!(
+            (_, ApplyState::Failed) => format!(
                 "Argo CD's apply failed (SyncFailed) for {}",
                 failed.join(", ")
             ),
-            (_, Applied::Applied) => {
+            (_, ApplyState::Applied) => {
                 format!("Argo CD ({ARGOCD_MANAGER}) changed it at this time (managedFields)")
             }
-            (_, Applied::Pending) => "not applied yet: the sync has not reached this wave".into(),
-            (_, Applied::Unknown) => notes.join("; "),
-            (_, Applied::Unchanged) => {
+            (_, ApplyState::Pending) => {
+                "not applied yet: the sync has not reached this wave".into()
+            }
+            (_, ApplyState::Unknown) => notes.join("; "),
+            (_, ApplyState::Unchanged) => {
                 "applied by the sync without changes (no new managedFields time)".into()
             }
-            (_, Applied::NotInSync) => "not applied by the last sync".into(),
+            (_, ApplyState::NotInSync) => "not applied by the last sync".into(),
         };
         let (healthy, healthy_at, healthy_note) = if wave.status != HealthStatus::Healthy {
-            (Healthy::NotHealthy, None, format!("{}", wave.status))
+            (HealthState::NotHealthy, None, format!("{}", wave.status))
         } else if untimed_healthy.is_empty() {
             let at = resources.iter().filter_map(|r| r.healthy_at.clone()).max();
             (
-                Healthy::Healthy,
+                HealthState::Healthy,
                 at,
                 "WaveGate Ready condition lastTransitionTime".into(),
             )
         } else {
             (
-                Healthy::TimeUnknown,
+                HealthState::TimeUnknown,
                 None,
                 format!(
                     "truly healthy now; wavegate records no transition time for {}",
@@ -365,12 +375,7 @@ pub fn build(
 }
 
 /// The timeline of `app`'s last sync, with its live objects read from the cache.
-pub async fn of(
-    cache: &crate::cache::Cache,
-    app: &Value,
-    waves: &Waves,
-    now: DateTime<Utc>,
-) -> Timeline {
+pub(crate) async fn of(cache: &Cache, app: &Value, waves: &Waves, now: Timestamp) -> Timeline {
     let live = gather(cache, waves).await;
     let find = |r: &ResourceRef| {
         live.iter()
@@ -384,7 +389,7 @@ pub async fn of(
 /// Read, for each resource of the view, what the timeline needs from its live object. Only
 /// objects wavegate already read to judge them are looked up again (same watches, no new kinds):
 /// a resource judged by Argo CD's recorded health stays unread.
-pub async fn gather(cache: &crate::cache::Cache, waves: &Waves) -> Vec<(ResourceRef, Live)> {
+pub(crate) async fn gather(cache: &Cache, waves: &Waves) -> Vec<(ResourceRef, Live)> {
     let mut out = Vec::new();
     for j in waves.waves.iter().flat_map(|w| &w.resources) {
         let r = &j.resource;
@@ -418,16 +423,15 @@ pub async fn gather(cache: &crate::cache::Cache, waves: &Waves) -> Vec<(Resource
     out
 }
 
-async fn read(
-    cache: &crate::cache::Cache,
-    r: &ResourceRef,
-) -> Result<Option<Value>, crate::cache::CacheError> {
+async fn read(cache: &Cache, r: &ResourceRef) -> Result<Option<Value>, CacheError> {
     if r.group.is_empty() && r.kind == "Service" {
         let svc = cache.service(&r.namespace, &r.name).await?;
         return Ok(svc.map(|s| serde_json::json!({ "metadata": s.metadata })));
     }
     let plural = cache.plural_of(&r.group, &r.kind).await?;
-    cache.object(&r.group, &plural, &r.namespace, &r.name).await
+    cache
+        .object(&Kind::new(&r.group, &plural), &r.namespace, &r.name)
+        .await
 }
 
 #[cfg(test)]
@@ -437,8 +441,8 @@ mod tests {
     use crate::waves::{JudgedResource, assemble};
     use serde_json::json;
 
-    fn t(s: &str) -> DateTime<Utc> {
-        DateTime::parse_from_rfc3339(s).unwrap().with_timezone(&Utc)
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap()
     }
 
     fn judged(group: &str, kind: &str, name: &str, status: HealthStatus) -> JudgedResource {
@@ -553,10 +557,10 @@ mod tests {
         assert_eq!(
             applied,
             [
-                (Applied::Unchanged, None),
-                (Applied::Applied, Some("2026-12-01T03:00:02Z")),
-                (Applied::Applied, Some("2026-12-01T03:00:05Z")),
-                (Applied::Pending, None),
+                (ApplyState::Unchanged, None),
+                (ApplyState::Applied, Some("2026-12-01T03:00:02Z")),
+                (ApplyState::Applied, Some("2026-12-01T03:00:05Z")),
+                (ApplyState::Pending, None),
             ]
         );
         // The hook Job with the gate's name is not taken for the gate's result.
@@ -577,7 +581,7 @@ mod tests {
         assert_eq!(tl.blocking_wave, Some(1));
         let w1 = &tl.waves[1];
         assert!(w1.blocking);
-        assert_eq!(w1.healthy, Healthy::NotHealthy);
+        assert_eq!(w1.healthy, HealthState::NotHealthy);
         assert_eq!(w1.healthy_at, None);
         let reason = w1.reason.as_deref().unwrap();
         assert!(reason.contains("Service cicd/forgejo is Progressing: selector app=forgejo"));
@@ -596,13 +600,13 @@ mod tests {
             t("2026-12-01T03:02:00Z"),
         );
         assert_eq!(tl.blocking_wave, Some(3));
-        assert_eq!(tl.waves[2].healthy, Healthy::Healthy);
+        assert_eq!(tl.waves[2].healthy, HealthState::Healthy);
         assert_eq!(
             tl.waves[2].healthy_at.as_deref(),
             Some("2026-12-01T03:01:30Z")
         );
         // The Service is truly healthy, but wavegate recorded no time for it.
-        assert_eq!(tl.waves[1].healthy, Healthy::TimeUnknown);
+        assert_eq!(tl.waves[1].healthy, HealthState::TimeUnknown);
         assert_eq!(tl.waves[1].healthy_at, None);
         assert!(tl.waves[1].healthy_note.contains("Service forgejo"));
     }
@@ -620,7 +624,7 @@ mod tests {
         assert!(
             tl.waves
                 .iter()
-                .all(|w| w.applied == Applied::Unknown && w.applied_at.is_none())
+                .all(|w| w.applied == ApplyState::Unknown && w.applied_at.is_none())
         );
         assert!(tl.waves[0].applied_note.contains("no sync operation"));
     }
@@ -644,7 +648,7 @@ mod tests {
             tl.sync.as_ref().unwrap().finished_at.as_deref(),
             Some("2026-12-01T03:05:00Z")
         );
-        assert_eq!(tl.waves[3].applied, Applied::Unknown);
+        assert_eq!(tl.waves[3].applied, ApplyState::Unknown);
         assert!(
             tl.waves[3]
                 .applied_note
@@ -661,7 +665,7 @@ mod tests {
             live,
             t("2026-12-01T03:06:00Z"),
         );
-        assert_eq!(tl.waves[3].applied, Applied::NotInSync);
+        assert_eq!(tl.waves[3].applied, ApplyState::NotInSync);
     }
 
     #[test]
@@ -679,7 +683,7 @@ mod tests {
             live,
             t("2026-12-01T03:02:00Z"),
         );
-        assert_eq!(tl.waves[1].applied, Applied::Failed);
+        assert_eq!(tl.waves[1].applied, ApplyState::Failed);
         assert!(
             tl.waves[1]
                 .applied_note
@@ -689,7 +693,7 @@ mod tests {
             tl.waves[1].resources[0].sync_result.as_deref(),
             Some("SyncFailed")
         );
-        assert_eq!(tl.waves[3].applied, Applied::NotInSync);
+        assert_eq!(tl.waves[3].applied, ApplyState::NotInSync);
     }
 
     #[test]

@@ -17,7 +17,7 @@ use serde_json::Value;
 /// Who judged a resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "lowercase")]
-pub enum JudgedBy {
+pub(crate) enum JudgedBy {
     /// One of wavegate's checks (or a WaveGate's own status).
     Wavegate,
     /// kstatus rules on the live object.
@@ -27,7 +27,7 @@ pub enum JudgedBy {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct JudgedResource {
+pub(crate) struct JudgedResource {
     #[serde(flatten)]
     pub resource: ResourceRef,
     pub status: HealthStatus,
@@ -37,14 +37,14 @@ pub struct JudgedResource {
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Wave {
+pub(crate) struct Wave {
     pub wave: i64,
     pub status: HealthStatus,
     pub resources: Vec<JudgedResource>,
 }
 
 #[derive(Debug, Clone, Serialize)]
-pub struct Waves {
+pub(crate) struct Waves {
     pub namespace: String,
     pub name: String,
     pub health: Verdict,
@@ -52,15 +52,11 @@ pub struct Waves {
     pub blocking_wave: Option<i64>,
     pub message: String,
     pub waves: Vec<Wave>,
-    /// The last sync drawn as a timeline (`timeline`); only the per-application waves
-    /// endpoints fill it in.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub timeline: Option<crate::timeline::Timeline>,
 }
 
 /// The resources of an Application with their waves, skipping hooks (they run during a sync
 /// phase and are not part of any wave's health).
-pub fn managed_resources(app: &Value) -> Vec<(ResourceRef, i64, Option<Verdict>)> {
+pub(crate) fn managed_resources(app: &Value) -> Vec<(ResourceRef, i64, Option<Verdict>)> {
     let Some(list) = app.pointer("/status/resources").and_then(Value::as_array) else {
         return Vec::new();
     };
@@ -87,7 +83,7 @@ pub fn managed_resources(app: &Value) -> Vec<(ResourceRef, i64, Option<Verdict>)
 }
 
 /// Group judged resources into waves in ascending order and find the first blocking one.
-pub fn assemble(
+pub(crate) fn assemble(
     namespace: &str,
     name: &str,
     health: Verdict,
@@ -151,7 +147,6 @@ pub fn assemble(
         blocking_wave: blocking.map(|w| w.wave),
         message,
         waves,
-        timeline: None,
     }
 }
 
@@ -201,7 +196,7 @@ fn gate_verdict(gate: Option<&Value>, r: &ResourceRef) -> Verdict {
 }
 
 /// Judge every resource of `app` and assemble the view.
-pub async fn view(evaluator: &Evaluator, app: &Value) -> Waves {
+pub(crate) async fn view(evaluator: &Evaluator, app: &Value) -> Waves {
     let namespace = app
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)

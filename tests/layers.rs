@@ -15,6 +15,7 @@ const LAYERS: &[&[&str]] = &[
     &["evaluate", "policy", "queue"],
     &["gate", "annotate"],
     &["waves"],
+    &["timeline"],
     &["api"],
     &["cli"],
 ];
