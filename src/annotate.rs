@@ -31,9 +31,9 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub const OPT_IN: &str = "wavegate.dev/annotate";
-pub const STATUS: &str = "wavegate.dev/health-status";
-pub const MESSAGE: &str = "wavegate.dev/health-message";
-pub const OBSERVED_GENERATION: &str = "wavegate.dev/observed-generation";
+pub(crate) const STATUS: &str = "wavegate.dev/health-status";
+pub(crate) const MESSAGE: &str = "wavegate.dev/health-message";
+pub(crate) const OBSERVED_GENERATION: &str = "wavegate.dev/observed-generation";
 /// Unix time (seconds) until which the verdict counts (see `--status-validity`).
 pub const VALID_UNTIL: &str = "wavegate.dev/valid-until";
 /// For Services: the selector the verdict was judged for, `k=v,k2=v2` sorted by key. A
@@ -49,7 +49,7 @@ const WRITTEN: [&str; 5] = [
 ];
 
 #[derive(Debug, Error)]
-pub enum AnnotateError {
+pub(crate) enum AnnotateError {
     #[error(transparent)]
     Cache(#[from] CacheError),
     #[error(transparent)]
@@ -76,7 +76,7 @@ pub async fn run(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, resync: Durat
 }
 
 /// [`run`], with how long a written verdict counts (`None`: forever).
-pub async fn run_with(
+pub(crate) async fn run_with(
     evaluator: Arc<Evaluator>,
     metrics: Arc<Metrics>,
     resync: Duration,

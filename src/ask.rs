@@ -13,7 +13,7 @@ use std::fmt;
 
 /// One question: is `namespace/name` truly ready by `check`?
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Ask {
+pub(crate) struct Ask {
     pub namespace: String,
     pub name: String,
     pub check: Check,
@@ -21,7 +21,7 @@ pub struct Ask {
 
 /// A check and its parameters.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Check {
+pub(crate) enum Check {
     Service(service::Params),
     CnpgDatabase(cnpg::Params),
     CrdbCluster(cockroach::Wanted),
@@ -38,7 +38,7 @@ pub enum Check {
 impl Check {
     /// The check `resource` gets from a caller's parameters; a parameter it does not take is
     /// refused, so a typo never silently weakens a check.
-    pub fn from_query(resource: Resource, q: Query) -> Result<Check, InputError> {
+    pub(crate) fn from_query(resource: Resource, q: Query) -> Result<Check, InputError> {
         let names = match resource {
             Resource::Service => service::Params::NAMES,
             Resource::CnpgDatabase => cnpg::Params::NAMES,
@@ -61,7 +61,7 @@ impl Check {
     }
 
     /// The check `resource` gets with every parameter at its default.
-    pub fn defaults(resource: Resource) -> Check {
+    pub(crate) fn defaults(resource: Resource) -> Check {
         match resource {
             Resource::Service => Check::Service(service::Params::default()),
             Resource::CnpgDatabase => Check::CnpgDatabase(cnpg::Params::default()),
@@ -76,7 +76,7 @@ impl Check {
     }
 
     /// The kind this check judges.
-    pub fn resource(&self) -> Resource {
+    pub(crate) fn resource(&self) -> Resource {
         match self {
             Check::Service(_) => Resource::Service,
             Check::CnpgDatabase(_) => Resource::CnpgDatabase,
@@ -91,7 +91,7 @@ impl Check {
 }
 
 impl Ask {
-    pub fn new(target: Target, check: Check) -> Ask {
+    pub(crate) fn new(target: Target, check: Check) -> Ask {
         Ask {
             namespace: target.namespace,
             name: target.name,
@@ -100,7 +100,7 @@ impl Ask {
     }
 
     /// From a target and string parameters (HTTP query, CLI `--param k=v`).
-    pub fn from_params(
+    pub(crate) fn from_params(
         target: Target,
         params: &HashMap<String, String>,
     ) -> Result<Ask, InputError> {
@@ -109,26 +109,22 @@ impl Ask {
     }
 
     /// `target` judged with its check's defaults (annotation mode, the waves view).
-    pub fn with_defaults(target: Target) -> Ask {
+    pub(crate) fn with_defaults(target: Target) -> Ask {
         let check = Check::defaults(target.resource.clone());
         Ask::new(target, check)
     }
 
     /// The kind judged, kubectl-style in messages and metrics.
-    pub fn resource(&self) -> Resource {
+    pub(crate) fn resource(&self) -> Resource {
         self.check.resource()
     }
 
-    pub fn namespace(&self) -> &str {
+    pub(crate) fn namespace(&self) -> &str {
         &self.namespace
     }
 
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
     /// `namespace/name` of the object judged.
-    pub fn object(&self) -> String {
+    pub(crate) fn object(&self) -> String {
         format!("{}/{}", self.namespace, self.name)
     }
 }

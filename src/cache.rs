@@ -78,7 +78,7 @@ const HEARTBEAT_RETRY: Duration = Duration::from_secs(1);
 const CHANGE_FEED_CAPACITY: usize = 4096;
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
-pub enum CacheError {
+pub(crate) enum CacheError {
     #[error("namespace {0} is not watched by this wavegate (see --namespaces)")]
     NamespaceNotWatched(String),
     #[error("CRD {0} is not installed in the cluster")]
@@ -106,7 +106,7 @@ pub enum CacheError {
 /// An object changed somewhere wavegate watches. The gate controller re-evaluates gates that
 /// reference it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Change {
+pub(crate) struct Change {
     pub kind: Kind,
     pub namespace: String,
     pub name: String,
@@ -114,7 +114,7 @@ pub struct Change {
 
 /// Bounds on the watches started for callers' reads (never on the ones the process requires).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct WatchLimits {
+pub(crate) struct WatchLimits {
     /// An on-demand watch nobody has read for this long is stopped (its store dropped).
     pub idle: Duration,
     /// At most this many on-demand watches at once; a read that needs one more is refused.
@@ -278,7 +278,7 @@ impl Cache {
         )
     }
 
-    pub fn with_limits(
+    pub(crate) fn with_limits(
         client: Client,
         namespaces: Option<BTreeSet<String>>,
         sync_wait: Duration,
@@ -314,11 +314,11 @@ impl Cache {
         cache
     }
 
-    pub fn client(&self) -> &Client {
+    pub(crate) fn client(&self) -> &Client {
         &self.client
     }
 
-    pub fn subscribe(&self) -> broadcast::Receiver<Change> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Change> {
         self.changes.subscribe()
     }
 
@@ -354,7 +354,7 @@ impl Cache {
     /// Ready when every required watch has listed and is not relisting (`/readyz`): the
     /// number of such watches, or the reasons it is not ready. Watches started for callers'
     /// reads never count, so no caller can make wavegate NotReady.
-    pub fn readiness(&self) -> Result<usize, Vec<String>> {
+    pub(crate) fn readiness(&self) -> Result<usize, Vec<String>> {
         let required = lock(&self.required).clone();
         let scopes: Vec<Option<String>> = match &self.namespaces {
             None => vec![None],
@@ -414,7 +414,7 @@ impl Cache {
     }
 
     /// Pods of one namespace, stripped to what checks read.
-    pub async fn pods(&self, namespace: &str) -> Result<Vec<Arc<Pod>>, CacheError> {
+    pub(crate) async fn pods(&self, namespace: &str) -> Result<Vec<Arc<Pod>>, CacheError> {
         let w = self
             .typed_watch(&self.pods, Kind::PODS, namespace, strip_pod)
             .await?;
@@ -425,7 +425,7 @@ impl Cache {
             .state_filter(|p| p.metadata.namespace.as_deref() == Some(namespace)))
     }
 
-    pub async fn service(
+    pub(crate) async fn service(
         &self,
         namespace: &str,
         name: &str,
@@ -440,7 +440,7 @@ impl Cache {
     /// EndpointSlices of one Service: those labelled `kubernetes.io/service-name=<name>`
     /// (discovery.k8s.io/v1 `LabelServiceName`), which is how the EndpointSlice controller and
     /// kube-proxy associate slices with a Service.
-    pub async fn endpoint_slices(
+    pub(crate) async fn endpoint_slices(
         &self,
         namespace: &str,
         service: &str,
@@ -459,7 +459,7 @@ impl Cache {
     }
 
     /// One object of any kind, as JSON (`None` when it does not exist).
-    pub async fn object(
+    pub(crate) async fn object(
         &self,
         kind: &Kind,
         namespace: &str,
@@ -480,7 +480,7 @@ impl Cache {
 
     /// All objects of a kind in one namespace, or in every watched namespace when `namespace`
     /// is `None`.
-    pub async fn objects(
+    pub(crate) async fn objects(
         &self,
         kind: &Kind,
         namespace: Option<&str>,
@@ -737,7 +737,7 @@ impl Cache {
 
     /// The plural under which the API server serves `kind` in `group` (for resources named by
     /// kind, as Argo CD lists them in an Application's status).
-    pub async fn plural_of(&self, group: &str, kind: &str) -> Result<String, CacheError> {
+    pub(crate) async fn plural_of(&self, group: &str, kind: &str) -> Result<String, CacheError> {
         let what = format!("kind {kind} in group {group:?}");
         let found = self
             .served(group, Served::Kind(kind.to_string()), what)
@@ -746,12 +746,12 @@ impl Cache {
     }
 
     /// Whether the API server serves `kind` at all.
-    pub async fn resolve(&self, kind: &Kind) -> Result<(), CacheError> {
+    pub(crate) async fn resolve(&self, kind: &Kind) -> Result<(), CacheError> {
         self.discover(kind).await.map(|_| ())
     }
 
     /// Resolve `kind` to the served version.
-    pub async fn discover(&self, kind: &Kind) -> Result<ApiResource, CacheError> {
+    pub(crate) async fn discover(&self, kind: &Kind) -> Result<ApiResource, CacheError> {
         let plural = Served::Plural(kind.plural.to_string());
         self.served(&kind.group, plural, kind.to_string()).await
     }

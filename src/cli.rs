@@ -104,9 +104,70 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub cluster: ClusterArgs,
     #[command(flatten)]
+    pub leader: LeaderArgs,
+    #[command(flatten)]
     pub limits: crate::api::LimitArgs,
     #[command(flatten)]
     pub policy: crate::policy::PolicyArgs,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct LeaderArgs {
+    /// Run the writers (gate controller, annotation mode) only while holding a Lease, so that
+    /// several replicas write each verdict once; every replica serves reads.
+    #[arg(long, env = "WAVEGATE_LEADER_ELECT")]
+    pub leader_elect: bool,
+    /// Namespace of the Lease. Default: the pod's own (POD_NAMESPACE, or the ServiceAccount
+    /// token's namespace file).
+    #[arg(long, env = "POD_NAMESPACE")]
+    pub leader_elect_namespace: Option<String>,
+    /// Name of the Lease.
+    #[arg(long, env = "WAVEGATE_LEADER_ELECT_LEASE", default_value = "wavegate")]
+    pub leader_elect_lease: String,
+    /// This replica's identity in the Lease. Default: the pod name (POD_NAME), else the host name.
+    #[arg(long, env = "POD_NAME")]
+    pub leader_elect_identity: Option<String>,
+    /// How long a leader that stopped renewing keeps the others from writing.
+    #[arg(long, env = "WAVEGATE_LEADER_ELECT_DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub leader_elect_duration: std::time::Duration,
+}
+
+/// Where a pod's ServiceAccount namespace is mounted.
+const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
+
+impl LeaderArgs {
+    /// The election to take part in, if any.
+    fn election(&self) -> Result<Option<crate::leader::Election>, String> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let namespace = match &self.leader_elect_namespace {
+            Some(ns) => ns.clone(),
+            None => std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
+                .map(|s| s.trim().to_string())
+                .map_err(|e| {
+                    format!("--leader-elect needs --leader-elect-namespace (or POD_NAMESPACE): {e}")
+                })?,
+        };
+        crate::resource::validate_namespace(&namespace).map_err(|e| e.to_string())?;
+        let identity = match &self.leader_elect_identity {
+            Some(id) if !id.is_empty() => id.clone(),
+            _ => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|s| s.trim().to_string())
+                .map_err(|e| {
+                    format!("--leader-elect needs --leader-elect-identity (or POD_NAME): {e}")
+                })?,
+        };
+        if self.leader_elect_duration < std::time::Duration::from_secs(5) {
+            return Err("--leader-elect-duration must be at least 5s".into());
+        }
+        Ok(Some(crate::leader::Election {
+            namespace,
+            lease: self.leader_elect_lease.clone(),
+            identity,
+            duration: self.leader_elect_duration,
+        }))
+    }
 }
 
 #[derive(Args, Debug)]
@@ -148,7 +209,7 @@ const EXIT_USAGE: u8 = 2;
 const EXIT_TIMEOUT: u8 = 124;
 
 /// Exit code of `check` for each status (documented in `--help` and README).
-pub fn exit_code(status: HealthStatus) -> u8 {
+pub(crate) fn exit_code(status: HealthStatus) -> u8 {
     match status {
         HealthStatus::Healthy => 0,
         HealthStatus::Progressing => 3,
@@ -296,22 +357,49 @@ pub async fn serve(args: ServeArgs) -> u8 {
             return EXIT_ERROR;
         }
     };
-    tokio::spawn(crate::gate::controller::run_with(
+    // The writers: the gate controller, and annotation mode if asked for. With
+    // --leader-elect only the replica holding the Lease runs them; every replica serves reads.
+    let validity = (!args.status_validity.is_zero()).then_some(args.status_validity);
+    let settings = crate::gate::controller::Settings {
+        resync: args.resync,
+        argocd_namespace: args.argocd_namespace.clone(),
+        status_validity: validity,
+    };
+    let (ev, m, annotate, resync) = (
         evaluator.clone(),
         metrics.clone(),
-        crate::gate::controller::Settings {
-            resync: args.resync,
-            argocd_namespace: args.argocd_namespace.clone(),
-            status_validity: (!args.status_validity.is_zero()).then_some(args.status_validity),
-        },
-    ));
-    if args.annotate {
-        tokio::spawn(crate::annotate::run_with(
-            evaluator.clone(),
-            metrics.clone(),
-            args.resync,
-            (!args.status_validity.is_zero()).then_some(args.status_validity),
-        ));
+        args.annotate,
+        args.resync,
+    );
+    let writers = move || {
+        let mut started = vec![
+            tokio::spawn(crate::gate::controller::run_with(
+                ev.clone(),
+                m.clone(),
+                settings.clone(),
+            ))
+            .abort_handle(),
+        ];
+        if annotate {
+            let run = crate::annotate::run_with(ev.clone(), m.clone(), resync, validity);
+            started.push(tokio::spawn(run).abort_handle());
+        }
+        started
+    };
+    match args.leader.election() {
+        Ok(None) => {
+            metrics.leader.set(1);
+            writers();
+        }
+        Ok(Some(election)) => {
+            let client = evaluator.cache().client().clone();
+            let run = crate::leader::lead(client, election, metrics.clone(), writers);
+            tokio::spawn(run);
+        }
+        Err(e) => {
+            eprintln!("wavegate: {e}");
+            return EXIT_USAGE;
+        }
     }
     let mut state = AppState::new(evaluator, metrics)
         .with_limits(args.limits.clone())

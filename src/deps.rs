@@ -10,7 +10,7 @@ use std::hash::Hash;
 /// Something a verdict was read from: one object, or every object of a kind in a namespace
 /// (pods and EndpointSlices, whose names a Service check does not know in advance).
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Dep {
+pub(crate) enum Dep {
     Object {
         kind: Kind,
         namespace: String,
@@ -23,7 +23,7 @@ pub enum Dep {
 }
 
 impl Dep {
-    pub fn object(kind: Kind, namespace: &str, name: &str) -> Dep {
+    pub(crate) fn object(kind: Kind, namespace: &str, name: &str) -> Dep {
         Dep::Object {
             kind,
             namespace: namespace.into(),
@@ -31,7 +31,7 @@ impl Dep {
         }
     }
 
-    pub fn namespace(kind: Kind, namespace: &str) -> Dep {
+    pub(crate) fn namespace(kind: Kind, namespace: &str) -> Dep {
         Dep::Namespace {
             kind,
             namespace: namespace.into(),
@@ -40,7 +40,7 @@ impl Dep {
 }
 
 /// Reverse index from cached objects to the keys (gates, annotated objects) that read them.
-pub struct DepIndex<K> {
+pub(crate) struct DepIndex<K> {
     objects: HashMap<(Kind, String, String), HashSet<K>>,
     namespaces: HashMap<(Kind, String), HashSet<K>>,
     deps: HashMap<K, Vec<Dep>>,
@@ -58,7 +58,7 @@ impl<K> Default for DepIndex<K> {
 
 impl<K: Clone + Eq + Hash> DepIndex<K> {
     /// Replace what `key` depends on.
-    pub fn set(&mut self, key: K, deps: Vec<Dep>) {
+    pub(crate) fn set(&mut self, key: K, deps: Vec<Dep>) {
         if self.deps.get(&key) == Some(&deps) {
             return;
         }
@@ -83,7 +83,7 @@ impl<K: Clone + Eq + Hash> DepIndex<K> {
         self.deps.insert(key, deps);
     }
 
-    pub fn remove(&mut self, key: &K) {
+    pub(crate) fn remove(&mut self, key: &K) {
         for d in self.deps.remove(key).unwrap_or_default() {
             match d {
                 Dep::Object {
@@ -113,7 +113,7 @@ impl<K: Clone + Eq + Hash> DepIndex<K> {
     }
 
     /// Keys whose verdict may have changed with `change`.
-    pub fn affected(&self, change: &Change) -> Vec<K> {
+    pub(crate) fn affected(&self, change: &Change) -> Vec<K> {
         let exact = self.objects.get(&(
             change.kind.clone(),
             change.namespace.clone(),

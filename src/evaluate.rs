@@ -54,7 +54,7 @@ impl Default for EvalConfig {
 
 /// A verdict and whether it rests on evidence about the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Judgement {
+pub(crate) struct Judgement {
     pub verdict: Verdict,
     /// Why the verdict says more about wavegate than about the cluster (a cache that has not
     /// synced, is failing or relisting; a probe that got no answer), if it does. Such a verdict
@@ -131,20 +131,20 @@ impl Evaluator {
         }))
     }
 
-    pub fn cache(&self) -> &Arc<Cache> {
+    pub(crate) fn cache(&self) -> &Arc<Cache> {
         &self.cache
     }
 
     /// How often something waiting on a CockroachDB check is judged again: probes are not
     /// watched, and a fresh answer exists once per probe TTL (the probe cache keeps the cost at
     /// one probe per pod per TTL however often this runs).
-    pub fn probe_recheck(&self) -> Duration {
+    pub(crate) fn probe_recheck(&self) -> Duration {
         self.config.probe_ttl
     }
 
     /// The verdict for `ask`, from the verdict cache when fresh. Concurrent asks for the same
     /// object wait on one evaluation.
-    pub async fn judge(&self, ask: &Ask) -> Verdict {
+    pub(crate) async fn judge(&self, ask: &Ask) -> Verdict {
         self.metrics
             .asks
             .get_or_create(&ResourceLabel::new(&ask.resource().to_string()))
@@ -167,7 +167,7 @@ impl Evaluator {
 
     /// Evaluate now, bypassing the verdict cache (probes stay cached). For the gate controller,
     /// which runs on change events and must see the change that woke it.
-    pub async fn judge_fresh(&self, ask: &Ask) -> Judgement {
+    pub(crate) async fn judge_fresh(&self, ask: &Ask) -> Judgement {
         let j = self.evaluate(ask).await;
         self.verdicts.insert(ask.clone(), j.clone()).await;
         j
@@ -353,7 +353,7 @@ impl Evaluator {
 /// What [`Evaluator::find`] reads from the cache for `ask`, so that a change to any of it wakes
 /// whatever waits on the verdict (the gate controller, annotation mode). Keep the two in step:
 /// a read missing here is a change nobody is woken for.
-pub fn reads(ask: &Ask) -> Vec<Dep> {
+pub(crate) fn reads(ask: &Ask) -> Vec<Dep> {
     let (ns, name) = (ask.namespace.as_str(), ask.name.as_str());
     let own = Dep::object(ask.resource().kind(), ns, name);
     match &ask.check {

@@ -45,13 +45,13 @@ impl HealthStatus {
     }
 
     /// The worst of `statuses` in Argo CD's order; Healthy when there are none.
-    pub fn worst(statuses: impl IntoIterator<Item = HealthStatus>) -> HealthStatus {
+    pub(crate) fn worst(statuses: impl IntoIterator<Item = HealthStatus>) -> HealthStatus {
         statuses.into_iter().fold(HealthStatus::Healthy, |acc, s| {
             if s.is_worse_than(acc) { s } else { acc }
         })
     }
 
-    pub fn is_worse_than(self, other: HealthStatus) -> bool {
+    pub(crate) fn is_worse_than(self, other: HealthStatus) -> bool {
         self.rank() > other.rank()
     }
 
@@ -89,31 +89,31 @@ impl Verdict {
         }
     }
 
-    pub fn healthy(message: impl Into<String>) -> Self {
+    pub(crate) fn healthy(message: impl Into<String>) -> Self {
         Self::new(HealthStatus::Healthy, message)
     }
 
-    pub fn progressing(message: impl Into<String>) -> Self {
+    pub(crate) fn progressing(message: impl Into<String>) -> Self {
         Self::new(HealthStatus::Progressing, message)
     }
 
-    pub fn degraded(message: impl Into<String>) -> Self {
+    pub(crate) fn degraded(message: impl Into<String>) -> Self {
         Self::new(HealthStatus::Degraded, message)
     }
 
-    pub fn missing(message: impl Into<String>) -> Self {
+    pub(crate) fn missing(message: impl Into<String>) -> Self {
         Self::new(HealthStatus::Missing, message)
     }
 
-    pub fn unknown(message: impl Into<String>) -> Self {
+    pub(crate) fn unknown(message: impl Into<String>) -> Self {
         Self::new(HealthStatus::Unknown, message)
     }
 
-    pub fn suspended(message: impl Into<String>) -> Self {
+    pub(crate) fn suspended(message: impl Into<String>) -> Self {
         Self::new(HealthStatus::Suspended, message)
     }
 
-    pub fn is_healthy(&self) -> bool {
+    pub(crate) fn is_healthy(&self) -> bool {
         self.status == HealthStatus::Healthy
     }
 }
@@ -132,7 +132,7 @@ impl fmt::Display for Verdict {
 /// healthy and then lists every verdict that is not, so the UI names each blocker.
 ///
 /// An empty list is `Unknown`: having nothing to judge is never evidence of health.
-pub fn worst_of<'a>(verdicts: impl IntoIterator<Item = (&'a str, &'a Verdict)>) -> Verdict {
+pub(crate) fn worst_of<'a>(verdicts: impl IntoIterator<Item = (&'a str, &'a Verdict)>) -> Verdict {
     let verdicts: Vec<_> = verdicts.into_iter().collect();
     if verdicts.is_empty() {
         return Verdict::unknown("nothing to check");

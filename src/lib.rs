@@ -6,8 +6,8 @@
 //!
 //! 1. [`health`], [`resource`] — verdicts, and how kinds, objects and parameters are named;
 //! 2. [`metrics`], [`checks`] — counters; the pure check functions;
-//! 3. [`ask`], [`cache`], [`probe`], [`written`] — what to check; the watch cache; CockroachDB
-//!    probes; what the writers share;
+//! 3. [`ask`], [`cache`], [`probe`], [`written`], [`leader`] — what to check; the watch cache;
+//!    CockroachDB probes; what the writers share; which replica writes;
 //! 4. [`deps`], [`evaluate`], [`policy`], [`queue`] — reads → verdicts, and who waits on them;
 //! 5. [`gate`], [`annotate`] — the writers;
 //! 6. [`waves`] — an Application's resources by wave;
@@ -24,6 +24,7 @@ pub mod deps;
 pub mod evaluate;
 pub mod gate;
 pub mod health;
+pub mod leader;
 pub mod metrics;
 pub mod policy;
 pub mod probe;

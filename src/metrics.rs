@@ -4,6 +4,7 @@ use crate::health::HealthStatus;
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
@@ -13,7 +14,7 @@ pub struct ResourceLabel {
 }
 
 impl ResourceLabel {
-    pub fn new(resource: &str) -> Self {
+    pub(crate) fn new(resource: &str) -> Self {
         ResourceLabel {
             resource: resource.to_string(),
         }
@@ -56,6 +57,8 @@ pub struct Metrics {
     /// Reconciles that failed (a status or annotation write refused, a cache that could not
     /// answer), by queue: `gates`, `annotations`. Each is retried with backoff.
     pub reconcile_errors: Family<QueueLabel, Counter>,
+    /// 1 while this replica holds the writers' Lease (`--leader-elect`), or writes without one.
+    pub leader: Gauge,
 }
 
 impl Default for Metrics {
@@ -114,8 +117,15 @@ impl Default for Metrics {
             "Failed reconciles (status or annotation writes, unreadable objects) by queue",
             reconcile_errors.clone(),
         );
+        let leader = Gauge::default();
+        registry.register(
+            "leader",
+            "1 while this replica runs the writers (holds the Lease with --leader-elect)",
+            leader.clone(),
+        );
         Metrics {
             registry,
+            leader,
             reconcile_errors,
             asks,
             verdicts,
@@ -131,7 +141,7 @@ impl Default for Metrics {
 }
 
 impl Metrics {
-    pub fn record_verdict(&self, status: HealthStatus) {
+    pub(crate) fn record_verdict(&self, status: HealthStatus) {
         self.verdicts
             .get_or_create(&StatusLabel {
                 status: status.as_str().to_string(),
@@ -139,7 +149,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn record_cache(&self, hit: bool) {
+    pub(crate) fn record_cache(&self, hit: bool) {
         let outcome = if hit { "hit" } else { "miss" };
         self.verdict_cache
             .get_or_create(&OutcomeLabel {
@@ -148,7 +158,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn record_refusal(&self, reason: &str) {
+    pub(crate) fn record_refusal(&self, reason: &str) {
         self.api_refusals
             .get_or_create(&ReasonLabel {
                 reason: reason.to_string(),
@@ -156,7 +166,7 @@ impl Metrics {
             .inc();
     }
 
-    pub fn record_reconcile_error(&self, queue: &str) {
+    pub(crate) fn record_reconcile_error(&self, queue: &str) {
         self.reconcile_errors
             .get_or_create(&QueueLabel {
                 queue: queue.to_string(),
@@ -165,7 +175,7 @@ impl Metrics {
     }
 
     /// The OpenMetrics text exposition.
-    pub fn encode(&self) -> String {
+    pub(crate) fn encode(&self) -> String {
         let mut out = String::new();
         match prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             Ok(()) => out,

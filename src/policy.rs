@@ -17,7 +17,7 @@ use std::sync::OnceLock;
 /// whose readiness a sync wave typically waits for. Pods, Secrets and ConfigMaps are left out on
 /// purpose: their fields hold environment values and credentials, and no wave needs a generic
 /// check on them (a Service check covers pods).
-pub const DEFAULT_GENERIC_KINDS: &[(&str, &str)] = &[
+pub(crate) const DEFAULT_GENERIC_KINDS: &[(&str, &str)] = &[
     ("apps", "deployments"),
     ("apps", "statefulsets"),
     ("apps", "daemonsets"),
@@ -76,7 +76,7 @@ impl Default for CheckPolicy {
 static INSTALLED: OnceLock<CheckPolicy> = OnceLock::new();
 
 impl PolicyArgs {
-    pub fn policy(&self) -> Result<CheckPolicy, String> {
+    pub(crate) fn policy(&self) -> Result<CheckPolicy, String> {
         let mut policy = CheckPolicy::default();
         for kind in self.generic_kinds.iter().map(|s| s.trim()) {
             if kind.is_empty() {
@@ -116,18 +116,18 @@ impl CheckPolicy {
     /// Make this the policy WaveGate checks are judged under (`wavegate serve` calls this once,
     /// before the gate controller starts; later calls are ignored). Until then, and in every
     /// process that never calls it, the strict default applies.
-    pub fn install(self) {
+    pub(crate) fn install(self) {
         let _ = INSTALLED.set(self);
     }
 
     /// The policy in force for WaveGates (see [`CheckPolicy::install`]).
-    pub fn installed() -> &'static CheckPolicy {
+    pub(crate) fn installed() -> &'static CheckPolicy {
         INSTALLED.get_or_init(CheckPolicy::default)
     }
 
     /// Whether a check may read this kind: the dedicated checks always; a generic check only on
     /// the allow-list. The error is the sentence shown to the caller.
-    pub fn allows_kind(&self, resource: &Resource) -> Result<(), String> {
+    pub(crate) fn allows_kind(&self, resource: &Resource) -> Result<(), String> {
         let Resource::Generic { group, plural } = resource else {
             return Ok(());
         };
@@ -160,7 +160,11 @@ impl CheckPolicy {
     /// Whether a WaveGate in `gate_namespace` may ask this. A refusal is an [`InputError`]: the
     /// gate controller turns it into that check's Degraded verdict, because a policy refusal is
     /// definite and waiting would not change it.
-    pub fn admit_gate_check(&self, gate_namespace: &str, ask: &Ask) -> Result<(), InputError> {
+    pub(crate) fn admit_gate_check(
+        &self,
+        gate_namespace: &str,
+        ask: &Ask,
+    ) -> Result<(), InputError> {
         let target = ask.namespace();
         let allowed = target == gate_namespace
             || match &self.cross_namespace {

@@ -79,7 +79,7 @@ impl Scheme {
 /// the node certificate's SANs (cockroach-operator `pkg/actor/generate_cert.go`, helm-charts
 /// `pkg/generator/generate_cert.go`), next to `localhost`, `127.0.0.1` and the discovery
 /// Service wildcards — never the pod IP.
-pub const DEFAULT_SERVER_NAME: &str = "{name}-public.{namespace}.svc.cluster.local";
+pub(crate) const DEFAULT_SERVER_NAME: &str = "{name}-public.{namespace}.svc.cluster.local";
 
 /// TLS for [`Scheme::Https`].
 #[derive(Clone, Default, PartialEq, Eq)]
@@ -96,7 +96,7 @@ pub struct TlsSettings {
 
 impl TlsSettings {
     /// The name a node of CrdbCluster `namespace/name` must prove it is.
-    pub fn server_name_for(&self, namespace: &str, name: &str) -> String {
+    pub(crate) fn server_name_for(&self, namespace: &str, name: &str) -> String {
         self.server_name
             .as_deref()
             .unwrap_or(DEFAULT_SERVER_NAME)

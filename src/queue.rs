@@ -24,16 +24,16 @@ use tokio_util::time::delay_queue;
 
 /// How long changes are coalesced after the first one: long enough to fold a Deployment's
 /// burst of pod and EndpointSlice events into one reconcile, short next to a human's wait.
-pub const DEBOUNCE: Duration = Duration::from_millis(20);
+pub(crate) const DEBOUNCE: Duration = Duration::from_millis(20);
 /// Keys reconciled at once: each reconcile is a few cache reads and at most one write, so a
 /// handful keeps the API server's write load smooth without delaying the others.
-pub const CONCURRENCY: usize = 4;
+pub(crate) const CONCURRENCY: usize = 4;
 /// The first retry of a failed reconcile; doubled per failure up to [`RETRY_LAST`].
 const RETRY_FIRST: Duration = Duration::from_millis(500);
 const RETRY_LAST: Duration = Duration::from_secs(30);
 
 /// The work a queue drives.
-pub trait Reconcile<K>: Send + Sync + 'static {
+pub(crate) trait Reconcile<K>: Send + Sync + 'static {
     /// Why a reconcile failed (a status write refused, a cache that cannot answer).
     type Error: fmt::Display + Send + 'static;
     /// Keys to reconcile because of `change`.
@@ -50,7 +50,7 @@ pub trait Reconcile<K>: Send + Sync + 'static {
 }
 
 #[derive(Debug, Clone, Copy)]
-pub struct QueueConfig {
+pub(crate) struct QueueConfig {
     /// What the queue drives, as its metrics and logs name it (`gates`, `annotations`).
     pub name: &'static str,
     pub debounce: Duration,
@@ -61,7 +61,7 @@ pub struct QueueConfig {
 }
 
 impl QueueConfig {
-    pub fn new(name: &'static str, resync: Duration) -> Self {
+    pub(crate) fn new(name: &'static str, resync: Duration) -> Self {
         QueueConfig {
             name,
             debounce: DEBOUNCE,
@@ -123,7 +123,7 @@ impl<K: Clone + Eq + Hash> Timers<K> {
 }
 
 /// Drive `work` until the change channel closes.
-pub async fn run<K, R>(
+pub(crate) async fn run<K, R>(
     work: Arc<R>,
     mut changes: broadcast::Receiver<Change>,
     cfg: QueueConfig,

@@ -20,18 +20,18 @@ pub struct Kind {
 }
 
 impl Kind {
-    pub const PODS: Kind = Kind::fixed("", "pods");
-    pub const SERVICES: Kind = Kind::fixed("", "services");
-    pub const ENDPOINT_SLICES: Kind = Kind::fixed("discovery.k8s.io", "endpointslices");
+    pub(crate) const PODS: Kind = Kind::fixed("", "pods");
+    pub(crate) const SERVICES: Kind = Kind::fixed("", "services");
+    pub(crate) const ENDPOINT_SLICES: Kind = Kind::fixed("discovery.k8s.io", "endpointslices");
 
-    pub const fn fixed(group: &'static str, plural: &'static str) -> Kind {
+    pub(crate) const fn fixed(group: &'static str, plural: &'static str) -> Kind {
         Kind {
             group: Cow::Borrowed(group),
             plural: Cow::Borrowed(plural),
         }
     }
 
-    pub fn new(group: &str, plural: &str) -> Kind {
+    pub(crate) fn new(group: &str, plural: &str) -> Kind {
         Kind {
             group: Cow::Owned(group.to_string()),
             plural: Cow::Owned(plural.to_string()),
@@ -53,7 +53,7 @@ impl fmt::Display for Kind {
 /// One managed resource of an Argo CD Application, as `status.resources[]` lists it: by kind,
 /// not plural (`ResourceStatus` in argo-cd pkg/apis/application/v1alpha1/types.go).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct ResourceRef {
+pub(crate) struct ResourceRef {
     pub group: String,
     pub version: String,
     pub kind: String,
@@ -63,7 +63,7 @@ pub struct ResourceRef {
 
 /// A resource kind wavegate can judge.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum Resource {
+pub(crate) enum Resource {
     /// Core `Service`, judged by its selector, pods and EndpointSlices.
     Service,
     /// CloudNativePG `Database` (postgresql.cnpg.io).
@@ -78,12 +78,12 @@ pub enum Resource {
 }
 
 impl Resource {
-    pub const CNPG_GROUP: &'static str = "postgresql.cnpg.io";
-    pub const CRDB_GROUP: &'static str = "crdb.cockroachlabs.com";
-    pub const ARGO_GROUP: &'static str = "argoproj.io";
+    pub(crate) const CNPG_GROUP: &'static str = "postgresql.cnpg.io";
+    pub(crate) const CRDB_GROUP: &'static str = "crdb.cockroachlabs.com";
+    pub(crate) const ARGO_GROUP: &'static str = "argoproj.io";
 
     /// The kinds with a check of their own (everything else is [`Resource::Generic`]).
-    pub const DEDICATED: [Resource; 4] = [
+    pub(crate) const DEDICATED: [Resource; 4] = [
         Resource::Service,
         Resource::CnpgDatabase,
         Resource::CrdbCluster,
@@ -91,7 +91,7 @@ impl Resource {
     ];
 
     /// The dedicated resource Argo CD lists as `group`/`kind` in an Application's status.
-    pub fn dedicated(group: &str, kind: &str) -> Option<Resource> {
+    pub(crate) fn dedicated(group: &str, kind: &str) -> Option<Resource> {
         Resource::DEDICATED
             .into_iter()
             .find(|r| r.group_kind() == (group, kind))
@@ -110,7 +110,7 @@ impl Resource {
     }
 
     /// The kind as the API server serves it.
-    pub fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> Kind {
         let (group, plural) = self.group_plural();
         Kind::new(group, plural)
     }
@@ -118,7 +118,7 @@ impl Resource {
     /// Parse a kubectl-style resource name: `services`, `svc`, `databases.postgresql.cnpg.io`,
     /// `deployments.apps`. Short names are accepted only for the kinds wavegate knows, because
     /// resolving arbitrary short names would need discovery on every request.
-    pub fn parse(s: &str) -> Result<Resource, InputError> {
+    pub(crate) fn parse(s: &str) -> Result<Resource, InputError> {
         let lower = s.to_ascii_lowercase();
         let known = match lower.as_str() {
             "services" | "service" | "svc" => Some(Resource::Service),
@@ -150,7 +150,7 @@ impl Resource {
     }
 
     /// Group and plural, as used for discovery and in messages.
-    pub fn group_plural(&self) -> (&str, &str) {
+    pub(crate) fn group_plural(&self) -> (&str, &str) {
         match self {
             Resource::Service => ("", "services"),
             Resource::CnpgDatabase => (Self::CNPG_GROUP, "databases"),
@@ -172,14 +172,18 @@ impl fmt::Display for Resource {
 
 /// One object to judge.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Target {
+pub(crate) struct Target {
     pub resource: Resource,
     pub namespace: String,
     pub name: String,
 }
 
 impl Target {
-    pub fn new(resource: Resource, namespace: &str, name: &str) -> Result<Target, InputError> {
+    pub(crate) fn new(
+        resource: Resource,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Target, InputError> {
         validate_namespace(namespace)?;
         validate_name(name)?;
         Ok(Target {
@@ -199,11 +203,11 @@ impl fmt::Display for Target {
 /// A caller's `key=value` check parameters (an HTTP query, `wavegate check -p`), read by the
 /// check they belong to: each check's parameters parse and validate themselves from it.
 #[derive(Debug, Clone, Copy)]
-pub struct Query<'a>(pub &'a HashMap<String, String>);
+pub(crate) struct Query<'a>(pub &'a HashMap<String, String>);
 
 impl Query<'_> {
     /// Refuse any parameter `resource` does not take, so a typo never silently weakens a check.
-    pub fn only(&self, resource: &Resource, allowed: &[&str]) -> Result<(), InputError> {
+    pub(crate) fn only(&self, resource: &Resource, allowed: &[&str]) -> Result<(), InputError> {
         match self.0.keys().find(|k| !allowed.contains(&k.as_str())) {
             None => Ok(()),
             Some(k) => Err(InputError::Parameter {
@@ -220,12 +224,12 @@ impl Query<'_> {
         }
     }
 
-    pub fn text(&self, name: &str) -> Option<&str> {
+    pub(crate) fn text(&self, name: &str) -> Option<&str> {
         self.0.get(name).map(String::as_str)
     }
 
     /// Parameter `name` parsed as `T`, if given.
-    pub fn parse<T: FromStr>(&self, name: &str) -> Result<Option<T>, InputError>
+    pub(crate) fn parse<T: FromStr>(&self, name: &str) -> Result<Option<T>, InputError>
     where
         T::Err: fmt::Display,
     {
@@ -259,7 +263,7 @@ pub enum InputError {
     Parameter { name: String, reason: String },
 }
 
-pub fn validate_namespace(ns: &str) -> Result<(), InputError> {
+pub(crate) fn validate_namespace(ns: &str) -> Result<(), InputError> {
     if is_dns_label(ns) {
         Ok(())
     } else {
@@ -267,7 +271,7 @@ pub fn validate_namespace(ns: &str) -> Result<(), InputError> {
     }
 }
 
-pub fn validate_name(name: &str) -> Result<(), InputError> {
+pub(crate) fn validate_name(name: &str) -> Result<(), InputError> {
     if is_dns_subdomain(name) {
         Ok(())
     } else {

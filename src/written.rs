@@ -4,18 +4,23 @@
 use std::time::Duration;
 
 /// The field manager of every write (server-side apply of WaveGate status, annotation patches).
-pub const FIELD_MANAGER: &str = "wavegate";
+pub(crate) const FIELD_MANAGER: &str = "wavegate";
 
 /// Three minutes: long enough that a wavegate restart (or an API server brown-out) does not
 /// expire every settled verdict, short enough that a wave does not advance on a verdict from a
 /// wavegate that stopped long ago. Confirmed every 90 s, so the resync (15 s) must be shorter.
-pub const DEFAULT_STATUS_VALIDITY: Duration = Duration::from_secs(180);
+pub(crate) const DEFAULT_STATUS_VALIDITY: Duration = Duration::from_secs(180);
 
 /// Until when (Unix seconds) a verdict written at `now` counts: the `previous` deadline while
 /// the verdict is the same and has at least half its validity left, so a settled verdict is
 /// rewritten once per half validity (which is what proves to Argo CD that wavegate still stands
 /// by it); otherwise `now + validity`.
-pub fn valid_until(previous: Option<i64>, same_verdict: bool, validity: Duration, now: i64) -> i64 {
+pub(crate) fn valid_until(
+    previous: Option<i64>,
+    same_verdict: bool,
+    validity: Duration,
+    now: i64,
+) -> i64 {
     let v = i64::try_from(validity.as_secs()).unwrap_or(i64::MAX / 4);
     previous
         .filter(|until| same_verdict && until - now >= v / 2)

@@ -112,3 +112,52 @@ fn namespaced_variants_hold_no_cluster_scoped_object() {
         .collect();
     assert_eq!(patchers.len(), 2, "one annotate Role per watched namespace");
 }
+
+#[test]
+fn every_variant_runs_two_replicas_with_one_writer_elected_on_a_named_lease() {
+    for dir in [
+        "deploy/base",
+        "deploy/overlays/annotate",
+        "deploy/overlays/namespaced",
+        "deploy/overlays/namespaced-annotate",
+    ] {
+        let objects = render(dir);
+        let d = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+        assert_eq!(d["spec"]["replicas"], 2, "{dir}");
+        assert!(
+            deployment_args(&objects).contains(&"--leader-elect".to_string()),
+            "{dir}"
+        );
+        let env = d["spec"]["template"]["spec"]["containers"][0]["env"].to_string();
+        assert!(
+            env.contains("POD_NAMESPACE") && env.contains("POD_NAME"),
+            "{dir}: {env}"
+        );
+        let pdb = objects.iter().find(|o| o["kind"] == "PodDisruptionBudget");
+        assert_eq!(
+            pdb.map(|p| &p["spec"]["maxUnavailable"]),
+            Some(&Value::from(1)),
+            "{dir}"
+        );
+        // Reading or changing any Lease but wavegate's own is not granted.
+        let role = objects
+            .iter()
+            .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == "wavegate-leader")
+            .unwrap_or_else(|| panic!("{dir}: no leader Role"));
+        for rule in role["rules"].as_array().unwrap() {
+            let verbs: Vec<&str> = rule["verbs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .filter_map(Value::as_str)
+                .collect();
+            if verbs != ["create"] {
+                assert_eq!(
+                    rule["resourceNames"],
+                    serde_json::json!(["wavegate"]),
+                    "{dir}: {rule}"
+                );
+            }
+        }
+    }
+}

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[&[&str]] = &[
     &["health", "resource"],
     &["metrics", "checks"],
-    &["ask", "cache", "probe", "written"],
+    &["ask", "cache", "probe", "written", "leader"],
     &["deps"],
     &["evaluate", "policy", "queue"],
     &["gate", "annotate"],

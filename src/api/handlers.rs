@@ -21,7 +21,7 @@ use std::sync::Arc;
 /// The proxy scope, when the request came through Argo CD (see `scope`).
 type Scope = Option<Extension<Arc<AppScope>>>;
 
-pub async fn health(
+pub(crate) async fn health(
     State(state): State<AppState>,
     path: Result<Path<(String, String, String)>, PathRejection>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
@@ -55,13 +55,13 @@ pub async fn health(
     Ok(Json(state.evaluator.judge(&ask).await))
 }
 
-pub async fn healthz() -> &'static str {
+pub(crate) async fn healthz() -> &'static str {
     "ok"
 }
 
 /// Ready once every watch the process requires (WaveGates, see `Cache::require`) has listed
 /// and is not relisting after an error; watches started for callers' reads never count.
-pub async fn readyz(State(state): State<AppState>) -> Response {
+pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     match state.evaluator.cache().readiness() {
         Ok(n) => (StatusCode::OK, format!("ok: {n} required watches synced\n")).into_response(),
         Err(problems) => (
@@ -72,7 +72,7 @@ pub async fn readyz(State(state): State<AppState>) -> Response {
     }
 }
 
-pub async fn metrics(State(state): State<AppState>) -> Response {
+pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
     (
         [(
             header::CONTENT_TYPE,
@@ -83,19 +83,19 @@ pub async fn metrics(State(state): State<AppState>) -> Response {
         .into_response()
 }
 
-pub async fn dashboard() -> impl IntoResponse {
+pub(crate) async fn dashboard() -> impl IntoResponse {
     (
         [super::headers::dashboard_csp()],
         Html(super::headers::DASHBOARD),
     )
 }
 
-pub async fn not_found() -> ApiError {
+pub(crate) async fn not_found() -> ApiError {
     ApiError::NotFound("no such endpoint; see docs/openapi.yaml".into())
 }
 
 /// Bearer-token check for `/api/*` (see `token`).
-pub async fn require_token(
+pub(crate) async fn require_token(
     State(state): State<AppState>,
     req: Request,
     next: Next,
@@ -115,7 +115,7 @@ pub async fn require_token(
 /// Argo CD Applications with wavegate's own verdict and first blocking wave. When Argo CD's CRD
 /// is not installed there are no applications to show, which is not an error. Through Argo CD's
 /// proxy: the authorized application and its child applications only.
-pub async fn applications(
+pub(crate) async fn applications(
     State(state): State<AppState>,
     scope: Scope,
 ) -> Result<Json<Value>, ApiError> {
@@ -151,7 +151,7 @@ pub async fn applications(
     Ok(Json(json!({ "applications": out })))
 }
 
-pub async fn application_waves(
+pub(crate) async fn application_waves(
     State(state): State<AppState>,
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Json<WavesWithTimeline>, ApiError> {
@@ -161,7 +161,7 @@ pub async fn application_waves(
 
 /// The proxy-extension entry: Argo CD names the application in `Argocd-Application-Name`
 /// (`<namespace>:<name>`) after checking the caller may see it.
-pub async fn header_waves(
+pub(crate) async fn header_waves(
     State(state): State<AppState>,
     headers: HeaderMap,
 ) -> Result<Json<WavesWithTimeline>, ApiError> {
@@ -223,7 +223,10 @@ fn gate_path(
 
 /// `GET /api/v1/gates`: every WaveGate, from its stored status (through Argo CD's proxy: the
 /// authorized application's gates only).
-pub async fn gates(State(state): State<AppState>, scope: Scope) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn gates(
+    State(state): State<AppState>,
+    scope: Scope,
+) -> Result<Json<Value>, ApiError> {
     let mut gates = match gate_view::list(state.evaluator.cache()).await {
         Ok(gates) => gates,
         Err(CacheError::NotInstalled(_)) => Vec::new(),
@@ -236,7 +239,7 @@ pub async fn gates(State(state): State<AppState>, scope: Scope) -> Result<Json<V
 }
 
 /// `GET /api/v1/gates/{namespace}/{name}`.
-pub async fn gate(
+pub(crate) async fn gate(
     State(state): State<AppState>,
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Json<gate_view::Gate>, ApiError> {
@@ -250,7 +253,7 @@ pub async fn gate(
 
 /// `GET /api/v1/gates/{namespace}/{name}/wait?timeout=30s`: 200 Healthy, 409 Degraded, 408 when
 /// the timeout (at most 5m) passes first; the body is the Gate in each case.
-pub async fn gate_wait(
+pub(crate) async fn gate_wait(
     State(state): State<AppState>,
     path: Result<Path<(String, String)>, PathRejection>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,

@@ -12,13 +12,13 @@ use axum::response::Response;
 use base64::Engine;
 use std::sync::LazyLock;
 
-pub const DASHBOARD: &str = include_str!("dashboard.html");
+pub(crate) const DASHBOARD: &str = include_str!("dashboard.html");
 
 const NOTHING: &str =
     "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 /// The dashboard's policy, with the hashes of its inline script and style.
-pub static DASHBOARD_CSP: LazyLock<String> = LazyLock::new(|| {
+pub(crate) static DASHBOARD_CSP: LazyLock<String> = LazyLock::new(|| {
     let script = inline_hashes(DASHBOARD, "<script>", "</script>");
     let style = inline_hashes(DASHBOARD, "<style>", "</style>");
     format!(
@@ -48,7 +48,7 @@ fn inline_hashes(html: &str, open: &str, close: &str) -> String {
     }
 }
 
-pub async fn security_headers(req: Request, next: Next) -> Response {
+pub(crate) async fn security_headers(req: Request, next: Next) -> Response {
     let mut resp = next.run(req).await;
     let h = resp.headers_mut();
     h.insert(
@@ -71,7 +71,7 @@ pub async fn security_headers(req: Request, next: Next) -> Response {
 }
 
 /// `Content-Security-Policy` for the dashboard response.
-pub fn dashboard_csp() -> (HeaderName, HeaderValue) {
+pub(crate) fn dashboard_csp() -> (HeaderName, HeaderValue) {
     (
         header::CONTENT_SECURITY_POLICY,
         HeaderValue::from_str(&DASHBOARD_CSP).unwrap_or(HeaderValue::from_static(NOTHING)),

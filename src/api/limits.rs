@@ -51,7 +51,7 @@ pub struct Limits {
 }
 
 impl Limits {
-    pub fn new(args: LimitArgs) -> Limits {
+    pub(crate) fn new(args: LimitArgs) -> Limits {
         Limits {
             requests: Arc::new(Semaphore::new(args.max_concurrent_requests)),
             waiters: Arc::new(Semaphore::new(args.max_waiters)),
@@ -60,7 +60,7 @@ impl Limits {
     }
 
     /// A place among the waiters, held for as long as the wait lasts.
-    pub fn waiter(&self) -> Result<OwnedSemaphorePermit, ApiError> {
+    pub(crate) fn waiter(&self) -> Result<OwnedSemaphorePermit, ApiError> {
         self.waiters.clone().try_acquire_owned().map_err(|_| {
             ApiError::TooManyWaiters(format!(
                 "{} gate waits are already held open (--max-waiters); retry later, or wait with \
@@ -71,14 +71,14 @@ impl Limits {
     }
 
     /// How many applications one listing judges at once (at least one).
-    pub fn applications_concurrency(&self) -> usize {
+    pub(crate) fn applications_concurrency(&self) -> usize {
         self.args.applications_concurrency.max(1)
     }
 }
 
 /// Middleware for every API route except gate waits: a permit or 503 at once, then the request
 /// timeout.
-pub async fn bounded(
+pub(crate) async fn bounded(
     State(state): State<AppState>,
     req: Request,
     next: Next,

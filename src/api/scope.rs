@@ -30,8 +30,8 @@ use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::Arc;
 
-pub const APPLICATION_HEADER: &str = "argocd-application-name";
-pub const PROJECT_HEADER: &str = "argocd-project-name";
+pub(crate) const APPLICATION_HEADER: &str = "argocd-application-name";
+pub(crate) const PROJECT_HEADER: &str = "argocd-project-name";
 /// Set by argocd-server on every proxied request (its own namespace).
 const NAMESPACE_HEADER: &str = "argocd-namespace";
 
@@ -46,7 +46,7 @@ struct Owned {
 
 /// What one proxied request may see: the application Argo CD authorized, and its resources.
 #[derive(Debug, Clone)]
-pub struct AppScope {
+pub(crate) struct AppScope {
     pub namespace: String,
     pub name: String,
     resources: Vec<Owned>,
@@ -54,7 +54,7 @@ pub struct AppScope {
 
 /// `(namespace, name, project)` from Argo CD's headers, `None` when the request carries none of
 /// them (a direct call).
-pub fn proxied(headers: &HeaderMap) -> Result<Option<(String, String, String)>, ApiError> {
+pub(crate) fn proxied(headers: &HeaderMap) -> Result<Option<(String, String, String)>, ApiError> {
     let get = |h: &str| headers.get(h).map(|v| v.to_str().unwrap_or("\u{fffd}"));
     let app = get(APPLICATION_HEADER);
     let project = get(PROJECT_HEADER);
@@ -145,12 +145,12 @@ impl AppScope {
     }
 
     /// The application itself or one of its child Applications.
-    pub fn allows_application(&self, namespace: &str, name: &str) -> bool {
+    pub(crate) fn allows_application(&self, namespace: &str, name: &str) -> bool {
         (namespace == self.namespace && name == self.name)
             || self.owns(Resource::ARGO_GROUP, "Application", namespace, name)
     }
 
-    pub fn allows_gate(&self, namespace: &str, name: &str) -> bool {
+    pub(crate) fn allows_gate(&self, namespace: &str, name: &str) -> bool {
         self.owns("wavegate.dev", "WaveGate", namespace, name)
     }
 
@@ -259,7 +259,7 @@ fn owned(app: &Value) -> Vec<Owned> {
 
 /// Middleware on every API route: direct calls pass; proxied calls are scoped to their
 /// application, and the scope is handed to the handler (lists filter by it).
-pub async fn authorize(
+pub(crate) async fn authorize(
     State(state): State<AppState>,
     req: Request,
     next: Next,

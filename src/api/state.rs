@@ -41,7 +41,7 @@ impl AppState {
         self
     }
 
-    pub fn with_policy(mut self, policy: CheckPolicy) -> AppState {
+    pub(crate) fn with_policy(mut self, policy: CheckPolicy) -> AppState {
         self.policy = Arc::new(policy);
         self
     }

@@ -74,7 +74,7 @@ impl Token {
 
     /// The token in `path`; an error when it cannot be read now (so `serve` fails at start
     /// rather than run with an API nobody can call).
-    pub fn from_file(path: &Path) -> Result<Token, String> {
+    pub(crate) fn from_file(path: &Path) -> Result<Token, String> {
         Self::from_file_rechecked(path, RECHECK)
     }
 
@@ -116,7 +116,7 @@ impl Token {
 
     /// Accept `Authorization: Bearer <token>` (the scheme in any case, RFC 9110 §11.1),
     /// compared in constant time.
-    pub fn verify(&self, header: Option<&HeaderValue>) -> Result<(), ApiError> {
+    pub(crate) fn verify(&self, header: Option<&HeaderValue>) -> Result<(), ApiError> {
         let expected = self.current().map_err(|e| {
             ApiError::Unavailable(format!(
                 "{e}; every API request is refused until it is fixed"

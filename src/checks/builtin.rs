@@ -39,7 +39,7 @@ type Rule = fn(&str, &Value) -> Verdict;
 /// Argo CD's verdict for `object` if `resource` (`plural` or `plural.group`) is a kind it has a
 /// built-in rule for; `None` for every other kind. `id` names the object in messages. The
 /// caller has already handled absence and deletion.
-pub fn judge(resource: &str, id: &str, object: &Value) -> Option<Verdict> {
+pub(crate) fn judge(resource: &str, id: &str, object: &Value) -> Option<Verdict> {
     let (plural, group) = resource.split_once('.').unwrap_or((resource, ""));
     KINDS
         .iter()

@@ -23,23 +23,23 @@ pub struct Params {
 
 impl Params {
     /// What a caller may set, as the HTTP API and `wavegate check -p` name it.
-    pub const NAMES: &[&str] = &["requireClusterReady"];
+    pub(crate) const NAMES: &[&str] = &["requireClusterReady"];
 
     /// The Database alone unless told otherwise.
-    pub fn new(require_cluster_ready: Option<bool>) -> Params {
+    pub(crate) fn new(require_cluster_ready: Option<bool>) -> Params {
         Params {
             require_cluster_ready: require_cluster_ready.unwrap_or(false),
         }
     }
 
-    pub fn from_query(q: &Query) -> Result<Params, InputError> {
+    pub(crate) fn from_query(q: &Query) -> Result<Params, InputError> {
         Ok(Params::new(q.parse("requireClusterReady")?))
     }
 }
 
 /// The Cluster a Database lives in (`spec.cluster.name`, a LocalObjectReference: same
 /// namespace as the Database).
-pub fn cluster_name(database: &Value) -> Option<&str> {
+pub(crate) fn cluster_name(database: &Value) -> Option<&str> {
     database.pointer("/spec/cluster/name")?.as_str()
 }
 

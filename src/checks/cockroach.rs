@@ -21,13 +21,15 @@ use std::net::IpAddr;
 use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::Pod;
+use kube::core::SelectorExt;
 use serde_json::Value;
 
+use super::{labels_of, selector_of};
 use crate::health::{Finding, Verdict};
 use crate::resource::{InputError, Query};
 
 /// CockroachDB's default `--http-port`, and the default of both operators' `httpPort`.
-pub const DEFAULT_HTTP_PORT: u16 = 8080;
+pub(crate) const DEFAULT_HTTP_PORT: u16 = 8080;
 
 /// Label the current operator (cockroachdb-parent chart, `v1beta1`) puts on every pod of a
 /// cluster; seed 000's Services select on it too.
@@ -41,7 +43,7 @@ const NAME_LABEL: &str = "app.kubernetes.io/name";
 
 /// What a caller may ask of a CockroachDB check (an HTTP query, a WaveGate check entry).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash)]
-pub struct Wanted {
+pub(crate) struct Wanted {
     /// Live nodes every member must see; default: from the CrdbCluster's spec.
     pub expected_nodes: Option<u32>,
     /// Pods to probe instead of the operator's labels (equality only).
@@ -56,11 +58,11 @@ const MAX_LABEL_VALUE: usize = 63;
 
 impl Wanted {
     /// What a caller may set, as the HTTP API and `wavegate check -p` name it.
-    pub const NAMES: &[&str] = &["expectedNodes", "selector"];
+    pub(crate) const NAMES: &[&str] = &["expectedNodes", "selector"];
 
     /// Nothing expected proves nothing: `expectedNodes` is at least 1 when given. Selector
     /// keys and values must be label-shaped.
-    pub fn new(
+    pub(crate) fn new(
         expected_nodes: Option<u32>,
         selector: Option<BTreeMap<String, String>>,
     ) -> Result<Wanted, InputError> {
@@ -90,7 +92,7 @@ impl Wanted {
         })
     }
 
-    pub fn from_query(q: &Query) -> Result<Wanted, InputError> {
+    pub(crate) fn from_query(q: &Query) -> Result<Wanted, InputError> {
         let selector = q.text("selector").map(parse_selector).transpose()?;
         Wanted::new(q.parse("expectedNodes")?, selector)
     }
@@ -209,7 +211,7 @@ pub struct PodText(String);
 
 impl PodText {
     /// Longest quote kept, in characters; CockroachDB's own reasons are well under it.
-    pub const MAX_CHARS: usize = 160;
+    pub(crate) const MAX_CHARS: usize = 160;
 
     pub fn new(raw: &str) -> PodText {
         let mut out = String::new();
@@ -241,7 +243,7 @@ impl PodText {
         PodText(out)
     }
 
-    pub fn as_str(&self) -> &str {
+    pub(crate) fn as_str(&self) -> &str {
         &self.0
     }
 }
@@ -288,7 +290,7 @@ pub struct Plan {
 
 impl Plan {
     /// Selected pods that exist and are not terminating.
-    pub fn pods_present(&self) -> usize {
+    pub(crate) fn pods_present(&self) -> usize {
         self.targets.len() + self.unprobed.len()
     }
 }
@@ -546,11 +548,11 @@ fn selects(
     generation: &Generation,
     selector: Option<&BTreeMap<String, String>>,
 ) -> bool {
+    if let Some(selector) = selector {
+        return selector_of(selector).matches(labels_of(pod));
+    }
     let labels = pod.metadata.labels.as_ref();
     let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
-    if let Some(selector) = selector {
-        return selector.iter().all(|(k, v)| label(k) == Some(v.as_str()));
-    }
     let current = || label(CLUSTER_LABEL) == Some(cluster);
     let older = || {
         (label(INSTANCE_LABEL) == Some(cluster) && label(NAME_LABEL) == Some("cockroachdb"))
@@ -736,7 +738,7 @@ pub fn judge(namespace: &str, name: &str, plan: &Plan, probes: &[PodProbe]) -> F
 }
 
 /// The per-pod table shown under every non-Healthy message.
-pub fn table(probes: &[PodProbe]) -> String {
+pub(crate) fn table(probes: &[PodProbe]) -> String {
     const HEADER: [&str; 5] = ["POD", "NODE", "LIVE", "CLUSTER ID", "READY"];
     let dash = || "-".to_string();
     let cells: Vec<[String; 5]> = probes

@@ -6,12 +6,12 @@ use serde_json::Value;
 use std::sync::Arc;
 
 /// One object, as the API server would return it.
-pub fn object(yaml: &str) -> Value {
+pub(crate) fn object(yaml: &str) -> Value {
     serde_yaml::from_str(yaml).expect("fixture is one YAML object")
 }
 
 /// The `items` of a `kind: List` fixture, typed (pods, …).
-pub fn items<T: DeserializeOwned>(yaml: &str) -> Vec<Arc<T>> {
+pub(crate) fn items<T: DeserializeOwned>(yaml: &str) -> Vec<Arc<T>> {
     object(yaml)["items"]
         .as_array()
         .expect("fixture is a List with items")

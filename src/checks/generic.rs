@@ -32,7 +32,7 @@ use crate::resource::{InputError, Query};
 /// error (compare it in a filter instead). Write conditions as filters:
 /// `$.status.conditions[?@.type=='Available' && @.status=='True']`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Deserialize, Serialize, JsonSchema)]
-pub struct Rule {
+pub(crate) struct Rule {
     /// Healthy only when this holds (and the kind's own rule and nothing below object).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub healthy: Option<String>,
@@ -46,10 +46,10 @@ pub struct Rule {
 
 impl Rule {
     /// What a caller may set, as the HTTP API and `wavegate check -p` name it.
-    pub const NAMES: &[&str] = &["healthy", "progressing", "degraded"];
+    pub(crate) const NAMES: &[&str] = &["healthy", "progressing", "degraded"];
 
     /// A rule whose every expression parses; the error names the bad one.
-    pub fn new(
+    pub(crate) fn new(
         healthy: Option<String>,
         progressing: Option<String>,
         degraded: Option<String>,
@@ -66,14 +66,14 @@ impl Rule {
         Ok(rule)
     }
 
-    pub fn from_query(q: &Query) -> Result<Rule, InputError> {
+    pub(crate) fn from_query(q: &Query) -> Result<Rule, InputError> {
         let text = |k: &str| q.text(k).map(str::to_string);
         Rule::new(text("healthy"), text("progressing"), text("degraded"))
     }
 }
 
 /// Parse every expression of `rule`; the error names the bad one.
-pub fn validate(rule: &Rule) -> Result<(), String> {
+pub(crate) fn validate(rule: &Rule) -> Result<(), String> {
     Compiled::new(rule).map(|_| ())
 }
 
@@ -85,7 +85,7 @@ pub fn validate(rule: &Rule) -> Result<(), String> {
 /// must never let a wave pass); then absence and deletion; then the kind's own rule — Argo CD's
 /// for built-in kinds, kstatus' generic rules for the rest — which the expressions can only make
 /// stricter; then degraded → progressing → healthy expressions.
-pub fn check(
+pub(crate) fn check(
     kind: &str,
     namespace: &str,
     name: &str,

@@ -11,7 +11,9 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
 
-use kube::core::{Selector, SelectorExt};
+use kube::core::SelectorExt;
+
+use super::{labels_of, selector_of};
 
 use crate::health::{Finding, Verdict};
 use crate::resource::{InputError, Query};
@@ -41,16 +43,16 @@ pub struct Params {
 
 impl Params {
     /// What a caller may set, as the HTTP API and `wavegate check -p` name it.
-    pub const NAMES: &[&str] = &["minReady"];
+    pub(crate) const NAMES: &[&str] = &["minReady"];
 
     /// One ready endpoint unless told otherwise.
-    pub fn new(min_ready: Option<u32>) -> Params {
+    pub(crate) fn new(min_ready: Option<u32>) -> Params {
         Params {
             min_ready: min_ready.unwrap_or(1),
         }
     }
 
-    pub fn from_query(q: &Query) -> Result<Params, InputError> {
+    pub(crate) fn from_query(q: &Query) -> Result<Params, InputError> {
         Ok(Params::new(q.parse("minReady")?))
     }
 }
@@ -288,20 +290,6 @@ fn no_live_pods(
             described.join(", ")
         ),
     }
-}
-
-/// Kubernetes' selector semantics for Services: every selector pair must be among the pod's
-/// labels (`labels.SelectorFromSet`), which is what kube-core's `Selector` implements.
-fn selector_of(selector: &BTreeMap<String, String>) -> Selector {
-    selector
-        .iter()
-        .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
-}
-
-fn labels_of(pod: &Pod) -> &BTreeMap<String, String> {
-    static NONE: BTreeMap<String, String> = BTreeMap::new();
-    pod.metadata.labels.as_ref().unwrap_or(&NONE)
 }
 
 /// A pod the EndpointSlice controller will publish (or is about to, once it has an IP).

@@ -28,7 +28,7 @@ use thiserror::Error;
 const APPLICATIONS: Kind = Kind::fixed("argoproj.io", "applications");
 
 #[derive(Debug, Error)]
-pub enum GateError {
+pub(crate) enum GateError {
     #[error(transparent)]
     Cache(#[from] CacheError),
     #[error("cannot read the WaveGate: {0}")]
@@ -80,7 +80,7 @@ pub async fn run(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, resync: Durat
 }
 
 /// Argo CD's namespace in a default install.
-pub const DEFAULT_ARGOCD_NAMESPACE: &str = "argocd";
+pub(crate) const DEFAULT_ARGOCD_NAMESPACE: &str = "argocd";
 
 /// [`run`], with all settings.
 pub async fn run_with(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, settings: Settings) {

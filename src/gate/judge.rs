@@ -20,18 +20,18 @@ use k8s_openapi::jiff::Timestamp;
 use std::collections::HashMap;
 use std::time::Duration;
 
-pub const READY: &str = "Ready";
+pub(crate) const READY: &str = "Ready";
 
 /// The question a check entry asks, or why it cannot be asked: a malformed name or JSONPath the
 /// schema could not catch, or a namespace or kind the installed [`CheckPolicy`] refuses (a
 /// tenant who may create a gate must not read other namespaces or Secrets through it).
 /// `gate_namespace` fills an omitted `namespace`.
-pub fn ask_of(check: &GateCheck, gate_namespace: &str) -> Result<Ask, InputError> {
+pub(crate) fn ask_of(check: &GateCheck, gate_namespace: &str) -> Result<Ask, InputError> {
     ask_under(check, gate_namespace, CheckPolicy::installed())
 }
 
 /// [`ask_of`] under an explicit policy.
-pub fn ask_under(
+pub(crate) fn ask_under(
     check: &GateCheck,
     gate_namespace: &str,
     policy: &CheckPolicy,
@@ -116,7 +116,7 @@ fn ask_unchecked(check: &GateCheck, gate_namespace: &str) -> Result<Ask, InputEr
 }
 
 /// What a check entry points at, as the HTTP API shows it: `services cicd/forgejo`.
-pub fn target_of(check: &GateCheck, gate_namespace: &str) -> String {
+pub(crate) fn target_of(check: &GateCheck, gate_namespace: &str) -> String {
     // Shown also for a check the policy refuses, so the reader sees what it pointed at.
     match ask_unchecked(check, gate_namespace) {
         Ok(ask) => ask.to_string(),
@@ -126,7 +126,7 @@ pub fn target_of(check: &GateCheck, gate_namespace: &str) -> String {
 
 /// Each check's verdict: evaluated where the entry is valid, Degraded where it is not (a gate
 /// whose check can never be asked would otherwise wait until Argo CD's own timeout).
-pub fn invalid_check(e: &InputError) -> Verdict {
+pub(crate) fn invalid_check(e: &InputError) -> Verdict {
     Verdict::degraded(format!("invalid check: {e}"))
 }
 
@@ -213,7 +213,7 @@ pub fn parse_timeout(s: &str) -> Result<Duration, String> {
 /// comment); `None` means it starts waiting now. `sync_started` is when the Argo CD operation
 /// that is syncing the gate's Application began: every sync attempt gets the full timeout, so a
 /// gate that timed out yesterday and is unchanged in git is not Degraded at once today.
-pub fn waiting_since(
+pub(crate) fn waiting_since(
     gate: &WaveGate,
     current: Option<&WaveGateStatus>,
     sync_started: Option<Timestamp>,
@@ -238,7 +238,10 @@ pub fn waiting_since(
 /// Argo CD's default tracking method since 3.0, util/argo/resource_tracking.go), else the
 /// instance label `app.kubernetes.io/instance` (label tracking). An app name `<ns>_<name>`
 /// names an Application outside Argo CD's own namespace ("apps in any namespace").
-pub fn managing_application(gate: &WaveGate, argocd_namespace: &str) -> Option<(String, String)> {
+pub(crate) fn managing_application(
+    gate: &WaveGate,
+    argocd_namespace: &str,
+) -> Option<(String, String)> {
     let tracked = gate
         .metadata
         .annotations
@@ -262,12 +265,36 @@ pub fn managing_application(gate: &WaveGate, argocd_namespace: &str) -> Option<(
 
 /// When the Application's running sync operation started (`status.operationState.startedAt`
 /// while `phase` is Running), if one is running.
-pub fn sync_started(app: &serde_json::Value) -> Option<Timestamp> {
+pub(crate) fn sync_started(app: &serde_json::Value) -> Option<Timestamp> {
     let op = &app["status"]["operationState"];
     if op["phase"].as_str() != Some("Running") {
         return None;
     }
     op["startedAt"].as_str()?.parse().ok()
+}
+
+/// Whether Argo CD recreates the gate for every sync: a sync hook (`argocd.argoproj.io/hook`)
+/// deleted before its next creation or once it succeeded. Argo CD's default hook deletion
+/// policy is `BeforeHookCreation` (docs: "Sync Phases and Waves", hook deletion policies;
+/// gitops-engine `pkg/sync/hook`), so only a policy that keeps a succeeded hook
+/// (`HookFailed` alone) lets a later sync meet an old verdict.
+///
+/// Such a gate's verdict needs no expiry: no later sync can read it, and while this sync runs
+/// it is the current verdict. So it carries no `validUntil` and a settled one is never
+/// rewritten.
+pub(crate) fn recreated_per_sync(gate: &WaveGate) -> bool {
+    let annotations = gate.metadata.annotations.as_ref();
+    let get = |k: &str| annotations.and_then(|a| a.get(k)).map(String::as_str);
+    if get("argocd.argoproj.io/hook").is_none() {
+        return false;
+    }
+    match get("argocd.argoproj.io/hook-delete-policy") {
+        None => true,
+        Some(policies) => policies
+            .split(',')
+            .map(str::trim)
+            .any(|p| p == "BeforeHookCreation" || p == "HookSucceeded"),
+    }
 }
 
 /// The status to write: `health`, each check, `observedGeneration` and `Ready`, carrying over
@@ -287,6 +314,7 @@ pub fn next_status(
     validity: Option<Duration>,
 ) -> WaveGateStatus {
     let now = seconds(now);
+    let validity = validity.filter(|_| !recreated_per_sync(gate));
     let valid_until = validity.map(|v| {
         let previous = current.and_then(|s| s.health.as_ref());
         let same =
@@ -355,7 +383,7 @@ fn seconds(t: Timestamp) -> Timestamp {
 
 /// How long until the timeout fires for a gate that is not Healthy, so the controller can
 /// re-evaluate at that moment rather than at the next resync.
-pub fn until_timeout(
+pub(crate) fn until_timeout(
     health: HealthStatus,
     timeout: Option<Duration>,
     waited: Duration,
@@ -368,7 +396,7 @@ pub fn until_timeout(
 
 /// Elapsed time from `since` to `now`, zero if `since` is in the future (clock skew between
 /// the API server and wavegate).
-pub fn waited(since: Option<Timestamp>, now: Timestamp) -> Duration {
+pub(crate) fn waited(since: Option<Timestamp>, now: Timestamp) -> Duration {
     since
         .and_then(|s| (now - s).try_into().ok())
         .unwrap_or(Duration::ZERO)
@@ -850,6 +878,62 @@ mod tests {
         let done = serde_json::json!({"status": {"operationState": {
             "phase": "Failed", "startedAt": "2026-12-01T09:00:00Z"}}});
         assert_eq!(sync_started(&done), None);
+    }
+
+    #[test]
+    fn a_hook_gate_recreated_per_sync_needs_no_expiry_and_is_never_renewed() {
+        let hook = |policy: Option<&str>| {
+            let mut g = gate();
+            let mut a = std::collections::BTreeMap::from([(
+                "argocd.argoproj.io/hook".to_string(),
+                "Sync".to_string(),
+            )]);
+            if let Some(p) = policy {
+                a.insert("argocd.argoproj.io/hook-delete-policy".into(), p.into());
+            }
+            g.metadata.annotations = Some(a);
+            g
+        };
+        for (g, recreated) in [
+            (gate(), false),
+            (hook(None), true),
+            (hook(Some("BeforeHookCreation")), true),
+            (hook(Some("HookFailed, HookSucceeded")), true),
+            (hook(Some("HookFailed")), false),
+        ] {
+            assert_eq!(
+                recreated_per_sync(&g),
+                recreated,
+                "{:?}",
+                g.metadata.annotations
+            );
+            let now = ts("2026-12-01T10:00:00Z");
+            let checks = vec![("web".to_string(), Verdict::healthy("ok"))];
+            let s = next_status(
+                &g,
+                None,
+                checks,
+                Verdict::healthy("ok"),
+                None,
+                now,
+                Some(VALIDITY),
+            );
+            let until = s.health.as_ref().unwrap().valid_until;
+            assert_eq!(until.is_none(), recreated, "{:?}", g.metadata.annotations);
+            // Settled: the same verdict an hour later writes exactly the same status.
+            let later = ts("2026-12-01T11:00:00Z");
+            let checks = vec![("web".to_string(), Verdict::healthy("ok"))];
+            let again = next_status(
+                &g,
+                Some(&s),
+                checks,
+                Verdict::healthy("ok"),
+                None,
+                later,
+                Some(VALIDITY),
+            );
+            assert_eq!(again == s, recreated);
+        }
     }
 
     #[test]

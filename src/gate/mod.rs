@@ -9,7 +9,7 @@
 pub mod controller;
 pub mod crd;
 pub mod judge;
-pub mod view;
+pub(crate) mod view;
 
 pub use controller::run;
 

@@ -18,7 +18,7 @@ use tokio::time::Instant;
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Gate {
+pub(crate) struct Gate {
     pub namespace: String,
     pub name: String,
     pub generation: Option<i64>,
@@ -33,7 +33,7 @@ pub struct Gate {
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct GateCheckView {
+pub(crate) struct GateCheckView {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub label: Option<String>,
@@ -46,12 +46,12 @@ pub struct GateCheckView {
 }
 
 impl Gate {
-    pub fn of(gate: &WaveGate) -> Gate {
+    pub(crate) fn of(gate: &WaveGate) -> Gate {
         Gate::at(gate, k8s_openapi::jiff::Timestamp::now())
     }
 
     /// The gate as seen at `now`.
-    pub fn at(gate: &WaveGate, now: k8s_openapi::jiff::Timestamp) -> Gate {
+    pub(crate) fn at(gate: &WaveGate, now: k8s_openapi::jiff::Timestamp) -> Gate {
         let namespace = gate.namespace().unwrap_or_default();
         let generation = gate.metadata.generation;
         let status = gate.status.as_ref();
@@ -117,7 +117,7 @@ impl Gate {
 
 /// The gate named by a `wait` target: `wavegates.wavegate.dev/<name>`, `wavegate/<name>`,
 /// `wg/<name>` or `gate/<name>`; `None` for any other resource.
-pub fn gate_target(target: &str) -> Option<&str> {
+pub(crate) fn gate_target(target: &str) -> Option<&str> {
     let (resource, name) = target.split_once('/')?;
     let gate = matches!(
         resource.to_ascii_lowercase().as_str(),
@@ -138,7 +138,7 @@ fn decode(object: serde_json::Value) -> Option<WaveGate> {
 }
 
 /// Every WaveGate in the watched namespaces.
-pub async fn list(cache: &Cache) -> Result<Vec<Gate>, CacheError> {
+pub(crate) async fn list(cache: &Cache) -> Result<Vec<Gate>, CacheError> {
     let objects = cache.objects(&super::kind(), None).await?;
     let mut gates: Vec<Gate> = objects
         .into_iter()
@@ -149,19 +149,23 @@ pub async fn list(cache: &Cache) -> Result<Vec<Gate>, CacheError> {
     Ok(gates)
 }
 
-pub async fn get(cache: &Cache, namespace: &str, name: &str) -> Result<Option<Gate>, CacheError> {
+pub(crate) async fn get(
+    cache: &Cache,
+    namespace: &str,
+    name: &str,
+) -> Result<Option<Gate>, CacheError> {
     let object = cache.object(&super::kind(), namespace, name).await?;
     Ok(object.and_then(decode).map(|g| Gate::of(&g)))
 }
 
 /// The longest a `wait` request is held; a client asking for more gets 408 at this point and
 /// asks again (well below common proxy idle timeouts' multiples, and bounded server memory).
-pub const MAX_HTTP_WAIT: Duration = Duration::from_secs(300);
+pub(crate) const MAX_HTTP_WAIT: Duration = Duration::from_secs(300);
 /// When `?timeout=` is absent.
-pub const DEFAULT_HTTP_WAIT: Duration = Duration::from_secs(30);
+pub(crate) const DEFAULT_HTTP_WAIT: Duration = Duration::from_secs(30);
 
 /// The `?timeout=` of a wait request: a Go duration (`30s`, `2m`), capped at [`MAX_HTTP_WAIT`].
-pub fn http_wait_timeout(given: Option<&str>) -> Result<Duration, String> {
+pub(crate) fn http_wait_timeout(given: Option<&str>) -> Result<Duration, String> {
     match given {
         None => Ok(DEFAULT_HTTP_WAIT),
         Some(s) => super::judge::parse_timeout(s)
@@ -172,7 +176,7 @@ pub fn http_wait_timeout(given: Option<&str>) -> Result<Duration, String> {
 
 /// How a wait ended.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Waited {
+pub(crate) enum Waited {
     Healthy(Gate),
     /// Definite failure (a check Degraded, or the gate's own timeout): stop waiting.
     Degraded(Gate),
@@ -186,7 +190,7 @@ pub enum Waited {
 /// Wakes on the gate's own watch events (the controller's status writes), not on a poll.
 /// `until_exists`: a missing gate is waited for rather than reported. `seen` is called with
 /// each distinct state of the gate (for progress output).
-pub async fn wait(
+pub(crate) async fn wait(
     cache: &Cache,
     namespace: &str,
     name: &str,
