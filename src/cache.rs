@@ -37,6 +37,7 @@ use k8s_openapi::api::authorization::v1::{
 };
 use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -1073,29 +1074,56 @@ fn label_of(what: &str, scope: &Option<String>) -> String {
     }
 }
 
+/// Argo CD's field manager, for client- and server-side apply alike (argo-cd common/common.go
+/// `ArgoCDSSAManager`): the one managedFields entry the cache keeps.
+pub(crate) const ARGOCD_MANAGER: &str = "argocd-controller";
+
 /// Drop what no check reads: managed fields and the last-applied annotation are often larger
-/// than the rest of the object together.
+/// than the rest of the object together. Argo CD's own managedFields entry stays, without its
+/// field set: its `time` is when Argo CD last changed the object (the waves timeline, see
+/// `timeline`).
 fn strip_meta<K: KubeResource>(o: &mut K) {
     let meta = o.meta_mut();
-    meta.managed_fields = None;
+    meta.managed_fields = meta
+        .managed_fields
+        .take()
+        .map(|entries| {
+            entries
+                .into_iter()
+                .filter(|f| f.manager.as_deref() == Some(ARGOCD_MANAGER))
+                .map(|f| ManagedFieldsEntry {
+                    fields_v1: None,
+                    ..f
+                })
+                .collect::<Vec<_>>()
+        })
+        .filter(|kept| !kept.is_empty());
     if let Some(a) = meta.annotations.as_mut() {
         a.remove("kubectl.kubernetes.io/last-applied-configuration");
     }
 }
 
 /// An Argo CD Application also loses its sync history (up to ten past syncs, each with its
-/// full source) and the per-resource results of its last sync: the Application check reads the
-/// operation's phase and message and the comparison, the waves view `status.resources`.
+/// full source), and the per-resource results of its last sync keep only which resource and
+/// how it went: the Application check reads the operation's phase and message and the
+/// comparison, the waves view `status.resources`, the timeline which resources the sync reached.
 fn strip_application(o: &mut DynamicObject) {
     strip_meta(o);
     if let Some(status) = o.data.get_mut("status").and_then(Value::as_object_mut) {
         status.remove("history");
-        if let Some(result) = status
+        if let Some(results) = status
             .get_mut("operationState")
-            .and_then(|s| s.get_mut("syncResult"))
-            .and_then(Value::as_object_mut)
+            .and_then(|s| s.pointer_mut("/syncResult/resources"))
+            .and_then(Value::as_array_mut)
         {
-            result.remove("resources");
+            for r in results.iter_mut().filter_map(Value::as_object_mut) {
+                r.retain(|k, _| {
+                    matches!(
+                        k.as_str(),
+                        "group" | "kind" | "namespace" | "name" | "status" | "hookType"
+                    )
+                });
+            }
         }
     }
 }
@@ -1595,7 +1623,11 @@ mod tests {
         let mut app: DynamicObject = serde_json::from_value(json!({
             "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
             "metadata": {"name": "shop", "namespace": "argocd",
-                         "managedFields": [{"manager": "argocd-controller"}],
+                         "managedFields": [
+                             {"manager": "kubectl-edit", "operation": "Update", "time": "2026-12-01T02:00:00Z",
+                              "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}},
+                             {"manager": "argocd-controller", "operation": "Apply", "time": "2026-12-01T03:00:00Z",
+                              "fieldsType": "FieldsV1", "fieldsV1": {"f:spec": {}}}],
                          "annotations": {"kubectl.kubernetes.io/last-applied-configuration": "{}",
                                          "wavegate.dev/annotate": "true"}},
             "spec": {"source": {"repoURL": "https://example.invalid/repo"}},
@@ -1603,12 +1635,20 @@ mod tests {
                        "resources": [{"kind": "Service", "name": "web"}],
                        "sync": {"status": "Synced"},
                        "operationState": {"phase": "Succeeded",
-                                          "syncResult": {"revision": "abc", "resources": [{"name": "web"}]}}}
+                                          "syncResult": {"revision": "abc", "resources": [
+                                              {"group": "", "version": "v1", "kind": "Service", "namespace": "shop", "name": "web",
+                                               "status": "Synced", "message": "service/web configured", "syncPhase": "Sync",
+                                               "images": ["registry.example/web:1"]}]}}}
         }))
         .unwrap();
         strip_application(&mut app);
         let v = serde_json::to_value(&app).unwrap();
-        assert!(v["metadata"].get("managedFields").is_none());
+        // Argo CD's entry stays for the timeline, without its field set.
+        assert_eq!(
+            v["metadata"]["managedFields"],
+            json!([{"manager": "argocd-controller", "operation": "Apply",
+                    "time": "2026-12-01T03:00:00Z", "fieldsType": "FieldsV1"}])
+        );
         assert_eq!(
             v["metadata"]["annotations"],
             json!({"wavegate.dev/annotate": "true"})
@@ -1616,7 +1656,8 @@ mod tests {
         assert!(v["status"].get("history").is_none());
         assert_eq!(
             v["status"]["operationState"],
-            json!({"phase": "Succeeded", "syncResult": {"revision": "abc"}})
+            json!({"phase": "Succeeded", "syncResult": {"revision": "abc", "resources": [
+                {"group": "", "kind": "Service", "namespace": "shop", "name": "web", "status": "Synced"}]}})
         );
         assert_eq!(v["status"]["resources"][0]["name"], "web");
         assert_eq!(v["status"]["sync"]["status"], "Synced");

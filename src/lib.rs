@@ -13,7 +13,8 @@
 //! 4. [`deps`], [`evaluate`], [`policy`], [`queue`] — reads → verdicts, and who waits on them;
 //! 5. [`gate`], [`annotate`] — the writers;
 //! 6. [`waves`] — an Application's resources by wave;
-//! 7. [`api`], [`cli`] — the front ends.
+//! 7. [`timeline`] — the last sync of those waves over time;
+//! 8. [`api`], [`cli`] — the front ends.
 
 pub mod annotate;
 pub mod api;
@@ -34,5 +35,6 @@ mod progress;
 pub mod queue;
 pub mod resource;
 mod table;
+pub mod timeline;
 pub mod waves;
 pub mod written;

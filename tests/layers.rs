@@ -17,6 +17,7 @@ const LAYERS: &[&[&str]] = &[
     &["evaluate", "policy", "queue"],
     &["gate", "annotate"],
     &["waves"],
+    &["timeline"],
     &["api"],
     &["cli"],
 ];

@@ -5,7 +5,8 @@ use crate::cache::CacheError;
 use crate::gate::view as gate_view;
 use crate::health::Verdict;
 use crate::resource::{Resource, Target};
-use crate::waves::{self, Waves};
+use crate::timeline::{self, WavesWithTimeline};
+use crate::waves;
 use axum::Json;
 use axum::extract::rejection::{PathRejection, QueryRejection};
 use axum::extract::{Extension, Path, Query, Request, State};
@@ -153,7 +154,7 @@ pub(crate) async fn applications(
 pub(crate) async fn application_waves(
     State(state): State<AppState>,
     path: Result<Path<(String, String)>, PathRejection>,
-) -> Result<Json<Waves>, ApiError> {
+) -> Result<Json<WavesWithTimeline>, ApiError> {
     let Path((namespace, name)) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     waves_of(&state, &namespace, &name).await.map(Json)
 }
@@ -163,7 +164,7 @@ pub(crate) async fn application_waves(
 pub(crate) async fn header_waves(
     State(state): State<AppState>,
     headers: HeaderMap,
-) -> Result<Json<Waves>, ApiError> {
+) -> Result<Json<WavesWithTimeline>, ApiError> {
     let value = headers
         .get("argocd-application-name")
         .and_then(|v| v.to_str().ok())
@@ -180,7 +181,11 @@ pub(crate) async fn header_waves(
     waves_of(&state, namespace, name).await.map(Json)
 }
 
-async fn waves_of(state: &AppState, namespace: &str, name: &str) -> Result<Waves, ApiError> {
+async fn waves_of(
+    state: &AppState,
+    namespace: &str,
+    name: &str,
+) -> Result<WavesWithTimeline, ApiError> {
     let target = Target::new(Resource::Application, namespace, name)?;
     let app = state
         .evaluator
@@ -192,7 +197,10 @@ async fn waves_of(state: &AppState, namespace: &str, name: &str) -> Result<Waves
             e => ApiError::Unavailable(e.to_string()),
         })?
         .ok_or_else(|| ApiError::NotFound(format!("Application {namespace}/{name} not found")))?;
-    Ok(waves::view(&state.evaluator, &app).await)
+    let waves = waves::view(&state.evaluator, &app).await;
+    let now = k8s_openapi::jiff::Timestamp::now();
+    let timeline = timeline::of(state.evaluator.cache(), &app, &waves, now).await;
+    Ok(WavesWithTimeline { waves, timeline })
 }
 
 fn gate_cache_error(e: CacheError) -> ApiError {

@@ -14,9 +14,11 @@
 #   2. A gate that turns Degraded (spec.timeout: 3s) fails the real sync: phase Failed, the
 #      gate's sync result carries wavegate's reason, the consumer wave is never applied.
 #   3. Proxy extension through the real argocd-server with real session tokens: alice gets the
-#      waves of her app, bob (no `extensions, invoke`) and alice asking about an app she may
-#      not see are refused. argocd-server's resource events (the UI's Events tab) list the
-#      gate's Progressing and Healthy Events; the timed-out gate of 2. has a Warning TimedOut.
+#      waves of her app (with the sync's timeline: waves applied inside the sync, timed by
+#      argocd-controller's managedFields stamps), bob (no `extensions, invoke`) and alice asking
+#      about an app she may not see are refused. argocd-server's resource events (the UI's Events
+#      tab) list the gate's Progressing and Healthy Events; the timed-out gate of 2. has a Warning
+#      TimedOut.
 #   4. Re-sync: a pod of seed 001 goes not Ready, a new commit is synced; the second sync is
 #      held at wave 4 by the current truth (not by the first sync's Healthy), then released.
 #   5. App-of-apps: a parent's wave holding a child Application (the project's Application
@@ -429,6 +431,22 @@ code="$(ext "$tok_alice" seed-001-forgejo)"
 [[ "$(jqget name <"$WORK/ext.body")" == seed-001-forgejo ]] || fail "wavegate answered for another app: $(head -c 300 "$WORK/ext.body")"
 grep -q '"forgejo-serving"' "$WORK/ext.body" || fail "the waves view of seed-001-forgejo lacks its gate forgejo-serving: $(head -c 300 "$WORK/ext.body")"
 log "alice: 200, waves of seed-001-forgejo through argocd-server"
+# The waves' timeline of that sync (issue 12): the real Argo CD applies with its field manager
+# argocd-controller, so the API server's managedFields stamps time the waves inside the sync.
+timeline_ok() { python3 - "$1" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1]))["timeline"]
+assert t["sync"] and t["sync"]["startedAt"], t["sync"]
+waves = [w["wave"] for w in t["waves"]]
+assert waves == sorted(waves), waves
+applied = [w for w in t["waves"] if w["applied"] == "applied"]
+assert applied, t["waves"]
+assert all(t["sync"]["startedAt"] <= w["appliedAt"] <= t["now"] for w in applied), t["waves"]
+print(" ".join("wave %d %s" % (w["wave"], w["appliedAt"] or w["applied"]) for w in t["waves"]))
+PY
+}
+stamps="$(timeline_ok "$WORK/ext.body")" || fail "the timeline of seed-001-forgejo does not time its waves from argocd-controller's managedFields: $(head -c 600 "$WORK/ext.body")"
+log "timeline of seed-001-forgejo: $stamps"
 code="$(ext "$tok_bob" seed-001-forgejo)"
 [[ "$code" == 401 || "$code" == 403 ]] || fail "bob (no extensions/invoke) got $code: $(head -c 300 "$WORK/ext.body")"
 log "bob (may see the app, may not invoke the extension): $code"

@@ -1,0 +1,724 @@
+//! The last sync of an Application as a timeline: for each wave, when Argo CD applied it and when
+//! it became truly healthy, and which wave holds the rollout and why.
+//!
+//! Only recorded times are used; a time nobody recorded is `null` with a note saying why, never
+//! estimated. The sources:
+//!
+//! - **The sync**: `status.operationState` (`OperationState` in argo-cd
+//!   pkg/apis/application/v1alpha1/types.go): `phase`, `startedAt`, `finishedAt`, `message`
+//!   (while it runs, e.g. "waiting for healthy state of wavegate.dev/WaveGate/forgejo-ready") and
+//!   `syncResult.resources[]`. Argo CD persists the operation state after each sync iteration
+//!   (controller/appcontroller.go `processRequestedAppOperation` → `setOperationState`), so a
+//!   resource is listed there once its wave has been applied.
+//! - **Applied**: `ResourceResult` carries no time (group, version, kind, namespace, name, status,
+//!   message, hookType, hookPhase, syncPhase, images). The time comes from the live object: Argo
+//!   CD applies every resource with the field manager `argocd-controller` (argo-cd
+//!   common/common.go `ArgoCDSSAManager`, passed by controller/sync.go
+//!   `WithServerSideApplyManager` and used by gitops-engine pkg/utils/kube/resource_ops.go
+//!   `newApplyOptionsCommon` for client-side apply too; k8s.io/kubectl pkg/cmd/apply/apply.go
+//!   sends it on the create and the patch alike, `WithFieldManager(o.FieldManager)`), and the
+//!   API server stamps that manager's `managedFields[].time` whenever its request changes the
+//!   object (k8s.io/apimachinery pkg/util/managedfields/internal/managedfieldsupdater.go: `Update`
+//!   only when the operation took fields, `Apply` only when the object changed). A stamp inside
+//!   the sync window is when
+//!   this sync applied the object; an older one means the sync's apply changed nothing
+//!   ("unchanged"). Both clocks (the API server's, Argo CD's `startedAt`) have one-second
+//!   resolution (`metav1.Time`).
+//! - **Truly healthy**: a WaveGate records when it became Ready (`status.conditions[Ready]`
+//!   `lastTransitionTime`, written by wavegate's controller, see `gate::crd`). wavegate keeps no
+//!   history for other objects (a Service's verdict is computed on request), so their healthy time
+//!   is unknown and said to be; a wave's healthy time is known only when every resource in it has
+//!   one.
+
+use crate::cache::{ARGOCD_MANAGER, Cache, CacheError};
+use crate::health::HealthStatus;
+use crate::resource::{Kind, ResourceRef};
+use crate::waves::{JudgedBy, Waves};
+use k8s_openapi::jiff::Timestamp;
+use serde::Serialize;
+use serde_json::Value;
+
+/// A waves view with the timeline of the same sync: what the per-application waves endpoints
+/// answer (the fields of `Waves` plus `timeline`, so older clients read it unchanged).
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct WavesWithTimeline {
+    #[serde(flatten)]
+    pub waves: Waves,
+    pub timeline: Timeline,
+}
+
+/// What wavegate read from one live object for the timeline.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub(crate) struct Live {
+    /// The `time` of Argo CD's managedFields entry: when Argo CD last changed the object.
+    pub argocd_changed_at: Option<Timestamp>,
+    /// When the object became truly healthy, where that is recorded (WaveGates).
+    pub healthy_since: Option<Timestamp>,
+    /// Why the object's metadata could not be read, if it could not.
+    pub unread: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Timeline {
+    /// The sync `status.operationState` describes; `None` when Argo CD recorded none.
+    pub sync: Option<SyncWindow>,
+    /// When wavegate built this timeline: the right edge of a sync still running.
+    pub now: String,
+    pub waves: Vec<WaveTimes>,
+    /// The first wave that is not truly healthy (the waves view's `blockingWave`).
+    pub blocking_wave: Option<i64>,
+    pub blocking_reason: Option<String>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SyncWindow {
+    /// `Running`, `Succeeded`, `Failed`, `Error` or `Terminating` (gitops-engine OperationPhase).
+    pub phase: String,
+    pub started_at: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub finished_at: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub revision: Option<String>,
+    /// Argo CD's own message, e.g. what it is waiting for.
+    pub message: String,
+}
+
+/// Whether and when a wave (or resource) was applied by the last sync.
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum ApplyState {
+    /// Argo CD's apply failed (`ResourceResult.status` `SyncFailed`); first, so a wave with any
+    /// failure shows it (its `appliedAt` still dates the resources that were applied).
+    Failed,
+    /// Changed by this sync at `at`.
+    Applied,
+    /// Not in the sync's results yet while it runs: Argo CD has not reached this wave.
+    Pending,
+    /// In the sync's results, but no time can be read (see the note).
+    Unknown,
+    /// In the sync's results, but Argo CD's apply changed nothing.
+    Unchanged,
+    /// Not applied by the sync: absent from the results of a sync that has ended, or pruned
+    /// (`Pruned`, `PruneSkipped`).
+    NotInSync,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) enum HealthState {
+    /// Truly healthy since `at`.
+    Healthy,
+    /// Truly healthy now, with no recorded time.
+    TimeUnknown,
+    NotHealthy,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WaveTimes {
+    pub wave: i64,
+    pub status: HealthStatus,
+    pub applied: ApplyState,
+    pub applied_at: Option<String>,
+    pub applied_note: String,
+    pub healthy: HealthState,
+    pub healthy_at: Option<String>,
+    pub healthy_note: String,
+    pub blocking: bool,
+    /// For the blocking wave: what is not truly healthy in it.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    pub resources: Vec<ResourceTimes>,
+}
+
+#[derive(Debug, Clone, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ResourceTimes {
+    pub kind: String,
+    pub namespace: String,
+    pub name: String,
+    pub status: HealthStatus,
+    /// Argo CD's `ResourceResult.status` in the last sync (`Synced`, `SyncFailed`, …).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sync_result: Option<String>,
+    pub applied: ApplyState,
+    pub applied_at: Option<String>,
+    pub healthy_at: Option<String>,
+}
+
+/// RFC 3339 in whole seconds, as `metav1.Time` writes it.
+fn rfc3339(t: Timestamp) -> String {
+    Timestamp::from_second(t.as_second())
+        .unwrap_or(t)
+        .to_string()
+}
+
+fn time_at(v: &Value, pointer: &str) -> Option<Timestamp> {
+    v.pointer(pointer)?.as_str()?.parse().ok()
+}
+
+/// When Argo CD last changed this object: the latest `time` of its `argocd-controller`
+/// managedFields entries (one per operation, Apply and Update).
+pub(crate) fn argocd_changed_at(object: &Value) -> Option<Timestamp> {
+    object
+        .pointer("/metadata/managedFields")?
+        .as_array()?
+        .iter()
+        .filter(|f| f.get("manager").and_then(Value::as_str) == Some(ARGOCD_MANAGER))
+        .filter_map(|f| time_at(f, "/time"))
+        .max()
+}
+
+/// When a WaveGate last turned Ready=True, if it is Ready now.
+pub(crate) fn gate_ready_since(gate: &Value) -> Option<Timestamp> {
+    gate.pointer("/status/conditions")?
+        .as_array()?
+        .iter()
+        .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
+        .filter(|c| c.get("status").and_then(Value::as_str) == Some("True"))
+        .and_then(|c| time_at(c, "/lastTransitionTime"))
+}
+
+/// One `syncResult.resources[]` entry: the non-hook result for `r`, if the sync reached it.
+fn sync_result<'a>(results: &'a [Value], r: &ResourceRef) -> Option<&'a Value> {
+    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    results.iter().find(|x| {
+        s(x, "hookType").is_empty()
+            && s(x, "group") == r.group
+            && s(x, "kind") == r.kind
+            && s(x, "namespace") == r.namespace
+            && s(x, "name") == r.name
+    })
+}
+
+fn sync_window(app: &Value) -> Option<(SyncWindow, Timestamp, Option<Timestamp>)> {
+    let op = app.pointer("/status/operationState")?;
+    let started = time_at(op, "/startedAt")?;
+    let finished = time_at(op, "/finishedAt");
+    let s = |p: &str| op.pointer(p).and_then(Value::as_str).map(str::to_string);
+    Some((
+        SyncWindow {
+            phase: s("/phase").unwrap_or_default(),
+            started_at: rfc3339(started),
+            finished_at: finished.map(rfc3339),
+            revision: s("/syncResult/revision").filter(|r| !r.is_empty()),
+            message: s("/message").unwrap_or_default(),
+        },
+        started,
+        finished,
+    ))
+}
+
+/// Build the timeline from the Application, its judged waves and what was read from each live
+/// object (`live`), at `now`. Pure: the clock and the cluster are inputs.
+pub(crate) fn build(
+    app: &Value,
+    waves: &Waves,
+    live: impl Fn(&ResourceRef) -> Live,
+    now: Timestamp,
+) -> Timeline {
+    let window = sync_window(app);
+    let results: Vec<Value> = app
+        .pointer("/status/operationState/syncResult/resources")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let running = window.as_ref().is_some_and(|(w, ..)| w.phase == "Running");
+    let mut out = Vec::new();
+    for wave in &waves.waves {
+        let mut resources = Vec::new();
+        let mut notes: Vec<String> = Vec::new();
+        let mut failed: Vec<String> = Vec::new();
+        let mut untimed_healthy: Vec<String> = Vec::new();
+        for j in &wave.resources {
+            let r = &j.resource;
+            let facts = live(r);
+            let result = sync_result(&results, r);
+            let (applied, applied_at) = match (&window, result) {
+                (None, _) => (ApplyState::Unknown, None),
+                (Some(_), None) if running => (ApplyState::Pending, None),
+                (Some(_), None) => (ApplyState::NotInSync, None),
+                // gitops-engine pkg/sync/common/types.go ResultCode.
+                (Some(_), Some(x)) if x.get("status") == Some(&Value::from("SyncFailed")) => {
+                    failed.push(format!("{} {}", r.kind, r.name));
+                    (ApplyState::Failed, None)
+                }
+                (Some(_), Some(x))
+                    if matches!(
+                        x.get("status").and_then(Value::as_str),
+                        Some("Pruned" | "PruneSkipped")
+                    ) =>
+                {
+                    (ApplyState::NotInSync, None)
+                }
+                (Some((_, started, _)), Some(_)) => match facts.argocd_changed_at {
+                    Some(t) if t >= *started => (ApplyState::Applied, Some(t)),
+                    Some(_) => (ApplyState::Unchanged, None),
+                    None => {
+                        notes.push(match &facts.unread {
+                            Some(why) => format!("{} {}: {why}", r.kind, r.name),
+                            None => format!(
+                                "{} {} has no managedFields entry of {ARGOCD_MANAGER}",
+                                r.kind, r.name
+                            ),
+                        });
+                        (ApplyState::Unknown, None)
+                    }
+                },
+            };
+            let healthy_at = if j.status == HealthStatus::Healthy {
+                facts.healthy_since
+            } else {
+                None
+            };
+            if j.status == HealthStatus::Healthy && healthy_at.is_none() {
+                untimed_healthy.push(format!("{} {}", r.kind, r.name));
+            }
+            resources.push(ResourceTimes {
+                kind: r.kind.clone(),
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+                status: j.status,
+                sync_result: result
+                    .and_then(|x| x.get("status"))
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+                applied,
+                applied_at: applied_at.map(rfc3339),
+                healthy_at: healthy_at.map(rfc3339),
+            });
+        }
+        // A wave counts as applied when Argo CD changed any of it in this sync (it applies a
+        // wave's resources together); otherwise the most informative state of its resources.
+        let applied_times = resources.iter().filter_map(|r| r.applied_at.clone());
+        let first_applied = applied_times.min();
+        let applied = resources
+            .iter()
+            .map(|r| r.applied)
+            .min()
+            .unwrap_or(ApplyState::Unknown);
+        let applied_note = match (&window, applied) {
+            (None, _) => "Argo CD has recorded no sync operation".to_string(),
+            (_, ApplyState::Failed) => format!(
+                "Argo CD's apply failed (SyncFailed) for {}",
+                failed.join(", ")
+            ),
+            (_, ApplyState::Applied) => {
+                format!("Argo CD ({ARGOCD_MANAGER}) changed it at this time (managedFields)")
+            }
+            (_, ApplyState::Pending) => {
+                "not applied yet: the sync has not reached this wave".into()
+            }
+            (_, ApplyState::Unknown) => notes.join("; "),
+            (_, ApplyState::Unchanged) => {
+                "applied by the sync without changes (no new managedFields time)".into()
+            }
+            (_, ApplyState::NotInSync) => "not applied by the last sync".into(),
+        };
+        let (healthy, healthy_at, healthy_note) = if wave.status != HealthStatus::Healthy {
+            (HealthState::NotHealthy, None, format!("{}", wave.status))
+        } else if untimed_healthy.is_empty() {
+            let at = resources.iter().filter_map(|r| r.healthy_at.clone()).max();
+            (
+                HealthState::Healthy,
+                at,
+                "WaveGate Ready condition lastTransitionTime".into(),
+            )
+        } else {
+            (
+                HealthState::TimeUnknown,
+                None,
+                format!(
+                    "truly healthy now; wavegate records no transition time for {}",
+                    untimed_healthy.join(", ")
+                ),
+            )
+        };
+        let blocking = waves.blocking_wave == Some(wave.wave);
+        let reason = blocking.then(|| {
+            wave.resources
+                .iter()
+                .filter(|r| r.status != HealthStatus::Healthy)
+                .map(|r| {
+                    format!(
+                        "{} {}/{} is {}: {}",
+                        r.resource.kind, r.resource.namespace, r.resource.name, r.status, r.message
+                    )
+                })
+                .collect::<Vec<_>>()
+                .join("; ")
+        });
+        out.push(WaveTimes {
+            wave: wave.wave,
+            status: wave.status,
+            applied,
+            applied_at: first_applied,
+            applied_note,
+            healthy,
+            healthy_at,
+            healthy_note,
+            blocking,
+            reason,
+            resources,
+        });
+    }
+    let blocking_reason = out.iter().find_map(|w| w.reason.clone());
+    Timeline {
+        sync: window.map(|(w, ..)| w),
+        now: rfc3339(now),
+        waves: out,
+        blocking_wave: waves.blocking_wave,
+        blocking_reason,
+    }
+}
+
+/// The timeline of `app`'s last sync, with its live objects read from the cache.
+pub(crate) async fn of(cache: &Cache, app: &Value, waves: &Waves, now: Timestamp) -> Timeline {
+    let live = gather(cache, waves).await;
+    let find = |r: &ResourceRef| {
+        live.iter()
+            .find(|(x, _)| x == r)
+            .map(|(_, l)| l.clone())
+            .unwrap_or_default()
+    };
+    build(app, waves, find, now)
+}
+
+/// Read, for each resource of the view, what the timeline needs from its live object. Only
+/// objects wavegate already read to judge them are looked up again (same watches, no new kinds):
+/// a resource judged by Argo CD's recorded health stays unread.
+pub(crate) async fn gather(cache: &Cache, waves: &Waves) -> Vec<(ResourceRef, Live)> {
+    let mut out = Vec::new();
+    for j in waves.waves.iter().flat_map(|w| &w.resources) {
+        let r = &j.resource;
+        let live = match j.judged_by {
+            JudgedBy::Argocd => Live {
+                unread: Some(
+                    "wavegate does not watch this kind (Argo CD's health was used)".into(),
+                ),
+                ..Live::default()
+            },
+            _ => match read(cache, r).await {
+                Ok(Some(object)) => Live {
+                    argocd_changed_at: argocd_changed_at(&object),
+                    healthy_since: (r.group == "wavegate.dev" && r.kind == "WaveGate")
+                        .then(|| gate_ready_since(&object))
+                        .flatten(),
+                    unread: None,
+                },
+                Ok(None) => Live {
+                    unread: Some("does not exist".into()),
+                    ..Live::default()
+                },
+                Err(e) => Live {
+                    unread: Some(e.to_string()),
+                    ..Live::default()
+                },
+            },
+        };
+        out.push((r.clone(), live));
+    }
+    out
+}
+
+async fn read(cache: &Cache, r: &ResourceRef) -> Result<Option<Value>, CacheError> {
+    if r.group.is_empty() && r.kind == "Service" {
+        let svc = cache.service(&r.namespace, &r.name).await?;
+        return Ok(svc.map(|s| serde_json::json!({ "metadata": s.metadata })));
+    }
+    let plural = cache.plural_of(&r.group, &r.kind).await?;
+    cache
+        .object(&Kind::new(&r.group, &plural), &r.namespace, &r.name)
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::Verdict;
+    use crate::waves::{JudgedResource, assemble};
+    use serde_json::json;
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    fn judged(group: &str, kind: &str, name: &str, status: HealthStatus) -> JudgedResource {
+        JudgedResource {
+            resource: ResourceRef {
+                group: group.into(),
+                version: "v1".into(),
+                kind: kind.into(),
+                namespace: "cicd".into(),
+                name: name.into(),
+            },
+            status,
+            message: if status == HealthStatus::Healthy {
+                String::new()
+            } else {
+                "selector app=forgejo matches no pods; did you mean app=gitea".into()
+            },
+            judged_by: JudgedBy::Wavegate,
+        }
+    }
+
+    fn result(group: &str, kind: &str, name: &str) -> Value {
+        json!({"group": group, "version": "v1", "kind": kind, "namespace": "cicd", "name": name,
+               "status": "Synced", "message": format!("{kind} {name} created"), "syncPhase": "Sync"})
+    }
+
+    /// Argo CD mid-sync: waves 0 and 1 applied, waiting on the gate in wave 2, wave 3 not reached.
+    fn mid_sync() -> Value {
+        json!({"metadata": {"namespace": "argocd", "name": "platform"},
+        "status": {"operationState": {
+            "phase": "Running",
+            "message": "waiting for healthy state of wavegate.dev/WaveGate/forgejo-ready",
+            "startedAt": "2026-12-01T03:00:00Z",
+            "syncResult": {"revision": "4f2a9c1", "resources": [
+                result("", "ConfigMap", "settings"),
+                result("", "Service", "forgejo"),
+                result("wavegate.dev", "WaveGate", "forgejo-ready"),
+                {"kind": "Job", "name": "forgejo-ready", "namespace": "cicd", "hookType": "PreSync", "hookPhase": "Succeeded"}
+            ]}}}})
+    }
+
+    fn waves(service: HealthStatus) -> Waves {
+        assemble(
+            "argocd",
+            "platform",
+            Verdict::progressing("sync running"),
+            vec![
+                (
+                    3,
+                    judged(
+                        "postgresql.cnpg.io",
+                        "Database",
+                        "forgejo",
+                        HealthStatus::Missing,
+                    ),
+                ),
+                (
+                    0,
+                    judged("", "ConfigMap", "settings", HealthStatus::Healthy),
+                ),
+                (1, judged("", "Service", "forgejo", service)),
+                (
+                    2,
+                    judged("wavegate.dev", "WaveGate", "forgejo-ready", service),
+                ),
+            ],
+        )
+    }
+
+    fn live(r: &ResourceRef) -> Live {
+        let at = |s: &str| Some(t(s));
+        match r.name.as_str() {
+            // Unchanged by this sync: Argo CD last changed it yesterday.
+            "settings" => Live {
+                argocd_changed_at: at("2026-11-30T10:00:00Z"),
+                ..Live::default()
+            },
+            "forgejo" if r.kind == "Service" => Live {
+                argocd_changed_at: at("2026-12-01T03:00:02Z"),
+                ..Live::default()
+            },
+            "forgejo-ready" => Live {
+                argocd_changed_at: at("2026-12-01T03:00:05Z"),
+                healthy_since: at("2026-12-01T03:01:30Z"),
+                unread: None,
+            },
+            _ => Live {
+                unread: Some("does not exist".into()),
+                ..Live::default()
+            },
+        }
+    }
+
+    #[test]
+    fn mid_sync_waves_are_in_order_with_applied_times_from_argocd_managed_fields() {
+        let now = t("2026-12-01T03:02:00Z");
+        let tl = build(&mid_sync(), &waves(HealthStatus::Progressing), live, now);
+        let sync = tl.sync.as_ref().unwrap();
+        assert_eq!(sync.phase, "Running");
+        assert_eq!(sync.started_at, "2026-12-01T03:00:00Z");
+        assert_eq!(sync.revision.as_deref(), Some("4f2a9c1"));
+        assert_eq!(tl.now, "2026-12-01T03:02:00Z");
+        assert_eq!(
+            tl.waves.iter().map(|w| w.wave).collect::<Vec<_>>(),
+            [0, 1, 2, 3]
+        );
+        let applied: Vec<_> = tl
+            .waves
+            .iter()
+            .map(|w| (w.applied, w.applied_at.as_deref()))
+            .collect();
+        assert_eq!(
+            applied,
+            [
+                (ApplyState::Unchanged, None),
+                (ApplyState::Applied, Some("2026-12-01T03:00:02Z")),
+                (ApplyState::Applied, Some("2026-12-01T03:00:05Z")),
+                (ApplyState::Pending, None),
+            ]
+        );
+        // The hook Job with the gate's name is not taken for the gate's result.
+        assert_eq!(
+            tl.waves[2].resources[0].sync_result.as_deref(),
+            Some("Synced")
+        );
+    }
+
+    #[test]
+    fn blocking_wave_carries_its_reason_and_no_healthy_time() {
+        let tl = build(
+            &mid_sync(),
+            &waves(HealthStatus::Progressing),
+            live,
+            t("2026-12-01T03:02:00Z"),
+        );
+        assert_eq!(tl.blocking_wave, Some(1));
+        let w1 = &tl.waves[1];
+        assert!(w1.blocking);
+        assert_eq!(w1.healthy, HealthState::NotHealthy);
+        assert_eq!(w1.healthy_at, None);
+        let reason = w1.reason.as_deref().unwrap();
+        assert!(reason.contains("Service cicd/forgejo is Progressing: selector app=forgejo"));
+        assert_eq!(tl.blocking_reason.as_deref(), Some(reason));
+        assert!(tl.waves.iter().filter(|w| w.blocking).count() == 1);
+        // A WaveGate that is not Healthy now has no healthy time, whatever its condition said.
+        assert_eq!(tl.waves[2].healthy_at, None);
+    }
+
+    #[test]
+    fn a_gate_wave_is_healthy_at_its_ready_transition_and_other_kinds_have_no_invented_time() {
+        let tl = build(
+            &mid_sync(),
+            &waves(HealthStatus::Healthy),
+            live,
+            t("2026-12-01T03:02:00Z"),
+        );
+        assert_eq!(tl.blocking_wave, Some(3));
+        assert_eq!(tl.waves[2].healthy, HealthState::Healthy);
+        assert_eq!(
+            tl.waves[2].healthy_at.as_deref(),
+            Some("2026-12-01T03:01:30Z")
+        );
+        // The Service is truly healthy, but wavegate recorded no time for it.
+        assert_eq!(tl.waves[1].healthy, HealthState::TimeUnknown);
+        assert_eq!(tl.waves[1].healthy_at, None);
+        assert!(tl.waves[1].healthy_note.contains("Service forgejo"));
+    }
+
+    #[test]
+    fn without_an_operation_state_nothing_is_timed() {
+        let app = json!({"status": {}});
+        let tl = build(
+            &app,
+            &waves(HealthStatus::Healthy),
+            live,
+            t("2026-12-01T03:02:00Z"),
+        );
+        assert_eq!(tl.sync, None);
+        assert!(
+            tl.waves
+                .iter()
+                .all(|w| w.applied == ApplyState::Unknown && w.applied_at.is_none())
+        );
+        assert!(tl.waves[0].applied_note.contains("no sync operation"));
+    }
+
+    #[test]
+    fn after_the_sync_ended_an_unreached_wave_is_not_pending_and_unread_objects_say_why() {
+        let mut app = mid_sync();
+        app["status"]["operationState"]["phase"] = json!("Failed");
+        app["status"]["operationState"]["finishedAt"] = json!("2026-12-01T03:05:00Z");
+        app["status"]["operationState"]["syncResult"]["resources"]
+            .as_array_mut()
+            .unwrap()
+            .push(result("postgresql.cnpg.io", "Database", "forgejo"));
+        let tl = build(
+            &app,
+            &waves(HealthStatus::Healthy),
+            live,
+            t("2026-12-01T03:06:00Z"),
+        );
+        assert_eq!(
+            tl.sync.as_ref().unwrap().finished_at.as_deref(),
+            Some("2026-12-01T03:05:00Z")
+        );
+        assert_eq!(tl.waves[3].applied, ApplyState::Unknown);
+        assert!(
+            tl.waves[3]
+                .applied_note
+                .contains("Database forgejo: does not exist")
+        );
+
+        app["status"]["operationState"]["syncResult"]["resources"]
+            .as_array_mut()
+            .unwrap()
+            .pop();
+        let tl = build(
+            &app,
+            &waves(HealthStatus::Healthy),
+            live,
+            t("2026-12-01T03:06:00Z"),
+        );
+        assert_eq!(tl.waves[3].applied, ApplyState::NotInSync);
+    }
+
+    #[test]
+    fn a_failed_apply_marks_its_wave_and_pruned_resources_are_not_applied() {
+        let mut app = mid_sync();
+        let results = app["status"]["operationState"]["syncResult"]["resources"]
+            .as_array_mut()
+            .unwrap();
+        results[1]["status"] = json!("SyncFailed");
+        results.push(result("postgresql.cnpg.io", "Database", "forgejo"));
+        results.last_mut().unwrap()["status"] = json!("PruneSkipped");
+        let tl = build(
+            &app,
+            &waves(HealthStatus::Progressing),
+            live,
+            t("2026-12-01T03:02:00Z"),
+        );
+        assert_eq!(tl.waves[1].applied, ApplyState::Failed);
+        assert!(
+            tl.waves[1]
+                .applied_note
+                .contains("SyncFailed) for Service forgejo")
+        );
+        assert_eq!(
+            tl.waves[1].resources[0].sync_result.as_deref(),
+            Some("SyncFailed")
+        );
+        assert_eq!(tl.waves[3].applied, ApplyState::NotInSync);
+    }
+
+    #[test]
+    fn argocd_time_is_read_from_its_own_field_manager_only() {
+        let obj = json!({"metadata": {"managedFields": [
+            {"manager": "kubectl-patch", "operation": "Update", "time": "2026-12-01T04:00:00Z"},
+            {"manager": "argocd-controller", "operation": "Apply", "time": "2026-12-01T03:00:02Z"},
+            {"manager": "argocd-controller", "operation": "Update", "time": "2026-12-01T03:00:01Z"},
+            {"manager": "argocd-controller", "operation": "Update"}
+        ]}});
+        assert_eq!(argocd_changed_at(&obj), Some(t("2026-12-01T03:00:02Z")));
+        assert_eq!(argocd_changed_at(&json!({"metadata": {}})), None);
+    }
+
+    #[test]
+    fn a_gate_is_ready_since_its_condition_turned_true_only() {
+        let gate = |status: &str| {
+            json!({"status": {"conditions": [
+                {"type": "Ready", "status": status, "lastTransitionTime": "2026-12-01T03:01:30Z"}]}})
+        };
+        assert_eq!(
+            gate_ready_since(&gate("True")),
+            Some(t("2026-12-01T03:01:30Z"))
+        );
+        assert_eq!(gate_ready_since(&gate("False")), None);
+        assert_eq!(gate_ready_since(&json!({})), None);
+    }
+}
