@@ -10,11 +10,14 @@
 //! 3. [`ask`], [`cache`], [`probe`], [`written`], [`leader`], [`events`], `progress` — what to
 //!    check; the watch cache; CockroachDB probes; what the writers share; which replica writes;
 //!    which Event a transition deserves; `wavegate wait`'s output;
-//! 4. [`deps`], [`evaluate`], [`policy`], [`queue`] — reads → verdicts, and who waits on them;
-//! 5. [`gate`], [`annotate`] — the writers;
-//! 6. [`waves`] — an Application's resources by wave;
-//! 7. [`timeline`] — the last sync of those waves over time;
-//! 8. [`api`], [`cli`] — the front ends.
+//! 4. [`deps`] — which cached objects a verdict was read from;
+//! 5. [`evaluate`], [`policy`], [`queue`] — reads → verdicts; what a gate may check; the
+//!    reconcile queue;
+//! 6. [`gate`], [`annotate`] — the writers;
+//! 7. [`waves`] — an Application's resources by wave;
+//! 8. [`timeline`] — the last sync of those waves over time;
+//! 9. [`api`] — HTTP;
+//! 10. [`cli`] — the subcommands.
 
 pub mod annotate;
 pub mod api;
