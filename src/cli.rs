@@ -8,13 +8,14 @@ use crate::health::{HealthStatus, Verdict};
 use crate::metrics::Metrics;
 use crate::probe::{Credentials, Scheme, TlsSettings};
 use crate::progress::{Progress, Row, is_live};
-use crate::resource::{Resource, Target};
+use crate::resource::{InputError, Resource, Target};
 use clap::Args;
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use thiserror::Error;
 
 #[derive(Args, Debug, Clone)]
 pub struct ClusterArgs {
@@ -139,7 +140,7 @@ const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/servicea
 
 impl LeaderArgs {
     /// The election to take part in, if any.
-    fn election(&self) -> Result<Option<crate::leader::Election>, String> {
+    fn election(&self) -> Result<Option<crate::leader::Election>, CliError> {
         if !self.leader_elect {
             return Ok(None);
         }
@@ -148,20 +149,26 @@ impl LeaderArgs {
             None => std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
                 .map(|s| s.trim().to_string())
                 .map_err(|e| {
-                    format!("--leader-elect needs --leader-elect-namespace (or POD_NAMESPACE): {e}")
+                    CliError::Usage(format!(
+                        "--leader-elect needs --leader-elect-namespace (or POD_NAMESPACE): {e}"
+                    ))
                 })?,
         };
-        crate::resource::validate_namespace(&namespace).map_err(|e| e.to_string())?;
+        crate::resource::validate_namespace(&namespace)?;
         let identity = match &self.leader_elect_identity {
             Some(id) if !id.is_empty() => id.clone(),
             _ => std::fs::read_to_string("/proc/sys/kernel/hostname")
                 .map(|s| s.trim().to_string())
                 .map_err(|e| {
-                    format!("--leader-elect needs --leader-elect-identity (or POD_NAME): {e}")
+                    CliError::Usage(format!(
+                        "--leader-elect needs --leader-elect-identity (or POD_NAME): {e}"
+                    ))
                 })?,
         };
         if self.leader_elect_duration < std::time::Duration::from_secs(5) {
-            return Err("--leader-elect-duration must be at least 5s".into());
+            return Err(CliError::Usage(
+                "--leader-elect-duration must be at least 5s".into(),
+            ));
         }
         Ok(Some(crate::leader::Election {
             namespace,
@@ -191,8 +198,8 @@ pub struct CheckArgs {
     pub params: Vec<String>,
     /// Output format: `text`, `json` (one object; an array for several targets) or `wide` (a
     /// kubectl-style table, one row per target).
-    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json", "wide"])]
-    pub output: String,
+    #[arg(short = 'o', long, value_enum, default_value_t = Output::Text)]
+    pub output: Output,
     #[command(flatten)]
     pub cluster: ClusterArgs,
 }
@@ -209,9 +216,46 @@ pub struct WaitArgs {
     pub interval: Duration,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Output {
+    Text,
+    Json,
+    Wide,
+}
+
 const EXIT_ERROR: u8 = 1;
 const EXIT_USAGE: u8 = 2;
 const EXIT_TIMEOUT: u8 = 124;
+
+/// Why a subcommand could not do its job. Each kind is one exit code, decided in one place
+/// ([`CliError::exit_code`]); the message goes to stderr as `wavegate: …` ([`fail`]).
+#[derive(Debug, Error)]
+pub enum CliError {
+    /// Arguments or flags that cannot work: exit 2.
+    #[error("{0}")]
+    Usage(String),
+    #[error(transparent)]
+    Input(#[from] InputError),
+    /// wavegate could not evaluate (no cluster, a file it cannot read, a port it cannot
+    /// bind): exit 1.
+    #[error("{0}")]
+    Failed(String),
+}
+
+impl CliError {
+    fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) | CliError::Input(_) => EXIT_USAGE,
+            CliError::Failed(_) => EXIT_ERROR,
+        }
+    }
+}
+
+/// Report `e` and return its exit code.
+fn fail(e: CliError) -> u8 {
+    eprintln!("wavegate: {e}");
+    e.exit_code()
+}
 
 /// Exit code of `check` for each status (documented in `--help` and README).
 pub(crate) fn exit_code(status: HealthStatus) -> u8 {
@@ -226,18 +270,20 @@ pub(crate) fn exit_code(status: HealthStatus) -> u8 {
 }
 
 impl ClusterArgs {
-    fn eval_config(&self) -> Result<EvalConfig, String> {
+    fn eval_config(&self) -> Result<EvalConfig, CliError> {
         let crdb_credentials = match &self.crdb_credentials_dir {
             Some(dir) => Some(read_credentials(dir)?),
             None => None,
         };
-        let ca_pem =
-            match &self.crdb_ca_file {
-                Some(path) => Some(std::fs::read(path).map_err(|e| {
-                    format!("cannot read CockroachDB CA file {}: {e}", path.display())
-                })?),
-                None => None,
-            };
+        let ca_pem = match &self.crdb_ca_file {
+            Some(path) => Some(std::fs::read(path).map_err(|e| {
+                CliError::Failed(format!(
+                    "cannot read CockroachDB CA file {}: {e}",
+                    path.display()
+                ))
+            })?),
+            None => None,
+        };
         Ok(EvalConfig {
             crdb_scheme: self.crdb_scheme,
             crdb_tls: TlsSettings {
@@ -267,16 +313,16 @@ impl ClusterArgs {
 }
 
 /// Credentials from a mounted Secret volume: one file per key, as Kubernetes projects them.
-fn read_credentials(dir: &std::path::Path) -> Result<Credentials, String> {
+fn read_credentials(dir: &std::path::Path) -> Result<Credentials, CliError> {
     let read = |key: &str| {
         let path = dir.join(key);
         std::fs::read_to_string(&path)
             .map(|s| s.trim_end_matches(['\n', '\r']).to_string())
             .map_err(|e| {
-                format!(
+                CliError::Failed(format!(
                     "cannot read CockroachDB credential file {}: {e}",
                     path.display()
-                )
+                ))
             })
     };
     Ok(Credentials {
@@ -289,11 +335,9 @@ async fn evaluator(
     cluster: &ClusterArgs,
     namespaces: Option<BTreeSet<String>>,
     metrics: Arc<Metrics>,
-) -> Result<Arc<Evaluator>, String> {
+) -> Result<Arc<Evaluator>, CliError> {
     let config = cluster.eval_config()?;
-    let client = kube::Client::try_default()
-        .await
-        .map_err(|e| format!("cannot build a Kubernetes client (KUBECONFIG or in-cluster): {e}"))?;
+    let client = kube_client().await?;
     let limits = WatchLimits {
         idle: cluster.watch_idle,
         max_on_demand: cluster.max_watches,
@@ -306,17 +350,14 @@ async fn evaluator(
         limits,
         metrics.clone(),
     );
-    Evaluator::new(cache, config, metrics).map_err(|e| e.to_string())
+    Evaluator::new(cache, config, metrics).map_err(|e| CliError::Usage(e.to_string()))
 }
 
 pub async fn serve(args: ServeArgs) -> u8 {
     let token = match &args.token_file {
         Some(path) => match api::Token::from_file(path) {
             Ok(t) => Some(t),
-            Err(e) => {
-                eprintln!("wavegate: {e}");
-                return EXIT_USAGE;
-            }
+            Err(e) => return fail(CliError::Usage(e.to_string())),
         },
         None => {
             tracing::warn!(
@@ -327,10 +368,7 @@ pub async fn serve(args: ServeArgs) -> u8 {
     };
     let policy = match args.policy.policy() {
         Ok(p) => p,
-        Err(e) => {
-            eprintln!("wavegate: {e}");
-            return EXIT_USAGE;
-        }
+        Err(e) => return fail(CliError::Usage(e.to_string())),
     };
     // WaveGates are judged under the same policy (before the gate controller starts).
     policy.clone().install();
@@ -338,28 +376,24 @@ pub async fn serve(args: ServeArgs) -> u8 {
     let evaluator =
         match evaluator(&args.cluster, args.cluster.namespace_set(), metrics.clone()).await {
             Ok(e) => e,
-            Err(e) => {
-                eprintln!("wavegate: {e}");
-                return EXIT_ERROR;
-            }
+            Err(e) => return fail(e),
         };
     // Readiness is what `serve` needs to do its job, the gate controller's WaveGates; watches
     // started by callers' reads never count (a caller could otherwise wedge it).
     evaluator.cache().require(crate::gate::kind());
     if !args.status_validity.is_zero() && args.status_validity < args.resync * 2 {
-        eprintln!(
-            "wavegate: --status-validity ({}) must be at least twice --resync ({}): verdicts are \
+        return fail(CliError::Usage(format!(
+            "--status-validity ({}) must be at least twice --resync ({}): verdicts are \
              renewed at resyncs, and one that expires before it is renewed holds every wave",
             humantime::format_duration(args.status_validity),
             humantime::format_duration(args.resync)
-        );
-        return EXIT_USAGE;
+        )));
     }
     let listener = match tokio::net::TcpListener::bind(&args.listen).await {
         Ok(l) => l,
         Err(e) => {
-            eprintln!("wavegate: cannot listen on {}: {e}", args.listen);
-            return EXIT_ERROR;
+            let why = format!("cannot listen on {}: {e}", args.listen);
+            return fail(CliError::Failed(why));
         }
     };
     // The writers: the gate controller, and annotation mode if asked for. With
@@ -401,10 +435,7 @@ pub async fn serve(args: ServeArgs) -> u8 {
             let run = crate::leader::lead(client, election, metrics.clone(), writers);
             tokio::spawn(run);
         }
-        Err(e) => {
-            eprintln!("wavegate: {e}");
-            return EXIT_USAGE;
-        }
+        Err(e) => return fail(e),
     }
     let mut state = AppState::new(evaluator, metrics)
         .with_limits(args.limits.clone())
@@ -420,10 +451,7 @@ pub async fn serve(args: ServeArgs) -> u8 {
         .await
     {
         Ok(()) => 0,
-        Err(e) => {
-            eprintln!("wavegate: server failed: {e}");
-            EXIT_ERROR
-        }
+        Err(e) => fail(CliError::Failed(format!("server failed: {e}"))),
     }
 }
 
@@ -445,27 +473,35 @@ async fn shutdown_signal() {
 }
 
 /// Parse one `<resource>/<name>` of `check` into an ask, or the message for exit code 2.
-fn ask_of(target: &str, args: &CheckArgs) -> Result<Ask, String> {
+fn ask_of(target: &str, args: &CheckArgs) -> Result<Ask, CliError> {
     let (resource, name) = target
         .split_once('/')
-        .ok_or_else(|| format!("{target:?}: expected <resource>/<name>"))?;
-    let resource = Resource::parse(resource).map_err(|e| e.to_string())?;
-    let target = Target::new(resource, &args.namespace, name).map_err(|e| e.to_string())?;
+        .ok_or_else(|| CliError::Usage(format!("{target:?}: expected <resource>/<name>")))?;
+    let target = Target::new(Resource::parse(resource)?, &args.namespace, name)?;
     let mut params = HashMap::new();
     for p in &args.params {
         let (k, v) = p
             .split_once('=')
-            .ok_or_else(|| format!("--param {p:?}: expected key=value"))?;
+            .ok_or_else(|| CliError::Usage(format!("--param {p:?}: expected key=value")))?;
         params.insert(k.to_string(), v.to_string());
     }
-    Ask::from_params(target, &params).map_err(|e| e.to_string())
+    Ok(Ask::from_params(target, &params)?)
+}
+
+/// The Kubernetes client of the one-shot commands and `serve`.
+async fn kube_client() -> Result<kube::Client, CliError> {
+    kube::Client::try_default().await.map_err(|e| {
+        CliError::Failed(format!(
+            "cannot build a Kubernetes client (KUBECONFIG or in-cluster): {e}"
+        ))
+    })
 }
 
 /// Each target's verdict in the chosen format: one target prints as it always has (the verdict,
 /// or its JSON), several as one line or JSON object each, `wide` as a table.
-fn print_verdicts(judged: &[(Ask, Verdict)], output: &str) {
+fn print_verdicts(judged: &[(Ask, Verdict)], output: Output) {
     match (output, judged) {
-        ("wide", _) => {
+        (Output::Wide, _) => {
             let rows: Vec<Vec<String>> = judged
                 .iter()
                 .map(|(ask, v)| {
@@ -482,7 +518,7 @@ fn print_verdicts(judged: &[(Ask, Verdict)], output: &str) {
             }
         }
         (_, [(_, v)]) => print_verdict(v, output),
-        ("json", _) => {
+        (Output::Json, _) => {
             let all: Vec<_> = judged
                 .iter()
                 .map(|(ask, v)| {
@@ -505,8 +541,8 @@ fn print_verdicts(judged: &[(Ask, Verdict)], output: &str) {
     }
 }
 
-fn print_verdict(v: &Verdict, output: &str) {
-    if output == "json" {
+fn print_verdict(v: &Verdict, output: Output) {
+    if output == Output::Json {
         match serde_json::to_string(v) {
             Ok(s) => println!("{s}"),
             Err(e) => eprintln!("wavegate: {e}"),
@@ -516,33 +552,20 @@ fn print_verdict(v: &Verdict, output: &str) {
     }
 }
 
-/// The worst status in Argo CD's order (gitops-engine `IsWorse`), Healthy for none.
-fn worst(statuses: impl IntoIterator<Item = HealthStatus>) -> HealthStatus {
-    statuses.into_iter().fold(HealthStatus::Healthy, |w, s| {
-        if s.is_worse_than(w) { s } else { w }
-    })
-}
-
 async fn one_shot_evaluator(args: &CheckArgs) -> Result<(Vec<Ask>, Arc<Evaluator>), u8> {
     let asks = args
         .targets
         .iter()
         .map(|t| ask_of(t, args))
         .collect::<Result<Vec<_>, _>>()
-        .map_err(|e| {
-            eprintln!("wavegate: {e}");
-            EXIT_USAGE
-        })?;
+        .map_err(fail)?;
     // One namespace's watches only: a one-shot check must not list the whole cluster.
     let scope = Some(BTreeSet::from([args.namespace.clone()]));
     let mut cluster = args.cluster.clone();
     cluster.verdict_ttl = Duration::from_millis(1);
     let ev = evaluator(&cluster, scope, Arc::new(Metrics::default()))
         .await
-        .map_err(|e| {
-            eprintln!("wavegate: {e}");
-            EXIT_ERROR
-        })?;
+        .map_err(fail)?;
     Ok((asks, ev))
 }
 
@@ -561,8 +584,8 @@ pub async fn check(args: CheckArgs) -> u8 {
         Err(code) => return code,
     };
     let judged = judge_all(&ev, &asks).await;
-    print_verdicts(&judged, &args.output);
-    exit_code(worst(judged.iter().map(|(_, v)| v.status)))
+    print_verdicts(&judged, args.output);
+    exit_code(HealthStatus::worst(judged.iter().map(|(_, v)| v.status)))
 }
 
 /// Exit code 130, as a shell reports an interrupted command.
@@ -579,8 +602,8 @@ pub async fn wait(args: WaitArgs) -> u8 {
         ([name], 1) => return wait_gate(&args, name).await,
         ([], _) => {}
         _ => {
-            eprintln!("wavegate: wait takes one WaveGate alone (its checks are in its spec)");
-            return EXIT_USAGE;
+            let why = "wait takes one WaveGate alone (its checks are in its spec)";
+            return fail(CliError::Usage(why.into()));
         }
     }
     let (asks, ev) = match one_shot_evaluator(&args.check).await {
@@ -605,14 +628,14 @@ pub async fn wait(args: WaitArgs) -> u8 {
             })
             .collect();
         progress.show(None, rows);
-        let status = worst(judged.iter().map(|(_, v)| v.status));
+        let status = HealthStatus::worst(judged.iter().map(|(_, v)| v.status));
         // Any definite failure ends the wait: Argo CD would fail the sync on it too.
         let failed = judged
             .iter()
             .any(|(_, v)| v.status == HealthStatus::Degraded);
         if status == HealthStatus::Healthy || failed {
             progress.finish();
-            print_verdicts(&judged, &args.check.output);
+            print_verdicts(&judged, args.check.output);
             return if failed {
                 exit_code(HealthStatus::Degraded)
             } else {
@@ -650,19 +673,15 @@ async fn wait_gate(args: &WaitArgs, name: &str) -> u8 {
     let ns = &args.check.namespace;
     let valid = crate::resource::validate_namespace(ns).and(crate::resource::validate_name(name));
     if let Err(e) = valid {
-        eprintln!("wavegate: {e}");
-        return EXIT_USAGE;
+        return fail(e.into());
     }
     if !args.check.params.is_empty() {
-        eprintln!("wavegate: a WaveGate takes no --param; its checks are in its spec");
-        return EXIT_USAGE;
+        let why = "a WaveGate takes no --param; its checks are in its spec";
+        return fail(CliError::Usage(why.into()));
     }
-    let client = match kube::Client::try_default().await {
+    let client = match kube_client().await {
         Ok(c) => c,
-        Err(e) => {
-            eprintln!("wavegate: cannot build a Kubernetes client (KUBECONFIG or in-cluster): {e}");
-            return EXIT_ERROR;
-        }
+        Err(e) => return fail(e),
     };
     let scope = Some(BTreeSet::from([ns.clone()]));
     let cache = Cache::new(
@@ -711,11 +730,11 @@ async fn wait_gate(args: &WaitArgs, name: &str) -> u8 {
     progress.borrow_mut().finish();
     match waited {
         Ok(Waited::Healthy(g)) => {
-            print_verdict(&g.health, &args.check.output);
+            print_verdict(&g.health, args.check.output);
             exit_code(HealthStatus::Healthy)
         }
         Ok(Waited::Degraded(g)) => {
-            print_verdict(&g.health, &args.check.output);
+            print_verdict(&g.health, args.check.output);
             exit_code(HealthStatus::Degraded)
         }
         Ok(Waited::TimedOut(_) | Waited::NotFound) => {
@@ -725,9 +744,6 @@ async fn wait_gate(args: &WaitArgs, name: &str) -> u8 {
             );
             EXIT_TIMEOUT
         }
-        Err(e) => {
-            eprintln!("wavegate: {what}: {e}");
-            EXIT_ERROR
-        }
+        Err(e) => fail(CliError::Failed(format!("{what}: {e}"))),
     }
 }
