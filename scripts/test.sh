@@ -22,6 +22,9 @@ cargo clippy --all-targets --quiet -- -D warnings
 step "Rust unit and end-to-end tests"
 cargo test --lib --bins --tests --examples 2>&1 | tee "$TEST_OUTPUT/cargo-test.log"
 
+step "deploy/monitoring: PromQL parsed by Prometheus's parser, metrics a real /metrics exposes"
+tests/monitoring/run.sh
+
 step "Lua health checks in Argo CD's sandbox (gopher-lua)"
 (cd argocd/lua-harness && go test -count=1 ./...)
 

@@ -18,6 +18,7 @@ use crate::ask::{Ask, Check};
 use crate::cache::{CacheError, Change};
 use crate::deps::DepIndex;
 use crate::evaluate::{Evaluator, reads};
+use crate::events;
 use crate::health::Verdict;
 use crate::metrics::Metrics;
 use crate::queue::{self, QueueConfig, Reconcile};
@@ -66,6 +67,7 @@ struct Annotator {
     evaluator: Arc<Evaluator>,
     metrics: Arc<Metrics>,
     index: Mutex<DepIndex<Key>>,
+    events: events::Publisher,
 }
 
 /// Run annotation mode until the cache's change feed closes. Each patch increments
@@ -76,7 +78,7 @@ pub async fn run(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, resync: Durat
 }
 
 /// [`run`], with how long a written verdict counts (`None`: forever).
-pub(crate) async fn run_with(
+pub async fn run_with(
     evaluator: Arc<Evaluator>,
     metrics: Arc<Metrics>,
     resync: Duration,
@@ -84,6 +86,7 @@ pub(crate) async fn run_with(
 ) {
     let changes = evaluator.cache().subscribe();
     let annotator = Arc::new(Annotator {
+        events: events::Publisher::new(evaluator.cache().client().clone()),
         evaluator,
         metrics: metrics.clone(),
         index: Mutex::default(),
@@ -165,7 +168,7 @@ impl Annotator {
             self.set_deps(key, None);
             return Ok(None);
         }
-        let (wanted, requeue) = if opted_in(&current) {
+        let (wanted, requeue, event) = if opted_in(&current) {
             let ask = Ask::with_defaults(Target::new(kind.clone(), ns, name)?);
             // Dependencies first, so a change during the judgement wakes this object again.
             self.set_deps(key, Some(&ask));
@@ -189,13 +192,21 @@ impl Annotator {
                 let until = valid_until(&current, &wanted, validity, now);
                 wanted.insert(VALID_UNTIL.into(), until.to_string());
             }
-            (wanted, requeue)
+            // Compared with the annotation the object carries, not with memory (src/events.rs).
+            let old = events::parse_status(current.get(STATUS).map(String::as_str));
+            let event = events::transition(old, verdict.status, &verdict.message, false);
+            (wanted, requeue, event)
         } else {
             self.set_deps(key, None);
-            (BTreeMap::new(), None)
+            (BTreeMap::new(), None, None)
         };
         if let Some(patch) = annotation_patch(&current, &wanted) {
             self.write(kind, (ns, name), patch).await?;
+            if let Some(t) = event {
+                let ar = self.api_resource(kind).await?;
+                let regarding = events::reference(&object, &ar.api_version, &ar.kind);
+                self.events.publish(&t, events::ANNOTATE, &regarding).await;
+            }
         }
         Ok(requeue)
     }
@@ -222,7 +233,9 @@ impl Annotator {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
-        api.patch(name, &params, &Patch::Merge(&patch)).await?;
+        api.patch(name, &params, &Patch::Merge(&patch))
+            .await
+            .inspect_err(|_| self.metrics.record_write_error("annotate"))?;
         self.metrics.annotation_writes.inc();
         tracing::info!(object = %format!("{kind} {ns}/{name}"), "annotations written");
         Ok(())

@@ -909,10 +909,11 @@ where
                 self.changed(o)
             }
             watcher::Event::Init => {
-                self.metrics
-                    .watch_restarts
-                    .get_or_create(&ResourceLabel::new(&self.kind.to_string()))
-                    .inc();
+                let label = ResourceLabel::new(&self.kind.to_string());
+                self.metrics.watch_restarts.get_or_create(&label).inc();
+                // At 0 from the first list, so deploy/monitoring's "watches failing" rate() has
+                // a series before the first error.
+                let _ = self.metrics.watch_errors.get_or_create(&label);
             }
             watcher::Event::InitDone => {
                 // Objects deleted while the watch was away vanish with the relist and get no

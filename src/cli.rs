@@ -7,8 +7,10 @@ use crate::evaluate::{EvalConfig, Evaluator};
 use crate::health::{HealthStatus, Verdict};
 use crate::metrics::Metrics;
 use crate::probe::{Credentials, Scheme, TlsSettings};
+use crate::progress::{Progress, Row, is_live};
 use crate::resource::{Resource, Target};
 use clap::Args;
+use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -174,7 +176,9 @@ impl LeaderArgs {
 pub struct CheckArgs {
     /// `<resource>/<name>`, resource as kubectl names it: services/forgejo,
     /// databases.postgresql.cnpg.io/forgejo, crdbclusters.crdb.cockroachlabs.com/cockroachdb.
-    pub target: String,
+    /// Several: all are judged (`wait`: waited for), the exit code is the worst one's.
+    #[arg(required = true, num_args = 1..)]
+    pub targets: Vec<String>,
     #[arg(
         short = 'n',
         long,
@@ -185,8 +189,9 @@ pub struct CheckArgs {
     /// Check parameter `key=value` (e.g. minReady=0, expectedNodes=3); repeatable.
     #[arg(short = 'p', long = "param")]
     pub params: Vec<String>,
-    /// Output format.
-    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json"])]
+    /// Output format: `text`, `json` (one object; an array for several targets) or `wide` (a
+    /// kubectl-style table, one row per target).
+    #[arg(short = 'o', long, default_value = "text", value_parser = ["text", "json", "wide"])]
     pub output: String,
     #[command(flatten)]
     pub cluster: ClusterArgs,
@@ -439,12 +444,11 @@ async fn shutdown_signal() {
     tracing::info!("shutting down");
 }
 
-/// Parse `check`'s arguments into an ask, or the message for exit code 2.
-fn ask_of(args: &CheckArgs) -> Result<Ask, String> {
-    let (resource, name) = args
-        .target
+/// Parse one `<resource>/<name>` of `check` into an ask, or the message for exit code 2.
+fn ask_of(target: &str, args: &CheckArgs) -> Result<Ask, String> {
+    let (resource, name) = target
         .split_once('/')
-        .ok_or_else(|| format!("{:?}: expected <resource>/<name>", args.target))?;
+        .ok_or_else(|| format!("{target:?}: expected <resource>/<name>"))?;
     let resource = Resource::parse(resource).map_err(|e| e.to_string())?;
     let target = Target::new(resource, &args.namespace, name).map_err(|e| e.to_string())?;
     let mut params = HashMap::new();
@@ -455,6 +459,50 @@ fn ask_of(args: &CheckArgs) -> Result<Ask, String> {
         params.insert(k.to_string(), v.to_string());
     }
     Ask::from_params(target, &params).map_err(|e| e.to_string())
+}
+
+/// Each target's verdict in the chosen format: one target prints as it always has (the verdict,
+/// or its JSON), several as one line or JSON object each, `wide` as a table.
+fn print_verdicts(judged: &[(Ask, Verdict)], output: &str) {
+    match (output, judged) {
+        ("wide", _) => {
+            let rows: Vec<Vec<String>> = judged
+                .iter()
+                .map(|(ask, v)| {
+                    vec![
+                        ask.namespace().to_string(),
+                        format!("{}/{}", ask.resource(), ask.name),
+                        v.status.to_string(),
+                        v.message.clone(),
+                    ]
+                })
+                .collect();
+            for line in crate::table::render(&["NAMESPACE", "TARGET", "STATUS", "MESSAGE"], &rows) {
+                println!("{line}");
+            }
+        }
+        (_, [(_, v)]) => print_verdict(v, output),
+        ("json", _) => {
+            let all: Vec<_> = judged
+                .iter()
+                .map(|(ask, v)| {
+                    serde_json::json!({
+                        "resource": ask.resource().to_string(),
+                        "namespace": ask.namespace(),
+                        "name": ask.name,
+                        "status": v.status,
+                        "message": v.message,
+                    })
+                })
+                .collect();
+            println!("{}", serde_json::Value::Array(all));
+        }
+        _ => {
+            for (ask, v) in judged {
+                println!("{} {}: {v}", ask.resource(), ask.object());
+            }
+        }
+    }
 }
 
 fn print_verdict(v: &Verdict, output: &str) {
@@ -468,13 +516,25 @@ fn print_verdict(v: &Verdict, output: &str) {
     }
 }
 
-async fn one_shot_evaluator(args: &CheckArgs) -> Result<(Ask, Arc<Evaluator>), u8> {
-    let ask = ask_of(args).map_err(|e| {
-        eprintln!("wavegate: {e}");
-        EXIT_USAGE
-    })?;
+/// The worst status in Argo CD's order (gitops-engine `IsWorse`), Healthy for none.
+fn worst(statuses: impl IntoIterator<Item = HealthStatus>) -> HealthStatus {
+    statuses.into_iter().fold(HealthStatus::Healthy, |w, s| {
+        if s.is_worse_than(w) { s } else { w }
+    })
+}
+
+async fn one_shot_evaluator(args: &CheckArgs) -> Result<(Vec<Ask>, Arc<Evaluator>), u8> {
+    let asks = args
+        .targets
+        .iter()
+        .map(|t| ask_of(t, args))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| {
+            eprintln!("wavegate: {e}");
+            EXIT_USAGE
+        })?;
     // One namespace's watches only: a one-shot check must not list the whole cluster.
-    let scope = Some(BTreeSet::from([ask.namespace().to_string()]));
+    let scope = Some(BTreeSet::from([args.namespace.clone()]));
     let mut cluster = args.cluster.clone();
     cluster.verdict_ttl = Duration::from_millis(1);
     let ev = evaluator(&cluster, scope, Arc::new(Metrics::default()))
@@ -483,59 +543,102 @@ async fn one_shot_evaluator(args: &CheckArgs) -> Result<(Ask, Arc<Evaluator>), u
             eprintln!("wavegate: {e}");
             EXIT_ERROR
         })?;
-    Ok((ask, ev))
+    Ok((asks, ev))
+}
+
+async fn judge_all(ev: &Evaluator, asks: &[Ask]) -> Vec<(Ask, Verdict)> {
+    let verdicts = futures::future::join_all(
+        asks.iter()
+            .map(|a| async { ev.judge_fresh(a).await.verdict }),
+    )
+    .await;
+    asks.iter().cloned().zip(verdicts).collect()
 }
 
 pub async fn check(args: CheckArgs) -> u8 {
-    let (ask, ev) = match one_shot_evaluator(&args).await {
+    let (asks, ev) = match one_shot_evaluator(&args).await {
         Ok(x) => x,
         Err(code) => return code,
     };
-    let v = ev.judge_fresh(&ask).await.verdict;
-    print_verdict(&v, &args.output);
-    exit_code(v.status)
+    let judged = judge_all(&ev, &asks).await;
+    print_verdicts(&judged, &args.output);
+    exit_code(worst(judged.iter().map(|(_, v)| v.status)))
 }
 
+/// Exit code 130, as a shell reports an interrupted command.
+const EXIT_INTERRUPTED: u8 = 130;
+
 pub async fn wait(args: WaitArgs) -> u8 {
-    if let Some(name) = crate::gate::view::gate_target(&args.check.target) {
-        return wait_gate(&args, name).await;
+    let gates: Vec<&str> = args
+        .check
+        .targets
+        .iter()
+        .filter_map(|t| crate::gate::view::gate_target(t))
+        .collect();
+    match (gates.as_slice(), args.check.targets.len()) {
+        ([name], 1) => return wait_gate(&args, name).await,
+        ([], _) => {}
+        _ => {
+            eprintln!("wavegate: wait takes one WaveGate alone (its checks are in its spec)");
+            return EXIT_USAGE;
+        }
     }
-    let (ask, ev) = match one_shot_evaluator(&args.check).await {
+    let (asks, ev) = match one_shot_evaluator(&args.check).await {
         Ok(x) => x,
         Err(code) => return code,
     };
+    let title = match asks.as_slice() {
+        [ask] => format!("{} {}", ask.resource(), ask.object()),
+        _ => format!("{} objects in {}", asks.len(), args.check.namespace),
+    };
+    let mut progress = Progress::new(std::io::stderr(), is_live(), title, args.timeout);
     let deadline = Instant::now() + args.timeout;
-    let mut last: Option<Verdict> = None;
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
     loop {
-        let v = ev.judge_fresh(&ask).await.verdict;
-        if last.as_ref() != Some(&v) {
-            eprintln!("{} {}: {v}", ask.resource(), ask.object());
+        let judged = judge_all(&ev, &asks).await;
+        let rows = judged
+            .iter()
+            .map(|(ask, v)| Row {
+                name: format!("{} {}", ask.resource(), ask.object()),
+                status: v.status,
+                message: v.message.clone(),
+            })
+            .collect();
+        progress.show(None, rows);
+        let status = worst(judged.iter().map(|(_, v)| v.status));
+        // Any definite failure ends the wait: Argo CD would fail the sync on it too.
+        let failed = judged
+            .iter()
+            .any(|(_, v)| v.status == HealthStatus::Degraded);
+        if status == HealthStatus::Healthy || failed {
+            progress.finish();
+            print_verdicts(&judged, &args.check.output);
+            return if failed {
+                exit_code(HealthStatus::Degraded)
+            } else {
+                0
+            };
         }
-        match v.status {
-            HealthStatus::Healthy => {
-                print_verdict(&v, &args.check.output);
-                return 0;
+        let next = (Instant::now() + args.interval).min(deadline);
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep_until(next.into()) => break,
+                _ = ticker.tick() => progress.tick(),
+                _ = tokio::signal::ctrl_c() => {
+                    progress.finish();
+                    return EXIT_INTERRUPTED;
+                }
             }
-            HealthStatus::Degraded => {
-                print_verdict(&v, &args.check.output);
-                return exit_code(HealthStatus::Degraded);
-            }
-            _ => {}
         }
-        last = Some(v);
-        let now = Instant::now();
-        if now >= deadline {
-            if let Some(v) = &last {
-                eprintln!(
-                    "wavegate: timed out after {} waiting for {} {}; last: {v}",
-                    humantime::format_duration(args.timeout),
-                    ask.resource(),
-                    ask.object()
-                );
-            }
+        if Instant::now() >= deadline {
+            progress.finish();
+            eprintln!(
+                "wavegate: timed out after {} waiting for {}",
+                humantime::format_duration(args.timeout),
+                args.check.targets.join(" ")
+            );
             return EXIT_TIMEOUT;
         }
-        tokio::time::sleep(args.interval.min(deadline - now)).await;
     }
 }
 
@@ -569,11 +672,44 @@ async fn wait_gate(args: &WaitArgs, name: &str) -> u8 {
         Arc::new(Metrics::default()),
     );
     let what = format!("WaveGate {ns}/{name}");
-    let seen = |g: Option<&view::Gate>| match g {
-        Some(g) => eprintln!("{what}: {}", g.health),
-        None => eprintln!("{what} does not exist yet"),
+    let progress = RefCell::new(Progress::new(
+        std::io::stderr(),
+        is_live(),
+        what.clone(),
+        args.timeout,
+    ));
+    let seen = |g: Option<&view::Gate>| {
+        let (health, rows) = match g {
+            Some(g) => (
+                Some(g.health.clone()),
+                g.checks
+                    .iter()
+                    .map(|c| Row {
+                        name: c.name.clone(),
+                        status: c.status,
+                        message: c.message.clone(),
+                    })
+                    .collect(),
+            ),
+            None => (None, Vec::new()),
+        };
+        progress.borrow_mut().show(health, rows);
     };
-    match view::wait(&cache, ns, name, args.timeout, true, seen).await {
+    let waited = view::wait(&cache, ns, name, args.timeout, true, seen);
+    tokio::pin!(waited);
+    let mut ticker = tokio::time::interval(Duration::from_secs(1));
+    let waited = loop {
+        tokio::select! {
+            w = &mut waited => break w,
+            _ = ticker.tick() => progress.borrow_mut().tick(),
+            _ = tokio::signal::ctrl_c() => {
+                progress.borrow_mut().finish();
+                return EXIT_INTERRUPTED;
+            }
+        }
+    };
+    progress.borrow_mut().finish();
+    match waited {
         Ok(Waited::Healthy(g)) => {
             print_verdict(&g.health, &args.check.output);
             exit_code(HealthStatus::Healthy)

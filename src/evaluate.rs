@@ -304,6 +304,9 @@ impl Evaluator {
                 self.metrics
                     .probe_seconds
                     .observe(started.elapsed().as_secs_f64());
+                if matches!(p.readiness, cockroach::Readiness::Unreachable(_)) {
+                    self.metrics.probe_errors.inc();
+                }
                 p
             })
             .await

@@ -5,9 +5,11 @@
 //! module imports only from layers below its own (`tests/layers.rs` enforces it):
 //!
 //! 1. [`health`], [`resource`] — verdicts, and how kinds, objects and parameters are named;
-//! 2. [`metrics`], [`checks`] — counters; the pure check functions;
-//! 3. [`ask`], [`cache`], [`probe`], [`written`], [`leader`] — what to check; the watch cache;
-//!    CockroachDB probes; what the writers share; which replica writes;
+//! 2. [`metrics`], [`checks`], `table` — counters; the pure check functions; kubectl-style
+//!    tables;
+//! 3. [`ask`], [`cache`], [`probe`], [`written`], [`leader`], [`events`], `progress` — what to
+//!    check; the watch cache; CockroachDB probes; what the writers share; which replica writes;
+//!    which Event a transition deserves; `wavegate wait`'s output;
 //! 4. [`deps`], [`evaluate`], [`policy`], [`queue`] — reads → verdicts, and who waits on them;
 //! 5. [`gate`], [`annotate`] — the writers;
 //! 6. [`waves`] — an Application's resources by wave;
@@ -22,14 +24,17 @@ pub mod checks;
 pub mod cli;
 pub mod deps;
 pub mod evaluate;
+pub mod events;
 pub mod gate;
 pub mod health;
 pub mod leader;
 pub mod metrics;
 pub mod policy;
 pub mod probe;
+mod progress;
 pub mod queue;
 pub mod resource;
+mod table;
 pub mod timeline;
 pub mod waves;
 pub mod written;

@@ -41,6 +41,23 @@ pub struct QueueLabel {
     pub queue: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct GateLabels {
+    pub namespace: String,
+    pub name: String,
+    pub status: String,
+}
+
+/// Who wrote: `gate` (WaveGate status) or `annotate` (annotation mode).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct WriterLabel {
+    pub writer: String,
+}
+
+/// The writers of [`Metrics::write_errors`], created at 0 so that `rate()` sees them before the
+/// first failure.
+pub const WRITERS: [&str; 2] = ["gate", "annotate"];
+
 pub struct Metrics {
     registry: Registry,
     pub asks: Family<ResourceLabel, Counter>,
@@ -59,6 +76,13 @@ pub struct Metrics {
     pub reconcile_errors: Family<QueueLabel, Counter>,
     /// 1 while this replica holds the writers' Lease (`--leader-elect`), or writes without one.
     pub leader: Gauge,
+    /// 1 for each WaveGate's current status (kube-state-metrics style); deploy/monitoring's
+    /// "Degraded" and "Progressing too long" alerts read it.
+    pub gate_health: Family<GateLabels, Gauge>,
+    /// Status or annotation patches the API server refused (the "writes failing" alert).
+    pub write_errors: Family<WriterLabel, Counter>,
+    /// CockroachDB pod probes without a usable answer (the "probe errors" alert).
+    pub probe_errors: Counter,
 }
 
 impl Default for Metrics {
@@ -123,10 +147,36 @@ impl Default for Metrics {
             "1 while this replica runs the writers (holds the Lease with --leader-elect)",
             leader.clone(),
         );
+        let gate_health = Family::<GateLabels, Gauge>::default();
+        registry.register(
+            "gate_health",
+            "1 for each WaveGate's current status (labels namespace, name, status)",
+            gate_health.clone(),
+        );
+        let write_errors = Family::<WriterLabel, Counter>::default();
+        for writer in WRITERS {
+            let _ = write_errors.get_or_create(&WriterLabel {
+                writer: writer.to_string(),
+            });
+        }
+        registry.register(
+            "write_errors",
+            "WaveGate status (writer=gate) and annotation (writer=annotate) patches that failed",
+            write_errors.clone(),
+        );
+        let probe_errors = Counter::default();
+        registry.register(
+            "probe_errors",
+            "CockroachDB pod probes without a usable answer (refused, timed out, garbage)",
+            probe_errors.clone(),
+        );
         Metrics {
             registry,
             leader,
             reconcile_errors,
+            gate_health,
+            write_errors,
+            probe_errors,
             asks,
             verdicts,
             verdict_cache,
@@ -174,12 +224,69 @@ impl Metrics {
             .inc();
     }
 
+    /// A patch by `writer` (one of [`WRITERS`]) failed.
+    pub fn record_write_error(&self, writer: &str) {
+        self.write_errors
+            .get_or_create(&WriterLabel {
+                writer: writer.to_string(),
+            })
+            .inc();
+    }
+
+    /// Gate `namespace/name` is now `status` (`None`: the gate is gone).
+    pub fn set_gate_health(&self, namespace: &str, name: &str, status: Option<HealthStatus>) {
+        for s in HealthStatus::ALL {
+            let labels = GateLabels {
+                namespace: namespace.to_string(),
+                name: name.to_string(),
+                status: s.as_str().to_string(),
+            };
+            if Some(s) == status {
+                self.gate_health.get_or_create(&labels).set(1);
+            } else {
+                self.gate_health.remove(&labels);
+            }
+        }
+    }
+
     /// The OpenMetrics text exposition.
-    pub(crate) fn encode(&self) -> String {
+    pub fn encode(&self) -> String {
         let mut out = String::new();
         match prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             Ok(()) => out,
             Err(e) => format!("# encoding failed: {e}\n"),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_gate_shows_only_its_current_status_and_disappears_when_gone() {
+        let m = Metrics::default();
+        m.set_gate_health("cicd", "db-ready", Some(HealthStatus::Progressing));
+        m.set_gate_health("cicd", "db-ready", Some(HealthStatus::Degraded));
+        let text = m.encode();
+        assert!(
+            text.contains(
+                r#"wavegate_gate_health{namespace="cicd",name="db-ready",status="Degraded"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(!text.contains(r#"status="Progressing""#), "{text}");
+        m.set_gate_health("cicd", "db-ready", None);
+        assert!(!m.encode().contains("db-ready"));
+    }
+
+    #[test]
+    fn write_errors_exist_at_zero_before_the_first_failure() {
+        let text = Metrics::default().encode();
+        assert!(
+            text.contains(r#"wavegate_write_errors_total{writer="gate"} 0"#),
+            "{text}"
+        );
+        assert!(text.contains(r#"wavegate_write_errors_total{writer="annotate"} 0"#));
     }
 }

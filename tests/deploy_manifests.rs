@@ -114,6 +114,69 @@ fn namespaced_variants_hold_no_cluster_scoped_object() {
 }
 
 #[test]
+fn every_variant_may_send_events_and_nothing_more_on_events() {
+    // src/events.rs sends an Event per transition through kube-rs's recorder: create + patch on
+    // events.k8s.io events, in the namespaces the gates and annotated objects live in.
+    for dir in [
+        "deploy/base",
+        "deploy/overlays/annotate",
+        "deploy/overlays/namespaced",
+        "deploy/overlays/namespaced-annotate",
+    ] {
+        let objects = render(dir);
+        let roles: Vec<&Value> = objects
+            .iter()
+            .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+            .collect();
+        let rules = || {
+            roles
+                .iter()
+                .flat_map(|r| r["rules"].as_array().unwrap().iter())
+        };
+        let on_events: Vec<&Value> = rules()
+            .filter(|r| {
+                r["resources"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|x| x == "events" || x == "*")
+            })
+            .collect();
+        assert!(
+            !on_events.is_empty(),
+            "{dir}: no rule lets wavegate send Events"
+        );
+        for rule in &on_events {
+            assert_eq!(
+                rule["apiGroups"],
+                serde_json::json!(["events.k8s.io"]),
+                "{dir}: {rule}"
+            );
+            assert_eq!(
+                rule["verbs"],
+                serde_json::json!(["create", "patch"]),
+                "{dir}: {rule}"
+            );
+        }
+        if dir.contains("namespaced") {
+            // One Role per watched namespace (ddb, cicd), each with the Events rule.
+            let with_events = roles
+                .iter()
+                .filter(|r| r["metadata"]["name"] == "wavegate")
+                .filter(|r| {
+                    r["rules"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|x| x["apiGroups"] == serde_json::json!(["events.k8s.io"]))
+                })
+                .count();
+            assert_eq!(with_events, 2, "{dir}");
+        }
+    }
+}
+
+#[test]
 fn every_variant_runs_two_replicas_with_one_writer_elected_on_a_named_lease() {
     for dir in [
         "deploy/base",

@@ -9,8 +9,10 @@ use std::path::{Path, PathBuf};
 /// Bottom first. Same layer: no imports between them.
 const LAYERS: &[&[&str]] = &[
     &["health", "resource"],
-    &["metrics", "checks"],
-    &["ask", "cache", "probe", "written", "leader"],
+    &["metrics", "checks", "table"],
+    &[
+        "ask", "cache", "probe", "written", "leader", "events", "progress",
+    ],
     &["deps"],
     &["evaluate", "policy", "queue"],
     &["gate", "annotate"],

@@ -11,6 +11,7 @@ use crate::ask::{Ask, Check};
 use crate::cache::{CacheError, Change};
 use crate::deps::{Dep, DepIndex};
 use crate::evaluate::{Evaluator, Judgement, reads};
+use crate::events;
 use crate::health::{HealthStatus, Verdict};
 use crate::metrics::Metrics;
 use crate::queue::{self, QueueConfig, Reconcile};
@@ -50,6 +51,7 @@ struct Gates {
     written: Mutex<HashMap<GateKey, (Option<String>, WaveGateStatus)>>,
     missing_crd_logged: AtomicBool,
     settings: Settings,
+    events: events::Publisher,
 }
 
 /// How the controller runs, from `wavegate serve` flags.
@@ -87,6 +89,7 @@ pub async fn run_with(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, settings
     let resync = settings.resync;
     let changes = evaluator.cache().subscribe();
     let gates = Arc::new(Gates {
+        events: events::Publisher::new(evaluator.cache().client().clone()),
         evaluator,
         metrics: metrics.clone(),
         index: Mutex::default(),
@@ -229,6 +232,9 @@ impl Gates {
             }
             None => gate_health(&verdicts, &blind, timeout, waited),
         };
+        let timed_out = clock_blind.is_none()
+            && health.status == HealthStatus::Degraded
+            && timeout.is_some_and(|(_, limit)| waited >= limit);
         let status = next_status(
             &gate,
             stored.as_ref(),
@@ -239,6 +245,8 @@ impl Gates {
             self.settings.status_validity,
         );
 
+        self.metrics
+            .set_gate_health(ns, name, Some(status_of(&status)));
         let mut requeue = judge::until_timeout(status_of(&status), timeout.map(|(_, d)| d), waited)
             // One more second: the API server keeps whole seconds, so `since` can be up
             // to a second later than the moment waiting began.
@@ -259,8 +267,23 @@ impl Gates {
 
         if stored.as_ref() != Some(&status) {
             self.write(&gate, &status).await?;
+            // Compared with the status the object carried, not with memory (src/events.rs).
+            let old = stored
+                .as_ref()
+                .and_then(|s| s.health.as_ref())
+                .map(|h| h.status);
+            let event = status
+                .health
+                .as_ref()
+                .and_then(|new| events::transition(old, new.status, &new.message, timed_out));
             if let Ok(mut w) = self.written.lock() {
                 w.insert(key.clone(), (rv, status));
+            }
+            if let Some(t) = event {
+                let regarding = gate.object_ref(&());
+                self.events
+                    .publish(&t, events::JUDGE_GATE, &regarding)
+                    .await;
             }
         }
         Ok(requeue)
@@ -292,7 +315,8 @@ impl Gates {
         });
         let params = PatchParams::apply(FIELD_MANAGER).force();
         api.patch_status(&gate.name_any(), &params, &Patch::Apply(&body))
-            .await?;
+            .await
+            .inspect_err(|_| self.metrics.record_write_error("gate"))?;
         self.metrics.gate_status_writes.inc();
         tracing::info!(
             gate = %format!("{}/{}", gate.namespace().unwrap_or_default(), gate.name_any()),
@@ -303,6 +327,7 @@ impl Gates {
     }
 
     fn forget(&self, key: &GateKey) {
+        self.metrics.set_gate_health(&key.0, &key.1, None);
         if let Ok(mut idx) = self.index.lock() {
             idx.remove(key);
         }

@@ -16,7 +16,9 @@
 #   3. Proxy extension through the real argocd-server with real session tokens: alice gets the
 #      waves of her app (with the sync's timeline: waves applied inside the sync, timed by
 #      argocd-controller's managedFields stamps), bob (no `extensions, invoke`) and alice asking
-#      about an app she may not see are refused.
+#      about an app she may not see are refused. argocd-server's resource events (the UI's
+#      Events tab) list the gate's Progressing and Healthy Events; the timed-out gate of 2. has a
+#      Warning TimedOut.
 #   4. Re-sync: a pod of seed 001 goes not Ready, a new commit is synced; the second sync is
 #      held at wave 4 by the current truth (not by the first sync's Healthy), then released.
 #   5. App-of-apps: a parent's wave holding a child Application (the project's Application
@@ -391,6 +393,17 @@ for r in json.load(sys.stdin)["status"]["operationState"]["syncResult"]["resourc
   || fail "Argo CD's sync result for the gate does not carry wavegate's reason: '$result' (gate: $gate_msg; operation: $msg)"
 exists /api/v1/namespaces/e2e-fail/configmaps/consumer && fail "the consumer wave was applied after a Degraded gate"
 log "Degraded gate failed the sync: $msg; WaveGate result: ${result#*|}"
+# wavegate's Event for the timeout (src/events.rs), in the API server: a Warning TimedOut on the
+# gate with the gate's message.
+timed_out_event() { api_get /apis/events.k8s.io/v1/namespaces/e2e-fail/events | python3 -c 'import json,sys
+msg = sys.argv[1]
+ok = [e for e in json.load(sys.stdin)["items"]
+      if e["regarding"]["kind"] == "WaveGate" and e["regarding"]["name"] == "never-ready"
+      and e.get("reason") == "TimedOut" and e.get("type") == "Warning"
+      and e.get("reportingController") == "wavegate" and e.get("note") == msg]
+sys.exit(0 if ok else 1)' "$gate_msg"; }
+wait_until 10 "a Warning TimedOut Event on WaveGate e2e-fail/never-ready" timed_out_event
+log "WaveGate e2e-fail/never-ready carries a Warning TimedOut Event with its message"
 
 # ------------------------------------------- 3. proxy extension, real session ----
 # Local users (argocd-cm accounts.*, set up by scripts/argocd.sh): alice may see seed-001-forgejo
@@ -442,6 +455,27 @@ code="$(ext "$tok_alice" e2e-fail)"
 log "alice asking about an app she may not see: $code"
 code="$(ext "not-a-token" seed-001-forgejo)"
 [[ "$code" == 401 || "$code" == 403 ]] || fail "a forged token got $code"
+
+# ------------------------------- 3b. the gate's Events in Argo CD's Events tab ----
+# What the UI's Events tab asks argocd-server for a resource (ListResourceEvents, server/
+# application/application.go: core/v1 Events whose involvedObject is the resource, read from the
+# destination cluster, for a resource in the app's tree). wavegate sent them through the
+# events.k8s.io API on the gate's transitions; they come back here with the same message.
+gate_uid="$(field "$GATES/namespaces/ddb/wavegates/databases-created" metadata.uid)"
+gate_msg="$(field "$GATES/namespaces/ddb/wavegates/databases-created" status.health.message)"
+argo_events() {
+  curl -sf --max-time 10 -H "Cookie: argocd.token=$tok_alice" \
+    "$SERVER/api/v1/applications/seed-001-forgejo/events?resourceName=databases-created&resourceNamespace=ddb&resourceUID=$gate_uid"
+}
+gate_events_in_argo() { argo_events | python3 -c 'import json,sys
+msg = sys.argv[1]
+items = sorted(json.load(sys.stdin).get("items") or [], key=lambda e: e.get("eventTime") or "")
+mine = [(e.get("reason"), e.get("type")) for e in items if e.get("reportingComponent") == "wavegate"]
+healthy = [e for e in items if e.get("reason") == "Healthy" and e.get("message") == msg]
+sys.exit(0 if mine[:1] == [("Progressing", "Normal")] and mine[-1:] == [("Healthy", "Normal")] and healthy else 1)' "$gate_msg"; }
+wait_until 15 "argocd-server lists the gate's Progressing and Healthy Events" gate_events_in_argo
+log "argocd-server's Events for WaveGate ddb/databases-created: $(argo_events | python3 -c 'import json,sys
+print(", ".join(e["type"] + " " + e["reason"] for e in sorted(json.load(sys.stdin)["items"], key=lambda e: e.get("eventTime") or "")))')"
 
 # ------------------------------------------------------------------ 4. re-sync ----
 log "re-sync: the Forgejo pod goes not Ready, then a new commit is synced"

@@ -1,0 +1,236 @@
+//! Kubernetes Events for verdict transitions, where the person on call looks: `kubectl describe`
+//! and Argo CD's "Events" tab list the Events whose `regarding` is the object.
+//!
+//! One Event per real transition of what wavegate wrote: the old status is the one stored on the
+//! object (a WaveGate's `status.health.status`, an annotated object's
+//! `wavegate.dev/health-status`), never wavegate's memory, so a settled system emits none, also
+//! after a wavegate restart, and renewing `validUntil` (same status) is not a transition. The
+//! Event is sent after the write that records the transition succeeded: a write that fails is
+//! retried, and its Event with it, so an Event never announces a status nobody can read.
+
+use crate::health::HealthStatus;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use serde_json::Value;
+
+/// `reportingController` of every Event (`kubectl describe` shows it under "From").
+pub const REPORTER: &str = "wavegate";
+/// The Event's `action` for a WaveGate's status write.
+pub const JUDGE_GATE: &str = "JudgeGate";
+/// The Event's `action` for an annotation-mode write.
+pub const ANNOTATE: &str = "Annotate";
+/// events.k8s.io/v1 rejects a `note` longer than 1 kB (k8s.io/kubernetes
+/// pkg/apis/core/validation/events.go, `NoteLengthLimit`).
+const NOTE_LIMIT: usize = 1024;
+
+/// The Event one transition deserves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    /// CamelCase, what the object became: `Healthy`, `Progressing`, `Degraded`, `TimedOut`, ….
+    pub reason: &'static str,
+    pub warning: bool,
+    /// The verdict's message, cut to what the Events API accepts.
+    pub note: String,
+}
+
+/// The Event, if any, for a status going from `old` (what the object carried, `None` before
+/// wavegate's first verdict) to `new` with `message`. `timed_out`: the new verdict is the
+/// gate's timeout firing, not a check's own Degraded.
+pub fn transition(
+    old: Option<HealthStatus>,
+    new: HealthStatus,
+    message: &str,
+    timed_out: bool,
+) -> Option<Transition> {
+    if old == Some(new) {
+        return None;
+    }
+    let reason = match new {
+        HealthStatus::Degraded if timed_out => "TimedOut",
+        s => s.as_str(),
+    };
+    // Warning where a person has something to look at: a definite failure, or a verdict
+    // wavegate cannot give.
+    let warning = matches!(new, HealthStatus::Degraded | HealthStatus::Unknown);
+    Some(Transition {
+        reason,
+        warning,
+        note: bounded(message),
+    })
+}
+
+/// The status an annotation (or any stored string) names; anything else counts as none.
+pub fn parse_status(stored: Option<&str>) -> Option<HealthStatus> {
+    let stored = stored?;
+    HealthStatus::ALL.into_iter().find(|s| s.as_str() == stored)
+}
+
+fn bounded(message: &str) -> String {
+    if message.len() <= NOTE_LIMIT {
+        return message.to_string();
+    }
+    const MORE: &str = " …";
+    let mut end = NOTE_LIMIT - MORE.len();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}{MORE}", &message[..end])
+}
+
+/// A reference to an object read from the cache as JSON (which carries no apiVersion/kind, so
+/// the caller names them).
+pub fn reference(object: &Value, api_version: &str, kind: &str) -> ObjectReference {
+    let meta = |field: &str| {
+        object
+            .pointer(&format!("/metadata/{field}"))
+            .and_then(Value::as_str)
+            .map(str::to_string)
+    };
+    ObjectReference {
+        api_version: Some(api_version.to_string()),
+        kind: Some(kind.to_string()),
+        namespace: meta("namespace"),
+        name: meta("name"),
+        uid: meta("uid"),
+        resource_version: meta("resourceVersion"),
+        ..ObjectReference::default()
+    }
+}
+
+/// Sends transitions through kube-rs's event recorder.
+#[derive(Clone)]
+pub struct Publisher {
+    client: kube::Client,
+    reporter: Reporter,
+}
+
+impl Publisher {
+    /// `reportingInstance` is the host name: the pod's name when wavegate runs in a pod.
+    pub fn new(client: kube::Client) -> Publisher {
+        Publisher {
+            client,
+            reporter: Reporter::from(REPORTER),
+        }
+    }
+
+    /// Best effort: an Event that cannot be sent is logged, and the verdict stands.
+    pub async fn publish(
+        &self,
+        transition: &Transition,
+        action: &str,
+        regarding: &ObjectReference,
+    ) {
+        // A recorder per Event: kube-rs's recorder folds Events with the same reason on the same
+        // object within 6 minutes into one series and keeps the first note, which would show a
+        // second Degraded with the first one's message. Transitions are already deduplicated
+        // (at most one per status write), so each gets its own Event with its own message.
+        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+        let event = Event {
+            type_: if transition.warning {
+                EventType::Warning
+            } else {
+                EventType::Normal
+            },
+            reason: transition.reason.to_string(),
+            note: Some(transition.note.clone()),
+            action: action.to_string(),
+            secondary: None,
+        };
+        if let Err(e) = recorder.publish(&event, regarding).await {
+            tracing::warn!(
+                object = %format!(
+                    "{} {}/{}",
+                    regarding.kind.as_deref().unwrap_or_default(),
+                    regarding.namespace.as_deref().unwrap_or_default(),
+                    regarding.name.as_deref().unwrap_or_default()
+                ),
+                reason = transition.reason,
+                error = %e,
+                "event not sent"
+            );
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use HealthStatus::*;
+
+    #[test]
+    fn settled_status_emits_nothing_whatever_the_message() {
+        // A renewal of validUntil, or a Progressing gate whose message names another pod.
+        for s in HealthStatus::ALL {
+            assert_eq!(transition(Some(s), s, "anything new", false), None);
+        }
+    }
+
+    #[test]
+    fn progressing_to_healthy_is_a_normal_healthy_event_with_the_verdict_message() {
+        let t = transition(Some(Progressing), Healthy, "all 2 checks healthy", false).unwrap();
+        assert_eq!(t.reason, "Healthy");
+        assert!(!t.warning);
+        assert_eq!(t.note, "all 2 checks healthy");
+    }
+
+    #[test]
+    fn degraded_is_a_warning() {
+        let t = transition(Some(Progressing), Degraded, "two cluster IDs", false).unwrap();
+        assert_eq!((t.reason, t.warning), ("Degraded", true));
+        let t = transition(Some(Healthy), Degraded, "two cluster IDs", false).unwrap();
+        assert_eq!((t.reason, t.warning), ("Degraded", true));
+    }
+
+    #[test]
+    fn a_timeout_firing_is_timed_out_not_degraded() {
+        let t = transition(Some(Progressing), Degraded, "timed out after 10m", true).unwrap();
+        assert_eq!((t.reason, t.warning), ("TimedOut", true));
+        // Past the timeout and staying Degraded: no second Event.
+        assert_eq!(
+            transition(Some(Degraded), Degraded, "timed out", true),
+            None
+        );
+    }
+
+    #[test]
+    fn first_verdict_and_regression_are_transitions() {
+        let t = transition(None, Progressing, "waiting", false).unwrap();
+        assert_eq!((t.reason, t.warning), ("Progressing", false));
+        let t = transition(Some(Healthy), Progressing, "lost an endpoint", false).unwrap();
+        assert_eq!(t.reason, "Progressing");
+        let t = transition(Some(Progressing), Unknown, "cannot tell", false).unwrap();
+        assert_eq!((t.reason, t.warning), ("Unknown", true));
+    }
+
+    #[test]
+    fn stored_annotation_reads_back_as_its_status() {
+        assert_eq!(parse_status(Some("Healthy")), Some(Healthy));
+        assert_eq!(parse_status(Some("healthy")), None);
+        assert_eq!(parse_status(None), None);
+        // An annotation someone else mangled is no status: the next verdict is a transition.
+        assert!(transition(parse_status(Some("Fine")), Healthy, "", false).is_some());
+    }
+
+    #[test]
+    fn long_messages_fit_the_events_api() {
+        let long = "é".repeat(2000);
+        let note = transition(None, Degraded, &long, false).unwrap().note;
+        assert!(note.len() <= NOTE_LIMIT, "{}", note.len());
+        assert!(note.ends_with(" …"));
+        let short = "x".repeat(NOTE_LIMIT);
+        assert_eq!(
+            transition(None, Degraded, &short, false).unwrap().note,
+            short
+        );
+    }
+
+    #[test]
+    fn reference_names_the_cached_object() {
+        let obj = serde_json::json!({"metadata": {"name": "web", "namespace": "cicd",
+                                                  "uid": "u-1", "resourceVersion": "7"}});
+        let r = reference(&obj, "v1", "Service");
+        assert_eq!(r.kind.as_deref(), Some("Service"));
+        assert_eq!(r.namespace.as_deref(), Some("cicd"));
+        assert_eq!(r.uid.as_deref(), Some("u-1"));
+    }
+}
