@@ -16,9 +16,9 @@
 #   3. Proxy extension through the real argocd-server with real session tokens: alice gets the
 #      waves of her app (with the sync's timeline: waves applied inside the sync, timed by
 #      argocd-controller's managedFields stamps), bob (no `extensions, invoke`) and alice asking
-#      about an app she may not see are refused. argocd-server's resource events (the UI's Events
-#      tab) list the gate's Progressing and Healthy Events; the timed-out gate of 2. has a Warning
-#      TimedOut.
+#      about an app she may not see are refused. argocd-server's resource events (the UI's
+#      Events tab) list the gate's Progressing and Healthy Events; the timed-out gate of 2. has a
+#      Warning TimedOut.
 #   4. Re-sync: a pod of seed 001 goes not Ready, a new commit is synced; the second sync is
 #      held at wave 4 by the current truth (not by the first sync's Healthy), then released.
 #   5. App-of-apps: a parent's wave holding a child Application (the project's Application
