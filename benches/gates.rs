@@ -17,7 +17,7 @@
 mod cluster;
 mod support;
 
-use cluster::{Wavegate, apply, pod, set_pod_ready};
+use cluster::{Wavegate, pod, set_pod_ready};
 use futures::StreamExt;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use kube::runtime::{WatchStreamExt, watcher};
@@ -95,13 +95,7 @@ async fn main() {
     let ns = cluster::namespace(&admin, "wgbench-gates").await;
     pod(&admin, &ns, "shared", json!({"app": "shared"})).await;
     set_pod_ready(&admin, &ns, "shared", "10.244.200.1", true).await;
-    apply(
-        &admin,
-        json!({"apiVersion": "v1", "kind": "Service",
-               "metadata": {"name": "shared", "namespace": ns},
-               "spec": {"selector": {"app": "shared"}, "ports": [{"port": 80}]}}),
-    )
-    .await;
+    cluster::service(&admin, &ns, "shared", "shared").await;
     let ar = cluster::api_resource("wavegate.dev", "v1alpha1", "WaveGate", "wavegates");
     let api: Api<DynamicObject> = Api::namespaced_with(admin.clone(), &ns, &ar);
     let created = Instant::now();

@@ -104,13 +104,7 @@ async fn gate_transitions_are_events_and_a_settled_system_sends_none_even_after_
     let sa = installed_wavegate_client().await;
     let ns = cluster::namespace(&admin, "events").await;
     pod(&admin, &ns, "web-0", json!({"app": "web"})).await;
-    apply(
-        &admin,
-        json!({"apiVersion": "v1", "kind": "Service",
-               "metadata": {"name": "web", "namespace": ns},
-               "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}),
-    )
-    .await;
+    cluster::service(&admin, &ns, "web", "web").await;
     let wg = Wavegate::start_in(sa.clone(), EvalConfig::default(), &[&ns]).await;
     let first = run_controller(&wg);
     apply(

@@ -116,13 +116,7 @@ async fn one_writer_among_three_replicas_and_a_new_one_after_sigkill() {
     let ns = cluster::namespace(&admin, "leader").await;
     pod(&admin, &ns, "web", json!({"app": "web"})).await;
     set_pod_ready(&admin, &ns, "web", "10.244.9.1", false).await;
-    apply(
-        &admin,
-        json!({"apiVersion": "v1", "kind": "Service",
-               "metadata": {"name": "web", "namespace": ns},
-               "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}),
-    )
-    .await;
+    cluster::service(&admin, &ns, "web", "web").await;
     apply(
         &admin,
         json!({"apiVersion": "wavegate.dev/v1alpha1", "kind": "WaveGate",

@@ -122,6 +122,17 @@ pub async fn pod(client: &Client, ns: &str, name: &str, labels: Value) {
     .await;
 }
 
+/// Service `name` selecting pods labelled `app=<app>`, port 80.
+pub async fn service(client: &Client, ns: &str, name: &str, app: &str) {
+    apply(
+        client,
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": name, "namespace": ns},
+               "spec": {"selector": {"app": app}, "ports": [{"port": 80}]}}),
+    )
+    .await;
+}
+
 /// Play the kubelet: Running with an IP and the Ready condition set to `ready`.
 pub async fn set_pod_ready(client: &Client, ns: &str, name: &str, ip: &str, ready: bool) {
     let s = if ready { "True" } else { "False" };
