@@ -32,9 +32,9 @@ use std::time::Duration;
 use thiserror::Error;
 
 pub const OPT_IN: &str = "wavegate.dev/annotate";
-pub(crate) const STATUS: &str = "wavegate.dev/health-status";
-pub(crate) const MESSAGE: &str = "wavegate.dev/health-message";
-pub(crate) const OBSERVED_GENERATION: &str = "wavegate.dev/observed-generation";
+pub const STATUS: &str = "wavegate.dev/health-status";
+pub const MESSAGE: &str = "wavegate.dev/health-message";
+pub const OBSERVED_GENERATION: &str = "wavegate.dev/observed-generation";
 /// Unix time (seconds) until which the verdict counts (see `--status-validity`).
 pub const VALID_UNTIL: &str = "wavegate.dev/valid-until";
 /// For Services: the selector the verdict was judged for, `k=v,k2=v2` sorted by key. A

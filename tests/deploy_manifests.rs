@@ -224,3 +224,39 @@ fn every_variant_runs_two_replicas_with_one_writer_elected_on_a_named_lease() {
         }
     }
 }
+
+#[test]
+fn admission_policy_lets_wavegate_write_every_annotation_it_writes() {
+    // The policy denies any other change by wavegate's ServiceAccount, so an annotation
+    // annotate.rs writes but the policy does not list makes every write fail once the policy
+    // is loaded (valid-until and judged-selector were once missing).
+    let objects = render("deploy/overlays/annotate");
+    let policy = objects
+        .iter()
+        .find(|o| o["kind"] == "ValidatingAdmissionPolicy")
+        .expect("the admission policy");
+    let owned = policy["spec"]["variables"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|v| v["name"] == "owned")
+        .and_then(|v| v["expression"].as_str())
+        .expect("variable owned");
+    use wavegate::annotate::*;
+    for key in [
+        STATUS,
+        MESSAGE,
+        OBSERVED_GENERATION,
+        VALID_UNTIL,
+        JUDGED_SELECTOR,
+    ] {
+        assert!(
+            owned.contains(&format!("'{key}'")),
+            "{key} missing from {owned}"
+        );
+    }
+    assert!(
+        !owned.contains(OPT_IN),
+        "the opt-in is the user's, not wavegate's"
+    );
+}

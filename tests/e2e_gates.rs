@@ -8,11 +8,10 @@ mod cluster;
 #[path = "support/crdb_standin.rs"]
 mod crdb_standin;
 
-use cluster::{
-    Wavegate, apply, eventually, installed_wavegate_client, patch_status, pod, set_pod_ready,
-};
+use cluster::{Wavegate, apply, eventually, patch_status, pod, set_pod_ready};
 use crdb_standin::{CrdbStandin, NodeState};
 use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::{Value, json};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
@@ -23,6 +22,64 @@ use wavegate::evaluate::EvalConfig;
 
 fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn kubectl(args: &[&str]) -> String {
+    let out = Command::new("kubectl")
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("kubectl {args:?}: {e} (kubectl must be on PATH)"));
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// `kubectl apply -k deploy/base` once per test binary, then a client that authenticates with
+/// a token minted for the `wavegate` ServiceAccount through the TokenRequest API.
+async fn installed_wavegate_client() -> kube::Client {
+    static TOKEN: OnceLock<String> = OnceLock::new();
+    let _admin = cluster::client().await;
+    let token = TOKEN.get_or_init(|| {
+        let base = repo().join("deploy/base");
+        kubectl(&[
+            "apply",
+            "--server-side",
+            "--force-conflicts",
+            "-k",
+            base.to_str().unwrap(),
+        ]);
+        kubectl(&[
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            "crd/wavegates.wavegate.dev",
+        ]);
+        kubectl(&[
+            "-n",
+            "wavegate",
+            "create",
+            "token",
+            "wavegate",
+            "--duration=1h",
+        ])
+        .trim()
+        .to_string()
+    });
+    let mut kubeconfig = Kubeconfig::read().expect("KUBECONFIG");
+    for user in &mut kubeconfig.auth_infos {
+        if let Some(auth) = user.auth_info.as_mut() {
+            auth.token = Some(token.clone().into());
+            auth.client_certificate_data = None;
+            auth.client_key_data = None;
+        }
+    }
+    let config = kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+        .await
+        .unwrap();
+    kube::Client::try_from(config).unwrap()
 }
 
 /// The luahealth CLI of the gopher-lua harness, built once.

@@ -153,67 +153,6 @@ pub async fn set_pod_ready(client: &Client, ns: &str, name: &str, ip: &str, read
         .unwrap_or_else(|e| panic!("patch pod status {ns}/{name}: {e}"));
 }
 
-pub fn kubectl(args: &[&str]) -> String {
-    let out = std::process::Command::new("kubectl")
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("kubectl {args:?}: {e} (kubectl must be on PATH)"));
-    assert!(
-        out.status.success(),
-        "kubectl {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-/// `kubectl apply -k deploy/base` once per test binary, then a client that authenticates with
-/// a token minted for the `wavegate` ServiceAccount through the TokenRequest API.
-pub async fn installed_wavegate_client() -> kube::Client {
-    static TOKEN: std::sync::OnceLock<String> = std::sync::OnceLock::new();
-    let _admin = client().await;
-    let token = TOKEN.get_or_init(|| {
-        let base = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base");
-        kubectl(&[
-            "apply",
-            "--server-side",
-            "--force-conflicts",
-            "-k",
-            base.to_str().unwrap(),
-        ]);
-        kubectl(&[
-            "wait",
-            "--for=condition=Established",
-            "--timeout=30s",
-            "crd/wavegates.wavegate.dev",
-        ]);
-        kubectl(&[
-            "-n",
-            "wavegate",
-            "create",
-            "token",
-            "wavegate",
-            "--duration=1h",
-        ])
-        .trim()
-        .to_string()
-    });
-    let mut kubeconfig = kube::config::Kubeconfig::read().expect("KUBECONFIG");
-    for user in &mut kubeconfig.auth_infos {
-        if let Some(auth) = user.auth_info.as_mut() {
-            auth.token = Some(token.clone().into());
-            auth.client_certificate_data = None;
-            auth.client_key_data = None;
-        }
-    }
-    let config = kube::Config::from_custom_kubeconfig(
-        kubeconfig,
-        &kube::config::KubeConfigOptions::default(),
-    )
-    .await
-    .unwrap();
-    kube::Client::try_from(config).unwrap()
-}
-
 /// wavegate's HTTP API in-process on 127.0.0.1, with the given evaluation settings.
 pub struct Wavegate {
     pub url: String,
