@@ -154,10 +154,10 @@ fn normalise(objects: Vec<Value>) -> BTreeMap<Key, Value> {
             sort_by_name(&mut pod["volumes"]);
             for c in pod["containers"].as_array_mut().into_iter().flatten() {
                 sort_by_name(&mut c["volumeMounts"]);
-                if let Some(args) = c["args"].as_array_mut() {
-                    if args.len() > 1 {
-                        args[1..].sort_by_key(|a| a.as_str().unwrap_or("").to_string());
-                    }
+                if let Some(args) = c["args"].as_array_mut()
+                    && args.len() > 1
+                {
+                    args[1..].sort_by_key(|a| a.as_str().unwrap_or("").to_string());
                 }
             }
         }
