@@ -15,4 +15,5 @@ pub mod metrics;
 pub mod policy;
 pub mod probe;
 pub mod resource;
+pub mod store_index;
 pub mod waves;
