@@ -194,7 +194,7 @@ for _ in $(seq 1 100); do curl -fsS "$url/healthz" >/dev/null 2>&1 && break; sle
 for i in $(seq 1 "$targets"); do
   for g in svc db; do
     for _ in $(seq 1 100); do
-      [ "$(curl -fsS "$url/api/v1/gates/$ns/$g-$i" 2>/dev/null | jq -r '.status // empty')" = Progressing ] && break
+      [ "$(curl -fsS "$url/api/v1/gates/$ns/$g-$i" 2>/dev/null | jq -r '.health.status // empty')" = Progressing ] && break
       sleep 0.1
     done
   done
@@ -314,7 +314,7 @@ steady_s=$(awk -v a="$t_steady" -v b="$t_flip" 'BEGIN {printf "%.1f", (b - a) / 
 latencies() { # peer → "p50 max n" in ms over its waiters
   awk -v p="$1" 'NR == FNR {t0[$1 " " $2] = $3; next}
        $1 == p {print ($5 - t0[$2 " " $3]) / 1e6}' "$out/true.txt" "$out/known.txt" |
-    sort -n | awk '{v[NR] = $1} END {printf "%.0f %.0f %d", v[int((NR + 1) / 2)], v[NR], NR}'
+    sort -n | awk '{v[NR] = $1} END {printf "%.0f %.0f %d\n", v[int((NR + 1) / 2)], v[NR], NR}'
 }
 declare -A checks start_pc steady_pm p50 maxl n
 for idx in "${!peers[@]}"; do
@@ -367,7 +367,9 @@ How it is measured: the waiters start together; "first ${startup} s" counts thei
 (kubectl discovery, \`kubectl wait\`'s list and watch, the first polls); "waiting" is the next
 ${steady_s} s with nothing true, scaled to a minute. wavegate had listed and was watching before the
 waiters started (its start-up is once per install, not per check); its row counts every request
-it made in that minute, divided by its $((2 * targets)) checks. Then each target's condition becomes true
+it made in that minute, divided by its $((2 * targets)) checks: $(awk -v v="${steady_pm[$w]}" -v c="${checks[$w]}" 'BEGIN {printf "%.1f", v * c}') a minute in all, which is its API-server
+heartbeat (one request every 5 s, \`src/cache.rs\`) and does not grow with the number of checks — the
+pollers' and \`kubectl wait\`'s costs are per check. Then each target's condition becomes true
 — a pod's status patched Ready (the kubelet's write), or a Database's status patched
 \`applied: true\` at its generation (CNPG's write) — t0 right before the patch, and the waiter
 knows when its process returns (the gate wait's HTTP 200). A Service for wavegate means ready
