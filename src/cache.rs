@@ -30,6 +30,7 @@
 //! while.
 
 use crate::metrics::{Metrics, ResourceLabel};
+use crate::store_index::StoreIndex;
 use futures::StreamExt;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
@@ -38,8 +39,6 @@ use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-
-use crate::store_index::StoreIndex;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource as KubeResource, ResourceExt};
 use serde_json::Value;
