@@ -6,76 +6,38 @@
 //! every request it receives. Run it against a `wavegate serve --probe-ttl` longer than the
 //! bench, so that every request counted belongs to the burst.
 //!
-//! Usage: `cargo bench --bench coalescing -- --wavegate http://127.0.0.1:PORT [--asks 1000]`
+//! Usage: `cargo bench --bench coalescing -- --wavegate http://127.0.0.1:PORT [--asks 1000]
+//! [--pods 2] [--label coalescing]`
 //! Prints `BENCH coalescing …` with the requests each stand-in received (all paths, and
-//! `/health` alone, which is one per probe round), the evaluations wavegate ran (verdict cache
-//! misses) and the verdicts the asks got.
+//! `/health` alone, which is one per probe round; for more than 8 pods as min–max), the most
+//! rounds in flight at once, the evaluations wavegate ran (verdict cache misses), the verdicts
+//! the asks got and the wall time of the burst (a cold verification of the whole cluster).
 
 #[path = "../tests/support/cluster.rs"]
 mod cluster;
+#[path = "../tests/support/counting_standin.rs"]
+mod counting_standin;
 mod support;
 
-use axum::Router;
-use axum::extract::State;
-use axum::routing::get;
+use counting_standin::Fleet;
 use serde_json::json;
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 use support::{Served, metric_sum, report};
 use tokio::sync::Barrier;
 
-const CLUSTER_ID: &str = "6f2f4c4e-5c1b-4a4e-9d0e-000000000bec";
-
-/// Requests a stand-in node received: all of them, and `/health` (one per probe round).
-#[derive(Default)]
-struct Counted {
-    all: AtomicU64,
-    health: AtomicU64,
-}
-
-/// A ready node of a `live`-node cluster, as few lines as CockroachDB's shapes allow. The
-/// tests' stand-in (`tests/support/crdb_standin.rs`) has no request counter, hence this one.
-async fn standin(ip: Ipv4Addr, node_id: usize, live: usize) -> Arc<Counted> {
-    let counted = Arc::new(Counted::default());
-    let vars = format!(
-        "# TYPE node_id gauge\n\
-         node_id{{advertise_addr=\"{ip}:26258\",http_addr=\"{ip}:8080\",sql_addr=\"{ip}:26257\"}} {node_id}\n\
-         # TYPE liveness_livenodes gauge\n\
-         liveness_livenodes {live}\n"
-    );
-    let app = Router::new()
-        .route(
-            "/health",
-            get(|State(c): State<Arc<Counted>>| async move {
-                c.health.fetch_add(1, Ordering::Relaxed);
-                axum::Json(json!({}))
-            }),
-        )
-        .route("/_status/vars", get(move || async move { vars }))
-        .route(
-            "/_admin/v1/cluster",
-            get(|| async { axum::Json(json!({"clusterId": CLUSTER_ID})) }),
-        )
-        .layer(axum::middleware::from_fn_with_state(
-            counted.clone(),
-            |State(c): State<Arc<Counted>>,
-             req: axum::extract::Request,
-             next: axum::middleware::Next| async move {
-                c.all.fetch_add(1, Ordering::Relaxed);
-                next.run(req).await
-            },
-        ))
-        .with_state(counted.clone());
-    let listener = tokio::net::TcpListener::bind((ip, 8080))
-        .await
-        .unwrap_or_else(|e| panic!("stand-in cannot bind {ip}:8080: {e}"));
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
-    });
-    counted
+/// Per-pod counts: the list for a few pods, `min–max` for many.
+fn per_pod(counts: &[u64]) -> String {
+    if counts.len() <= 8 {
+        return counts
+            .iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(",");
+    }
+    let (lo, hi) = (counts.iter().min(), counts.iter().max());
+    format!("{}–{}", lo.unwrap_or(&0), hi.unwrap_or(&0))
 }
 
 #[tokio::main]
@@ -83,12 +45,11 @@ async fn main() {
     let served = Served::new(&support::required("--wavegate"));
     let asks = support::arg_or("--asks", 1000usize);
     let pods = support::arg_or("--pods", 2usize);
+    let label = support::arg_or("--label", "coalescing".to_string());
     let client = cluster::client().await;
 
-    let mut counters = Vec::new();
-    for i in 1..=pods {
-        counters.push(standin(Ipv4Addr::new(127, 0, 88, i as u8), i, pods).await);
-    }
+    // Port 8080, CockroachDB's default HTTP port: the CrdbCluster names none.
+    let fleet = Fleet::start([127, 0, 88], pods, 8080, Duration::ZERO).await;
     let ns = cluster::namespace(&client, "wgbench-coalesce").await;
     cluster::apply(
         &client,
@@ -138,25 +99,16 @@ async fn main() {
         metric_sum(&after, name, label) - metric_sum(&before, name, label)
     };
 
-    let per_pod = |f: fn(&Counted) -> u64| {
-        counters
-            .iter()
-            .map(|c| f(c).to_string())
-            .collect::<Vec<_>>()
-            .join(",")
-    };
     report(
-        "coalescing",
+        &label,
         &[
             ("asks", asks.to_string()),
             ("pods", pods.to_string()),
+            ("requests_per_pod", per_pod(&fleet.requests())),
+            ("rounds_per_pod", per_pod(&fleet.rounds())),
             (
-                "requests_per_pod",
-                per_pod(|c| c.all.load(Ordering::Relaxed)),
-            ),
-            (
-                "rounds_per_pod",
-                per_pod(|c| c.health.load(Ordering::Relaxed)),
+                "peak_rounds_in_flight",
+                fleet.peak_rounds_in_flight().to_string(),
             ),
             (
                 "evaluations",

@@ -19,6 +19,9 @@ step "cargo fmt / clippy"
 cargo fmt --check
 cargo clippy --all-targets --quiet -- -D warnings
 
+step "Helm built from its Go module (tests/helm_chart.rs renders the chart next to Kustomize)"
+scripts/helm.sh build
+
 step "Rust unit and end-to-end tests"
 cargo test --lib --bins --tests --examples 2>&1 | tee "$TEST_OUTPUT/cargo-test.log"
 

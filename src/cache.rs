@@ -31,6 +31,7 @@
 
 use crate::metrics::{Metrics, ResourceLabel};
 use crate::resource::Kind;
+use crate::store_index::StoreIndex;
 use futures::StreamExt;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
@@ -209,6 +210,8 @@ where
     K::DynamicType: Hash + Eq,
 {
     store: Store<K>,
+    /// Pods by namespace, slices by Service (src/store_index.rs); `None` for other kinds.
+    index: Option<Arc<StoreIndex<K>>>,
     dyntype: K::DynamicType,
     health: Arc<WatchHealth>,
     /// `pods in shop`, `wavegates.wavegate.dev`: what messages call this watch.
@@ -225,6 +228,7 @@ where
     fn clone(&self) -> Self {
         Watch {
             store: self.store.clone(),
+            index: self.index.clone(),
             dyntype: self.dyntype.clone(),
             health: self.health.clone(),
             label: self.label.clone(),
@@ -419,10 +423,9 @@ impl Cache {
             .typed_watch(&self.pods, Kind::PODS, namespace, strip_pod)
             .await?;
         self.read(&w).await?;
-        // The store has no namespace index; filtering in place at least copies (and
-        // reference-counts) only this namespace's pods, not the whole cluster's.
-        Ok(w.store
-            .state_filter(|p| p.metadata.namespace.as_deref() == Some(namespace)))
+        Ok(indexed(&w, namespace, |p| {
+            p.metadata.namespace.as_deref() == Some(namespace)
+        }))
     }
 
     pub(crate) async fn service(
@@ -449,10 +452,10 @@ impl Cache {
             .typed_watch(&self.slices, Kind::ENDPOINT_SLICES, namespace, strip_meta)
             .await?;
         self.read(&w).await?;
-        Ok(w.store.state_filter(|s| {
+        Ok(indexed(&w, &format!("{namespace}/{service}"), |s| {
             s.metadata.namespace.as_deref() == Some(namespace)
                 && s.labels()
-                    .get("kubernetes.io/service-name")
+                    .get(crate::store_index::SERVICE_NAME_LABEL)
                     .map(String::as_str)
                     == Some(service)
         }))
@@ -803,11 +806,13 @@ impl Cache {
     {
         let writer = reflector::store::Writer::new(dyntype.clone());
         let store = writer.as_reader();
+        let index = StoreIndex::for_kind(&kind);
         let health = Arc::new(WatchHealth::new());
         tracing::info!(watch = %label, required, "starting watch");
         let run = Reflect {
             api,
             writer,
+            index: index.clone(),
             dyntype: dyntype.clone(),
             strip,
             health: health.clone(),
@@ -819,6 +824,7 @@ impl Cache {
         let task = tokio::spawn(run.run()).abort_handle();
         Watch {
             store,
+            index,
             dyntype,
             health,
             label,
@@ -836,6 +842,7 @@ where
 {
     api: Api<K>,
     writer: reflector::store::Writer<K>,
+    index: Option<Arc<StoreIndex<K>>>,
     dyntype: K::DynamicType,
     strip: fn(&mut K),
     health: Arc<WatchHealth>,
@@ -904,6 +911,9 @@ where
         let before =
             matches!(event, watcher::Event::InitDone).then(|| self.writer.as_reader().state());
         self.writer.apply_watcher_event(&event);
+        if let Some(index) = &self.index {
+            index.apply(&event, &self.writer.as_reader(), &self.dyntype);
+        }
         match &event {
             watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
                 self.changed(o)
@@ -937,6 +947,18 @@ where
             namespace: o.namespace().unwrap_or_default(),
             name: o.name_any(),
         });
+    }
+}
+
+/// The objects of one index bucket; a watch without an index filters its whole store.
+fn indexed<K>(w: &Watch<K>, bucket: &str, fallback: impl Fn(&K) -> bool) -> Vec<Arc<K>>
+where
+    K: KubeResource + Clone + 'static,
+    K::DynamicType: Hash + Eq + Clone,
+{
+    match &w.index {
+        Some(index) => index.get(bucket),
+        None => w.store.state_filter(fallback),
     }
 }
 

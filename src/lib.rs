@@ -37,6 +37,7 @@ pub mod probe;
 mod progress;
 pub mod queue;
 pub mod resource;
+pub mod store_index;
 mod table;
 pub mod timeline;
 pub mod waves;

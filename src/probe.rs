@@ -137,6 +137,13 @@ const MAX_VARS_BYTES: usize = 4 << 20;
 const MAX_SMALL_BYTES: usize = 64 << 10;
 const MAX_VERIFIED_CLIENTS: usize = 64;
 
+/// At most this many pods are probed at once, across all clusters and asks. A 100-node
+/// cluster judged cold is then ~7 waves of probe rounds, not 300 connections opened at once
+/// against the nodes (and wavegate's own sockets); a round waiting for its turn does not use
+/// up its timeout. Each round is at most three concurrent requests (and, with credentials, a
+/// login before and a logout after the cluster read).
+pub const MAX_CONCURRENT_ROUNDS: usize = 16;
+
 /// Asks CockroachDB pods about themselves. Holds the one secret wavegate has, and decides per
 /// pod whether it may have it: only a pod the plan proved is controlled by the named
 /// CrdbCluster ([`ProbeTarget::controlled_by_cluster`]), and only over TLS whose node
@@ -152,6 +159,8 @@ pub struct Prober {
     /// One name-verifying client per server name (one per CrdbCluster), built on first use.
     verified: Mutex<HashMap<String, reqwest::Client>>,
     timeout: Duration,
+    /// [`MAX_CONCURRENT_ROUNDS`] permits; one is held for each probe round.
+    rounds: tokio::sync::Semaphore,
 }
 
 impl Prober {
@@ -204,6 +213,7 @@ impl Prober {
             credentials,
             verified: Mutex::default(),
             timeout,
+            rounds: tokio::sync::Semaphore::new(MAX_CONCURRENT_ROUNDS),
         })
     }
 
@@ -239,6 +249,9 @@ impl Prober {
             ),
             (None, client) => (client.unwrap_or_else(|| self.client.clone()), None, None),
         };
+        // The semaphore is never closed, so acquiring fails only in theory; a round without
+        // a permit is still bounded by its timeout.
+        let _turn = self.rounds.acquire().await;
         let mut probe =
             probe_pod_with(&client, self.scheme, target, credentials, self.timeout).await;
         if let Some(note) = withheld

@@ -1,0 +1,340 @@
+//! The Helm chart (deploy/helm/wavegate) renders the same objects as the Kustomize variants it
+//! stands for. Both are rendered by the real tools — Helm built from its Go module by
+//! scripts/helm.sh, Kustomize as `kubectl kustomize` — and compared object by object, field by
+//! field, with a readable list of differences on failure.
+//!
+//! Normalisation, and nothing else:
+//! - the Helm output is read back through `kubectl kustomize` too, so both sides go through the
+//!   same YAML reader kubectl uses (`defaultMode: 0440` is octal there, 288);
+//! - the label `app.kubernetes.io/managed-by` names the tool (kustomize / Helm) and is dropped;
+//! - the CRD comes from one file (deploy/crd, a symlink in the chart's crds/); Helm installs
+//!   crds/ verbatim, without the chart's labels, so the CRD is compared without labels;
+//! - volumes and volumeMounts are keyed by name (their patch merge key; a strategic merge
+//!   puts a component's volume first), so they are compared sorted by name;
+//! - flag order after the `serve` subcommand does not matter to the command line, and overlays
+//!   append their flags in different orders, so the args are compared as a sorted list.
+
+use serde_json::Value;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+const ROOT: &str = env!("CARGO_MANIFEST_DIR");
+
+fn kubectl() -> String {
+    std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into())
+}
+
+/// Helm's binary, built (once, cached) by scripts/helm.sh.
+fn helm() -> PathBuf {
+    let out = Command::new(format!("{ROOT}/scripts/helm.sh"))
+        .arg("path")
+        .output()
+        .unwrap_or_else(|e| panic!("scripts/helm.sh path: {e}"));
+    assert!(
+        out.status.success(),
+        "scripts/helm.sh path failed (Helm is built from its Go module; needs go):\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(String::from_utf8(out.stdout).unwrap().trim())
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("helm_chart")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn kustomize(dir: &Path) -> Vec<Value> {
+    let out = Command::new(kubectl())
+        .arg("kustomize")
+        .arg(dir)
+        .output()
+        .unwrap_or_else(|e| panic!("this test needs kubectl (kubectl kustomize): {e}"));
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {}: {}",
+        dir.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    serde_yaml::Deserializer::from_slice(&out.stdout)
+        .map(|doc| serde::Deserialize::deserialize(doc).unwrap())
+        .filter(|v: &Value| !v.is_null())
+        .collect()
+}
+
+/// The path from `dir` to the repository root, as `../..`: Kustomize refuses absolute paths.
+fn relative_root(dir: &Path) -> PathBuf {
+    let (dir, root) = (
+        dir.canonicalize().unwrap(),
+        Path::new(ROOT).canonicalize().unwrap(),
+    );
+    let common = dir
+        .components()
+        .zip(root.components())
+        .take_while(|(a, b)| a == b)
+        .count();
+    let mut up: PathBuf = dir.components().skip(common).map(|_| "..").collect();
+    up.extend(root.components().skip(common));
+    up
+}
+
+/// A Kustomize variant: the base plus components, as a user's kustomization would list them.
+fn render_kustomize(name: &str, base: &str, components: &[&str]) -> Vec<Value> {
+    let dir = scratch(&format!("kustomize-{name}"));
+    let root = relative_root(&dir);
+    let root = root.display();
+    let mut k = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - {root}/{base}\n"
+    );
+    if !components.is_empty() {
+        k.push_str("components:\n");
+        for c in components {
+            k.push_str(&format!("  - {root}/{c}\n"));
+        }
+    }
+    std::fs::write(dir.join("kustomization.yaml"), k).unwrap();
+    kustomize(&dir)
+}
+
+fn helm_template(args: &[&str]) -> std::process::Output {
+    Command::new(helm())
+        .args([
+            "template",
+            "wavegate",
+            &format!("{ROOT}/deploy/helm/wavegate"),
+        ])
+        .args(["--namespace", "wavegate"])
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The chart rendered with `args`, read back through the same YAML reader as Kustomize's output.
+fn render_helm(name: &str, args: &[&str]) -> Vec<Value> {
+    let out = helm_template(args);
+    assert!(
+        out.status.success(),
+        "helm template {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let dir = scratch(&format!("helm-{name}"));
+    std::fs::write(dir.join("helm.yaml"), &out.stdout).unwrap();
+    std::fs::write(
+        dir.join("kustomization.yaml"),
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - helm.yaml\n",
+    )
+    .unwrap();
+    kustomize(&dir)
+}
+
+fn sort_by_name(list: &mut Value) {
+    if let Some(items) = list.as_array_mut() {
+        items.sort_by_key(|i| i["name"].as_str().unwrap_or("").to_string());
+    }
+}
+
+type Key = (String, String, String, String);
+
+fn normalise(objects: Vec<Value>) -> BTreeMap<Key, Value> {
+    let mut by_key = BTreeMap::new();
+    for mut o in objects {
+        let kind = o["kind"].as_str().unwrap_or("").to_string();
+        if let Some(labels) = o["metadata"]["labels"].as_object_mut() {
+            labels.remove("app.kubernetes.io/managed-by");
+        }
+        if kind == "CustomResourceDefinition" {
+            o["metadata"].as_object_mut().unwrap().remove("labels");
+        }
+        if kind == "Deployment" {
+            let pod = &mut o["spec"]["template"]["spec"];
+            sort_by_name(&mut pod["volumes"]);
+            for c in pod["containers"].as_array_mut().into_iter().flatten() {
+                sort_by_name(&mut c["volumeMounts"]);
+                if let Some(args) = c["args"].as_array_mut()
+                    && args.len() > 1
+                {
+                    args[1..].sort_by_key(|a| a.as_str().unwrap_or("").to_string());
+                }
+            }
+        }
+        let key = (
+            o["apiVersion"].as_str().unwrap_or("").to_string(),
+            kind,
+            o["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("")
+                .to_string(),
+            o["metadata"]["name"].as_str().unwrap_or("").to_string(),
+        );
+        assert!(by_key.insert(key.clone(), o).is_none(), "{key:?} twice");
+    }
+    by_key
+}
+
+/// Every leaf where `a` (Kustomize) and `b` (Helm) differ, as `path: kustomize … / helm …`.
+fn diff(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: std::collections::BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            for k in keys {
+                let p = format!("{path}.{k}");
+                match (x.get(k), y.get(k)) {
+                    (Some(u), Some(v)) => diff(&p, u, v, out),
+                    (Some(u), None) => out.push(format!("{p}: only in kustomize: {u}")),
+                    (None, Some(v)) => out.push(format!("{p}: only in helm: {v}")),
+                    (None, None) => unreachable!(),
+                }
+            }
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => {
+            for (i, (u, v)) in x.iter().zip(y).enumerate() {
+                diff(&format!("{path}[{i}]"), u, v, out);
+            }
+        }
+        _ if a != b => out.push(format!("{path}: kustomize {a} / helm {b}")),
+        _ => {}
+    }
+}
+
+fn assert_equivalent(variant: &str, kustomized: Vec<Value>, helmed: Vec<Value>) {
+    let (k, h) = (normalise(kustomized), normalise(helmed));
+    let mut problems = Vec::new();
+    for (key, a) in &k {
+        let name = format!("{} {}/{}", key.1, key.2, key.3);
+        match h.get(key) {
+            None => problems.push(format!("{name}: only in kustomize")),
+            Some(b) => {
+                let mut d = Vec::new();
+                diff("", a, b, &mut d);
+                problems.extend(d.into_iter().map(|l| format!("{name}: {l}")));
+            }
+        }
+    }
+    for key in h.keys().filter(|key| !k.contains_key(*key)) {
+        problems.push(format!("{} {}/{}: only in helm", key.1, key.2, key.3));
+    }
+    assert!(
+        problems.is_empty(),
+        "{variant}: the Helm chart and Kustomize differ in {} place(s):\n  {}",
+        problems.len(),
+        problems.join("\n  ")
+    );
+    assert!(!k.is_empty(), "{variant}: nothing rendered");
+}
+
+#[test]
+fn base() {
+    assert_equivalent(
+        "base",
+        render_kustomize("base", "deploy/base", &[]),
+        render_helm("base", &["--include-crds"]),
+    );
+}
+
+#[test]
+fn annotate() {
+    assert_equivalent(
+        "annotate",
+        render_kustomize("annotate", "deploy/base", &["deploy/components/annotate"]),
+        render_helm(
+            "annotate",
+            &["--include-crds", "--set", "annotate.enabled=true"],
+        ),
+    );
+}
+
+#[test]
+fn crdb_credentials() {
+    assert_equivalent(
+        "crdb-credentials",
+        render_kustomize(
+            "crdb",
+            "deploy/base",
+            &["deploy/components/crdb-credentials"],
+        ),
+        render_helm(
+            "crdb",
+            &["--include-crds", "--set", "crdbCredentials.enabled=true"],
+        ),
+    );
+}
+
+#[test]
+fn annotate_with_crdb_credentials() {
+    assert_equivalent(
+        "annotate + crdb-credentials",
+        render_kustomize(
+            "both",
+            "deploy/base",
+            &[
+                "deploy/components/annotate",
+                "deploy/components/crdb-credentials",
+            ],
+        ),
+        render_helm(
+            "both",
+            &[
+                "--include-crds",
+                "--set",
+                "annotate.enabled=true",
+                "--set",
+                "crdbCredentials.enabled=true",
+            ],
+        ),
+    );
+}
+
+/// The namespaced overlays watch ddb and cicd and hold no cluster-scoped object; the chart's
+/// CRD stays out without --include-crds (`helm install --skip-crds`).
+#[test]
+fn namespaced() {
+    assert_equivalent(
+        "namespaced",
+        kustomize(Path::new(&format!("{ROOT}/deploy/overlays/namespaced"))),
+        render_helm("namespaced", &["--set", "watchNamespaces={ddb,cicd}"]),
+    );
+}
+
+#[test]
+fn namespaced_annotate() {
+    assert_equivalent(
+        "namespaced-annotate",
+        kustomize(Path::new(&format!(
+            "{ROOT}/deploy/overlays/namespaced-annotate"
+        ))),
+        render_helm(
+            "namespaced-annotate",
+            &[
+                "--set",
+                "watchNamespaces={ddb,cicd}",
+                "--set",
+                "annotate.enabled=true",
+            ],
+        ),
+    );
+}
+
+/// values.schema.json is enforced: a misspelt key, a wrong type and a bad namespace name are
+/// refused by `helm template` with the schema's message.
+#[test]
+fn values_schema_rejects_bad_values() {
+    for (set, expect) in [
+        ("annotate.enabeld=true", "enabeld"),
+        ("replicas=two", "replicas"),
+        ("watchNamespaces={Not_A_Namespace}", "watchNamespaces"),
+        ("image.pullPolicy=Sometimes", "pullPolicy"),
+    ] {
+        let out = helm_template(&["--set", set]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "--set {set} was accepted");
+        assert!(
+            err.contains("values don't meet the specifications of the schema")
+                && err.contains(expect),
+            "--set {set}: {err}"
+        );
+    }
+}
