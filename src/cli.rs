@@ -350,7 +350,7 @@ async fn evaluator(
         limits,
         metrics.clone(),
     );
-    Evaluator::new(cache, config, metrics).map_err(|e| CliError::Usage(e.to_string()))
+    Evaluator::new(cache, config, metrics).map_err(|e| CliError::Failed(e.to_string()))
 }
 
 pub async fn serve(args: ServeArgs) -> u8 {
@@ -411,17 +411,11 @@ pub async fn serve(args: ServeArgs) -> u8 {
         args.resync,
     );
     let writers = move || {
-        let mut started = vec![
-            tokio::spawn(crate::gate::controller::run_with(
-                ev.clone(),
-                m.clone(),
-                settings.clone(),
-            ))
-            .abort_handle(),
-        ];
+        let gates = crate::gate::controller::run_with(ev.clone(), m.clone(), settings.clone());
+        let mut started = vec![tokio::spawn(supervised("gate controller", gates)).abort_handle()];
         if annotate {
             let run = crate::annotate::run_with(ev.clone(), m.clone(), resync, validity);
-            started.push(tokio::spawn(run).abort_handle());
+            started.push(tokio::spawn(supervised("annotation mode", run)).abort_handle());
         }
         started
     };
@@ -431,7 +425,10 @@ pub async fn serve(args: ServeArgs) -> u8 {
             writers();
         }
         Ok(Some(election)) => {
-            let client = evaluator.cache().client().clone();
+            let client = match lease_client().await {
+                Ok(c) => c,
+                Err(e) => return fail(e),
+            };
             let run = crate::leader::lead(client, election, metrics.clone(), writers);
             tokio::spawn(run);
         }
@@ -486,6 +483,41 @@ fn ask_of(target: &str, args: &CheckArgs) -> Result<Ask, CliError> {
         params.insert(k.to_string(), v.to_string());
     }
     Ok(Ask::from_params(target, &params)?)
+}
+
+/// Run a writer until it ends. A writer never ends on its own while `serve` runs; if one does
+/// (a panic), the process exits, so that the kubelet restarts it and another replica takes the
+/// Lease, instead of a replica that holds the Lease and writes nothing. Aborting this task
+/// aborts the writer too.
+async fn supervised<F>(name: &'static str, writer: F)
+where
+    F: std::future::Future<Output = ()> + Send + 'static,
+{
+    struct AbortOnDrop(tokio::task::AbortHandle);
+    impl Drop for AbortOnDrop {
+        fn drop(&mut self) {
+            self.0.abort();
+        }
+    }
+    let handle = tokio::spawn(writer);
+    let _guard = AbortOnDrop(handle.abort_handle());
+    let outcome = handle.await;
+    tracing::error!(writer = name, outcome = ?outcome.err(), "a writer stopped; exiting");
+    std::process::exit(i32::from(EXIT_ERROR));
+}
+
+/// The client of leader election: requests give up within `leader::REQUEST_TIMEOUT`, so a
+/// renewal that hangs fails before the lease expires.
+async fn lease_client() -> Result<kube::Client, CliError> {
+    let timeout = Some(crate::leader::REQUEST_TIMEOUT);
+    let mut config = kube::Config::infer()
+        .await
+        .map_err(|e| CliError::Failed(format!("cannot configure the Lease client: {e}")))?;
+    config.connect_timeout = timeout;
+    config.read_timeout = timeout;
+    config.write_timeout = timeout;
+    kube::Client::try_from(config)
+        .map_err(|e| CliError::Failed(format!("cannot build the Lease client: {e}")))
 }
 
 /// The Kubernetes client of the one-shot commands and `serve`.

@@ -78,6 +78,10 @@ const MAX_REMEMBERED_FAILURES: usize = 10_000;
 /// A persistent failure: the ask and the judged object's identity (see [`Found::identity`]).
 type FailureKey = (Ask, String);
 
+/// A CockroachDB check is rechecked at most this often, whatever `--probe-ttl` says (0 would
+/// probe in a loop).
+const MIN_PROBE_RECHECK: Duration = Duration::from_secs(1);
+
 /// Verdicts kept for the verdict TTL; keys come from what callers ask, so the cache is bounded.
 const MAX_CACHED_VERDICTS: u64 = 100_000;
 /// Probe answers kept for the probe TTL, one per CockroachDB pod and membership.
@@ -139,7 +143,7 @@ impl Evaluator {
     /// watched, and a fresh answer exists once per probe TTL (the probe cache keeps the cost at
     /// one probe per pod per TTL however often this runs).
     pub(crate) fn probe_recheck(&self) -> Duration {
-        self.config.probe_ttl
+        self.config.probe_ttl.max(MIN_PROBE_RECHECK)
     }
 
     /// The verdict for `ask`, from the verdict cache when fresh. Concurrent asks for the same

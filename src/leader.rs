@@ -3,9 +3,12 @@
 //! annotation mode), so a verdict is written once, not once per replica. The protocol (acquire,
 //! renew before expiry, take over an expired lease, tolerate clock skew) is kube-lease-manager's.
 //!
-//! Takeover after a leader dies without releasing (SIGKILL, a lost node) takes at most the
-//! lease duration plus about a second; a leader that shuts down cleanly releases the lease, so
-//! the next one starts at once.
+//! A replica stops its writers as soon as it cannot show that it holds the lease: when the
+//! lease moves, and also when a renewal fails (the API server unreachable, the Lease deleted),
+//! since by the time it could renew again another replica may have taken over. Renewals use a
+//! client whose requests time out before the lease would expire, so a hung request is a failed
+//! renewal too. Takeover after a leader dies (SIGKILL, a lost node, a clean stop: the lease is
+//! not released) takes at most the lease duration plus about a second.
 
 use crate::metrics::Metrics;
 use kube::Client;
@@ -28,17 +31,22 @@ pub struct Election {
 /// The holder renews this long before its lease would expire: a node's clock may be this far
 /// off before two replicas could both believe they hold it.
 const RENEW_BEFORE_EXPIRY: Duration = Duration::from_secs(3);
+/// Every request of the election gives up after this, well inside [`RENEW_BEFORE_EXPIRY`], so
+/// a renewal that hangs fails (and the writers stop) before the lease can expire.
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(2);
 /// After the election itself fails (the API server unreachable, RBAC), try again after this.
 const RETRY: Duration = Duration::from_secs(2);
 
 /// Run the writers `start` spawns while this replica holds the lease, and stop them as soon as
-/// it does not. Runs until the process ends.
+/// it does not or cannot tell. `client` should time out requests within [`REQUEST_TIMEOUT`].
+/// Runs until the process ends.
 pub async fn lead<F>(client: Client, election: Election, metrics: Arc<Metrics>, start: F)
 where
     F: Fn() -> Vec<AbortHandle>,
 {
     let secs = |d: Duration| d.as_secs().max(1);
     let grace = secs(RENEW_BEFORE_EXPIRY).min(secs(election.duration).saturating_sub(1).max(1));
+    let mut writers: Vec<AbortHandle> = Vec::new();
     loop {
         let manager = LeaseManagerBuilder::new(client.clone(), &election.lease)
             .with_namespace(&election.namespace)
@@ -56,37 +64,42 @@ where
                 continue;
             }
         };
-        let (mut leading, task) = manager.watch().await;
-        let mut writers: Vec<AbortHandle> = Vec::new();
+        // `changed` returns when this replica gains or loses the lease, and fails when it
+        // cannot renew or read it: then nobody here may write until a new manager holds it.
         loop {
-            let leader = *leading.borrow_and_update();
-            if leader && writers.is_empty() {
-                tracing::info!(identity = %election.identity, lease = %election.lease, "leading: starting the writers");
-                writers = start();
-            } else if !leader && !writers.is_empty() {
-                tracing::warn!(identity = %election.identity, "lost the lease: stopping the writers");
-                stop(&mut writers);
+            match manager.changed().await {
+                Ok(true) if writers.is_empty() => {
+                    tracing::info!(identity = %election.identity, lease = %election.lease, "leading: starting the writers");
+                    writers = start();
+                    metrics.leader.set(1);
+                }
+                Ok(true) => {}
+                Ok(false) => {
+                    stop(&mut writers, &metrics, "lost the lease");
+                }
+                Err(e) => {
+                    stop(
+                        &mut writers,
+                        &metrics,
+                        &format!("cannot renew the lease: {e}"),
+                    );
+                    break;
+                }
             }
-            metrics.leader.set(i64::from(leader));
-            if leading.changed().await.is_err() {
-                break;
-            }
-        }
-        // The election task ended (its errors are logged by kube-lease-manager): nobody here
-        // may write until it holds the lease again.
-        stop(&mut writers);
-        metrics.leader.set(0);
-        match task.await {
-            Ok(Err(e)) => tracing::warn!(error = %e, "leader election failed; retrying"),
-            Err(e) => tracing::warn!(error = %e, "leader election stopped; retrying"),
-            Ok(Ok(_)) => {}
         }
         tokio::time::sleep(RETRY).await;
     }
 }
 
-fn stop(writers: &mut Vec<AbortHandle>) {
+fn stop(writers: &mut Vec<AbortHandle>, metrics: &Metrics, why: &str) {
+    if !writers.is_empty() {
+        tracing::warn!(reason = why, "stopping the writers");
+    }
     for w in writers.drain(..) {
         w.abort();
     }
+    metrics.leader.set(0);
+    // What this replica last wrote is no longer its to report: the leader's `/metrics` say
+    // what the gates are now (the alerts take the max over replicas).
+    metrics.gate_health.clear();
 }

@@ -192,7 +192,10 @@ pub(crate) async fn run<K, R>(
                     Ok(requeue) => {
                         failures.remove(&key);
                         if let Some(after) = requeue {
-                            timers.set(key.clone(), after);
+                            // Never later than the resync, which judges it anyway; and a
+                            // requested delay (a gate's `timeout: 20000h`) must not reach
+                            // DelayQueue's limit (~2 years), where it panics.
+                            timers.set(key.clone(), after.min(cfg.resync));
                         }
                     }
                     Err(error) => {
@@ -370,6 +373,21 @@ mod tests {
             "{}",
             metrics.encode()
         );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_requeue_years_away_is_a_resync_not_a_panic() {
+        // A tenant's gate with `timeout: 20000h` asks to be judged again in 20,000 hours,
+        // past what a DelayQueue holds.
+        let rec = Arc::new(Recorder {
+            requeue: Some(Duration::from_secs(20_000 * 3600)),
+            ..Recorder::default()
+        });
+        let _feed = start(&rec, Duration::from_secs(15));
+        settle(200).await;
+        assert_eq!(rec.count("a"), 1);
+        settle(16_000).await;
+        assert!(rec.count("a") >= 2, "the queue still runs");
     }
 
     #[test]

@@ -273,11 +273,14 @@ pub(crate) fn sync_started(app: &serde_json::Value) -> Option<Timestamp> {
     op["startedAt"].as_str()?.parse().ok()
 }
 
-/// Whether Argo CD recreates the gate for every sync: a sync hook (`argocd.argoproj.io/hook`)
-/// deleted before its next creation or once it succeeded. Argo CD's default hook deletion
-/// policy is `BeforeHookCreation` (docs: "Sync Phases and Waves", hook deletion policies;
-/// gitops-engine `pkg/sync/hook`), so only a policy that keeps a succeeded hook
-/// (`HookFailed` alone) lets a later sync meet an old verdict.
+/// Whether Argo CD deletes the gate before it creates it again in the next sync: a sync hook
+/// (`argocd.argoproj.io/hook`, not only `Skip`) whose effective deletion policy includes
+/// `BeforeHookCreation`. The policies are the union of `argocd.argoproj.io/hook-delete-policy`
+/// and `helm.sh/hook-delete-policy` (`before-hook-creation`), and `BeforeHookCreation` when
+/// both are absent (gitops-engine `pkg/sync/hook/delete_policy.go`, `DeletePolicies`).
+/// `HookSucceeded` alone is not enough: Argo CD deletes such hooks only when the whole
+/// operation succeeds (gitops-engine `pkg/sync/sync_context.go`), so a gate that turned Healthy
+/// in a sync that later failed or was terminated is still there, Healthy, for the next one.
 ///
 /// Such a gate's verdict needs no expiry: no later sync can read it, and while this sync runs
 /// it is the current verdict. So it carries no `validUntil` and a settled one is never
@@ -285,16 +288,25 @@ pub(crate) fn sync_started(app: &serde_json::Value) -> Option<Timestamp> {
 pub(crate) fn recreated_per_sync(gate: &WaveGate) -> bool {
     let annotations = gate.metadata.annotations.as_ref();
     let get = |k: &str| annotations.and_then(|a| a.get(k)).map(String::as_str);
-    if get("argocd.argoproj.io/hook").is_none() {
+    let list = |k: &str| -> Vec<String> {
+        get(k)
+            .into_iter()
+            .flat_map(|v| v.split(','))
+            .map(|p| p.trim().to_string())
+            .filter(|p| !p.is_empty())
+            .collect()
+    };
+    let hooks = list("argocd.argoproj.io/hook");
+    if hooks.is_empty() || hooks.iter().all(|h| h == "Skip") {
         return false;
     }
-    match get("argocd.argoproj.io/hook-delete-policy") {
-        None => true,
-        Some(policies) => policies
-            .split(',')
-            .map(str::trim)
-            .any(|p| p == "BeforeHookCreation" || p == "HookSucceeded"),
+    let argocd = list("argocd.argoproj.io/hook-delete-policy");
+    let helm = list("helm.sh/hook-delete-policy");
+    if argocd.is_empty() && helm.is_empty() {
+        return true;
     }
+    argocd.iter().any(|p| p == "BeforeHookCreation")
+        || helm.iter().any(|p| p == "before-hook-creation")
 }
 
 /// The status to write: `health`, each check, `observedGeneration` and `Ready`, carrying over
@@ -894,11 +906,23 @@ mod tests {
             g.metadata.annotations = Some(a);
             g
         };
+        let mut skip = hook(None);
+        if let Some(a) = skip.metadata.annotations.as_mut() {
+            a.insert("argocd.argoproj.io/hook".into(), "Skip".into());
+        }
+        let mut helm_kept = hook(None);
+        if let Some(a) = helm_kept.metadata.annotations.as_mut() {
+            a.insert("helm.sh/hook-delete-policy".into(), "hook-failed".into());
+        }
         for (g, recreated) in [
             (gate(), false),
+            (skip, false),
+            (helm_kept, false),
             (hook(None), true),
             (hook(Some("BeforeHookCreation")), true),
-            (hook(Some("HookFailed, HookSucceeded")), true),
+            (hook(Some("HookFailed, BeforeHookCreation")), true),
+            // Deleted only when the whole sync succeeds: a failed sync leaves it Healthy.
+            (hook(Some("HookSucceeded")), false),
             (hook(Some("HookFailed")), false),
         ] {
             assert_eq!(
