@@ -7,6 +7,7 @@
 #      and a 100-node CockroachDB cluster judged cold: time, probe rounds, rounds in flight
 #   5. RSS with 2,000 pods cached (benches/memory.rs)
 #   6. pod Ready / Database applied → WaveGate status Healthy (benches/readiness.rs)
+#   7. 1,000 WaveGates on one shared Service: settled writes, one change → every gate (benches/gates.rs)
 #
 #   scripts/bench.sh          # a few minutes once built; raw output under target/bench/<time>/
 #
@@ -74,6 +75,7 @@ bench_bin() { # target name → executable
 readiness_bin=$(bench_bin readiness)
 coalescing_bin=$(bench_bin coalescing)
 memory_bin=$(bench_bin memory)
+gates_bin=$(bench_bin gates)
 wavegate=$here/target/release/wavegate
 
 step "seeds and a bench identity for wavegate"
@@ -297,6 +299,12 @@ wrk_summary uncached-pods >&2
 stop "$pid_b"
 
 # ---------------------------------------------------------------------------------------------
+# No `wavegate serve` runs now: another gate controller would write these gates' status too.
+gates=${BENCH_GATES:-1000}
+step "7. $gates WaveGates on one shared Service: settled writes, a pod's change → every gate"
+"$gates_bin" --gates "$gates" --settle 60 | tee "$out/gates.txt" >&2
+
+# ---------------------------------------------------------------------------------------------
 step "docs/benchmarks.md"
 ok() { # value <=|>= target → ✅ or ❌
   awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN {
@@ -329,6 +337,15 @@ mem_total=$(awk '/^MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)
 kube_version=$(k version -o json 2>/dev/null | jq -r '.serverVersion.gitVersion // "?"')
 c=$out/coalescing.txt
 m=$out/memory.txt
+g=$out/gates.txt
+gate_row() { # to-status
+  local p95
+  p95=$(awk -v to="$1" '$2 == "gates_change" && $0 ~ "to=" to {for (i = 3; i <= NF; i++) {split($i, kv, "="); if (kv[1] == "p95_ms") print kv[2]}}' "$g")
+  local line
+  line=$(awk -v to="$1" '$2 == "gates_change" && $0 ~ "to=" to' "$g")
+  field() { echo "$line" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
+  echo "| a shared pod's change → $(field gates) gates $1 | p95 **$p95 ms** $(ok "$p95" '<=' 250) (p50 $(field p50_ms), max $(field max_ms)); **$(field writes) status writes** | p95 ≤ 250 ms, ≤ 1 write per gate | the pod's Ready condition patched (t0 before the request) → each gate's new status seen on a watch of the gates; writes from the controller's \`wavegate_gate_status_writes_total\`; benches/gates.rs |"
+}
 rss_nr_before=$(bench_line "$m" memory.not-ready rss_before_kib)
 rss_nr_after=$(bench_line "$m" memory.not-ready rss_after_kib)
 rss_after=$(bench_line "$m" memory rss_after_kib)
@@ -365,6 +382,9 @@ $(latency_row readiness.service.gate "last pod Ready → WaveGate \`status.healt
 $(latency_row readiness.database.gate "Database applied → WaveGate \`status.health\` Healthy" "as above for a gate with one \`cnpgDatabase\` check")
 | request coalescing | $(bench_line "$c" coalescing requests_per_pod) HTTP requests per stand-in pod, **$(bench_line "$c" coalescing rounds_per_pod) probe round(s)** per pod; $(bench_line "$c" coalescing evaluations) evaluations, verdicts $(bench_line "$c" coalescing verdicts), ${asks} asks in $(bench_line "$c" coalescing wall_ms) ms | 1 probe round per pod | $(bench_line "$c" coalescing asks) concurrent asks (released by one barrier) for a CrdbCluster wavegate never judged, $(bench_line "$c" coalescing pods) pods served by counting stand-ins on 127.0.88.x; a round is \`/health\` + \`/_status/vars\` + \`/_admin/v1/cluster\`; benches/coalescing.rs |
 | ${crdb_pods}-node CockroachDB cluster, judged cold | **$(bench_line "$c" crdb-large wall_ms) ms** $(ok "$(bench_line "$c" crdb-large wall_ms)" '<=' 500) to verify; **$(bench_line "$c" crdb-large rounds_per_pod) probe round(s) per pod** ($(bench_line "$c" crdb-large requests_per_pod) requests), at most **$(bench_line "$c" crdb-large peak_rounds_in_flight)** rounds in flight (bound $(sed -n 's/^pub const MAX_CONCURRENT_ROUNDS: usize = \([0-9]*\);/\1/p' src/probe.rs)); $(bench_line "$c" crdb-large evaluations) evaluations, verdicts $(bench_line "$c" crdb-large verdicts) | ≤ 500 ms, 1 round per pod | $crdb_pods concurrent asks (one barrier) for a v1beta1 CrdbCluster of $crdb_pods ready pods wavegate never judged, each pod a counting stand-in on 127.0.88.x:8080 answering at once; the time is the burst's wall time, from the barrier to the last verdict (cold verdict and probe caches, A's \`--probe-ttl 10m\` so a second round would show); tests/e2e_crdb_scale.rs asserts the counts with 20 ms answers; benches/coalescing.rs \`--pods $crdb_pods\` |
+| $(bench_line "$g" gates_settled gates) settled WaveGates | **$(bench_line "$g" gates_settled writes_per_min) status writes per minute** $(ok "$(bench_line "$g" gates_settled writes_per_min)" '<=' 0) over $(bench_line "$g" gates_settled window_s) s; all first verdicts written within $(bench_line "$g" gates_settled first_verdict_all_ms) ms | 0 per minute | sync-hook gates (Argo CD recreates them each sync, so no \`validUntil\` renewals), each with one \`service\` check on one shared Service, judged by the in-process gate controller (default resync 15 s); benches/gates.rs |
+$(gate_row Progressing)
+$(gate_row Healthy)
 | memory (RSS) | $(mib "$rss_start") MiB after start; **$(mib "$rss_after") MiB** with $((2 * mem_pods)) pods and $mem_pods endpoints cached. Per pod: **$(bench_line "$m" memory.not-ready bytes_per_pod) bytes** (pod cache alone), **$(bench_line "$m" memory bytes_per_pod) bytes** with its endpoint | — | VmRSS of B (\`/proc/PID/status\`) after its warm-up and wrk runs ($(mib "$rss_nr_before") MiB), after $mem_pods Deployment-like pods with kubelet-like status but not Ready and without IP ($(mib "$rss_nr_after") MiB), then after $mem_pods more marked Ready, which kube-controller-manager publishes as endpoints ($(mib "$rss_after") MiB; peak $(mib "$(bench_line "$m" memory hwm_kib)") MiB); each counted as cached once the Service verdict names all $mem_pods pods / endpoints ($(bench_line "$m" memory.not-ready cached_s) s and $(bench_line "$m" memory cached_s) s after the first create); benches/memory.rs |
 
 Reading the table: everything shares two cores — kube-apiserver, etcd, kube-controller-manager,
