@@ -419,6 +419,10 @@ pub async fn serve(args: ServeArgs) -> u8 {
         }
         started
     };
+    // Cancelled once the server has stopped (SIGTERM): the leader stops its writers and
+    // releases the Lease, so another replica takes over at once instead of after it expires.
+    let stopping = tokio_util::sync::CancellationToken::new();
+    let mut election_task = None;
     match args.leader.election() {
         Ok(None) => {
             metrics.leader.set(1);
@@ -429,8 +433,9 @@ pub async fn serve(args: ServeArgs) -> u8 {
                 Ok(c) => c,
                 Err(e) => return fail(e),
             };
-            let run = crate::leader::lead(client, election, metrics.clone(), writers);
-            tokio::spawn(run);
+            let run =
+                crate::leader::lead(client, election, metrics.clone(), stopping.clone(), writers);
+            election_task = Some(tokio::spawn(run));
         }
         Err(e) => return fail(e),
     }
@@ -443,10 +448,15 @@ pub async fn serve(args: ServeArgs) -> u8 {
     tracing::info!(listen = %args.listen, "wavegate serving");
     let app = api::router(state);
     let shutdown = shutdown_signal();
-    match axum::serve(listener, app)
+    let served = axum::serve(listener, app)
         .with_graceful_shutdown(shutdown)
-        .await
-    {
+        .await;
+    stopping.cancel();
+    if let Some(task) = election_task {
+        // Bounded: a release the API server does not answer only means the lease expires.
+        let _ = tokio::time::timeout(2 * crate::leader::REQUEST_TIMEOUT, task).await;
+    }
+    match served {
         Ok(()) => 0,
         Err(e) => fail(CliError::Failed(format!("server failed: {e}"))),
     }

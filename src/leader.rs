@@ -7,8 +7,11 @@
 //! lease moves, and also when a renewal fails (the API server unreachable, the Lease deleted),
 //! since by the time it could renew again another replica may have taken over. Renewals use a
 //! client whose requests time out before the lease would expire, so a hung request is a failed
-//! renewal too. Takeover after a leader dies (SIGKILL, a lost node, a clean stop: the lease is
-//! not released) takes at most the lease duration plus about a second.
+//! renewal too. Takeover after a leader dies (SIGKILL, a lost node) takes at most the lease
+//! duration plus about a second. A leader that stops cleanly (SIGTERM) stops its writers first,
+//! so nothing is written during termination, and releases the lease; the others still find it
+//! free only when they look again, at the expiry they last saw (kube-lease-manager sleeps until
+//! then), so takeover takes as long as after a crash.
 
 use crate::metrics::Metrics;
 use kube::Client;
@@ -16,6 +19,7 @@ use kube_lease_manager::LeaseManagerBuilder;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::AbortHandle;
+use tokio_util::sync::CancellationToken;
 
 /// Where the Lease lives and who this replica is.
 #[derive(Debug, Clone)]
@@ -39,9 +43,14 @@ const RETRY: Duration = Duration::from_secs(2);
 
 /// Run the writers `start` spawns while this replica holds the lease, and stop them as soon as
 /// it does not or cannot tell. `client` should time out requests within [`REQUEST_TIMEOUT`].
-/// Runs until the process ends.
-pub async fn lead<F>(client: Client, election: Election, metrics: Arc<Metrics>, start: F)
-where
+/// Returns once `shutdown` is cancelled, after stopping the writers and releasing the lease.
+pub async fn lead<F>(
+    client: Client,
+    election: Election,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+    start: F,
+) where
     F: Fn() -> Vec<AbortHandle>,
 {
     let secs = |d: Duration| d.as_secs().max(1);
@@ -60,14 +69,27 @@ where
             Ok(m) => m,
             Err(e) => {
                 tracing::warn!(error = %e, lease = %election.lease, "cannot use the Lease; retrying");
-                tokio::time::sleep(RETRY).await;
-                continue;
+                tokio::select! {
+                    () = tokio::time::sleep(RETRY) => continue,
+                    () = shutdown.cancelled() => return,
+                }
             }
         };
         // `changed` returns when this replica gains or loses the lease, and fails when it
         // cannot renew or read it: then nobody here may write until a new manager holds it.
         loop {
-            match manager.changed().await {
+            let changed = tokio::select! {
+                changed = manager.changed() => changed,
+                () = shutdown.cancelled() => {
+                    stop(&mut writers, &metrics, "shutting down");
+                    match manager.release().await {
+                        Ok(()) => tracing::info!(lease = %election.lease, "lease released"),
+                        Err(e) => tracing::warn!(error = %e, "cannot release the lease; it expires"),
+                    }
+                    return;
+                }
+            };
+            match changed {
                 Ok(true) if writers.is_empty() => {
                     tracing::info!(identity = %election.identity, lease = %election.lease, "leading: starting the writers");
                     writers = start();
@@ -87,7 +109,10 @@ where
                 }
             }
         }
-        tokio::time::sleep(RETRY).await;
+        tokio::select! {
+            () = tokio::time::sleep(RETRY) => {}
+            () = shutdown.cancelled() => return,
+        }
     }
 }
 

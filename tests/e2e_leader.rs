@@ -244,4 +244,51 @@ async fn one_writer_among_three_replicas_and_a_new_one_after_sigkill() {
     println!("reads during the takeover: {answered} answered, {failed} failed");
     assert!(answered >= 20, "reads kept being answered: {answered}");
     assert_eq!(failed, 0, "no read failed during the takeover");
+
+    // A clean stop (SIGTERM, as the kubelet sends): the leader exits promptly, having stopped
+    // its writers and released the lease; the last replica writes the next change.
+    let at = replicas.iter().position(|r| r.identity == second).unwrap();
+    let mut stopped = replicas.remove(at);
+    let pid = stopped.child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-TERM", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let terminated = Instant::now();
+    while stopped.child.try_wait().unwrap().is_none() {
+        assert!(
+            terminated.elapsed() < Duration::from_secs(10),
+            "SIGTERM ignored"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let exited = terminated.elapsed();
+    set_pod_ready(&admin, &ns, "web", "10.244.9.1", true).await;
+    gate_becomes(
+        &admin,
+        &ns,
+        "Healthy",
+        TAKEOVER_LIMIT + Duration::from_secs(5),
+    )
+    .await;
+    let takeover = terminated.elapsed();
+    let third = lease_holder(&admin, &ns).await.unwrap_or_default();
+    println!("leader {second} stopped by SIGTERM in {exited:?}; {third} wrote after {takeover:?}");
+    assert_eq!(
+        third, replicas[0].identity,
+        "the last replica holds the lease"
+    );
+    assert!(
+        takeover <= TAKEOVER_LIMIT,
+        "takeover after SIGTERM took {takeover:?}"
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        replicas[0].metric(writes).await,
+        Some(1.0),
+        "the change after the stop, written once by the last replica"
+    );
 }
