@@ -956,10 +956,15 @@ where
     K: KubeResource + Clone + 'static,
     K::DynamicType: Hash + Eq + Clone,
 {
-    match &w.index {
+    let mut found = match &w.index {
         Some(index) => index.get(bucket),
         None => w.store.state_filter(fallback),
-    }
+    };
+    // In name order: both sources iterate a HashMap, whose order changes when it is rebuilt,
+    // and a check that names the first few pods would otherwise reword (and rewrite) an
+    // unchanged verdict.
+    found.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
+    found
 }
 
 /// Stop idle on-demand watches, as long as the cache exists.

@@ -4,7 +4,7 @@ use crate::api::{self, AppState};
 use crate::ask::Ask;
 use crate::cache::{Cache, WatchLimits};
 use crate::evaluate::{EvalConfig, Evaluator};
-use crate::health::{HealthStatus, Verdict};
+use crate::health::{HealthStatus, Verdict, printable, printable_lines};
 use crate::metrics::Metrics;
 use crate::probe::{Credentials, Scheme, TlsSettings};
 use crate::progress::{Progress, Row, is_live};
@@ -551,7 +551,7 @@ fn print_verdicts(judged: &[(Ask, Verdict)], output: Output) {
                         ask.namespace().to_string(),
                         format!("{}/{}", ask.resource(), ask.name),
                         v.status.to_string(),
-                        v.message.clone(),
+                        printable(&v.message),
                     ]
                 })
                 .collect();
@@ -577,7 +577,7 @@ fn print_verdicts(judged: &[(Ask, Verdict)], output: Output) {
         }
         _ => {
             for (ask, v) in judged {
-                println!("{} {}: {v}", ask.resource(), ask.object());
+                println!("{}", printable(&format!("{ask}: {v}")));
             }
         }
     }
@@ -590,7 +590,7 @@ fn print_verdict(v: &Verdict, output: Output) {
             Err(e) => eprintln!("wavegate: {e}"),
         }
     } else {
-        println!("{v}");
+        println!("{}", printable_lines(&v.to_string()));
     }
 }
 

@@ -104,6 +104,9 @@ pub struct Publisher {
     reporter: Reporter,
 }
 
+/// How long sending one Event may take before it is given up (best effort, like its errors).
+const PUBLISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
+
 impl Publisher {
     /// `reportingInstance` is the host name: the pod's name when wavegate runs in a pod.
     pub fn new(client: kube::Client) -> Publisher {
@@ -136,7 +139,16 @@ impl Publisher {
             action: action.to_string(),
             secondary: None,
         };
-        if let Err(e) = recorder.publish(&event, regarding).await {
+        // Bounded: the reconcile that recorded the transition waits for this, and a slow
+        // Events API must not hold up the verdicts themselves.
+        let sent = tokio::time::timeout(PUBLISH_TIMEOUT, recorder.publish(&event, regarding))
+            .await
+            .unwrap_or_else(|_| {
+                Err(kube::Error::Service(
+                    format!("no answer within {PUBLISH_TIMEOUT:?}").into(),
+                ))
+            });
+        if let Err(e) = sent {
             tracing::warn!(
                 object = %format!(
                     "{} {}/{}",

@@ -128,6 +128,32 @@ impl fmt::Display for Verdict {
     }
 }
 
+/// Characters that would act on a terminal or hide text instead of showing: controls
+/// (escape sequences, carriage returns, newlines), bidi overrides and zero-width marks.
+pub(crate) fn is_invisible(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
+}
+
+/// `text` as it may be written to a terminal: every invisible character a space. Verdict
+/// messages quote objects' own text (condition messages, CNPG's message, a WaveGate's stored
+/// status), which whoever can write those objects controls.
+pub(crate) fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| if is_invisible(c) { ' ' } else { c })
+        .collect()
+}
+
+/// [`printable`], keeping line breaks: for a verdict printed alone, whose message may be a
+/// table (a CockroachDB cluster's pods).
+pub(crate) fn printable_lines(text: &str) -> String {
+    text.split('\n')
+        .map(printable)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
 /// The worst of several verdicts, in Argo CD's order. The message leads with how many are
 /// healthy and then lists every verdict that is not, so the UI names each blocker.
 ///
@@ -249,5 +275,22 @@ mod tests {
     #[test]
     fn nothing_to_check_is_not_healthy() {
         assert_eq!(worst_of([]).status, HealthStatus::Unknown);
+    }
+
+    #[test]
+    fn text_from_objects_cannot_drive_a_terminal() {
+        let hostile = "ok\r\x1b[2Kgate: Healthy\x1b]52;c;aGk=\x07\u{202E}x\nnext";
+        let shown = printable(hostile);
+        assert!(!shown.chars().any(is_invisible), "{shown:?}");
+        assert!(
+            shown.starts_with("ok ") && shown.ends_with(" next"),
+            "{shown:?}"
+        );
+        let kept = printable_lines(hostile);
+        assert_eq!(kept.lines().count(), 2, "{kept:?}");
+        assert!(
+            !kept.replace('\n', "").chars().any(is_invisible),
+            "{kept:?}"
+        );
     }
 }

@@ -5,7 +5,7 @@
 //! pipe): one plain line per change, nothing redrawn, nothing timed, so a log reads as the
 //! history of the wait.
 
-use crate::health::{HealthStatus, Verdict};
+use crate::health::{HealthStatus, Verdict, printable};
 use std::collections::HashMap;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
@@ -128,7 +128,7 @@ impl<W: Write> Progress<W> {
         if self.said_overall.as_ref() != Some(&self.overall) {
             match &self.overall {
                 Some(v) => {
-                    let _ = writeln!(self.out, "{}: {v}", self.title);
+                    let _ = writeln!(self.out, "{}: {}", self.title, printable(&v.to_string()));
                 }
                 None if self.rows.is_empty() => {
                     let _ = writeln!(self.out, "{} does not exist yet", self.title);
@@ -148,7 +148,8 @@ impl<W: Write> Progress<W> {
             let now = (row.status, row.message.clone());
             if self.said.get(&row.name) != Some(&now) {
                 let v = Verdict::new(row.status, row.message.clone());
-                let _ = writeln!(self.out, "{prefix}{}: {v}", row.name);
+                let line = printable(&format!("{prefix}{}: {v}", row.name));
+                let _ = writeln!(self.out, "{line}");
                 self.said.insert(row.name.clone(), now);
             }
         }
@@ -189,7 +190,13 @@ pub fn frame(
     )];
     let cells: Vec<Vec<String>> = rows
         .iter()
-        .map(|r| vec![r.name.clone(), r.status.to_string(), r.message.clone()])
+        .map(|r| {
+            vec![
+                printable(&r.name),
+                r.status.to_string(),
+                printable(&r.message),
+            ]
+        })
         .collect();
     if !cells.is_empty() {
         lines.extend(

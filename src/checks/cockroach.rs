@@ -25,7 +25,7 @@ use kube::core::SelectorExt;
 use serde_json::Value;
 
 use super::{labels_of, selector_of};
-use crate::health::{Finding, Verdict};
+use crate::health::{Finding, Verdict, is_invisible};
 use crate::resource::{InputError, Query};
 
 /// CockroachDB's default `--http-port`, and the default of both operators' `httpPort`.
@@ -252,15 +252,6 @@ impl std::fmt::Display for PodText {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "«{}»", self.0)
     }
-}
-
-/// Characters that would break a one-line message or hide what it says: controls (line
-/// breaks included), Unicode line/paragraph separators, bidirectional overrides and
-/// zero-width characters.
-fn is_invisible(c: char) -> bool {
-    c.is_control()
-        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}'
-            | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
 }
 
 /// A selected pod that cannot be probed (yet), and why.
