@@ -205,7 +205,7 @@ impl Annotator {
             if let Some(t) = event {
                 let ar = self.api_resource(kind).await?;
                 let regarding = events::reference(&object, &ar.api_version, &ar.kind);
-                self.events.publish(&t, events::ANNOTATE, &regarding).await;
+                self.events.publish(t, events::ANNOTATE, regarding);
             }
         }
         Ok(requeue)

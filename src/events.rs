@@ -5,13 +5,16 @@
 //! object (a WaveGate's `status.health.status`, an annotated object's
 //! `wavegate.dev/health-status`), never wavegate's memory, so a settled system emits none, also
 //! after a wavegate restart, and renewing `validUntil` (same status) is not a transition. The
-//! Event is sent after the write that records the transition succeeded: a write that fails is
-//! retried, and its Event with it, so an Event never announces a status nobody can read.
+//! Event is recorded after the write that records the transition succeeded: a write that fails
+//! is retried, and its Event with it, so an Event never announces a status nobody can read.
+//! Events are sent by a task of their own, in order, never holding up the writes
+//! ([`Publisher`]).
 
 use crate::health::HealthStatus;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
 use serde_json::Value;
+use tokio::sync::mpsc;
 
 /// `reportingController` of every Event (`kubectl describe` shows it under "From").
 pub const REPORTER: &str = "wavegate";
@@ -97,51 +100,83 @@ pub fn reference(object: &Value, api_version: &str, kind: &str) -> ObjectReferen
     }
 }
 
-/// Sends transitions through kube-rs's event recorder.
+/// Transitions waiting for the sender. Recording one never waits for the API server: a slow or
+/// throttled Events API (Events often live in an etcd of their own, and priority and fairness
+/// may queue them) must not hold a reconcile, and with it the status writes of other objects —
+/// a change that moves 1,000 gates would otherwise wait for 1,000 Events in turn. Beyond this
+/// many waiting, new ones are dropped and logged: an Event is a courtesy, the status is the
+/// verdict.
+const BACKLOG: usize = 1024;
+
+/// Sends transitions through kube-rs's event recorder, one at a time and in the order they
+/// were recorded (so an object's Events never overtake each other), from a task of its own.
+/// Events still waiting when wavegate stops are not sent.
 #[derive(Clone)]
 pub struct Publisher {
-    client: kube::Client,
-    reporter: Reporter,
+    queue: mpsc::Sender<Pending>,
 }
 
-/// How long sending one Event may take before it is given up (best effort, like its errors).
+struct Pending {
+    transition: Transition,
+    action: &'static str,
+    regarding: ObjectReference,
+}
+
+/// How long sending one Event may take before it is given up (best effort, like its errors),
+/// so one stuck request does not hold every Event behind it.
 const PUBLISH_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(3);
 
 impl Publisher {
-    /// `reportingInstance` is the host name: the pod's name when wavegate runs in a pod.
+    /// `reportingInstance` is the host name: the pod's name when wavegate runs in a pod. The
+    /// sender runs until every clone of the publisher is dropped.
     pub fn new(client: kube::Client) -> Publisher {
-        Publisher {
-            client,
-            reporter: Reporter::from(REPORTER),
-        }
+        let (queue, waiting) = mpsc::channel(BACKLOG);
+        tokio::spawn(send_all(client, Reporter::from(REPORTER), waiting));
+        Publisher { queue }
     }
 
     /// Best effort: an Event that cannot be sent is logged, and the verdict stands.
-    pub async fn publish(
+    pub fn publish(
         &self,
-        transition: &Transition,
-        action: &str,
-        regarding: &ObjectReference,
+        transition: Transition,
+        action: &'static str,
+        regarding: ObjectReference,
     ) {
-        // A recorder per Event: kube-rs's recorder folds Events with the same reason on the same
-        // object within 6 minutes into one series and keeps the first note, which would show a
-        // second Degraded with the first one's message. Transitions are already deduplicated
-        // (at most one per status write), so each gets its own Event with its own message.
-        let recorder = Recorder::new(self.client.clone(), self.reporter.clone());
+        let pending = Pending {
+            transition,
+            action,
+            regarding,
+        };
+        if let Err(e) = self.queue.try_send(pending) {
+            let (why, p) = match e {
+                mpsc::error::TrySendError::Full(p) => ("more than 1024 Events waiting", p),
+                mpsc::error::TrySendError::Closed(p) => ("the sender has stopped", p),
+            };
+            not_sent(&p, &why);
+        }
+    }
+}
+
+async fn send_all(client: kube::Client, reporter: Reporter, mut waiting: mpsc::Receiver<Pending>) {
+    while let Some(p) = waiting.recv().await {
+        // A recorder per Event: kube-rs's recorder folds Events with the same reason on the
+        // same object within 6 minutes into one series and keeps the first note, which would
+        // show a second Degraded with the first one's message. Transitions are already
+        // deduplicated (at most one per status write), so each gets its own Event with its
+        // own message.
+        let recorder = Recorder::new(client.clone(), reporter.clone());
         let event = Event {
-            type_: if transition.warning {
+            type_: if p.transition.warning {
                 EventType::Warning
             } else {
                 EventType::Normal
             },
-            reason: transition.reason.to_string(),
-            note: Some(transition.note.clone()),
-            action: action.to_string(),
+            reason: p.transition.reason.to_string(),
+            note: Some(p.transition.note.clone()),
+            action: p.action.to_string(),
             secondary: None,
         };
-        // Bounded: the reconcile that recorded the transition waits for this, and a slow
-        // Events API must not hold up the verdicts themselves.
-        let sent = tokio::time::timeout(PUBLISH_TIMEOUT, recorder.publish(&event, regarding))
+        let sent = tokio::time::timeout(PUBLISH_TIMEOUT, recorder.publish(&event, &p.regarding))
             .await
             .unwrap_or_else(|_| {
                 Err(kube::Error::Service(
@@ -149,19 +184,24 @@ impl Publisher {
                 ))
             });
         if let Err(e) = sent {
-            tracing::warn!(
-                object = %format!(
-                    "{} {}/{}",
-                    regarding.kind.as_deref().unwrap_or_default(),
-                    regarding.namespace.as_deref().unwrap_or_default(),
-                    regarding.name.as_deref().unwrap_or_default()
-                ),
-                reason = transition.reason,
-                error = %e,
-                "event not sent"
-            );
+            not_sent(&p, &e);
         }
     }
+}
+
+fn not_sent(p: &Pending, error: &dyn std::fmt::Display) {
+    let r = &p.regarding;
+    tracing::warn!(
+        object = %format!(
+            "{} {}/{}",
+            r.kind.as_deref().unwrap_or_default(),
+            r.namespace.as_deref().unwrap_or_default(),
+            r.name.as_deref().unwrap_or_default()
+        ),
+        reason = p.transition.reason,
+        error = %error,
+        "event not sent"
+    );
 }
 
 #[cfg(test)]
@@ -244,5 +284,129 @@ mod tests {
         assert_eq!(r.kind.as_deref(), Some("Service"));
         assert_eq!(r.namespace.as_deref(), Some("cicd"));
         assert_eq!(r.uid.as_deref(), Some("u-1"));
+    }
+}
+
+#[cfg(test)]
+mod sender_tests {
+    use super::*;
+    use HealthStatus::*;
+    use axum::Router;
+    use axum::body::Bytes;
+    use axum::extract::State;
+    use axum::http::{StatusCode, Uri};
+    use std::sync::{Arc, Mutex};
+    use tokio::sync::Semaphore;
+
+    /// An Events API that answers only when the test lets it: what it received, in order.
+    struct SlowApi {
+        received: Mutex<Vec<String>>,
+        answers: Semaphore,
+    }
+
+    async fn create(State(api): State<Arc<SlowApi>>, uri: Uri, body: Bytes) -> (StatusCode, Bytes) {
+        let event: Value = serde_json::from_slice(&body).unwrap_or_default();
+        api.received.lock().unwrap().push(format!(
+            "{} {}",
+            uri.path(),
+            event["note"].as_str().unwrap_or_default()
+        ));
+        api.answers.acquire().await.unwrap().forget();
+        (StatusCode::CREATED, body)
+    }
+
+    async fn slow_api() -> (Arc<SlowApi>, kube::Client) {
+        let api = Arc::new(SlowApi {
+            received: Mutex::default(),
+            answers: Semaphore::new(0),
+        });
+        let app = Router::new().fallback(create).with_state(api.clone());
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+        let client = kube::Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap();
+        (api, client)
+    }
+
+    fn gate(name: &str) -> ObjectReference {
+        ObjectReference {
+            api_version: Some("wavegate.dev/v1alpha1".into()),
+            kind: Some("WaveGate".into()),
+            namespace: Some("apps".into()),
+            name: Some(name.into()),
+            ..ObjectReference::default()
+        }
+    }
+
+    async fn until(what: &str, f: impl Fn() -> bool) {
+        for _ in 0..500 {
+            if f() {
+                return;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+        panic!("{what} did not happen within 5 s");
+    }
+
+    #[tokio::test]
+    async fn recording_never_waits_for_the_api_and_events_arrive_in_order() {
+        let (api, client) = slow_api().await;
+        let publisher = Publisher::new(client);
+        let notes = [
+            "db Progressing",
+            "db Healthy",
+            "web Degraded",
+            "db Degraded",
+        ];
+        for (i, note) in notes.iter().enumerate() {
+            let t = transition(Some(Progressing), Degraded, note, false).unwrap();
+            // Returns although the API has answered nothing yet (it would hang otherwise).
+            publisher.publish(t, JUDGE_GATE, gate(if i == 2 { "web" } else { "db" }));
+        }
+        until("the first Event reaching the API", || {
+            api.received.lock().unwrap().len() == 1
+        })
+        .await;
+        // One at a time: the second is not sent while the first is unanswered.
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        assert_eq!(api.received.lock().unwrap().len(), 1);
+        api.answers.add_permits(notes.len());
+        until("every Event reaching the API", || {
+            api.received.lock().unwrap().len() == notes.len()
+        })
+        .await;
+        let received = api.received.lock().unwrap().clone();
+        let expected: Vec<String> = notes
+            .iter()
+            .map(|n| format!("/apis/events.k8s.io/v1/namespaces/apps/events {n}"))
+            .collect();
+        assert_eq!(received, expected);
+    }
+
+    #[tokio::test]
+    async fn a_full_backlog_drops_new_events_instead_of_waiting() {
+        let (api, client) = slow_api().await;
+        let publisher = Publisher::new(client);
+        for i in 0..BACKLOG + 10 {
+            let t = transition(Some(Progressing), Healthy, &format!("n{i}"), false).unwrap();
+            publisher.publish(t, JUDGE_GATE, gate("db"));
+        }
+        until("the first Event reaching the API", || {
+            !api.received.lock().unwrap().is_empty()
+        })
+        .await;
+        api.answers.add_permits(2 * BACKLOG);
+        // The one in flight plus a full backlog; the rest were dropped.
+        until("the backlog draining", || {
+            api.received.lock().unwrap().len() >= BACKLOG
+        })
+        .await;
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        let received = api.received.lock().unwrap().len();
+        assert!(
+            (BACKLOG..=BACKLOG + 1).contains(&received),
+            "{received} Events sent of {} recorded with a backlog of {BACKLOG}",
+            BACKLOG + 10
+        );
     }
 }

@@ -281,9 +281,7 @@ impl Gates {
             }
             if let Some(t) = event {
                 let regarding = gate.object_ref(&());
-                self.events
-                    .publish(&t, events::JUDGE_GATE, &regarding)
-                    .await;
+                self.events.publish(t, events::JUDGE_GATE, regarding);
             }
         }
         Ok(requeue)
