@@ -8,10 +8,12 @@
 //!   its verdict;
 //! - the shared pod turning not Ready, then Ready again: for each gate, the time from the pod's
 //!   status change to the gate's new status arriving on a watch (p50/p95/max), and the status
-//!   writes the change caused (one per gate is the floor).
+//!   writes the change caused (one per gate is the floor);
+//! - the floor: the controller stopped, the same 1,000 status writes made directly, 32 at a
+//!   time, and seen on the same watch — what the API server alone takes.
 //!
 //! Usage: `cargo bench --bench gates -- [--gates 1000] [--settle 60]`
-//! Prints `BENCH gates_settled …` and `BENCH gates_change …` lines for scripts/bench.sh.
+//! Prints `BENCH gates_settled …`, `BENCH gates_change …` and `BENCH gates_floor …` lines for scripts/bench.sh.
 
 #[path = "../tests/support/cluster.rs"]
 mod cluster;
@@ -28,6 +30,7 @@ use std::time::{Duration, Instant};
 use support::{Summary, report};
 use wavegate::evaluate::EvalConfig;
 use wavegate::gate::controller::{Settings, run_with};
+use wavegate::written::FIELD_MANAGER;
 
 fn arg(name: &str, default: u64) -> u64 {
     let args: Vec<String> = std::env::args().collect();
@@ -114,7 +117,7 @@ async fn main() {
     let seen = watch_gates(&admin, &ns);
     let wg = Wavegate::start_in(admin.clone(), EvalConfig::default(), &[&ns]).await;
     let started = Instant::now();
-    tokio::spawn(run_with(
+    let controller = tokio::spawn(run_with(
         wg.evaluator.clone(),
         wg.metrics.clone(),
         Settings::new(Duration::from_secs(15)),
@@ -155,4 +158,44 @@ async fn main() {
         fields.extend(s.fields());
         report("gates_change", &fields);
     }
+
+    // The floor: the same 1,000 status writes made directly, as fast as the API server takes
+    // them (the controller stopped, 32 at a time, each seen on the same watch). What wavegate
+    // adds is the difference to its own numbers above.
+    controller.abort();
+    let statuses: Vec<(String, Value)> = api
+        .list(&Default::default())
+        .await
+        .expect("list gates")
+        .items
+        .into_iter()
+        .map(|g| {
+            let v = serde_json::to_value(&g).unwrap();
+            (g.metadata.name.unwrap(), v["status"].clone())
+        })
+        .collect();
+    let changed = Instant::now();
+    futures::stream::iter(statuses)
+        .for_each_concurrent(32, |(name, mut status)| {
+            let api = api.clone();
+            async move {
+                status["health"]["status"] = json!("Degraded");
+                status["health"]["message"] = json!("written directly (floor)");
+                let body = json!({"apiVersion": "wavegate.dev/v1alpha1", "kind": "WaveGate",
+                                  "status": status});
+                api.patch_status(
+                    &name,
+                    &PatchParams::apply(FIELD_MANAGER).force(),
+                    &Patch::Apply(&body),
+                )
+                .await
+                .expect("status write");
+            }
+        })
+        .await;
+    let took = all_become(&seen, gates, "Degraded", changed).await;
+    let s = Summary::of(&took).unwrap();
+    let mut fields = vec![("gates", gates.to_string()), ("concurrency", "32".into())];
+    fields.extend(s.fields());
+    report("gates_floor", &fields);
 }

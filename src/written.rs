@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 /// The field manager of every write (server-side apply of WaveGate status, annotation patches).
-pub(crate) const FIELD_MANAGER: &str = "wavegate";
+pub const FIELD_MANAGER: &str = "wavegate";
 
 /// Three minutes: long enough that a wavegate restart (or an API server brown-out) does not
 /// expire every settled verdict, short enough that a wave does not advance on a verdict from a
