@@ -75,8 +75,8 @@ pub struct Clusters {
 }
 
 impl Clusters {
-    /// The home cluster alone (wavegate without `--clusters-from`).
-    pub fn home_only(home: Arc<Evaluator>) -> Arc<Clusters> {
+    /// The home cluster alone (and, once refreshed from a source, the remote ones).
+    pub fn new(home: Arc<Evaluator>) -> Arc<Clusters> {
         Arc::new(Clusters {
             home,
             remote: RwLock::default(),
