@@ -193,7 +193,9 @@ impl Clusters {
         for gone in current.keys().filter(|n| !next.contains_key(*n)) {
             tracing::info!(cluster = %gone, "cluster removed");
         }
-        for r in &refused {
+        // Once per refusal, not at every resync.
+        let before = self.refused();
+        for r in refused.iter().filter(|r| !before.contains(r)) {
             tracing::warn!(source = %r.source, reason = %r.reason, "cluster refused");
         }
         let same = current.len() == next.len()
