@@ -553,6 +553,7 @@ pub async fn serve(args: ServeArgs) -> u8 {
         resync: args.resync,
         argocd_namespace: args.argocd_namespace.clone(),
         status_validity: validity,
+        applications: None,
     };
     let clusters = match clusters(&args, evaluator.clone(), metrics.clone()).await {
         Ok(c) => c,
@@ -568,7 +569,11 @@ pub async fn serve(args: ServeArgs) -> u8 {
     let writers = move || {
         let gates = crate::gate::controller::run_with(ev.clone(), m.clone(), settings.clone());
         let mut started = vec![tokio::spawn(supervised("gate controller", gates)).abort_handle()];
-        let remote = remote_gate_controllers(all.clone(), m.clone(), settings.clone());
+        let at_home = crate::gate::controller::Settings {
+            applications: Some(ev.cache().clone()),
+            ..settings.clone()
+        };
+        let remote = remote_gate_controllers(all.clone(), m.clone(), at_home);
         started.push(tokio::spawn(supervised("remote gate controllers", remote)).abort_handle());
         if annotate {
             let run = crate::annotate::run_with(ev.clone(), m.clone(), resync, validity);

@@ -270,6 +270,57 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
         "home's route must not find the second cluster's gate"
     );
 
+    // A gate's timeout runs from its Application's sync start, and the Application is in the
+    // home cluster (where Argo CD keeps it), not in the gate's. A second-cluster gate waiting
+    // on a Service that never comes times out; a new sync of its Application then gives it the
+    // full timeout again (Progressing), which only reading the home cluster can tell.
+    let mut app = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": "deploys-gate", "namespace": ns},
+        "spec": {"project": "default", "destination": {"name": "second", "namespace": ns},
+                 "source": {"repoURL": "https://git.example.com/x.git", "path": "x"}}});
+    apply(&home, app.clone()).await;
+    let mut slow = gate(&ns, "slow", "never");
+    slow["metadata"]["annotations"] = json!({"argocd.argoproj.io/tracking-id":
+        format!("{ns}_deploys-gate:wavegate.dev/WaveGate:{ns}/slow")});
+    slow["spec"]["timeout"] = json!("5s");
+    apply(&remote, slow).await;
+    let slow_health = || async {
+        let g = gates(&remote, &ns)
+            .get("slow")
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(g.data["status"]["health"].clone())
+    };
+    eventually(WAIT, "second's gate times out", || async {
+        let h = slow_health().await?;
+        let timed_out = h["status"] == "Degraded"
+            && h["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("timed out after 5s"));
+        if timed_out {
+            Ok(())
+        } else {
+            Err(h.to_string())
+        }
+    })
+    .await;
+    app["status"] = json!({"operationState": {"phase": "Running",
+        "startedAt": k8s_openapi::jiff::Timestamp::now().to_string()}});
+    apply(&home, app).await;
+    eventually(
+        WAIT,
+        "a new sync in the home cluster restarts its timeout",
+        || async {
+            let h = slow_health().await?;
+            if h["status"] == "Progressing" {
+                Ok(())
+            } else {
+                Err(h.to_string())
+            }
+        },
+    )
+    .await;
+
     // The waves view judges an Application's resources in its destination cluster: a
     // Service `db` exists only in the second cluster.
     service(&remote, &ns, "db", "db").await;
