@@ -387,6 +387,33 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
     })
     .await;
 
+    // Through Argo CD's proxy the waves view follows the destination too, while the
+    // cluster-addressed routes stay closed (what a proxied request may see is decided by
+    // the Application Argo CD authorized, in its destination only).
+    let url = wavegate.url.clone();
+    let proxied = |path: String| {
+        let (ns, url) = (ns.clone(), url.clone());
+        async move {
+            let r = reqwest::Client::new()
+                .get(format!("{url}{path}"))
+                .header("Argocd-Application-Name", format!("{ns}:by-name"))
+                .header("Argocd-Project-Name", "default")
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    let (status, body) = proxied("/api/v1/waves".into()).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Progressing"), "{body}");
+    let (status, body) = proxied(format!("/api/v1/clusters/second/health/services/{ns}/db")).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("not served through Argo CD's proxy"),
+        "{body}"
+    );
+
     // The kubeconfig-directory source serves the same cluster under its file's name.
     let dir = second.state.join("kubeconfigs");
     std::fs::create_dir_all(&dir).unwrap();
