@@ -320,3 +320,6 @@ impl Source {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;
