@@ -173,7 +173,18 @@ pub struct ClustersArgs {
 impl ClustersArgs {
     /// The source of remote clusters, if any; `home` reads Argo CD's Secrets.
     fn source(&self, home: &kube::Client) -> Result<Option<Source>, CliError> {
-        match self.clusters_from {
+        let from = self.clusters_from;
+        if !self.clusters_secrets.is_empty() && from != Some(ClustersFrom::ArgocdSecrets) {
+            return Err(CliError::Usage(
+                "--clusters-secrets needs --clusters-from argocd-secrets".into(),
+            ));
+        }
+        if self.clusters_kubeconfig_dir.is_some() && from != Some(ClustersFrom::KubeconfigDir) {
+            return Err(CliError::Usage(
+                "--clusters-kubeconfig-dir needs --clusters-from kubeconfig-dir".into(),
+            ));
+        }
+        match from {
             None => Ok(None),
             Some(ClustersFrom::ArgocdSecrets) => {
                 crate::resource::validate_namespace(&self.clusters_namespace)?;

@@ -444,6 +444,43 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
     .await;
     drop(from_dir);
 
+    // Narrowed to named Secrets (each read with `get`, as a Role with resourceNames allows): the
+    // named cluster runs, a name without a Secret is refused, the unnamed exec Secret unseen.
+    let named = Serve::start(
+        "named-secrets",
+        &[
+            "--namespaces",
+            &ns,
+            "--clusters-from",
+            "argocd-secrets",
+            "--clusters-namespace",
+            &ns,
+            "--clusters-secrets",
+            "cluster-second,cluster-gone",
+        ],
+    );
+    let listed = eventually(WAIT, "named Secret's cluster ready", || async {
+        let (_, v) = named.json("/api/v1/clusters").await?;
+        let second_ready = v["clusters"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|c| c["name"] == "second" && c["ready"] == true);
+        if second_ready {
+            Ok(v)
+        } else {
+            Err(v.to_string())
+        }
+    })
+    .await;
+    let refused = listed["refused"].to_string();
+    assert!(
+        refused.contains("cluster-gone") && refused.contains("not found"),
+        "{refused}"
+    );
+    assert!(!refused.contains("cluster-eks"), "{refused}");
+    drop(named);
+
     // The second cluster's API server stops: only its verdicts turn Unknown; home's stay.
     second.stop("kube-apiserver");
     eventually(

@@ -32,16 +32,11 @@ impl FromRequestParts<AppState> for InCluster {
     }
 }
 
-/// Each cluster's readiness line: ready with its synced watch count, or its problems.
-pub(crate) fn readiness(ev: &Evaluator) -> Result<usize, Vec<String>> {
-    ev.cache().readiness()
-}
-
 /// `GET /api/v1/clusters`: every cluster judged, whether its watches are synced, and the
 /// clusters its source names that are refused, with why.
 pub(crate) async fn list(State(state): State<AppState>) -> Json<Value> {
     let entry = |name: &str, server: &str, ev: &Evaluator| {
-        let (ready, problems) = match readiness(ev) {
+        let (ready, problems) = match ev.cache().readiness() {
             Ok(_) => (true, Vec::new()),
             Err(p) => (false, p),
         };

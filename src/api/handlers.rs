@@ -81,7 +81,7 @@ pub(crate) async fn healthz() -> &'static str {
 pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     let mut remote = String::new();
     for c in state.clusters.remotes().values() {
-        match super::cluster::readiness(&c.evaluator) {
+        match c.evaluator.cache().readiness() {
             Ok(n) => remote.push_str(&format!(
                 "cluster {}: {n} required watches synced\n",
                 c.name
@@ -96,7 +96,7 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     for r in state.clusters.refused() {
         remote.push_str(&format!("refused {}: {}\n", r.source, r.reason));
     }
-    match super::cluster::readiness(&state.evaluator) {
+    match state.evaluator.cache().readiness() {
         Ok(n) => (
             StatusCode::OK,
             format!("ok: {n} required watches synced\n{remote}"),

@@ -270,6 +270,14 @@ impl Source {
                         found.push(match api.get_opt(name).await {
                             Ok(Some(s)) => Ok(s),
                             Ok(None) => Err((name.clone(), "not found".to_string())),
+                            // This one Secret, not the API server: refuse it, keep the others.
+                            Err(kube::Error::Api(e)) if e.code == 403 => Err((
+                                name.clone(),
+                                format!(
+                                    "forbidden (is it in the Role's resourceNames?): {}",
+                                    e.message
+                                ),
+                            )),
                             Err(e) => {
                                 return Err(format!("cannot read Secret {namespace}/{name}: {e}"));
                             }
