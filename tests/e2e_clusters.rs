@@ -74,6 +74,26 @@ impl Serve {
         Ok((status, v))
     }
 
+    /// `/api/v1/clusters` once exactly `names` are listed and ready.
+    async fn clusters_ready(&self, names: &[&str]) -> Value {
+        eventually(WAIT, &format!("clusters {names:?} ready"), || async {
+            let (_, v) = self.json("/api/v1/clusters").await?;
+            let ready: Vec<_> = v["clusters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|c| c["ready"] == true)
+                .filter_map(|c| c["name"].as_str())
+                .collect();
+            if ready == names {
+                Ok(v)
+            } else {
+                Err(v.to_string())
+            }
+        })
+        .await
+    }
+
     /// The status of a Service's verdict in `cluster` (None: home's own route).
     async fn service_status(&self, cluster: Option<&str>, ns: &str, name: &str) -> String {
         let path = match cluster {
@@ -167,37 +187,18 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
     )
     .await;
 
+    let from_secrets = ["--namespaces", &ns, "--clusters-from", "argocd-secrets"];
     let wavegate = Serve::start(
         "secrets",
         &[
-            "--namespaces",
-            &ns,
-            "--clusters-from",
-            "argocd-secrets",
-            "--clusters-namespace",
-            &ns,
-            "--clusters-resync",
-            "1s",
-        ],
+            &from_secrets[..],
+            &["--clusters-namespace", &ns, "--clusters-resync", "1s"],
+        ]
+        .concat(),
     );
 
     // Both clusters run; the exec one is refused with why.
-    let listed = eventually(WAIT, "both clusters listed and ready", || async {
-        let (_, v) = wavegate.json("/api/v1/clusters").await?;
-        let ready: Vec<_> = v["clusters"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter(|c| c["ready"] == true)
-            .filter_map(|c| c["name"].as_str())
-            .collect();
-        if ready == ["in-cluster", "second"] {
-            Ok(v)
-        } else {
-            Err(v.to_string())
-        }
-    })
-    .await;
+    let listed = wavegate.clusters_ready(&["in-cluster", "second"]).await;
     let refused = listed["refused"].to_string();
     assert!(
         refused.contains("cluster-eks") && refused.contains("execProviderConfig"),
@@ -449,30 +450,17 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
     let named = Serve::start(
         "named-secrets",
         &[
-            "--namespaces",
-            &ns,
-            "--clusters-from",
-            "argocd-secrets",
-            "--clusters-namespace",
-            &ns,
-            "--clusters-secrets",
-            "cluster-second,cluster-gone",
-        ],
+            &from_secrets[..],
+            &[
+                "--clusters-namespace",
+                &ns,
+                "--clusters-secrets",
+                "cluster-second,cluster-gone",
+            ],
+        ]
+        .concat(),
     );
-    let listed = eventually(WAIT, "named Secret's cluster ready", || async {
-        let (_, v) = named.json("/api/v1/clusters").await?;
-        let second_ready = v["clusters"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|c| c["name"] == "second" && c["ready"] == true);
-        if second_ready {
-            Ok(v)
-        } else {
-            Err(v.to_string())
-        }
-    })
-    .await;
+    let listed = named.clusters_ready(&["in-cluster", "second"]).await;
     let refused = listed["refused"].to_string();
     assert!(
         refused.contains("cluster-gone") && refused.contains("not found"),
