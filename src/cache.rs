@@ -265,6 +265,25 @@ pub struct Cache {
     metrics: Arc<Metrics>,
 }
 
+/// A dropped cache stops its watches: their tasks hold no reference to it, so without this a
+/// destination cluster removed at runtime (`clusters`) would go on being watched.
+impl Drop for Cache {
+    fn drop(&mut self) {
+        fn stop<K: KubeResource>(set: &WatchSet<K>)
+        where
+            K::DynamicType: Hash + Eq,
+        {
+            for w in lock(set).values() {
+                w.task.abort();
+            }
+        }
+        stop(&self.pods);
+        stop(&self.services);
+        stop(&self.slices);
+        stop(&self.dynamic);
+    }
+}
+
 impl Cache {
     /// `sync_wait` bounds how long a first read waits for a new watch to list its objects.
     pub fn new(

@@ -3,6 +3,7 @@
 use crate::api::{self, AppState};
 use crate::ask::Ask;
 use crate::cache::{Cache, WatchLimits};
+use crate::clusters::{Clusters, Source};
 use crate::evaluate::{EvalConfig, Evaluator};
 use crate::health::{HealthStatus, Verdict, printable, printable_lines};
 use crate::metrics::Metrics;
@@ -109,6 +110,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub leader: LeaderArgs,
     #[command(flatten)]
+    pub clusters: ClustersArgs,
+    #[command(flatten)]
     pub limits: crate::api::LimitArgs,
     #[command(flatten)]
     pub policy: crate::policy::PolicyArgs,
@@ -133,6 +136,75 @@ pub struct LeaderArgs {
     /// How long a leader that stopped renewing keeps the others from writing.
     #[arg(long, env = "WAVEGATE_LEADER_ELECT_DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub leader_elect_duration: std::time::Duration,
+}
+
+/// Where destination clusters come from (`--clusters-from`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ClustersFrom {
+    /// Argo CD's cluster Secrets in --clusters-namespace.
+    ArgocdSecrets,
+    /// One kubeconfig file per cluster in --clusters-kubeconfig-dir (a mounted Secret).
+    KubeconfigDir,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ClustersArgs {
+    /// Also judge the clusters Argo CD deploys to, each with its own caches and gate
+    /// controller, addressed as `/api/v1/clusters/{name}/…`. Off by default: only the cluster
+    /// wavegate runs in (`in-cluster`).
+    #[arg(long, env = "WAVEGATE_CLUSTERS_FROM", value_enum)]
+    pub clusters_from: Option<ClustersFrom>,
+    /// Namespace of Argo CD's cluster Secrets.
+    #[arg(long, env = "WAVEGATE_CLUSTERS_NAMESPACE", default_value = "argocd")]
+    pub clusters_namespace: String,
+    /// Only these cluster Secrets (comma-separated), each read with `get`, so that the Role can
+    /// name them in `resourceNames`. Empty: every Secret labelled as an Argo CD cluster (list).
+    #[arg(long, env = "WAVEGATE_CLUSTERS_SECRETS", value_delimiter = ',')]
+    pub clusters_secrets: Vec<String>,
+    /// Directory of kubeconfig files, one per cluster, the file name being the cluster's name.
+    #[arg(long, env = "WAVEGATE_CLUSTERS_KUBECONFIG_DIR")]
+    pub clusters_kubeconfig_dir: Option<PathBuf>,
+    /// How often the cluster list is read again: a cluster added, removed or changed there is
+    /// added, removed or rebuilt within this long.
+    #[arg(long, env = "WAVEGATE_CLUSTERS_RESYNC", default_value = "30s", value_parser = humantime::parse_duration)]
+    pub clusters_resync: Duration,
+}
+
+impl ClustersArgs {
+    /// The source of remote clusters, if any; `home` reads Argo CD's Secrets.
+    fn source(&self, home: &kube::Client) -> Result<Option<Source>, CliError> {
+        let from = self.clusters_from;
+        if !self.clusters_secrets.is_empty() && from != Some(ClustersFrom::ArgocdSecrets) {
+            return Err(CliError::Usage(
+                "--clusters-secrets needs --clusters-from argocd-secrets".into(),
+            ));
+        }
+        if self.clusters_kubeconfig_dir.is_some() && from != Some(ClustersFrom::KubeconfigDir) {
+            return Err(CliError::Usage(
+                "--clusters-kubeconfig-dir needs --clusters-from kubeconfig-dir".into(),
+            ));
+        }
+        match from {
+            None => Ok(None),
+            Some(ClustersFrom::ArgocdSecrets) => {
+                crate::resource::validate_namespace(&self.clusters_namespace)?;
+                for name in &self.clusters_secrets {
+                    crate::resource::validate_name(name)?;
+                }
+                Ok(Some(Source::ArgoCdSecrets {
+                    client: home.clone(),
+                    namespace: self.clusters_namespace.clone(),
+                    names: self.clusters_secrets.clone(),
+                }))
+            }
+            Some(ClustersFrom::KubeconfigDir) => match &self.clusters_kubeconfig_dir {
+                Some(dir) => Ok(Some(Source::KubeconfigDir(dir.clone()))),
+                None => Err(CliError::Usage(
+                    "--clusters-from kubeconfig-dir needs --clusters-kubeconfig-dir".into(),
+                )),
+            },
+        }
+    }
 }
 
 /// Where a pod's ServiceAccount namespace is mounted.
@@ -338,6 +410,17 @@ async fn evaluator(
 ) -> Result<Arc<Evaluator>, CliError> {
     let config = cluster.eval_config()?;
     let client = kube_client().await?;
+    evaluator_of(cluster, config, client, namespaces, metrics)
+}
+
+/// An evaluator over its own cache of the cluster `client` reaches.
+fn evaluator_of(
+    cluster: &ClusterArgs,
+    config: EvalConfig,
+    client: kube::Client,
+    namespaces: Option<BTreeSet<String>>,
+    metrics: Arc<Metrics>,
+) -> Result<Arc<Evaluator>, CliError> {
     let limits = WatchLimits {
         idle: cluster.watch_idle,
         max_on_demand: cluster.max_watches,
@@ -351,6 +434,84 @@ async fn evaluator(
         metrics.clone(),
     );
     Evaluator::new(cache, config, metrics).map_err(|e| CliError::Failed(e.to_string()))
+}
+
+/// The clusters `serve` judges: home, and those of `--clusters-from`, read once before serving
+/// (so the first requests already know them) and then followed.
+async fn clusters(
+    args: &ServeArgs,
+    home: Arc<Evaluator>,
+    metrics: Arc<Metrics>,
+) -> Result<Arc<Clusters>, CliError> {
+    let source = args.clusters.source(home.cache().client())?;
+    let clusters = Clusters::new(home);
+    let Some(source) = source else {
+        return Ok(clusters);
+    };
+    let config = args.cluster.eval_config()?;
+    let cluster_args = args.cluster.clone();
+    let build: Box<crate::clusters::Build> = Box::new(move |d, client| {
+        let ev = evaluator_of(
+            &cluster_args,
+            config.clone(),
+            client,
+            d.namespaces.clone(),
+            metrics.clone(),
+        )
+        .map_err(|e| e.to_string())?;
+        // Readiness covers each cluster's WaveGates, as at home (reported, see `/readyz`).
+        ev.cache().require(crate::gate::kind());
+        Ok(ev)
+    });
+    if let Err(e) = clusters.refresh(&source, &build).await {
+        tracing::warn!(error = %e, "cannot read the cluster list yet; retrying");
+    }
+    let every = args.clusters.clusters_resync.max(Duration::from_secs(1));
+    tokio::spawn(clusters.clone().follow(source, build, every));
+    Ok(clusters)
+}
+
+/// One gate controller per remote cluster, started and stopped as the cluster set changes;
+/// each judges and writes the WaveGates of its own cluster. Aborting this aborts them all.
+async fn remote_gate_controllers(
+    clusters: Arc<Clusters>,
+    metrics: Arc<Metrics>,
+    settings: crate::gate::controller::Settings,
+) {
+    let mut changed = clusters.subscribe();
+    let mut running: HashMap<String, (Arc<Evaluator>, tokio::task::AbortHandle)> = HashMap::new();
+    let mut tasks = tokio::task::JoinSet::new();
+    loop {
+        changed.borrow_and_update();
+        let now = clusters.remotes();
+        // Removed, or rebuilt from a changed Secret: that cluster's controller stops.
+        running.retain(|name, (ev, task)| {
+            let same = now.get(name).is_some_and(|c| Arc::ptr_eq(&c.evaluator, ev));
+            if !same {
+                task.abort();
+            }
+            same
+        });
+        for (name, c) in now.iter() {
+            if !running.contains_key(name) {
+                let run = crate::gate::controller::run_with(
+                    c.evaluator.clone(),
+                    metrics.clone(),
+                    settings.clone(),
+                );
+                running.insert(name.clone(), (c.evaluator.clone(), tasks.spawn(run)));
+            }
+        }
+        tokio::select! {
+            r = changed.changed() => if r.is_err() { return },
+            Some(done) = tasks.join_next() => {
+                if !matches!(&done, Err(e) if e.is_cancelled()) {
+                    // Not stopped by us: a writer ended on its own (see `supervised`).
+                    return;
+                }
+            }
+        }
+    }
 }
 
 pub async fn serve(args: ServeArgs) -> u8 {
@@ -403,16 +564,28 @@ pub async fn serve(args: ServeArgs) -> u8 {
         resync: args.resync,
         argocd_namespace: args.argocd_namespace.clone(),
         status_validity: validity,
+        applications: None,
     };
-    let (ev, m, annotate, resync) = (
+    let clusters = match clusters(&args, evaluator.clone(), metrics.clone()).await {
+        Ok(c) => c,
+        Err(e) => return fail(e),
+    };
+    let (ev, m, annotate, resync, all) = (
         evaluator.clone(),
         metrics.clone(),
         args.annotate,
         args.resync,
+        clusters.clone(),
     );
     let writers = move || {
         let gates = crate::gate::controller::run_with(ev.clone(), m.clone(), settings.clone());
         let mut started = vec![tokio::spawn(supervised("gate controller", gates)).abort_handle()];
+        let at_home = crate::gate::controller::Settings {
+            applications: Some(ev.cache().clone()),
+            ..settings.clone()
+        };
+        let remote = remote_gate_controllers(all.clone(), m.clone(), at_home);
+        started.push(tokio::spawn(supervised("remote gate controllers", remote)).abort_handle());
         if annotate {
             let run = crate::annotate::run_with(ev.clone(), m.clone(), resync, validity);
             started.push(tokio::spawn(supervised("annotation mode", run)).abort_handle());
@@ -440,6 +613,7 @@ pub async fn serve(args: ServeArgs) -> u8 {
         Err(e) => return fail(e),
     }
     let mut state = AppState::new(evaluator, metrics)
+        .with_clusters(clusters)
         .with_limits(args.limits.clone())
         .with_policy(policy);
     if let Some(token) = token {

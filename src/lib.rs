@@ -13,7 +13,8 @@
 //! 4. [`deps`] — which cached objects a verdict was read from;
 //! 5. [`evaluate`], [`policy`], [`queue`] — reads → verdicts; what a gate may check; the
 //!    reconcile queue;
-//! 6. [`gate`], [`annotate`] — the writers;
+//! 6. [`gate`], [`annotate`], [`clusters`] — the writers; which clusters are judged, each with
+//!    its own evaluator;
 //! 7. [`waves`] — an Application's resources by wave;
 //! 8. [`timeline`] — the last sync of those waves over time;
 //! 9. [`api`] — HTTP;
@@ -25,6 +26,7 @@ pub mod ask;
 pub mod cache;
 pub mod checks;
 pub mod cli;
+pub mod clusters;
 pub mod deps;
 pub mod evaluate;
 pub mod events;

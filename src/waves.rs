@@ -6,6 +6,7 @@
 //! per-resource `health` there is not persisted by default, so it is used only as a last resort.
 
 use crate::ask::Ask;
+use crate::clusters::Clusters;
 use crate::evaluate::Evaluator;
 use crate::gate::crd::WaveGate;
 use crate::gate::view::Gate;
@@ -195,8 +196,35 @@ fn gate_verdict(gate: Option<&Value>, r: &ResourceRef) -> Verdict {
     }
 }
 
-/// Judge every resource of `app` and assemble the view.
-pub(crate) async fn view(evaluator: &Evaluator, app: &Value) -> Waves {
+/// Judge every resource of `app` in its destination cluster and assemble the view. A
+/// destination wavegate does not judge makes every resource Unknown with the reason: judging
+/// them in another cluster would read other objects of the same names.
+pub(crate) async fn view(clusters: &Clusters, app: &Value) -> Waves {
+    match clusters.of_application(app) {
+        Ok(evaluator) => view_in(&evaluator, app).await,
+        Err(why) => {
+            let s = |p: &str| app.pointer(p).and_then(Value::as_str).unwrap_or("");
+            let (namespace, name) = (s("/metadata/namespace"), s("/metadata/name"));
+            let health = crate::checks::application::check(namespace, name, Some(app));
+            let judged = managed_resources(app)
+                .into_iter()
+                .map(|(r, wave, _)| {
+                    let resource = JudgedResource {
+                        resource: r,
+                        status: HealthStatus::Unknown,
+                        message: why.clone(),
+                        judged_by: JudgedBy::Wavegate,
+                    };
+                    (wave, resource)
+                })
+                .collect();
+            assemble(namespace, name, health, judged)
+        }
+    }
+}
+
+/// [`view`] in one cluster.
+async fn view_in(evaluator: &Evaluator, app: &Value) -> Waves {
     let namespace = app
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)

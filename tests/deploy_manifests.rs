@@ -122,6 +122,8 @@ fn every_variant_may_send_events_and_nothing_more_on_events() {
         "deploy/overlays/annotate",
         "deploy/overlays/namespaced",
         "deploy/overlays/namespaced-annotate",
+        "deploy/overlays/clusters",
+        "deploy/overlays/clusters-kubeconfigs",
     ] {
         let objects = render(dir);
         let roles: Vec<&Value> = objects
@@ -183,6 +185,8 @@ fn every_variant_runs_two_replicas_with_one_writer_elected_on_a_named_lease() {
         "deploy/overlays/annotate",
         "deploy/overlays/namespaced",
         "deploy/overlays/namespaced-annotate",
+        "deploy/overlays/clusters",
+        "deploy/overlays/clusters-kubeconfigs",
     ] {
         let objects = render(dir);
         let d = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
@@ -259,4 +263,72 @@ fn admission_policy_lets_wavegate_write_every_annotation_it_writes() {
         !owned.contains(OPT_IN),
         "the opt-in is the user's, not wavegate's"
     );
+}
+
+/// Many clusters from Argo CD's Secrets: the only new access is `list` on Secrets, in Argo CD's
+/// namespace (docs/security.md says what that reads), bound to wavegate's ServiceAccount.
+#[test]
+fn clusters_variant_reads_secrets_only_in_argocds_namespace() {
+    let objects = render("deploy/overlays/clusters");
+    let on_secrets: Vec<&Value> = objects
+        .iter()
+        .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+        .filter(|o| o["rules"].to_string().contains("secrets"))
+        .collect();
+    assert_eq!(on_secrets.len(), 1, "{on_secrets:?}");
+    let role = on_secrets[0];
+    assert_eq!(
+        (&role["kind"], &role["metadata"]["namespace"]),
+        (&Value::from("Role"), &Value::from("argocd"))
+    );
+    assert_eq!(
+        role["rules"],
+        serde_json::json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["list"]}])
+    );
+    let binding = objects
+        .iter()
+        .find(|o| o["kind"] == "RoleBinding" && o["metadata"]["name"] == "wavegate-clusters")
+        .expect("its RoleBinding");
+    assert_eq!(binding["metadata"]["namespace"], "argocd");
+    assert_eq!(
+        binding["subjects"],
+        serde_json::json!([{"kind": "ServiceAccount", "name": "wavegate", "namespace": "wavegate"}])
+    );
+    let args = deployment_args(&objects);
+    assert!(
+        args.contains(&"--clusters-from=argocd-secrets".to_string()),
+        "{args:?}"
+    );
+    // The kubeconfig variant needs no access to any Secret through the API.
+    let kubeconfigs = render("deploy/overlays/clusters-kubeconfigs");
+    assert!(
+        !kubeconfigs
+            .iter()
+            .any(|o| o["rules"].to_string().contains("secrets"))
+    );
+}
+
+/// What a destination cluster gets: the CRD and the base's ServiceAccount and ClusterRole,
+/// nothing that runs, and no Lease access (the one Lease is in the home cluster).
+#[test]
+fn remote_cluster_holds_the_base_rbac_and_nothing_that_runs() {
+    let remote = render("deploy/remote-cluster");
+    assert_eq!(
+        kinds(&remote),
+        [
+            "Namespace",
+            "CustomResourceDefinition",
+            "ServiceAccount",
+            "ClusterRole",
+            "ClusterRoleBinding"
+        ]
+    );
+    let base = render("deploy/base");
+    let rules = |objects: &[Value]| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole")
+            .map(|o| o["rules"].clone())
+    };
+    assert_eq!(rules(&remote), rules(&base));
 }

@@ -318,6 +318,67 @@ fn namespaced_annotate() {
     );
 }
 
+/// Many clusters from Argo CD's cluster Secrets: the Role in Argo CD's namespace and the flags.
+#[test]
+fn clusters_from_argocd_secrets() {
+    assert_equivalent(
+        "clusters",
+        render_kustomize("clusters", "deploy/base", &["deploy/components/clusters"]),
+        render_helm(
+            "clusters",
+            &["--include-crds", "--set", "clusters.from=argocd-secrets"],
+        ),
+    );
+}
+
+/// Many clusters from kubeconfigs of wavegate's own: the mounted Secret and the flags.
+#[test]
+fn clusters_from_kubeconfigs() {
+    assert_equivalent(
+        "clusters-kubeconfigs",
+        render_kustomize(
+            "clusters-kubeconfigs",
+            "deploy/base",
+            &["deploy/components/clusters-kubeconfigs"],
+        ),
+        render_helm(
+            "clusters-kubeconfigs",
+            &["--include-crds", "--set", "clusters.from=kubeconfig-dir"],
+        ),
+    );
+}
+
+/// Narrowed to named Secrets: only `get` on exactly those (resourceNames), never `list`, and
+/// wavegate is told to read only them.
+#[test]
+fn clusters_narrowed_to_named_secrets_can_get_only_those() {
+    let objects = render_helm(
+        "clusters-named",
+        &[
+            "--set",
+            "clusters.from=argocd-secrets",
+            "--set",
+            "clusters.secretNames={cluster-prod,cluster-staging}",
+        ],
+    );
+    let role = objects
+        .iter()
+        .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == "wavegate-clusters")
+        .expect("the Role wavegate-clusters");
+    assert_eq!(role["metadata"]["namespace"], "argocd");
+    assert_eq!(
+        role["rules"],
+        serde_json::json!([{"apiGroups": [""], "resources": ["secrets"], "verbs": ["get"],
+                             "resourceNames": ["cluster-prod", "cluster-staging"]}])
+    );
+    let deployment = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+    let args = deployment["spec"]["template"]["spec"]["containers"][0]["args"].to_string();
+    assert!(
+        args.contains("--clusters-secrets=cluster-prod,cluster-staging"),
+        "{args}"
+    );
+}
+
 /// values.schema.json is enforced: a misspelt key, a wrong type and a bad namespace name are
 /// refused by `helm template` with the schema's message.
 #[test]
@@ -327,6 +388,7 @@ fn values_schema_rejects_bad_values() {
         ("replicas=two", "replicas"),
         ("watchNamespaces={Not_A_Namespace}", "watchNamespaces"),
         ("image.pullPolicy=Sometimes", "pullPolicy"),
+        ("clusters.from=everywhere", "from"),
     ] {
         let out = helm_template(&["--set", set]);
         let err = String::from_utf8_lossy(&out.stderr);

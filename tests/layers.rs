@@ -15,7 +15,7 @@ const LAYERS: &[&[&str]] = &[
     ],
     &["deps"],
     &["evaluate", "policy", "queue"],
-    &["gate", "annotate"],
+    &["gate", "annotate", "clusters"],
     &["waves"],
     &["timeline"],
     &["api"],

@@ -1,3 +1,4 @@
+use super::cluster::InCluster;
 use super::scope::AppScope;
 use super::{ApiError, AppState};
 use crate::ask::Ask;
@@ -21,13 +22,25 @@ use std::sync::Arc;
 /// The proxy scope, when the request came through Argo CD (see `scope`).
 type Scope = Option<Extension<Arc<AppScope>>>;
 
+/// An object's path parameters (a `{cluster}` beside them is [`InCluster`]'s).
+#[derive(serde::Deserialize)]
+pub(crate) struct ObjectPath {
+    resource: String,
+    namespace: String,
+    name: String,
+}
+
 pub(crate) async fn health(
     State(state): State<AppState>,
-    path: Result<Path<(String, String, String)>, PathRejection>,
+    InCluster(evaluator): InCluster,
+    path: Result<Path<ObjectPath>, PathRejection>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Json<Verdict>, ApiError> {
-    let Path((resource, namespace, name)) =
-        path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    let Path(ObjectPath {
+        resource,
+        namespace,
+        name,
+    }) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let Query(params) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let resource = Resource::parse(&resource).map_err(|e| ApiError::NotFound(e.to_string()))?;
     // Before any discovery: a kind off the allow-list costs the API server nothing.
@@ -39,8 +52,7 @@ pub(crate) async fn health(
         // An unknown kind is the caller's mistake (404), unlike a known CRD that is not
         // installed yet, which is a verdict (Unknown) because a later wave may install it.
         // Discovery that fails is wavegate's problem, not the caller's.
-        state
-            .evaluator
+        evaluator
             .cache()
             .resolve(&resource.kind())
             .await
@@ -52,7 +64,7 @@ pub(crate) async fn health(
             })?;
     }
     let ask = Ask::from_params(Target::new(resource, &namespace, &name)?, &params)?;
-    Ok(Json(state.evaluator.judge(&ask).await))
+    Ok(Json(evaluator.judge(&ask).await))
 }
 
 pub(crate) async fn healthz() -> &'static str {
@@ -61,12 +73,38 @@ pub(crate) async fn healthz() -> &'static str {
 
 /// Ready once every watch the process requires (WaveGates, see `Cache::require`) has listed
 /// and is not relisting after an error; watches started for callers' reads never count.
+///
+/// Only the home cluster decides: a remote cluster that is down is reported here (and at
+/// `/api/v1/clusters`) but does not make the pod unready, since every replica would be
+/// unready alike and the API would go dark for the clusters that work. Its own verdicts are
+/// Unknown meanwhile, as Argo CD keeps working with one destination down.
 pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
+    let mut remote = String::new();
+    for c in state.clusters.remotes().values() {
+        match c.evaluator.cache().readiness() {
+            Ok(n) => remote.push_str(&format!(
+                "cluster {}: {n} required watches synced\n",
+                c.name
+            )),
+            Err(p) => remote.push_str(&format!(
+                "cluster {}: not ready (not counted): {}\n",
+                c.name,
+                p.join("; ")
+            )),
+        }
+    }
+    for r in state.clusters.refused() {
+        remote.push_str(&format!("refused {}: {}\n", r.source, r.reason));
+    }
     match state.evaluator.cache().readiness() {
-        Ok(n) => (StatusCode::OK, format!("ok: {n} required watches synced\n")).into_response(),
+        Ok(n) => (
+            StatusCode::OK,
+            format!("ok: {n} required watches synced\n{remote}"),
+        )
+            .into_response(),
         Err(problems) => (
             StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready:\n{}\n", problems.join("\n")),
+            format!("not ready:\n{}\n{remote}", problems.join("\n")),
         )
             .into_response(),
     }
@@ -134,7 +172,7 @@ pub(crate) async fn applications(
     // A few at a time, in order: each view judges every resource of its application.
     let views: Vec<_> = apps
         .iter()
-        .map(|app| waves::view(&state.evaluator, app))
+        .map(|app| waves::view(&state.clusters, app))
         .collect();
     let out: Vec<Value> = futures::stream::iter(views)
         .buffered(state.limits.applications_concurrency())
@@ -197,9 +235,19 @@ async fn waves_of(
             e => ApiError::Unavailable(e.to_string()),
         })?
         .ok_or_else(|| ApiError::NotFound(format!("Application {namespace}/{name} not found")))?;
-    let waves = waves::view(&state.evaluator, &app).await;
+    let waves = waves::view(&state.clusters, &app).await;
     let now = k8s_openapi::jiff::Timestamp::now();
-    let timeline = timeline::of(state.evaluator.cache(), &app, &waves, now).await;
+    // The live objects are in the Application's destination cluster.
+    let timeline = match state.clusters.of_application(&app) {
+        Ok(ev) => timeline::of(ev.cache(), &app, &waves, now).await,
+        Err(why) => {
+            let unread = |_: &_| timeline::Live {
+                unread: Some(why.clone()),
+                ..timeline::Live::default()
+            };
+            timeline::build(&app, &waves, unread, now)
+        }
+    };
     Ok(WavesWithTimeline { waves, timeline })
 }
 
@@ -212,10 +260,15 @@ fn gate_cache_error(e: CacheError) -> ApiError {
     }
 }
 
-fn gate_path(
-    path: Result<Path<(String, String)>, PathRejection>,
-) -> Result<(String, String), ApiError> {
-    let Path((namespace, name)) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+#[derive(serde::Deserialize)]
+pub(crate) struct GatePath {
+    namespace: String,
+    name: String,
+}
+
+fn gate_path(path: Result<Path<GatePath>, PathRejection>) -> Result<(String, String), ApiError> {
+    let Path(GatePath { namespace, name }) =
+        path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     crate::resource::validate_namespace(&namespace)?;
     crate::resource::validate_name(&name)?;
     Ok((namespace, name))
@@ -224,10 +277,10 @@ fn gate_path(
 /// `GET /api/v1/gates`: every WaveGate, from its stored status (through Argo CD's proxy: the
 /// authorized application's gates only).
 pub(crate) async fn gates(
-    State(state): State<AppState>,
+    InCluster(evaluator): InCluster,
     scope: Scope,
 ) -> Result<Json<Value>, ApiError> {
-    let mut gates = match gate_view::list(state.evaluator.cache()).await {
+    let mut gates = match gate_view::list(evaluator.cache()).await {
         Ok(gates) => gates,
         Err(CacheError::NotInstalled(_)) => Vec::new(),
         Err(e) => return Err(ApiError::Unavailable(e.to_string())),
@@ -240,11 +293,11 @@ pub(crate) async fn gates(
 
 /// `GET /api/v1/gates/{namespace}/{name}`.
 pub(crate) async fn gate(
-    State(state): State<AppState>,
-    path: Result<Path<(String, String)>, PathRejection>,
+    InCluster(evaluator): InCluster,
+    path: Result<Path<GatePath>, PathRejection>,
 ) -> Result<Json<gate_view::Gate>, ApiError> {
     let (namespace, name) = gate_path(path)?;
-    gate_view::get(state.evaluator.cache(), &namespace, &name)
+    gate_view::get(evaluator.cache(), &namespace, &name)
         .await
         .map_err(gate_cache_error)?
         .map(Json)
@@ -255,7 +308,8 @@ pub(crate) async fn gate(
 /// the timeout (at most 5m) passes first; the body is the Gate in each case.
 pub(crate) async fn gate_wait(
     State(state): State<AppState>,
-    path: Result<Path<(String, String)>, PathRejection>,
+    InCluster(evaluator): InCluster,
+    path: Result<Path<GatePath>, PathRejection>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
     let (namespace, name) = gate_path(path)?;
@@ -271,7 +325,7 @@ pub(crate) async fn gate_wait(
         .limits
         .waiter()
         .inspect_err(|_| state.metrics.record_refusal("too_many_waiters"))?;
-    let cache = state.evaluator.cache();
+    let cache = evaluator.cache();
     let waited = gate_view::wait(cache, &namespace, &name, timeout, false, |_| {})
         .await
         .map_err(gate_cache_error)?;

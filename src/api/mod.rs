@@ -8,6 +8,7 @@
 //! (`scope`) → handler. Every response carries `X-Content-Type-Options: nosniff` and a
 //! Content-Security-Policy (`headers`).
 
+mod cluster;
 mod error;
 mod handlers;
 mod headers;
@@ -41,15 +42,32 @@ pub fn router(state: AppState) -> Router {
             )
             .route("/api/v1/waves", get(handlers::header_waves))
             .route("/api/v1/gates", get(handlers::gates))
-            .route("/api/v1/gates/{namespace}/{name}", get(handlers::gate)),
+            .route("/api/v1/gates/{namespace}/{name}", get(handlers::gate))
+            .route("/api/v1/clusters", get(cluster::list))
+            .route(
+                "/api/v1/clusters/{cluster}/health/{resource}/{namespace}/{name}",
+                get(handlers::health),
+            )
+            .route("/api/v1/clusters/{cluster}/gates", get(handlers::gates))
+            .route(
+                "/api/v1/clusters/{cluster}/gates/{namespace}/{name}",
+                get(handlers::gate),
+            ),
     )
     .route_layer(from_fn_with_state(state.clone(), limits::bounded));
     // Gate waits are long-polls: bounded by their own timeout and `--max-waiters` (taken in the
     // handler, after the input is validated), not by the request timeout.
-    let waits = scoped(Router::new().route(
-        "/api/v1/gates/{namespace}/{name}/wait",
-        get(handlers::gate_wait),
-    ));
+    let waits = scoped(
+        Router::new()
+            .route(
+                "/api/v1/gates/{namespace}/{name}/wait",
+                get(handlers::gate_wait),
+            )
+            .route(
+                "/api/v1/clusters/{cluster}/gates/{namespace}/{name}/wait",
+                get(handlers::gate_wait),
+            ),
+    );
     let api = quick
         .merge(waits)
         .route_layer(from_fn_with_state(state.clone(), handlers::require_token));

@@ -2,6 +2,7 @@
 
 use super::limits::{LimitArgs, Limits};
 use super::token::Token;
+use crate::clusters::Clusters;
 use crate::evaluate::Evaluator;
 use crate::metrics::Metrics;
 use crate::policy::CheckPolicy;
@@ -9,7 +10,10 @@ use std::sync::Arc;
 
 #[derive(Clone)]
 pub struct AppState {
+    /// The home cluster's.
     pub evaluator: Arc<Evaluator>,
+    /// Every cluster judged, home included (`/api/v1/clusters/{cluster}/…`).
+    pub clusters: Arc<Clusters>,
     pub metrics: Arc<Metrics>,
     /// When set, `/api/*` requires `Authorization: Bearer <token>` (Argo CD's proxy extension
     /// sends it from argocd-secret).
@@ -23,12 +27,20 @@ impl AppState {
     /// No token, default limits, the default policy.
     pub fn new(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>) -> AppState {
         AppState {
+            clusters: Clusters::new(evaluator.clone()),
             evaluator,
             metrics,
             token: None,
             limits: Arc::new(Limits::new(LimitArgs::default())),
             policy: Arc::new(CheckPolicy::default()),
         }
+    }
+
+    /// Judge the remote clusters of `clusters` too (its home must be this state's evaluator).
+    pub fn with_clusters(mut self, clusters: Arc<Clusters>) -> AppState {
+        self.evaluator = clusters.home().clone();
+        self.clusters = clusters;
+        self
     }
 
     pub fn with_token(mut self, token: Token) -> AppState {

@@ -250,3 +250,37 @@ async fn gate_waits_over_the_cap_are_refused_with_429_after_input_checks() {
     let (code, _, _) = call(&app, get("/api/v1/gates/cicd/ready/wait?timeout=soon")).await;
     assert_eq!(code, StatusCode::BAD_REQUEST);
 }
+
+#[tokio::test]
+async fn a_cluster_wavegate_does_not_judge_is_404_on_every_cluster_route() {
+    let app = router(state(Duration::from_millis(10)));
+    for path in [
+        "/api/v1/clusters/prod/health/services/cicd/web",
+        "/api/v1/clusters/prod/gates",
+        "/api/v1/clusters/prod/gates/cicd/g",
+        "/api/v1/clusters/prod/gates/cicd/g/wait?timeout=1s",
+    ] {
+        let (code, _, body) = call(&app, Request::get(path).body(Body::empty()).unwrap()).await;
+        assert_eq!(code, StatusCode::NOT_FOUND, "{path}: {body}");
+        assert!(
+            error_of(&body).contains("no cluster named \"prod\""),
+            "{path}: {body}"
+        );
+    }
+    // The home cluster answers under its Argo CD name too (here: not synced, so not 404).
+    let req = Request::get("/api/v1/clusters/in-cluster/gates/cicd/g")
+        .body(Body::empty())
+        .unwrap();
+    let (code, _, body) = call(&app, req).await;
+    assert_eq!(code, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    let (code, _, body) = call(
+        &app,
+        Request::get("/api/v1/clusters")
+            .body(Body::empty())
+            .unwrap(),
+    )
+    .await;
+    assert_eq!(code, StatusCode::OK);
+    assert_eq!(body["clusters"][0]["name"], "in-cluster", "{body}");
+    assert_eq!(body["refused"], serde_json::json!([]), "{body}");
+}

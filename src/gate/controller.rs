@@ -55,7 +55,7 @@ struct Gates {
 }
 
 /// How the controller runs, from `wavegate serve` flags.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Settings {
     /// Every gate is judged again this often without any change.
     pub resync: Duration,
@@ -63,6 +63,10 @@ pub struct Settings {
     pub argocd_namespace: String,
     /// How long a written verdict counts (`health.validUntil`); `None`: forever.
     pub status_validity: Option<Duration>,
+    /// Where the Applications that manage the gates are read. `None`: the gates' own cluster.
+    /// A remote cluster's controller reads them in the home cluster, where Argo CD keeps them;
+    /// a change there reaches its gates at the next resync (the change feed is per cluster).
+    pub applications: Option<Arc<crate::cache::Cache>>,
 }
 
 impl Settings {
@@ -71,6 +75,7 @@ impl Settings {
             resync,
             argocd_namespace: DEFAULT_ARGOCD_NAMESPACE.into(),
             status_validity: Some(DEFAULT_STATUS_VALIDITY),
+            applications: None,
         }
     }
 }
@@ -193,8 +198,9 @@ impl Gates {
         // relisting, forbidden), wavegate cannot tell when this sync attempt started: measuring
         // the timeout from the gate's history could fail a new sync for an old one's wait, so
         // the timeout is not applied until it can tell (Degraded needs evidence).
+        let applications = self.settings.applications.as_ref().unwrap_or(cache);
         let (sync_started, clock_blind) = match &managed_by {
-            Some((app_ns, app)) => match cache.object(&APPLICATIONS, app_ns, app).await {
+            Some((app_ns, app)) => match applications.object(&APPLICATIONS, app_ns, app).await {
                 Ok(found) => (found.and_then(|a| judge::sync_started(&a)), None),
                 Err(e) => (
                     None,

@@ -1,0 +1,202 @@
+//! The cluster set follows its source at runtime, with a stand-in API server on loopback that
+//! answers lists with nothing and holds watches open, so open watches can be counted.
+
+use super::*;
+use crate::cache::Cache;
+use crate::evaluate::EvalConfig;
+use crate::metrics::Metrics;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// An API server stand-in: every GET without `watch=` gets an empty list, a POST (access review)
+/// is allowed, a watch is answered and then held open. Counts the watches held open.
+async fn standin() -> (String, Arc<AtomicUsize>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let open = Arc::new(AtomicUsize::new(0));
+    let counter = open.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let open = counter.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                loop {
+                    let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                        match socket.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                        continue;
+                    };
+                    let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                    let length: usize = head
+                        .lines()
+                        .find_map(|l| {
+                            l.to_ascii_lowercase()
+                                .strip_prefix("content-length:")
+                                .map(|v| v.trim().parse().unwrap_or(0))
+                        })
+                        .unwrap_or(0);
+                    while buf.len() < end + 4 + length {
+                        match socket.read(&mut chunk).await {
+                            Ok(0) | Err(_) => return,
+                            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                        }
+                    }
+                    buf.drain(..end + 4 + length);
+                    let line = head.lines().next().unwrap_or("");
+                    if line.starts_with("GET") && line.contains("watch=") {
+                        let _ = socket
+                            .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nTransfer-Encoding: chunked\r\n\r\n")
+                            .await;
+                        open.fetch_add(1, Ordering::SeqCst);
+                        // Held until the client goes away.
+                        while !matches!(socket.read(&mut chunk).await, Ok(0) | Err(_)) {}
+                        open.fetch_sub(1, Ordering::SeqCst);
+                        return;
+                    }
+                    let body = if line.starts_with("POST") {
+                        r#"{"apiVersion":"authorization.k8s.io/v1","kind":"SelfSubjectAccessReview","spec":{},"status":{"allowed":true}}"#
+                    } else {
+                        r#"{"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":"1"},"items":[]}"#
+                    };
+                    let response = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                        body.len()
+                    );
+                    if socket.write_all(response.as_bytes()).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    (url, open)
+}
+
+fn evaluator(client: kube::Client) -> Arc<Evaluator> {
+    let metrics = Arc::new(Metrics::default());
+    let cache = Cache::new(client, None, Duration::from_secs(1), metrics.clone());
+    Evaluator::new(cache, EvalConfig::default(), metrics).unwrap()
+}
+
+fn home() -> Arc<Evaluator> {
+    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    evaluator(kube::Client::try_from(config).unwrap())
+}
+
+fn kubeconfig(server: &str, token: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: '{server}'}}\n\
+         contexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n\
+         users:\n- name: u\n  user: {{token: {token}}}\n"
+    )
+}
+
+async fn until(what: &str, mut f: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{what}: not within 10s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn kubeconfig_files_added_changed_and_removed_follow_at_runtime_and_watches_stop() {
+    let (server, open) = standin().await;
+    let dir = std::env::temp_dir().join(format!("wavegate-clusters-dir-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("..data")).unwrap();
+    std::fs::write(dir.join("edge"), kubeconfig(&server, "t1")).unwrap();
+    std::fs::write(dir.join("in-cluster"), kubeconfig(&server, "t1")).unwrap();
+    std::fs::write(dir.join("broken"), "clusters: 5").unwrap();
+    let source = Source::KubeconfigDir(dir.clone());
+    let build: Box<Build> = Box::new(|_, client| Ok(evaluator(client)));
+    let clusters = Clusters::new(home());
+    let mut changed = clusters.subscribe();
+
+    clusters.refresh(&source, &build).await.unwrap();
+    assert!(changed.has_changed().unwrap());
+    changed.borrow_and_update();
+    let names: Vec<String> = clusters.remotes().keys().cloned().collect();
+    assert_eq!(names, ["edge"]);
+    assert_eq!(clusters.remotes()["edge"].server, server);
+    let refused = clusters.refused();
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(refused.iter().any(|r| r.source.ends_with("broken")));
+    assert!(refused.iter().any(|r| r.reason.contains("already taken")));
+
+    // A watch against the cluster, held open by the stand-in.
+    let edge = clusters.get("edge").unwrap();
+    let _ = edge.cache().service("shop", "web").await;
+    until("a watch open", || open.load(Ordering::SeqCst) >= 1).await;
+
+    // Unchanged: the same cluster, nothing rebuilt.
+    clusters.refresh(&source, &build).await.unwrap();
+    assert!(Arc::ptr_eq(&clusters.get("edge").unwrap(), &edge));
+    assert!(!changed.has_changed().unwrap());
+
+    // Changed credentials: rebuilt, and the old caches' watches stop once it is let go.
+    std::fs::write(dir.join("edge"), kubeconfig(&server, "t2")).unwrap();
+    clusters.refresh(&source, &build).await.unwrap();
+    assert!(changed.has_changed().unwrap());
+    changed.borrow_and_update();
+    let rebuilt = clusters.get("edge").unwrap();
+    assert!(!Arc::ptr_eq(&rebuilt, &edge));
+    drop(edge);
+    until("the old cluster's watch stopped", || {
+        open.load(Ordering::SeqCst) == 0
+    })
+    .await;
+
+    // Removed: gone from the API, and its watches stop.
+    let _ = rebuilt.cache().service("shop", "web").await;
+    until("a watch open again", || open.load(Ordering::SeqCst) >= 1).await;
+    std::fs::remove_file(dir.join("edge")).unwrap();
+    clusters.refresh(&source, &build).await.unwrap();
+    assert!(clusters.get("edge").is_none());
+    assert!(changed.has_changed().unwrap());
+    drop(rebuilt);
+    until("the removed cluster's watch stopped", || {
+        open.load(Ordering::SeqCst) == 0
+    })
+    .await;
+
+    // A directory that cannot be read keeps the clusters as they are.
+    std::fs::write(dir.join("edge"), kubeconfig(&server, "t1")).unwrap();
+    clusters.refresh(&source, &build).await.unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(clusters.refresh(&source, &build).await.is_err());
+    assert!(clusters.get("edge").is_some());
+}
+
+#[tokio::test]
+async fn an_applications_destination_picks_its_cluster_by_name_else_server() {
+    let clusters = Clusters::new(home());
+    let app = |d: serde_json::Value| serde_json::json!({"spec": {"destination": d}});
+    let home_ptr = clusters.home().clone();
+    for d in [
+        serde_json::json!({"name": "in-cluster"}),
+        serde_json::json!({"server": "https://kubernetes.default.svc/"}),
+        serde_json::json!({}),
+    ] {
+        let got = clusters.of_application(&app(d.clone())).unwrap();
+        assert!(Arc::ptr_eq(&got, &home_ptr), "{d}");
+    }
+    let e = clusters
+        .of_application(&app(
+            serde_json::json!({"name": "prod", "server": "https://kubernetes.default.svc"}),
+        ))
+        .err()
+        .unwrap();
+    assert!(e.contains("\"prod\" is not one wavegate judges"), "{e}");
+    let e = clusters
+        .of_application(&app(serde_json::json!({"server": "https://10.0.0.1:6443"})))
+        .err()
+        .unwrap();
+    assert!(e.contains("https://10.0.0.1:6443"), "{e}");
+}

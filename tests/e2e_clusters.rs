@@ -1,0 +1,512 @@
+//! Many clusters from one install, on two real control planes: the shared one is home (where
+//! wavegate runs, Argo CD's cluster Secret lives and the Application is), a private one is the
+//! destination "second", reached with a ServiceAccount token of deploy/remote-cluster's RBAC
+//! and the private control plane's own CA, exactly as an Argo CD cluster Secret carries them.
+//!
+//! The same namespace and Service name exist in both clusters in different states, so a
+//! verdict read from the wrong cluster shows. Proven: each cluster's verdict by name through
+//! the HTTP API; an unknown cluster is 404; a refused Secret is listed with its reason; a
+//! WaveGate in the second cluster gets its status written there and none in the home cluster;
+//! the waves view follows the Application's destination; the kubeconfig-directory source
+//! serves the same cluster; stopping the second cluster's kube-apiserver makes only its
+//! verdicts Progressing/Unknown while home's stay right and /readyz stays 200 (reporting it); a Secret
+//! deleted at runtime removes its cluster.
+
+#[path = "support/cluster.rs"]
+mod cluster;
+#[path = "support/private_control_plane.rs"]
+mod private_control_plane;
+
+use base64::Engine;
+use cluster::{apply, eventually, pod, service, set_pod_ready};
+use kube::api::{Api, DeleteParams, DynamicObject};
+use private_control_plane::PrivateControlPlane;
+use serde_json::{Value, json};
+use std::fs::File;
+use std::net::TcpListener;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(30);
+
+/// `wavegate serve` as a process, stopped when dropped.
+struct Serve {
+    child: Child,
+    url: String,
+}
+
+impl Serve {
+    fn start(label: &str, args: &[&str]) -> Serve {
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let out = std::env::var("TEST_OUTPUT")
+            .unwrap_or_else(|_| std::env::temp_dir().display().to_string());
+        let log = File::create(format!("{out}/e2e-clusters-{label}.log")).unwrap();
+        let child = Command::new(env!("CARGO_BIN_EXE_wavegate"))
+            .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
+            .args(["--resync", "1s", "--status-validity", "0"])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(log.try_clone().unwrap())
+            .stderr(log)
+            .spawn()
+            .expect("wavegate binary");
+        Serve {
+            child,
+            url: format!("http://127.0.0.1:{port}"),
+        }
+    }
+
+    async fn get(&self, path: &str) -> Result<(u16, String), String> {
+        let r = reqwest::get(format!("{}{path}", self.url))
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = r.status().as_u16();
+        Ok((status, r.text().await.map_err(|e| e.to_string())?))
+    }
+
+    async fn json(&self, path: &str) -> Result<(u16, Value), String> {
+        let (status, body) = self.get(path).await?;
+        let v = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+        Ok((status, v))
+    }
+
+    /// `/api/v1/clusters` once exactly `names` are listed and ready.
+    async fn clusters_ready(&self, names: &[&str]) -> Value {
+        eventually(WAIT, &format!("clusters {names:?} ready"), || async {
+            let (_, v) = self.json("/api/v1/clusters").await?;
+            let ready: Vec<_> = v["clusters"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|c| c["ready"] == true)
+                .filter_map(|c| c["name"].as_str())
+                .collect();
+            if ready == names {
+                Ok(v)
+            } else {
+                Err(v.to_string())
+            }
+        })
+        .await
+    }
+
+    /// The status of a Service's verdict in `cluster` (None: home's own route).
+    async fn service_status(&self, cluster: Option<&str>, ns: &str, name: &str) -> String {
+        let path = match cluster {
+            Some(c) => format!("/api/v1/clusters/{c}/health/services/{ns}/{name}"),
+            None => format!("/api/v1/health/services/{ns}/{name}"),
+        };
+        match self.json(&path).await {
+            Ok((200, v)) => format!("{} {}", v["status"].as_str().unwrap_or("?"), v["message"]),
+            other => format!("{other:?}"),
+        }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn gate(ns: &str, name: &str, service: &str) -> Value {
+    json!({"apiVersion": "wavegate.dev/v1alpha1", "kind": "WaveGate",
+           "metadata": {"name": name, "namespace": ns},
+           "spec": {"checks": [{"name": "web", "service": {"name": service}}]}})
+}
+
+fn gates(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+    let ar = cluster::api_resource("wavegate.dev", "v1alpha1", "WaveGate", "wavegates");
+    Api::namespaced_with(client.clone(), ns, &ar)
+}
+
+/// An Argo CD cluster Secret as `argocd cluster add` writes it (argo-cd util/db/cluster.go).
+fn cluster_secret(ns: &str, secret: &str, name: &str, server: &str, config: Value) -> Value {
+    json!({"apiVersion": "v1", "kind": "Secret",
+           "metadata": {"name": secret, "namespace": ns,
+                        "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
+           "stringData": {"name": name, "server": server, "config": config.to_string()}})
+}
+
+#[tokio::test]
+async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right() {
+    let home = cluster::client().await;
+    let second = PrivateControlPlane::up("clusters");
+    let remote = second.admin().await;
+
+    // The destination as an installer prepares it: deploy/remote-cluster (CRD, ServiceAccount,
+    // read-only ClusterRole), and a token of that ServiceAccount.
+    let overlay = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/remote-cluster");
+    second.kubectl(&["apply", "--server-side", "-k", overlay.to_str().unwrap()]);
+    second.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd/wavegates.wavegate.dev",
+    ]);
+    let token = second.kubectl(&[
+        "-n",
+        "wavegate",
+        "create",
+        "token",
+        "wavegate",
+        "--duration=1h",
+    ]);
+    let ca = std::fs::read(second.state.join("pki/ca.crt")).unwrap();
+    let server = format!("https://127.0.0.1:{}", second.apiserver_port);
+
+    // One namespace name in both clusters; home's web is ready, second's web is not yet.
+    let ns = cluster::namespace(&home, "clusters").await;
+    second.kubectl(&["create", "namespace", &ns]);
+    for (client, ip, ready) in [(&home, "10.96.1.1", true), (&remote, "10.97.1.1", false)] {
+        service(client, &ns, "web", "web").await;
+        pod(client, &ns, "web-0", json!({"app": "web"})).await;
+        set_pod_ready(client, &ns, "web-0", ip, ready).await;
+    }
+
+    // Argo CD's namespace is the test namespace here: the cluster Secret of "second", and one
+    // that asks for an exec plugin, refused with its reason.
+    let config = json!({"bearerToken": token.trim(), "tlsClientConfig": {
+        "insecure": false,
+        "caData": base64::engine::general_purpose::STANDARD.encode(&ca)}});
+    apply(
+        &home,
+        cluster_secret(&ns, "cluster-second", "second", &server, config),
+    )
+    .await;
+    let exec = json!({"execProviderConfig": {"command": "argocd-k8s-auth", "apiVersion":
+        "client.authentication.k8s.io/v1beta1"}, "tlsClientConfig": {"insecure": false}});
+    apply(
+        &home,
+        cluster_secret(&ns, "cluster-eks", "eks", "https://127.0.0.1:1", exec),
+    )
+    .await;
+
+    let from_secrets = ["--namespaces", &ns, "--clusters-from", "argocd-secrets"];
+    let wavegate = Serve::start(
+        "secrets",
+        &[
+            &from_secrets[..],
+            &["--clusters-namespace", &ns, "--clusters-resync", "1s"],
+        ]
+        .concat(),
+    );
+
+    // Both clusters run; the exec one is refused with why.
+    let listed = wavegate.clusters_ready(&["in-cluster", "second"]).await;
+    let refused = listed["refused"].to_string();
+    assert!(
+        refused.contains("cluster-eks") && refused.contains("execProviderConfig"),
+        "{refused}"
+    );
+    assert_eq!(listed["clusters"][1]["server"], server.as_str());
+
+    // The same Service name, judged in each cluster.
+    eventually(WAIT, "home's web Healthy, second's web not", || async {
+        let h = wavegate.service_status(None, &ns, "web").await;
+        let h2 = wavegate
+            .service_status(Some("in-cluster"), &ns, "web")
+            .await;
+        let s = wavegate.service_status(Some("second"), &ns, "web").await;
+        let ok =
+            h.starts_with("Healthy") && h2.starts_with("Healthy") && s.starts_with("Progressing");
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("home {h}; in-cluster {h2}; second {s}"))
+        }
+    })
+    .await;
+
+    // Unknown cluster: 404 with a message, for verdicts and gates alike.
+    for path in [
+        format!("/api/v1/clusters/nope/health/services/{ns}/web"),
+        "/api/v1/clusters/nope/gates".to_string(),
+    ] {
+        let (status, body) = wavegate.get(&path).await.unwrap();
+        assert_eq!(status, 404, "{path}: {body}");
+        assert!(body.contains("no cluster named"), "{path}: {body}");
+    }
+
+    // A WaveGate in the second cluster is judged and written there, and home has none.
+    apply(&remote, gate(&ns, "web-up", "web")).await;
+    set_pod_ready(&remote, &ns, "web-0", "10.97.1.1", true).await;
+    eventually(WAIT, "second's gate Healthy, written in second", || async {
+        let g = gates(&remote, &ns)
+            .get("web-up")
+            .await
+            .map_err(|e| e.to_string())?;
+        let status = g.data["status"]["health"]["status"].clone();
+        if status == "Healthy" {
+            Ok(())
+        } else {
+            Err(g.data["status"].to_string())
+        }
+    })
+    .await;
+    assert!(
+        gates(&home, &ns).get_opt("web-up").await.unwrap().is_none(),
+        "a gate of the second cluster appeared in the home cluster"
+    );
+    let (status, v) = wavegate
+        .json(&format!("/api/v1/clusters/second/gates/{ns}/web-up"))
+        .await
+        .unwrap();
+    assert_eq!(
+        (status, v["health"]["status"].clone()),
+        (200, json!("Healthy")),
+        "{v}"
+    );
+    let (status, _) = wavegate
+        .json(&format!("/api/v1/gates/{ns}/web-up"))
+        .await
+        .unwrap();
+    assert_eq!(
+        status, 404,
+        "home's route must not find the second cluster's gate"
+    );
+
+    // A gate's timeout runs from its Application's sync start, and the Application is in the
+    // home cluster (where Argo CD keeps it), not in the gate's. A second-cluster gate waiting
+    // on a Service that never comes times out; a new sync of its Application then gives it the
+    // full timeout again (Progressing), which only reading the home cluster can tell.
+    let mut app = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": "deploys-gate", "namespace": ns},
+        "spec": {"project": "default", "destination": {"name": "second", "namespace": ns},
+                 "source": {"repoURL": "https://git.example.com/x.git", "path": "x"}}});
+    apply(&home, app.clone()).await;
+    let mut slow = gate(&ns, "slow", "never");
+    slow["metadata"]["annotations"] = json!({"argocd.argoproj.io/tracking-id":
+        format!("{ns}_deploys-gate:wavegate.dev/WaveGate:{ns}/slow")});
+    slow["spec"]["timeout"] = json!("5s");
+    apply(&remote, slow).await;
+    let slow_health = || async {
+        let g = gates(&remote, &ns)
+            .get("slow")
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(g.data["status"]["health"].clone())
+    };
+    eventually(WAIT, "second's gate times out", || async {
+        let h = slow_health().await?;
+        let timed_out = h["status"] == "Degraded"
+            && h["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("timed out after 5s"));
+        if timed_out {
+            Ok(())
+        } else {
+            Err(h.to_string())
+        }
+    })
+    .await;
+    app["status"] = json!({"operationState": {"phase": "Running",
+        "startedAt": k8s_openapi::jiff::Timestamp::now().to_string()}});
+    apply(&home, app).await;
+    eventually(
+        WAIT,
+        "a new sync in the home cluster restarts its timeout",
+        || async {
+            let h = slow_health().await?;
+            if h["status"] == "Progressing" {
+                Ok(())
+            } else {
+                Err(h.to_string())
+            }
+        },
+    )
+    .await;
+
+    // The waves view judges an Application's resources in its destination cluster: a
+    // Service `db` exists only in the second cluster.
+    service(&remote, &ns, "db", "db").await;
+    let app = |name: &str, destination: Value| {
+        json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+               "metadata": {"name": name, "namespace": ns},
+               "spec": {"project": "default", "destination": destination,
+                        "source": {"repoURL": "https://git.example.com/x.git", "path": "x"}}})
+    };
+    let status = json!({"resources": [
+        {"group": "", "version": "v1", "kind": "Service", "namespace": ns, "name": "db",
+         "status": "Synced", "syncWave": 0}]});
+    for (name, destination) in [
+        ("by-name", json!({"name": "second", "namespace": ns})),
+        (
+            "by-server",
+            json!({"server": format!("{server}/"), "namespace": ns}),
+        ),
+        (
+            "at-home",
+            json!({"server": "https://kubernetes.default.svc", "namespace": ns}),
+        ),
+        (
+            "elsewhere",
+            json!({"name": "unknown-cluster", "namespace": ns}),
+        ),
+    ] {
+        let mut a = app(name, destination);
+        a["status"] = status.clone();
+        apply(&home, a).await;
+    }
+    let db_status = |name: &'static str| {
+        let (wavegate, ns) = (&wavegate, ns.clone());
+        async move {
+            let (_, v) = wavegate
+                .json(&format!("/api/v1/applications/{ns}/{name}/waves"))
+                .await?;
+            let r = &v["waves"][0]["resources"][0];
+            Ok::<_, String>(format!(
+                "{} {}",
+                r["status"].as_str().unwrap_or("?"),
+                r["message"]
+            ))
+        }
+    };
+    eventually(WAIT, "waves follow the destination", || async {
+        let (n, s, h, e) = (
+            db_status("by-name").await?,
+            db_status("by-server").await?,
+            db_status("at-home").await?,
+            db_status("elsewhere").await?,
+        );
+        // db selects no pods in the second cluster (Progressing); it does not exist at home.
+        let ok = n.starts_with("Progressing")
+            && s.starts_with("Progressing")
+            && h.starts_with("Missing")
+            && e.starts_with("Unknown")
+            && e.contains("unknown-cluster");
+        if ok {
+            Ok(())
+        } else {
+            Err(format!("name {n}; server {s}; home {h}; elsewhere {e}"))
+        }
+    })
+    .await;
+
+    // Through Argo CD's proxy the waves view follows the destination too, while the
+    // cluster-addressed routes stay closed (what a proxied request may see is decided by
+    // the Application Argo CD authorized, in its destination only).
+    let url = wavegate.url.clone();
+    let proxied = |path: String| {
+        let (ns, url) = (ns.clone(), url.clone());
+        async move {
+            let r = reqwest::Client::new()
+                .get(format!("{url}{path}"))
+                .header("Argocd-Application-Name", format!("{ns}:by-name"))
+                .header("Argocd-Project-Name", "default")
+                .send()
+                .await
+                .unwrap();
+            (r.status().as_u16(), r.text().await.unwrap())
+        }
+    };
+    let (status, body) = proxied("/api/v1/waves".into()).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Progressing"), "{body}");
+    let (status, body) = proxied(format!("/api/v1/clusters/second/health/services/{ns}/db")).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(
+        body.contains("not served through Argo CD's proxy"),
+        "{body}"
+    );
+
+    // The kubeconfig-directory source serves the same cluster under its file's name.
+    let dir = second.state.join("kubeconfigs");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(
+        second.kubeconfig_with_token("sa", token.trim()),
+        dir.join("staging"),
+    )
+    .unwrap();
+    let from_dir = Serve::start(
+        "kubeconfig-dir",
+        &[
+            "--namespaces",
+            &ns,
+            "--clusters-from",
+            "kubeconfig-dir",
+            "--clusters-kubeconfig-dir",
+            dir.to_str().unwrap(),
+        ],
+    );
+    eventually(WAIT, "kubeconfig-dir cluster judged", || async {
+        let s = from_dir.service_status(Some("staging"), &ns, "web").await;
+        if s.starts_with("Healthy") {
+            Ok(())
+        } else {
+            Err(s)
+        }
+    })
+    .await;
+    drop(from_dir);
+
+    // Narrowed to named Secrets (each read with `get`, as a Role with resourceNames allows): the
+    // named cluster runs, a name without a Secret is refused, the unnamed exec Secret unseen.
+    let named = Serve::start(
+        "named-secrets",
+        &[
+            &from_secrets[..],
+            &[
+                "--clusters-namespace",
+                &ns,
+                "--clusters-secrets",
+                "cluster-second,cluster-gone",
+            ],
+        ]
+        .concat(),
+    );
+    let listed = named.clusters_ready(&["in-cluster", "second"]).await;
+    let refused = listed["refused"].to_string();
+    assert!(
+        refused.contains("cluster-gone") && refused.contains("not found"),
+        "{refused}"
+    );
+    assert!(!refused.contains("cluster-eks"), "{refused}");
+    drop(named);
+
+    // The second cluster's API server stops: only its verdicts turn Unknown; home's stay.
+    second.stop("kube-apiserver");
+    eventually(
+        Duration::from_secs(90),
+        "second Unknown, home Healthy",
+        || async {
+            let h = wavegate.service_status(None, &ns, "web").await;
+            let s = wavegate.service_status(Some("second"), &ns, "web").await;
+            // wavegate's rule for a failing watch (docs/contracts.md): never Healthy; Progressing
+            // or Unknown with the watch's error.
+            let blind = s.starts_with("Unknown") || s.starts_with("Progressing");
+            if h.starts_with("Healthy") && blind && !s.contains("ready endpoint") {
+                Ok(())
+            } else {
+                Err(format!("home {h}; second {s}"))
+            }
+        },
+    )
+    .await;
+    let (status, body) = wavegate.get("/readyz").await.unwrap();
+    assert_eq!(
+        status, 200,
+        "one remote cluster down must not make wavegate unready: {body}"
+    );
+    assert!(body.contains("cluster second: not ready"), "{body}");
+
+    // A cluster Secret deleted at runtime removes its cluster (404 from then on).
+    Api::<k8s_openapi::api::core::v1::Secret>::namespaced(home.clone(), &ns)
+        .delete("cluster-second", &DeleteParams::default())
+        .await
+        .unwrap();
+    eventually(WAIT, "second removed", || async {
+        let (status, body) = wavegate.get("/api/v1/clusters/second/gates").await?;
+        if status == 404 {
+            Ok(())
+        } else {
+            Err(format!("{status} {body}"))
+        }
+    })
+    .await;
+}
