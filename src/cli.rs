@@ -198,7 +198,7 @@ impl ClustersArgs {
                 }))
             }
             Some(ClustersFrom::KubeconfigDir) => match &self.clusters_kubeconfig_dir {
-                Some(dir) => Ok(Some(Source::KubeconfigDir(dir.clone()))),
+                Some(dir) => Ok(Some(Source::kubeconfig_dir(dir.clone()))),
                 None => Err(CliError::Usage(
                     "--clusters-from kubeconfig-dir needs --clusters-kubeconfig-dir".into(),
                 )),

@@ -242,7 +242,7 @@ async fn waves_of(
         Ok(ev) => timeline::of(ev.cache(), &app, &waves, now).await,
         Err(why) => {
             let unread = |_: &_| timeline::Live {
-                unread: Some(why.clone()),
+                unread: Some(why.to_string()),
                 ..timeline::Live::default()
             };
             timeline::build(&app, &waves, unread, now)
