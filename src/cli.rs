@@ -370,6 +370,7 @@ impl ClusterArgs {
             cnpg_grace: self.cnpg_grace,
             crdb_grace: self.crdb_grace,
             crdb_credentials,
+            probes_refused: None,
         })
     }
 
@@ -448,7 +449,7 @@ async fn clusters(
     let Some(source) = source else {
         return Ok(clusters);
     };
-    let config = args.cluster.eval_config()?;
+    let config = crate::clusters::remote_eval_config(args.cluster.eval_config()?);
     let cluster_args = args.cluster.clone();
     let build: Box<crate::clusters::Build> = Box::new(move |d, client| {
         let ev = evaluator_of(

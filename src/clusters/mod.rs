@@ -16,7 +16,7 @@ pub use source::{
     from_argocd_secret, from_kubeconfig_file, normalize_server,
 };
 
-use crate::evaluate::Evaluator;
+use crate::evaluate::{EvalConfig, Evaluator};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
 use kube::config::KubeConfigOptions;
@@ -371,6 +371,24 @@ async fn connect(d: &Destination, build: &Build) -> Result<Cluster, ClusterError
         fingerprint: d.fingerprint,
     })
 }
+
+/// How a remote cluster is judged: like home, except that CockroachDB checks send no probe and
+/// hold no probe credentials or CA. Pod IPs are read from the remote API server but dialled from
+/// the home network: a remote cluster's pods are usually unroutable, and with overlapping pod
+/// CIDRs a home pod would answer (and receive the DB Console password). Such a check is Unknown
+/// with the reason, never a probe.
+pub fn remote_eval_config(home: EvalConfig) -> EvalConfig {
+    EvalConfig {
+        crdb_credentials: None,
+        crdb_tls: crate::probe::TlsSettings::default(),
+        probes_refused: Some(REMOTE_PROBES_REFUSED.to_string()),
+        ..home
+    }
+}
+
+pub const REMOTE_PROBES_REFUSED: &str = "CockroachDB probes are not supported in remote \
+    clusters (their pod IPs are not reachable from the home cluster), so wavegate does not judge \
+    it there";
 
 /// Every cluster a source names, each with where it was read and what it is.
 type Found = Vec<(String, Result<Destination, SourceError>)>;

@@ -298,3 +298,33 @@ async fn an_unchanged_kubeconfig_file_is_not_parsed_again() {
     assert!(found[0].1.is_ok(), "{:?}", found[0].1.as_ref().err());
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[tokio::test]
+async fn cockroachdb_checks_in_a_remote_cluster_are_unknown_without_a_probe() {
+    use crate::resource::{Resource, Target};
+    let metrics = Arc::new(Metrics::default());
+    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    let cache = Cache::new(
+        kube::Client::try_from(config).unwrap(),
+        None,
+        Duration::from_millis(50),
+        metrics.clone(),
+    );
+    let home = EvalConfig {
+        crdb_credentials: Some(crate::probe::Credentials {
+            username: "root".into(),
+            password: "s3cr3t".into(),
+        }),
+        ..EvalConfig::default()
+    };
+    let remote = remote_eval_config(home);
+    assert!(remote.crdb_credentials.is_none() && remote.crdb_tls.ca_pem.is_none());
+    let ev = Evaluator::new(cache, remote, metrics.clone()).unwrap();
+    let target = Target::new(Resource::CrdbCluster, "db", "crdb").unwrap();
+    let ask = crate::ask::Ask::from_params(target, &std::collections::HashMap::new()).unwrap();
+    let v = ev.judge(&ask).await;
+    assert_eq!(v.status, crate::health::HealthStatus::Unknown, "{v:?}");
+    assert!(v.message.contains("not supported in remote clusters"), "{v:?}");
+    let j = ev.judge_fresh(&ask).await;
+    assert!(j.blind.is_some(), "never grounds for Degraded: {j:?}");
+}
