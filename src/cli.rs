@@ -490,6 +490,9 @@ async fn remote_gate_controllers(
             let same = now.get(name).is_some_and(|c| Arc::ptr_eq(&c.evaluator, ev));
             if !same {
                 task.abort();
+                // No alert for a gate no longer judged (a rebuilt cluster's controller
+                // renews its own at once).
+                metrics.forget_cluster_gates(name);
             }
             same
         });
@@ -498,7 +501,10 @@ async fn remote_gate_controllers(
                 let run = crate::gate::controller::run_with(
                     c.evaluator.clone(),
                     metrics.clone(),
-                    settings.clone(),
+                    crate::gate::controller::Settings {
+                        cluster: name.clone(),
+                        ..settings.clone()
+                    },
                 );
                 running.insert(name.clone(), (c.evaluator.clone(), tasks.spawn(run)));
             }
@@ -566,6 +572,7 @@ pub async fn serve(args: ServeArgs) -> u8 {
         argocd_namespace: args.argocd_namespace.clone(),
         status_validity: validity,
         applications: None,
+        cluster: crate::clusters::HOME.into(),
     };
     let clusters = match clusters(&args, evaluator.clone(), metrics.clone()).await {
         Ok(c) => c,

@@ -353,7 +353,10 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
         a["status"] = status.clone();
         if name == "by-name" || name == "elsewhere" {
             // Its gate web-up (Healthy in the second cluster, absent at home), a later wave.
-            a["status"]["resources"].as_array_mut().unwrap().push(json!({
+            a["status"]["resources"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({
                 "group": "wavegate.dev", "version": "v1alpha1", "kind": "WaveGate",
                 "namespace": ns, "name": "web-up", "status": "Synced", "syncWave": 1}));
         }
@@ -528,10 +531,7 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
         "one remote cluster down must not make wavegate unready: {body}"
     );
     // Counts only: names, servers and errors are behind the token at /api/v1/clusters.
-    assert!(
-        body.contains("0 ready, 1 not ready, 1 refused"),
-        "{body}"
-    );
+    assert!(body.contains("0 ready, 1 not ready, 1 refused"), "{body}");
     assert!(
         !body.contains("second") && !body.contains("cluster-eks") && !body.contains("127.0.0.1"),
         "{body}"

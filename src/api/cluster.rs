@@ -19,7 +19,10 @@ pub(crate) struct InCluster(pub InUse);
 impl InCluster {
     /// `work`, unless the cluster is replaced or removed first: then 503 with why, never an
     /// answer about a cluster no longer judged.
-    pub(crate) async fn unless_stopped<T>(&self, work: impl Future<Output = T>) -> Result<T, ApiError> {
+    pub(crate) async fn unless_stopped<T>(
+        &self,
+        work: impl Future<Output = T>,
+    ) -> Result<T, ApiError> {
         tokio::select! {
             out = work => Ok(out),
             () = self.0.stopped.cancelled() => Err(ApiError::Unavailable(self.0.stopped_reason())),

@@ -65,7 +65,10 @@ pub(crate) async fn health(
             })?;
     }
     let ask = Ask::from_params(Target::new(resource, &namespace, &name)?, &params)?;
-    cluster.unless_stopped(evaluator.judge(&ask)).await.map(Json)
+    cluster
+        .unless_stopped(evaluator.judge(&ask))
+        .await
+        .map(Json)
 }
 
 pub(crate) async fn healthz() -> &'static str {

@@ -174,12 +174,7 @@ impl AppScope {
     /// Whether an object named the kubectl way belongs to the application. A generic kind is
     /// matched by asking discovery for the plural of each resource's kind (cached), only for
     /// resources whose group, namespace and name already match.
-    async fn allows_object(
-        &self,
-        resource: &Resource,
-        namespace: &str,
-        name: &str,
-    ) -> bool {
+    async fn allows_object(&self, resource: &Resource, namespace: &str, name: &str) -> bool {
         let kind = match resource {
             Resource::Service => "Service",
             Resource::CnpgDatabase => "Database",
@@ -194,7 +189,11 @@ impl AppScope {
                     let Ok(destination) = &self.destination else {
                         return false;
                     };
-                    let found = destination.evaluator.cache().plural_of(group, &r.kind).await;
+                    let found = destination
+                        .evaluator
+                        .cache()
+                        .plural_of(group, &r.kind)
+                        .await;
                     if found.as_deref() == Ok(plural.as_str()) {
                         return true;
                     }
@@ -215,11 +214,7 @@ impl AppScope {
     }
 
     /// Whether the matched route, with these path parameters, stays inside the scope.
-    async fn admit(
-        &self,
-        route: &str,
-        params: &HashMap<String, String>,
-    ) -> Result<(), ApiError> {
+    async fn admit(&self, route: &str, params: &HashMap<String, String>) -> Result<(), ApiError> {
         let p = |k: &str| params.get(k).map(String::as_str).unwrap_or("");
         if route.starts_with("/api/v1/gates") || route.starts_with("/api/v1/health/") {
             // Objects read in the destination: none when wavegate does not judge it.
@@ -314,14 +309,11 @@ pub(crate) async fn authorize(
     } else {
         HashMap::new()
     };
-    scope
-        .admit(&route, &params)
-        .await
-        .inspect_err(|e| {
-            if matches!(e, ApiError::Forbidden(_)) {
-                state.metrics.record_refusal("out_of_scope");
-            }
-        })?;
+    scope.admit(&route, &params).await.inspect_err(|e| {
+        if matches!(e, ApiError::Forbidden(_)) {
+            state.metrics.record_refusal("out_of_scope");
+        }
+    })?;
     parts.extensions.insert(Arc::new(scope));
     Ok(next.run(Request::from_parts(parts, body)).await)
 }

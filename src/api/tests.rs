@@ -321,7 +321,13 @@ async fn a_wait_on_a_cluster_that_is_replaced_stops_with_503_and_why() {
     let app = router(home.with_clusters(clusters.clone()));
     let waiting = tokio::spawn({
         let app = app.clone();
-        async move { call(&app, get("/api/v1/clusters/edge/gates/shop/ready/wait?timeout=60s")).await }
+        async move {
+            call(
+                &app,
+                get("/api/v1/clusters/edge/gates/shop/ready/wait?timeout=60s"),
+            )
+            .await
+        }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(!waiting.is_finished());

@@ -361,7 +361,8 @@ async fn connect(d: &Destination, build: &Build) -> Result<Cluster, ClusterError
         kube::Config::from_custom_kubeconfig(d.kubeconfig.clone(), &KubeConfigOptions::default())
             .await
             .map_err(|e| ClusterError::Connect(e.to_string()))?;
-    let client = kube::Client::try_from(config).map_err(|e| ClusterError::Connect(e.to_string()))?;
+    let client =
+        kube::Client::try_from(config).map_err(|e| ClusterError::Connect(e.to_string()))?;
     let evaluator = build(d, client).map_err(ClusterError::Build)?;
     Ok(Cluster {
         name: d.name.clone(),
@@ -413,11 +414,13 @@ impl Source {
                 let secrets = if names.is_empty() {
                     let lp = ListParams::default()
                         .labels(&format!("{SECRET_TYPE_LABEL}={SECRET_TYPE_CLUSTER}"));
-                    api.list(&lp).await.map_err(|e| {
-                        ClusterError::SourceUnreadable(format!(
-                            "cannot list cluster Secrets in {namespace}: {e}"
-                        ))
-                    })?
+                    api.list(&lp)
+                        .await
+                        .map_err(|e| {
+                            ClusterError::SourceUnreadable(format!(
+                                "cannot list cluster Secrets in {namespace}: {e}"
+                            ))
+                        })?
                         .items
                         .into_iter()
                         .map(Ok)

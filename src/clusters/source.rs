@@ -387,9 +387,8 @@ pub fn from_kubeconfig_file(path: &Path) -> Result<Destination, SourceError> {
         .ok_or_else(|| SourceError::Invalid(format!("{} has no UTF-8 name", path.display())))?
         .to_string();
     validate_name(&name)?;
-    let unreadable = |e: std::io::Error| {
-        SourceError::Unreadable(format!("cannot read {}: {e}", path.display()))
-    };
+    let unreadable =
+        |e: std::io::Error| SourceError::Unreadable(format!("cannot read {}: {e}", path.display()));
     let mut bytes = Vec::new();
     std::fs::File::open(path)
         .map_err(unreadable)?
@@ -456,7 +455,11 @@ fn refuse_references(origin: &str, kubeconfig: &Kubeconfig) -> Result<(), Source
              (token, client-certificate-data, client-key-data, certificate-authority-data)"
         )))
     };
-    for c in kubeconfig.clusters.iter().filter_map(|c| c.cluster.as_ref()) {
+    for c in kubeconfig
+        .clusters
+        .iter()
+        .filter_map(|c| c.cluster.as_ref())
+    {
         if c.certificate_authority.is_some() {
             return refuse("certificate-authority (a file path)");
         }
@@ -464,7 +467,11 @@ fn refuse_references(origin: &str, kubeconfig: &Kubeconfig) -> Result<(), Source
             return refuse("proxy-url");
         }
     }
-    for auth in kubeconfig.auth_infos.iter().filter_map(|u| u.auth_info.as_ref()) {
+    for auth in kubeconfig
+        .auth_infos
+        .iter()
+        .filter_map(|u| u.auth_info.as_ref())
+    {
         if auth.exec.is_some() || auth.auth_provider.is_some() {
             return Err(SourceError::Unsupported(format!(
                 "{origin} uses an exec or auth-provider credential plugin, which wavegate does \
@@ -709,7 +716,11 @@ mod tests {
         }
         assert!(with_server("ftp://a:1").contains("https URL"));
         // A loopback http server (a `kubectl proxy` sidecar) and https are accepted.
-        for ok in ["http://127.0.0.1:8001", "http://localhost:8001", "http://[::1]:8001"] {
+        for ok in [
+            "http://127.0.0.1:8001",
+            "http://localhost:8001",
+            "http://[::1]:8001",
+        ] {
             let d = remote(&secret(&[
                 ("name", "x"),
                 ("server", ok),
@@ -734,14 +745,13 @@ mod tests {
             assert!(e.contains("not Argo CD's JSON"), "{e}");
             assert!(!e.contains("s3cr3t"), "{e}");
         }
-        let e = from_kubeconfig_bytes(
-            "x".into(),
-            "x",
-            b"apiVersion: v1\nclusters: s3cr3t-token\n",
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(e.contains("not a kubeconfig") && !e.contains("s3cr3t"), "{e}");
+        let e = from_kubeconfig_bytes("x".into(), "x", b"apiVersion: v1\nclusters: s3cr3t-token\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("not a kubeconfig") && !e.contains("s3cr3t"),
+            "{e}"
+        );
     }
 
     #[test]
@@ -753,7 +763,10 @@ mod tests {
         .unwrap();
         let shown = format!("{c:?}");
         assert!(!shown.contains("s3cr3t"), "{shown}");
-        assert!(shown.contains("admin") && shown.contains("<redacted>"), "{shown}");
+        assert!(
+            shown.contains("admin") && shown.contains("<redacted>"),
+            "{shown}"
+        );
     }
 
     fn kubeconfig_with(cluster: &str, user: &str) -> Vec<u8> {
@@ -768,9 +781,21 @@ mod tests {
         let sa = "/var/run/secrets/kubernetes.io/serviceaccount";
         for (cluster, user, what) in [
             ("", &*format!("tokenFile: {sa}/token"), "tokenFile"),
-            ("", "client-certificate: /c.crt, client-key-data: YQ==", "client-certificate"),
-            ("", "client-certificate-data: YQ==, client-key: /c.key", "client-key"),
-            (&*format!("certificate-authority: {sa}/ca.crt"), "token: t", "certificate-authority"),
+            (
+                "",
+                "client-certificate: /c.crt, client-key-data: YQ==",
+                "client-certificate",
+            ),
+            (
+                "",
+                "client-certificate-data: YQ==, client-key: /c.key",
+                "client-key",
+            ),
+            (
+                &*format!("certificate-authority: {sa}/ca.crt"),
+                "token: t",
+                "certificate-authority",
+            ),
             ("proxy-url: 'http://p:3128'", "token: t", "proxy-url"),
         ] {
             let e = from_kubeconfig_bytes("x".into(), "x", &kubeconfig_with(cluster, user))

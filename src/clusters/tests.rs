@@ -193,7 +193,11 @@ async fn an_applications_destination_picks_its_cluster_by_name_else_server() {
         ))
         .err()
         .unwrap();
-    assert!(e.to_string().contains("\"prod\" is not one wavegate judges"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("\"prod\" is not one wavegate judges"),
+        "{e}"
+    );
     let e = clusters
         .of_application(&app(serde_json::json!({"server": "https://10.0.0.1:6443"})))
         .err()
@@ -208,12 +212,30 @@ fn destination(name: &str, server: &str) -> Destination {
 #[test]
 fn a_name_or_server_claimed_twice_refuses_every_claimant() {
     let found: Found = vec![
-        ("Secret a/one".into(), Ok(destination("prod", "https://10.0.0.1:6443"))),
-        ("Secret a/two".into(), Ok(destination("prod", "https://10.0.0.2:6443"))),
-        ("Secret a/three".into(), Ok(destination("staging", "https://10.0.0.3:6443"))),
-        ("Secret a/four".into(), Ok(destination("qa", "https://10.0.0.3:6443/"))),
-        ("Secret a/five".into(), Ok(destination("edge", "https://10.0.0.5:6443"))),
-        ("Secret a/six".into(), Ok(destination(HOME, "https://10.0.0.6:6443"))),
+        (
+            "Secret a/one".into(),
+            Ok(destination("prod", "https://10.0.0.1:6443")),
+        ),
+        (
+            "Secret a/two".into(),
+            Ok(destination("prod", "https://10.0.0.2:6443")),
+        ),
+        (
+            "Secret a/three".into(),
+            Ok(destination("staging", "https://10.0.0.3:6443")),
+        ),
+        (
+            "Secret a/four".into(),
+            Ok(destination("qa", "https://10.0.0.3:6443/")),
+        ),
+        (
+            "Secret a/five".into(),
+            Ok(destination("edge", "https://10.0.0.5:6443")),
+        ),
+        (
+            "Secret a/six".into(),
+            Ok(destination(HOME, "https://10.0.0.6:6443")),
+        ),
     ];
     let (usable, refused) = unambiguous(found);
     let names: Vec<&str> = usable.iter().map(|(_, d)| d.name.as_str()).collect();
@@ -226,10 +248,18 @@ fn a_name_or_server_claimed_twice_refuses_every_claimant() {
             .unwrap_or_else(|| panic!("{source} not refused: {refused:?}"))
     };
     for s in ["Secret a/one", "Secret a/two"] {
-        assert!(why(s).contains("name \"prod\" is claimed by 2 sources"), "{}", why(s));
+        assert!(
+            why(s).contains("name \"prod\" is claimed by 2 sources"),
+            "{}",
+            why(s)
+        );
     }
     for s in ["Secret a/three", "Secret a/four"] {
-        assert!(why(s).contains("server https://10.0.0.3:6443 is claimed by 2"), "{}", why(s));
+        assert!(
+            why(s).contains("server https://10.0.0.3:6443 is claimed by 2"),
+            "{}",
+            why(s)
+        );
     }
     assert!(why("Secret a/six").contains("home cluster"));
 }
@@ -324,7 +354,10 @@ async fn cockroachdb_checks_in_a_remote_cluster_are_unknown_without_a_probe() {
     let ask = crate::ask::Ask::from_params(target, &std::collections::HashMap::new()).unwrap();
     let v = ev.judge(&ask).await;
     assert_eq!(v.status, crate::health::HealthStatus::Unknown, "{v:?}");
-    assert!(v.message.contains("not supported in remote clusters"), "{v:?}");
+    assert!(
+        v.message.contains("not supported in remote clusters"),
+        "{v:?}"
+    );
     let j = ev.judge_fresh(&ask).await;
     assert!(j.blind.is_some(), "never grounds for Degraded: {j:?}");
 }
