@@ -129,6 +129,8 @@ pub type Build = dyn Fn(&Destination, kube::Client) -> Result<Arc<Evaluator>, St
 /// The clusters that run now.
 pub struct Clusters {
     home: Arc<Evaluator>,
+    /// Other names the source gives the home cluster (a renamed `in-cluster` Secret).
+    home_names: RwLock<Arc<std::collections::BTreeSet<String>>>,
     /// Never fired: the home cluster is never replaced.
     home_running: CancellationToken,
     remote: RwLock<Arc<BTreeMap<String, Arc<Cluster>>>>,
@@ -142,6 +144,7 @@ impl Clusters {
     pub fn new(home: Arc<Evaluator>) -> Arc<Clusters> {
         Arc::new(Clusters {
             home,
+            home_names: RwLock::default(),
             home_running: CancellationToken::new(),
             remote: RwLock::default(),
             refused: RwLock::default(),
@@ -160,7 +163,12 @@ impl Clusters {
 
     /// The cluster named `name`, for a request that uses it.
     pub fn lookup(&self, name: &str) -> Option<InUse> {
-        if name == HOME {
+        let renamed = || {
+            self.home_names
+                .read()
+                .is_ok_and(|names| names.contains(name))
+        };
+        if name == HOME || renamed() {
             return Some(self.home_in_use());
         }
         self.remotes().get(name).map(|c| InUse::of(c))
@@ -230,7 +238,7 @@ impl Clusters {
         let found = source.read().await?;
         let current = self.remotes();
         let mut next = BTreeMap::new();
-        let (usable, mut refused) = unambiguous(found);
+        let (usable, home_names, mut refused) = unambiguous(found);
         for (origin, d) in usable {
             let kept = current
                 .get(&d.name)
@@ -277,6 +285,9 @@ impl Clusters {
         if let Ok(mut r) = self.refused.write() {
             *r = refused;
         }
+        if let Ok(mut h) = self.home_names.write() {
+            *h = Arc::new(home_names);
+        }
         if !same {
             if let Ok(mut r) = self.remote.write() {
                 *r = Arc::new(next);
@@ -301,50 +312,75 @@ impl Clusters {
 /// Argo CD refuses an ambiguous cluster name (argo-cd `util/db/cluster.go` `GetClusterServersByName`
 /// callers fail on more than one server); here a name or server claimed twice refuses every
 /// claimant, so a Secret added later (or sorting first) can never stand in for a cluster.
-fn unambiguous(found: Found) -> (Vec<(String, Destination)>, Vec<Refused>) {
+fn unambiguous(
+    found: Found,
+) -> (
+    Vec<(String, Destination)>,
+    std::collections::BTreeSet<String>,
+    Vec<Refused>,
+) {
     let mut refused = Vec::new();
     let mut ok = Vec::new();
+    let mut home_names = Vec::new();
     for (origin, d) in found {
         match d {
-            Ok(d) if d.name == HOME => refused.push(Refused {
+            Ok(Entry::Home(name)) => home_names.push((origin, name)),
+            Ok(Entry::Remote(d)) if d.name == HOME => refused.push(Refused {
                 source: origin,
                 reason: format!("cluster name {HOME:?} is the home cluster's"),
             }),
-            Ok(d) => ok.push((origin, d)),
+            Ok(Entry::Remote(d)) => ok.push((origin, *d)),
             Err(e) => refused.push(Refused {
                 source: origin,
                 reason: e.to_string(),
             }),
         }
     }
-    let count = |key: &dyn Fn(&Destination) -> &str| {
-        let mut n: HashMap<String, usize> = HashMap::new();
-        for (_, d) in &ok {
-            *n.entry(key(d).to_string()).or_default() += 1;
-        }
-        n
+    let mut names: HashMap<String, usize> = HashMap::new();
+    let mut servers: HashMap<String, usize> = HashMap::new();
+    for (_, d) in &ok {
+        *names.entry(d.name.clone()).or_default() += 1;
+        *servers.entry(d.server.clone()).or_default() += 1;
+    }
+    // `in-cluster` is always the home cluster's; another name for it counts like a cluster's.
+    for (_, name) in home_names.iter().filter(|(_, n)| n != HOME) {
+        *names.entry(name.clone()).or_default() += 1;
+    }
+    let claimants = |n: &HashMap<String, usize>, k: &str| n.get(k).copied().unwrap_or(0);
+    let name_claimed = |name: &str| {
+        (claimants(&names, name) > 1).then(|| {
+            format!(
+                "cluster name {:?} is claimed by {} sources, so none of them is used",
+                crate::health::printable(name),
+                claimants(&names, name)
+            )
+        })
     };
-    let names = count(&|d| &d.name);
-    let servers = count(&|d| &d.server);
+    let mut aliases = std::collections::BTreeSet::new();
+    for (origin, name) in home_names {
+        match name_claimed(&name) {
+            Some(reason) if name != HOME => refused.push(Refused {
+                source: origin,
+                reason,
+            }),
+            _ => {
+                aliases.insert(name);
+            }
+        }
+    }
+    aliases.remove(HOME);
     let mut usable = Vec::new();
     for (origin, d) in ok {
-        let claimants = |n: &HashMap<String, usize>, k: &str| n.get(k).copied().unwrap_or(0);
-        let reason = if claimants(&names, &d.name) > 1 {
-            Some(format!(
-                "cluster name {:?} is claimed by {} sources, so none of them is used",
-                crate::health::printable(&d.name),
-                claimants(&names, &d.name)
-            ))
-        } else if claimants(&servers, &d.server) > 1 {
-            Some(format!(
-                "server {} is claimed by {} sources, so none of them is used (an \
-                 Application naming it would be ambiguous)",
-                crate::health::printable(&d.server),
-                claimants(&servers, &d.server)
-            ))
-        } else {
-            None
-        };
+        let reason = name_claimed(&d.name).or_else(|| {
+            (claimants(&servers, &d.server) > 1).then(|| {
+                format!(
+                    "server {} is claimed by {} sources, so none of them is used (an \
+                     Application naming it would be ambiguous)",
+                    crate::health::printable(&d.server),
+                    claimants(&servers, &d.server)
+                )
+            })
+        });
         match reason {
             Some(reason) => refused.push(Refused {
                 source: origin,
@@ -353,7 +389,7 @@ fn unambiguous(found: Found) -> (Vec<(String, Destination)>, Vec<Refused>) {
             None => usable.push((origin, d)),
         }
     }
-    (usable, refused)
+    (usable, aliases, refused)
 }
 
 async fn connect(d: &Destination, build: &Build) -> Result<Cluster, ClusterError> {
@@ -391,8 +427,16 @@ pub const REMOTE_PROBES_REFUSED: &str = "CockroachDB probes are not supported in
     clusters (their pod IPs are not reachable from the home cluster), so wavegate does not judge \
     it there";
 
+/// One cluster a source names.
+#[derive(Debug)]
+enum Entry {
+    Remote(Box<Destination>),
+    /// The home cluster's own Secret, under this name.
+    Home(String),
+}
+
 /// Every cluster a source names, each with where it was read and what it is.
-type Found = Vec<(String, Result<Destination, SourceError>)>;
+type Found = Vec<(String, Result<Entry, SourceError>)>;
 
 impl Source {
     /// The kubeconfig files in `dir`.
@@ -450,21 +494,22 @@ impl Source {
                 };
                 Ok(secrets
                     .into_iter()
-                    .filter_map(|s| match s {
-                        Err((name, why)) => Some((
+                    .map(|s| match s {
+                        Err((name, why)) => (
                             format!("Secret {namespace}/{name}"),
                             Err(SourceError::Unreadable(why)),
-                        )),
+                        ),
                         Ok(s) => {
                             let origin = format!(
                                 "Secret {namespace}/{}",
                                 s.metadata.name.as_deref().unwrap_or("")
                             );
-                            match from_argocd_secret(&s) {
-                                Ok(FromSecret::Home) => None,
-                                Ok(FromSecret::Remote(d)) => Some((origin, Ok(*d))),
-                                Err(e) => Some((origin, Err(e))),
-                            }
+                            let entry = match from_argocd_secret(&s) {
+                                Ok(FromSecret::Home(name)) => Ok(Entry::Home(name)),
+                                Ok(FromSecret::Remote(d)) => Ok(Entry::Remote(d)),
+                                Err(e) => Err(e),
+                            };
+                            (origin, entry)
                         }
                     })
                     .collect())
@@ -516,18 +561,22 @@ fn read_kubeconfig_dir(
                 Some(s) => s.outcome.clone(),
                 None => {
                     let outcome = from_kubeconfig_file(&p);
-                    seen.insert(
-                        p.clone(),
-                        Parsed {
-                            modified,
-                            len,
-                            outcome: outcome.clone(),
-                        },
-                    );
+                    // A read that failed is tried again next time, whatever the metadata says.
+                    if !matches!(outcome, Err(SourceError::Unreadable(_))) {
+                        seen.insert(
+                            p.clone(),
+                            Parsed {
+                                modified,
+                                len,
+                                outcome: outcome.clone(),
+                            },
+                        );
+                    }
                     outcome
                 }
             };
-            (p.display().to_string(), outcome)
+            let entry = outcome.map(|d| Entry::Remote(Box::new(d)));
+            (p.display().to_string(), entry)
         })
         .collect())
 }

@@ -211,11 +211,13 @@ pub fn is_home(name: &str, server: &str) -> bool {
 }
 
 /// Outcome of reading one cluster Secret: a remote destination, the home cluster's own Secret
-/// (served with wavegate's own credentials, so skipped), or why it is refused.
+/// (served with wavegate's own credentials, so its connection settings are skipped; the name it
+/// gives the home cluster is kept), or why it is refused.
 #[derive(Debug)]
 pub enum FromSecret {
     Remote(Box<Destination>),
-    Home,
+    /// The name Applications may use for the home cluster (`in-cluster` unless renamed).
+    Home(String),
 }
 
 /// One Argo CD cluster Secret → a destination (argo-cd `util/db/cluster.go` `secretToCluster`:
@@ -244,7 +246,7 @@ pub fn from_argocd_secret(secret: &Secret) -> Result<FromSecret, SourceError> {
     };
     validate_name(&name)?;
     if is_home(&name, &server) {
-        return Ok(FromSecret::Home);
+        return Ok(FromSecret::Home(name));
     }
     validate_server(&server)?;
     let namespaces = match text(secret, "namespaces")? {
@@ -564,7 +566,13 @@ mod tests {
             ("name", "in-cluster"),
             ("server", "https://kubernetes.default.svc"),
         ]);
-        assert!(matches!(from_argocd_secret(&s), Ok(FromSecret::Home)));
+        assert!(matches!(from_argocd_secret(&s), Ok(FromSecret::Home(n)) if n == "in-cluster"));
+        // Renamed (Argo CD allows it): the name is kept, the settings skipped.
+        let s = secret(&[
+            ("name", "home"),
+            ("server", "https://kubernetes.default.svc/"),
+        ]);
+        assert!(matches!(from_argocd_secret(&s), Ok(FromSecret::Home(n)) if n == "home"));
     }
 
     #[test]

@@ -211,33 +211,43 @@ fn destination(name: &str, server: &str) -> Destination {
 
 #[test]
 fn a_name_or_server_claimed_twice_refuses_every_claimant() {
+    let remote = |d| Ok(Entry::Remote(Box::new(d)));
     let found: Found = vec![
         (
             "Secret a/one".into(),
-            Ok(destination("prod", "https://10.0.0.1:6443")),
+            remote(destination("prod", "https://10.0.0.1:6443")),
         ),
         (
             "Secret a/two".into(),
-            Ok(destination("prod", "https://10.0.0.2:6443")),
+            remote(destination("prod", "https://10.0.0.2:6443")),
         ),
         (
             "Secret a/three".into(),
-            Ok(destination("staging", "https://10.0.0.3:6443")),
+            remote(destination("staging", "https://10.0.0.3:6443")),
         ),
         (
             "Secret a/four".into(),
-            Ok(destination("qa", "https://10.0.0.3:6443/")),
+            remote(destination("qa", "https://10.0.0.3:6443/")),
         ),
         (
             "Secret a/five".into(),
-            Ok(destination("edge", "https://10.0.0.5:6443")),
+            remote(destination("edge", "https://10.0.0.5:6443")),
         ),
         (
             "Secret a/six".into(),
-            Ok(destination(HOME, "https://10.0.0.6:6443")),
+            remote(destination(HOME, "https://10.0.0.6:6443")),
         ),
+        // The home cluster renamed, and a remote claiming the same name: both refused.
+        ("Secret a/seven".into(), Ok(Entry::Home("home".into()))),
+        (
+            "Secret a/eight".into(),
+            remote(destination("home", "https://10.0.0.8:6443")),
+        ),
+        ("Secret a/nine".into(), Ok(Entry::Home("local".into()))),
+        ("Secret a/ten".into(), Ok(Entry::Home(HOME.into()))),
     ];
-    let (usable, refused) = unambiguous(found);
+    let (usable, home_names, refused) = unambiguous(found);
+    assert_eq!(home_names.into_iter().collect::<Vec<_>>(), ["local"]);
     let names: Vec<&str> = usable.iter().map(|(_, d)| d.name.as_str()).collect();
     assert_eq!(names, ["edge"], "{refused:?}");
     let why = |source: &str| {
@@ -262,6 +272,14 @@ fn a_name_or_server_claimed_twice_refuses_every_claimant() {
         );
     }
     assert!(why("Secret a/six").contains("home cluster"));
+    for s in ["Secret a/seven", "Secret a/eight"] {
+        assert!(
+            why(s).contains("name \"home\" is claimed by 2 sources"),
+            "{}",
+            why(s)
+        );
+    }
+    assert_eq!(refused.len(), 7, "{refused:?}");
 }
 
 #[tokio::test]
@@ -360,4 +378,14 @@ async fn cockroachdb_checks_in_a_remote_cluster_are_unknown_without_a_probe() {
     );
     let j = ev.judge_fresh(&ask).await;
     assert!(j.blind.is_some(), "never grounds for Degraded: {j:?}");
+}
+
+#[tokio::test]
+async fn a_renamed_home_cluster_resolves_to_home() {
+    let clusters = Clusters::new(home());
+    *clusters.home_names.write().unwrap() = Arc::new(["local".to_string()].into());
+    let app = serde_json::json!({"spec": {"destination": {"name": "local"}}});
+    let got = clusters.destination_of(&app).unwrap();
+    assert!(Arc::ptr_eq(&got.evaluator, clusters.home()));
+    assert!(clusters.lookup("local").is_some() && clusters.lookup("other").is_none());
 }
