@@ -537,6 +537,12 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
         "{body}"
     );
 
+    // Gate health is labelled by cluster; the second cluster's series go with it (below).
+    let (_, metrics) = wavegate.get("/metrics").await.unwrap();
+    let series =
+        format!(r#"wavegate_gate_health{{cluster="second",namespace="{ns}",name="web-up""#);
+    assert!(metrics.contains(&series), "{series} not in:\n{metrics}");
+
     // A cluster Secret deleted at runtime removes its cluster (404 from then on).
     Api::<k8s_openapi::api::core::v1::Secret>::namespaced(home.clone(), &ns)
         .delete("cluster-second", &DeleteParams::default())
@@ -550,5 +556,18 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
             Err(format!("{status} {body}"))
         }
     })
+    .await;
+    eventually(
+        WAIT,
+        "the removed cluster's gate series cleared",
+        || async {
+            let (_, metrics) = wavegate.get("/metrics").await?;
+            if metrics.contains(r#"cluster="second""#) {
+                Err("wavegate_gate_health still has cluster=\"second\"".to_string())
+            } else {
+                Ok(())
+            }
+        },
+    )
     .await;
 }
