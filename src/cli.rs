@@ -198,7 +198,7 @@ impl ClustersArgs {
                 }))
             }
             Some(ClustersFrom::KubeconfigDir) => match &self.clusters_kubeconfig_dir {
-                Some(dir) => Ok(Some(Source::KubeconfigDir(dir.clone()))),
+                Some(dir) => Ok(Some(Source::kubeconfig_dir(dir.clone()))),
                 None => Err(CliError::Usage(
                     "--clusters-from kubeconfig-dir needs --clusters-kubeconfig-dir".into(),
                 )),
@@ -370,6 +370,7 @@ impl ClusterArgs {
             cnpg_grace: self.cnpg_grace,
             crdb_grace: self.crdb_grace,
             crdb_credentials,
+            probes_refused: None,
         })
     }
 
@@ -448,7 +449,7 @@ async fn clusters(
     let Some(source) = source else {
         return Ok(clusters);
     };
-    let config = args.cluster.eval_config()?;
+    let config = crate::clusters::remote_eval_config(args.cluster.eval_config()?);
     let cluster_args = args.cluster.clone();
     let build: Box<crate::clusters::Build> = Box::new(move |d, client| {
         let ev = evaluator_of(
@@ -489,6 +490,9 @@ async fn remote_gate_controllers(
             let same = now.get(name).is_some_and(|c| Arc::ptr_eq(&c.evaluator, ev));
             if !same {
                 task.abort();
+                // No alert for a gate no longer judged (a rebuilt cluster's controller
+                // renews its own at once).
+                metrics.forget_cluster_gates(name);
             }
             same
         });
@@ -497,7 +501,10 @@ async fn remote_gate_controllers(
                 let run = crate::gate::controller::run_with(
                     c.evaluator.clone(),
                     metrics.clone(),
-                    settings.clone(),
+                    crate::gate::controller::Settings {
+                        cluster: name.clone(),
+                        ..settings.clone()
+                    },
                 );
                 running.insert(name.clone(), (c.evaluator.clone(), tasks.spawn(run)));
             }
@@ -565,6 +572,7 @@ pub async fn serve(args: ServeArgs) -> u8 {
         argocd_namespace: args.argocd_namespace.clone(),
         status_validity: validity,
         applications: None,
+        cluster: crate::clusters::HOME.into(),
     };
     let clusters = match clusters(&args, evaluator.clone(), metrics.clone()).await {
         Ok(c) => c,

@@ -34,6 +34,9 @@ pub struct EvalConfig {
     pub crdb_scheme: probe::Scheme,
     pub crdb_tls: probe::TlsSettings,
     pub crdb_credentials: Option<Credentials>,
+    // clusters-fix (review finding 3): CockroachDB checks are not probed, Unknown with this
+    // reason. Set for remote clusters, whose pod IPs are not wavegate's network to reach.
+    pub probes_refused: Option<String>,
 }
 
 impl Default for EvalConfig {
@@ -48,6 +51,7 @@ impl Default for EvalConfig {
             crdb_scheme: probe::Scheme::Http,
             crdb_tls: probe::TlsSettings::default(),
             crdb_credentials: None,
+            probes_refused: None,
         }
     }
 }
@@ -237,6 +241,15 @@ impl Evaluator {
                 let f = cnpg::check(namespace, name, db.as_ref(), cluster.as_ref(), params);
                 let identity = db.as_ref().map(json_identity);
                 Found::seen(f, self.config.cnpg_grace, identity)
+            }
+            // clusters-fix (finding 3): no probe at all, whatever the pods say.
+            Check::CrdbCluster(_) if self.config.probes_refused.is_some() => {
+                let why = self.config.probes_refused.clone().unwrap_or_default();
+                let v = Verdict::unknown(format!("CrdbCluster {namespace}/{name}: {why}"));
+                Found {
+                    blind: Some(why),
+                    ..Found::seen(v.into(), Duration::ZERO, None)
+                }
             }
             Check::CrdbCluster(wanted) => {
                 let cluster = c.object(&CRDB_CLUSTERS, namespace, name).await?;

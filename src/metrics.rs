@@ -43,6 +43,9 @@ pub struct QueueLabel {
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct GateLabels {
+    /// The gate's cluster (`in-cluster` for home): same-named gates of two clusters are two
+    /// series, and a removed cluster's are cleared ([`Metrics::forget_cluster_gates`]).
+    pub cluster: String,
     pub namespace: String,
     pub name: String,
     pub status: String,
@@ -83,6 +86,11 @@ pub struct Metrics {
     pub write_errors: Family<WriterLabel, Counter>,
     /// CockroachDB pod probes without a usable answer (the "probe errors" alert).
     pub probe_errors: Counter,
+    /// clusters-fix: the gates with a `gate_health` series, by cluster (the family cannot be
+    /// listed, and a stopped cluster's series must be removed).
+    gates_shown: std::sync::Mutex<
+        std::collections::HashMap<String, std::collections::HashSet<(String, String)>>,
+    >,
 }
 
 impl Default for Metrics {
@@ -150,7 +158,7 @@ impl Default for Metrics {
         let gate_health = Family::<GateLabels, Gauge>::default();
         registry.register(
             "gate_health",
-            "1 for each WaveGate's current status (labels namespace, name, status)",
+            "1 for each WaveGate's current status (labels cluster, namespace, name, status)",
             gate_health.clone(),
         );
         let write_errors = Family::<WriterLabel, Counter>::default();
@@ -186,6 +194,7 @@ impl Default for Metrics {
             gate_status_writes,
             annotation_writes,
             api_refusals,
+            gates_shown: Default::default(),
         }
     }
 }
@@ -233,10 +242,18 @@ impl Metrics {
             .inc();
     }
 
-    /// Gate `namespace/name` is now `status` (`None`: the gate is gone).
-    pub fn set_gate_health(&self, namespace: &str, name: &str, status: Option<HealthStatus>) {
+    // clusters-fix (review finding 6): a `cluster` label, and a stopped cluster's series cleared.
+    /// Gate `namespace/name` of `cluster` is now `status` (`None`: the gate is gone).
+    pub fn set_gate_health(
+        &self,
+        cluster: &str,
+        namespace: &str,
+        name: &str,
+        status: Option<HealthStatus>,
+    ) {
         for s in HealthStatus::ALL {
             let labels = GateLabels {
+                cluster: cluster.to_string(),
                 namespace: namespace.to_string(),
                 name: name.to_string(),
                 status: s.as_str().to_string(),
@@ -247,7 +264,28 @@ impl Metrics {
                 self.gate_health.remove(&labels);
             }
         }
+        if let Ok(mut shown) = self.gates_shown.lock() {
+            let gates = shown.entry(cluster.to_string()).or_default();
+            let key = (namespace.to_string(), name.to_string());
+            match status {
+                Some(_) => gates.insert(key),
+                None => gates.remove(&key),
+            };
+        }
     }
+
+    /// Every `gate_health` series of `cluster` goes (its controller stopped: the cluster was
+    /// removed or rebuilt), so no alert fires for a gate no longer judged.
+    pub fn forget_cluster_gates(&self, cluster: &str) {
+        let gates = match self.gates_shown.lock() {
+            Ok(mut shown) => shown.remove(cluster).unwrap_or_default(),
+            Err(_) => return,
+        };
+        for (namespace, name) in gates {
+            self.set_gate_health(cluster, &namespace, &name, None);
+        }
+    }
+    // end clusters-fix
 
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
@@ -266,18 +304,54 @@ mod tests {
     #[test]
     fn a_gate_shows_only_its_current_status_and_disappears_when_gone() {
         let m = Metrics::default();
-        m.set_gate_health("cicd", "db-ready", Some(HealthStatus::Progressing));
-        m.set_gate_health("cicd", "db-ready", Some(HealthStatus::Degraded));
+        m.set_gate_health(
+            "in-cluster",
+            "cicd",
+            "db-ready",
+            Some(HealthStatus::Progressing),
+        );
+        m.set_gate_health(
+            "in-cluster",
+            "cicd",
+            "db-ready",
+            Some(HealthStatus::Degraded),
+        );
         let text = m.encode();
         assert!(
             text.contains(
-                r#"wavegate_gate_health{namespace="cicd",name="db-ready",status="Degraded"} 1"#
+                r#"wavegate_gate_health{cluster="in-cluster",namespace="cicd",name="db-ready",status="Degraded"} 1"#
             ),
             "{text}"
         );
         assert!(!text.contains(r#"status="Progressing""#), "{text}");
-        m.set_gate_health("cicd", "db-ready", None);
+        m.set_gate_health("in-cluster", "cicd", "db-ready", None);
         assert!(!m.encode().contains("db-ready"));
+    }
+
+    #[test]
+    fn same_named_gates_of_two_clusters_are_two_series_and_a_stopped_clusters_go() {
+        let m = Metrics::default();
+        m.set_gate_health("in-cluster", "cicd", "db", Some(HealthStatus::Healthy));
+        m.set_gate_health("prod", "cicd", "db", Some(HealthStatus::Degraded));
+        m.set_gate_health("prod", "cicd", "web", Some(HealthStatus::Progressing));
+        let text = m.encode();
+        assert!(
+            text.contains(
+                r#"{cluster="in-cluster",namespace="cicd",name="db",status="Healthy"} 1"#
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"{cluster="prod",namespace="cicd",name="db",status="Degraded"} 1"#),
+            "{text}"
+        );
+        m.forget_cluster_gates("prod");
+        let text = m.encode();
+        assert!(!text.contains(r#"cluster="prod""#), "{text}");
+        assert!(
+            text.contains(r#"cluster="in-cluster",namespace="cicd",name="db""#),
+            "{text}"
+        );
     }
 
     #[test]

@@ -212,7 +212,7 @@ pub(crate) async fn view(clusters: &Clusters, app: &Value) -> Waves {
                     let resource = JudgedResource {
                         resource: r,
                         status: HealthStatus::Unknown,
-                        message: why.clone(),
+                        message: why.to_string(),
                         judged_by: JudgedBy::Wavegate,
                     };
                     (wave, resource)

@@ -351,6 +351,15 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
     ] {
         let mut a = app(name, destination);
         a["status"] = status.clone();
+        if name == "by-name" || name == "elsewhere" {
+            // Its gate web-up (Healthy in the second cluster, absent at home), a later wave.
+            a["status"]["resources"]
+                .as_array_mut()
+                .unwrap()
+                .push(json!({
+                "group": "wavegate.dev", "version": "v1alpha1", "kind": "WaveGate",
+                "namespace": ns, "name": "web-up", "status": "Synced", "syncWave": 1}));
+        }
         apply(&home, a).await;
     }
     let db_status = |name: &'static str| {
@@ -392,12 +401,12 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
     // cluster-addressed routes stay closed (what a proxied request may see is decided by
     // the Application Argo CD authorized, in its destination only).
     let url = wavegate.url.clone();
-    let proxied = |path: String| {
+    let proxied_as = |app: &'static str, path: String| {
         let (ns, url) = (ns.clone(), url.clone());
         async move {
             let r = reqwest::Client::new()
                 .get(format!("{url}{path}"))
-                .header("Argocd-Application-Name", format!("{ns}:by-name"))
+                .header("Argocd-Application-Name", format!("{ns}:{app}"))
                 .header("Argocd-Project-Name", "default")
                 .send()
                 .await
@@ -405,6 +414,7 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
             (r.status().as_u16(), r.text().await.unwrap())
         }
     };
+    let proxied = |path: String| proxied_as("by-name", path);
     let (status, body) = proxied("/api/v1/waves".into()).await;
     assert_eq!(status, 200, "{body}");
     assert!(body.contains("Progressing"), "{body}");
@@ -414,6 +424,33 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
         body.contains("not served through Argo CD's proxy"),
         "{body}"
     );
+    // The object routes (no cluster in their path) answer from the destination, never from
+    // the home cluster's objects of the same names: db exists only in the second cluster
+    // (Progressing there, Missing at home), web-up only there (404 at home).
+    let (status, body) = proxied(format!("/api/v1/health/services/{ns}/db")).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Progressing"), "{body}");
+    let (status, body) = proxied(format!("/api/v1/gates/{ns}/web-up")).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("Healthy"), "{body}");
+    let (status, body) = proxied(format!("/api/v1/gates/{ns}/web-up/wait?timeout=2s")).await;
+    assert_eq!(status, 200, "{body}");
+    let (status, body) = proxied("/api/v1/gates".into()).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.contains("web-up"), "{body}");
+    // A destination wavegate does not judge: refused, with why, never home's objects.
+    for path in [
+        format!("/api/v1/health/services/{ns}/db"),
+        format!("/api/v1/gates/{ns}/web-up"),
+        "/api/v1/gates".to_string(),
+    ] {
+        let (status, body) = proxied_as("elsewhere", path.clone()).await;
+        assert_eq!(status, 403, "{path}: {body}");
+        assert!(
+            body.contains("does not judge") && body.contains("unknown-cluster"),
+            "{path}: {body}"
+        );
+    }
 
     // The kubeconfig-directory source serves the same cluster under its file's name.
     let dir = second.state.join("kubeconfigs");
@@ -493,7 +530,18 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
         status, 200,
         "one remote cluster down must not make wavegate unready: {body}"
     );
-    assert!(body.contains("cluster second: not ready"), "{body}");
+    // Counts only: names, servers and errors are behind the token at /api/v1/clusters.
+    assert!(body.contains("0 ready, 1 not ready, 1 refused"), "{body}");
+    assert!(
+        !body.contains("second") && !body.contains("cluster-eks") && !body.contains("127.0.0.1"),
+        "{body}"
+    );
+
+    // Gate health is labelled by cluster; the second cluster's series go with it (below).
+    let (_, metrics) = wavegate.get("/metrics").await.unwrap();
+    let series =
+        format!(r#"wavegate_gate_health{{cluster="second",namespace="{ns}",name="web-up""#);
+    assert!(metrics.contains(&series), "{series} not in:\n{metrics}");
 
     // A cluster Secret deleted at runtime removes its cluster (404 from then on).
     Api::<k8s_openapi::api::core::v1::Secret>::namespaced(home.clone(), &ns)
@@ -508,5 +556,18 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
             Err(format!("{status} {body}"))
         }
     })
+    .await;
+    eventually(
+        WAIT,
+        "the removed cluster's gate series cleared",
+        || async {
+            let (_, metrics) = wavegate.get("/metrics").await?;
+            if metrics.contains(r#"cluster="second""#) {
+                Err("wavegate_gate_health still has cluster=\"second\"".to_string())
+            } else {
+                Ok(())
+            }
+        },
+    )
     .await;
 }

@@ -1,17 +1,34 @@
-//! Which cluster a request addresses: `{cluster}` in `/api/v1/clusters/{cluster}/…`, else the
-//! home cluster (every route without it, as before there were several).
+//! Which cluster a request addresses: `{cluster}` in `/api/v1/clusters/{cluster}/…`; else,
+//! through Argo CD's proxy, the destination cluster of the Application Argo CD authorized
+//! (`scope` refuses the request when wavegate does not judge it); else the home cluster.
 
+use super::scope::AppScope;
 use super::{ApiError, AppState};
-use crate::clusters::{HOME, Refused};
+use crate::clusters::{HOME, InUse, Refused};
 use crate::evaluate::Evaluator;
 use axum::Json;
 use axum::extract::{FromRequestParts, RawPathParams, State};
 use axum::http::request::Parts;
 use serde_json::{Value, json};
+use std::future::Future;
 use std::sync::Arc;
 
-/// The evaluator of the addressed cluster.
-pub(crate) struct InCluster(pub Arc<Evaluator>);
+/// The addressed cluster.
+pub(crate) struct InCluster(pub InUse);
+
+impl InCluster {
+    /// `work`, unless the cluster is replaced or removed first: then 503 with why, never an
+    /// answer about a cluster no longer judged.
+    pub(crate) async fn unless_stopped<T>(
+        &self,
+        work: impl Future<Output = T>,
+    ) -> Result<T, ApiError> {
+        tokio::select! {
+            out = work => Ok(out),
+            () = self.0.stopped.cancelled() => Err(ApiError::Unavailable(self.0.stopped_reason())),
+        }
+    }
+}
 
 impl FromRequestParts<AppState> for InCluster {
     type Rejection = ApiError;
@@ -21,9 +38,18 @@ impl FromRequestParts<AppState> for InCluster {
             .await
             .map_err(|e| ApiError::BadRequest(e.body_text()))?;
         let Some((_, name)) = params.iter().find(|(k, _)| *k == "cluster") else {
-            return Ok(InCluster(state.evaluator.clone()));
+            // Proxied: the authorized Application's destination, never the home cluster's
+            // object of the same name.
+            if let Some(scope) = parts.extensions.get::<Arc<AppScope>>() {
+                return scope.destination().map(InCluster);
+            }
+            return state
+                .clusters
+                .lookup(HOME)
+                .map(InCluster)
+                .ok_or_else(|| ApiError::Unavailable("the home cluster is not judged".into()));
         };
-        state.clusters.get(name).map(InCluster).ok_or_else(|| {
+        state.clusters.lookup(name).map(InCluster).ok_or_else(|| {
             ApiError::NotFound(format!(
                 "no cluster named {:?} (GET /api/v1/clusters lists them)",
                 crate::health::printable(name)

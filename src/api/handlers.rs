@@ -32,7 +32,7 @@ pub(crate) struct ObjectPath {
 
 pub(crate) async fn health(
     State(state): State<AppState>,
-    InCluster(evaluator): InCluster,
+    cluster: InCluster,
     path: Result<Path<ObjectPath>, PathRejection>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Json<Verdict>, ApiError> {
@@ -43,6 +43,7 @@ pub(crate) async fn health(
     }) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let Query(params) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     let resource = Resource::parse(&resource).map_err(|e| ApiError::NotFound(e.to_string()))?;
+    let evaluator = cluster.0.evaluator.clone();
     // Before any discovery: a kind off the allow-list costs the API server nothing.
     state.policy.allows_kind(&resource).map_err(|e| {
         state.metrics.record_refusal("kind_not_allowed");
@@ -64,7 +65,10 @@ pub(crate) async fn health(
             })?;
     }
     let ask = Ask::from_params(Target::new(resource, &namespace, &name)?, &params)?;
-    Ok(Json(evaluator.judge(&ask).await))
+    cluster
+        .unless_stopped(evaluator.judge(&ask))
+        .await
+        .map(Json)
 }
 
 pub(crate) async fn healthz() -> &'static str {
@@ -78,24 +82,25 @@ pub(crate) async fn healthz() -> &'static str {
 /// `/api/v1/clusters`) but does not make the pod unready, since every replica would be
 /// unready alike and the API would go dark for the clusters that work. Its own verdicts are
 /// Unknown meanwhile, as Argo CD keeps working with one destination down.
+///
+/// Counts only: `/readyz` needs no token and is reachable through the proxy, so cluster names,
+/// servers and errors stay behind the token at `/api/v1/clusters`.
 pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
-    let mut remote = String::new();
-    for c in state.clusters.remotes().values() {
-        match c.evaluator.cache().readiness() {
-            Ok(n) => remote.push_str(&format!(
-                "cluster {}: {n} required watches synced\n",
-                c.name
-            )),
-            Err(p) => remote.push_str(&format!(
-                "cluster {}: not ready (not counted): {}\n",
-                c.name,
-                p.join("; ")
-            )),
-        }
-    }
-    for r in state.clusters.refused() {
-        remote.push_str(&format!("refused {}: {}\n", r.source, r.reason));
-    }
+    let remotes = state.clusters.remotes();
+    let ready = remotes
+        .values()
+        .filter(|c| c.evaluator.cache().readiness().is_ok())
+        .count();
+    let refused = state.clusters.refused().len();
+    let remote = if remotes.is_empty() && refused == 0 {
+        String::new()
+    } else {
+        format!(
+            "remote clusters (not counted): {ready} ready, {} not ready, {refused} refused \
+             (details: GET /api/v1/clusters)\n",
+            remotes.len() - ready
+        )
+    };
     match state.evaluator.cache().readiness() {
         Ok(n) => (
             StatusCode::OK,
@@ -242,7 +247,7 @@ async fn waves_of(
         Ok(ev) => timeline::of(ev.cache(), &app, &waves, now).await,
         Err(why) => {
             let unread = |_: &_| timeline::Live {
-                unread: Some(why.clone()),
+                unread: Some(why.to_string()),
                 ..timeline::Live::default()
             };
             timeline::build(&app, &waves, unread, now)
@@ -276,11 +281,11 @@ fn gate_path(path: Result<Path<GatePath>, PathRejection>) -> Result<(String, Str
 
 /// `GET /api/v1/gates`: every WaveGate, from its stored status (through Argo CD's proxy: the
 /// authorized application's gates only).
-pub(crate) async fn gates(
-    InCluster(evaluator): InCluster,
-    scope: Scope,
-) -> Result<Json<Value>, ApiError> {
-    let mut gates = match gate_view::list(evaluator.cache()).await {
+pub(crate) async fn gates(cluster: InCluster, scope: Scope) -> Result<Json<Value>, ApiError> {
+    let listed = cluster
+        .unless_stopped(gate_view::list(cluster.0.evaluator.cache()))
+        .await?;
+    let mut gates = match listed {
         Ok(gates) => gates,
         Err(CacheError::NotInstalled(_)) => Vec::new(),
         Err(e) => return Err(ApiError::Unavailable(e.to_string())),
@@ -293,12 +298,14 @@ pub(crate) async fn gates(
 
 /// `GET /api/v1/gates/{namespace}/{name}`.
 pub(crate) async fn gate(
-    InCluster(evaluator): InCluster,
+    cluster: InCluster,
     path: Result<Path<GatePath>, PathRejection>,
 ) -> Result<Json<gate_view::Gate>, ApiError> {
     let (namespace, name) = gate_path(path)?;
-    gate_view::get(evaluator.cache(), &namespace, &name)
-        .await
+    let cache = cluster.0.evaluator.cache();
+    cluster
+        .unless_stopped(gate_view::get(cache, &namespace, &name))
+        .await?
         .map_err(gate_cache_error)?
         .map(Json)
         .ok_or_else(|| ApiError::NotFound(format!("WaveGate {namespace}/{name} not found")))
@@ -308,7 +315,7 @@ pub(crate) async fn gate(
 /// the timeout (at most 5m) passes first; the body is the Gate in each case.
 pub(crate) async fn gate_wait(
     State(state): State<AppState>,
-    InCluster(evaluator): InCluster,
+    cluster: InCluster,
     path: Result<Path<GatePath>, PathRejection>,
     query: Result<Query<HashMap<String, String>>, QueryRejection>,
 ) -> Result<Response, ApiError> {
@@ -325,9 +332,17 @@ pub(crate) async fn gate_wait(
         .limits
         .waiter()
         .inspect_err(|_| state.metrics.record_refusal("too_many_waiters"))?;
-    let cache = evaluator.cache();
-    let waited = gate_view::wait(cache, &namespace, &name, timeout, false, |_| {})
-        .await
+    let cache = cluster.0.evaluator.cache();
+    let waited = cluster
+        .unless_stopped(gate_view::wait(
+            cache,
+            &namespace,
+            &name,
+            timeout,
+            false,
+            |_| {},
+        ))
+        .await?
         .map_err(gate_cache_error)?;
     Ok(match waited {
         gate_view::Waited::Healthy(g) => (StatusCode::OK, Json(g)).into_response(),

@@ -21,6 +21,7 @@
 
 use super::{ApiError, AppState};
 use crate::cache::CacheError;
+use crate::clusters::{ClusterError, InUse};
 use crate::resource::{self, Resource};
 use axum::extract::{FromRequestParts, MatchedPath, Path, Request, State};
 use axum::http::HeaderMap;
@@ -45,11 +46,15 @@ struct Owned {
 }
 
 /// What one proxied request may see: the application Argo CD authorized, and its resources.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub(crate) struct AppScope {
     pub namespace: String,
     pub name: String,
     resources: Vec<Owned>,
+    /// Where its resources live: the object routes without `{cluster}` read this cluster
+    /// (`cluster::InCluster`), since the same namespace and name in another cluster is
+    /// another object.
+    destination: Result<InUse, ClusterError>,
 }
 
 /// `(namespace, name, project)` from Argo CD's headers, `None` when the request carries none of
@@ -135,6 +140,18 @@ impl AppScope {
             namespace: namespace.to_string(),
             name: name.to_string(),
             resources: owned(&app),
+            destination: state.clusters.destination_of(&app),
+        })
+    }
+
+    /// The cluster its resources are read in, or 403 when wavegate does not judge it.
+    pub(crate) fn destination(&self) -> Result<InUse, ApiError> {
+        self.destination.clone().map_err(|e| {
+            ApiError::Forbidden(format!(
+                "Application {}/{} deploys to a cluster wavegate does not judge ({e}), so its \
+                 resources cannot be shown",
+                self.namespace, self.name
+            ))
         })
     }
 
@@ -157,13 +174,7 @@ impl AppScope {
     /// Whether an object named the kubectl way belongs to the application. A generic kind is
     /// matched by asking discovery for the plural of each resource's kind (cached), only for
     /// resources whose group, namespace and name already match.
-    async fn allows_object(
-        &self,
-        state: &AppState,
-        resource: &Resource,
-        namespace: &str,
-        name: &str,
-    ) -> bool {
+    async fn allows_object(&self, resource: &Resource, namespace: &str, name: &str) -> bool {
         let kind = match resource {
             Resource::Service => "Service",
             Resource::CnpgDatabase => "Database",
@@ -175,7 +186,14 @@ impl AppScope {
                     .iter()
                     .filter(|r| &r.group == group && r.namespace == namespace && r.name == name)
                 {
-                    let found = state.evaluator.cache().plural_of(group, &r.kind).await;
+                    let Ok(destination) = &self.destination else {
+                        return false;
+                    };
+                    let found = destination
+                        .evaluator
+                        .cache()
+                        .plural_of(group, &r.kind)
+                        .await;
                     if found.as_deref() == Ok(plural.as_str()) {
                         return true;
                     }
@@ -196,13 +214,12 @@ impl AppScope {
     }
 
     /// Whether the matched route, with these path parameters, stays inside the scope.
-    async fn admit(
-        &self,
-        state: &AppState,
-        route: &str,
-        params: &HashMap<String, String>,
-    ) -> Result<(), ApiError> {
+    async fn admit(&self, route: &str, params: &HashMap<String, String>) -> Result<(), ApiError> {
         let p = |k: &str| params.get(k).map(String::as_str).unwrap_or("");
+        if route.starts_with("/api/v1/gates") || route.starts_with("/api/v1/health/") {
+            // Objects read in the destination: none when wavegate does not judge it.
+            self.destination()?;
+        }
         match route {
             // Lists are filtered by their handlers; the header's own application is in scope.
             "/api/v1/waves" | "/api/v1/applications" | "/api/v1/gates" => Ok(()),
@@ -224,7 +241,7 @@ impl AppScope {
                 let resource = Resource::parse(p("resource"))
                     .map_err(|e| ApiError::NotFound(e.to_string()))?;
                 if self
-                    .allows_object(state, &resource, p("namespace"), p("name"))
+                    .allows_object(&resource, p("namespace"), p("name"))
                     .await
                 {
                     Ok(())
@@ -292,14 +309,11 @@ pub(crate) async fn authorize(
     } else {
         HashMap::new()
     };
-    scope
-        .admit(&state, &route, &params)
-        .await
-        .inspect_err(|e| {
-            if matches!(e, ApiError::Forbidden(_)) {
-                state.metrics.record_refusal("out_of_scope");
-            }
-        })?;
+    scope.admit(&route, &params).await.inspect_err(|e| {
+        if matches!(e, ApiError::Forbidden(_)) {
+            state.metrics.record_refusal("out_of_scope");
+        }
+    })?;
     parts.extensions.insert(Arc::new(scope));
     Ok(next.run(Request::from_parts(parts, body)).await)
 }
@@ -368,6 +382,7 @@ mod tests {
             namespace: "argocd".into(),
             name: "platform".into(),
             resources: owned(&app),
+            destination: Err(ClusterError::UnknownName("x".into())),
         };
         assert!(scope.allows_application("argocd", "platform"));
         assert!(scope.allows_application("argocd", "child"));

@@ -284,3 +284,90 @@ async fn a_cluster_wavegate_does_not_judge_is_404_on_every_cluster_route() {
     assert_eq!(body["clusters"][0]["name"], "in-cluster", "{body}");
     assert_eq!(body["refused"], serde_json::json!([]), "{body}");
 }
+
+/// A kubeconfig for a loopback API server that accepts connections and never answers.
+async fn silent_kubeconfig(token: &str) -> String {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            held.push(socket);
+        }
+    });
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: 'http://{addr}'}}\n\
+         contexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n\
+         users:\n- name: u\n  user: {{token: {token}}}\n"
+    )
+}
+
+#[tokio::test]
+async fn a_wait_on_a_cluster_that_is_replaced_stops_with_503_and_why() {
+    let dir = std::env::temp_dir().join(format!("wavegate-api-replaced-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("edge"), silent_kubeconfig("t1").await).unwrap();
+    let source = crate::clusters::Source::kubeconfig_dir(dir.clone());
+    let build: Box<crate::clusters::Build> = Box::new(|_, client| {
+        let metrics = Arc::new(Metrics::default());
+        // Reads wait long: only the cluster's replacement can end the wait early.
+        let cache = Cache::new(client, None, Duration::from_secs(60), metrics.clone());
+        Evaluator::new(cache, EvalConfig::default(), metrics).map_err(|e| e.to_string())
+    });
+    let home = state(Duration::from_millis(50));
+    let clusters = crate::clusters::Clusters::new(home.evaluator.clone());
+    clusters.refresh(&source, &build).await.unwrap();
+    let app = router(home.with_clusters(clusters.clone()));
+    let waiting = tokio::spawn({
+        let app = app.clone();
+        async move {
+            call(
+                &app,
+                get("/api/v1/clusters/edge/gates/shop/ready/wait?timeout=60s"),
+            )
+            .await
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!waiting.is_finished());
+    std::fs::write(dir.join("edge"), silent_kubeconfig("t2-other").await).unwrap();
+    clusters.refresh(&source, &build).await.unwrap();
+    let (status, _, body) = tokio::time::timeout(Duration::from_secs(5), waiting)
+        .await
+        .expect("the wait did not stop when its cluster was replaced")
+        .unwrap();
+    assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE, "{body}");
+    assert!(error_of(&body).contains("replaced or removed"), "{body}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn readyz_gives_counts_of_remote_clusters_never_their_names_or_errors() {
+    let dir = std::env::temp_dir().join(format!("wavegate-api-readyz-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("secret-prod"), silent_kubeconfig("t").await).unwrap();
+    std::fs::write(dir.join("broken-staging"), "clusters: 5").unwrap();
+    let source = crate::clusters::Source::kubeconfig_dir(dir.clone());
+    let build: Box<crate::clusters::Build> = Box::new(|_, client| {
+        let metrics = Arc::new(Metrics::default());
+        let cache = Cache::new(client, None, Duration::from_millis(50), metrics.clone());
+        cache.require(crate::gate::kind());
+        Evaluator::new(cache, EvalConfig::default(), metrics).map_err(|e| e.to_string())
+    });
+    let home = state(Duration::from_millis(50));
+    let clusters = crate::clusters::Clusters::new(home.evaluator.clone());
+    clusters.refresh(&source, &build).await.unwrap();
+    let app = router(home.with_clusters(clusters));
+    let (_, _, body) = call(&app, get("/readyz")).await;
+    let text = body.as_str().unwrap_or_default().to_string();
+    assert!(
+        text.contains("remote clusters (not counted): 0 ready, 1 not ready, 1 refused"),
+        "{text}"
+    );
+    for secret in ["secret-prod", "broken-staging", "127.0.0.1", "kubeconfig"] {
+        assert!(!text.contains(secret), "{secret} in /readyz: {text}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}

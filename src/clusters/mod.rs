@@ -16,17 +16,34 @@ pub use source::{
     from_argocd_secret, from_kubeconfig_file, normalize_server,
 };
 
-use crate::evaluate::Evaluator;
+use crate::evaluate::{EvalConfig, Evaluator};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
 use kube::config::KubeConfigOptions;
 use serde::Serialize;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
-use std::sync::{Arc, RwLock};
-use std::time::Duration;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, SystemTime};
+use thiserror::Error;
 use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// Why a cluster cannot be used, or a destination resolved.
+#[derive(Debug, Error, Clone, PartialEq, Eq)]
+pub enum ClusterError {
+    #[error("destination cluster {0:?} is not one wavegate judges")]
+    UnknownName(String),
+    #[error("destination server {0} is not a cluster wavegate judges")]
+    UnknownServer(String),
+    #[error("cannot read the cluster list: {0}")]
+    SourceUnreadable(String),
+    #[error("cannot use its connection settings: {0}")]
+    Connect(String),
+    #[error("cannot build its evaluator: {0}")]
+    Build(String),
+}
 
 /// Argo CD's name for the cluster it runs in (argo-cd `common.KubernetesInClusterName`)…
 pub const HOME: &str = "in-cluster";
@@ -38,7 +55,37 @@ pub struct Cluster {
     pub name: String,
     pub server: String,
     pub evaluator: Arc<Evaluator>,
+    /// Fired when the cluster is replaced (its source changed) or removed: what is in flight
+    /// with it stops rather than answer about a cluster no longer judged (see [`InUse`]).
+    pub stopped: CancellationToken,
     fingerprint: u64,
+}
+
+/// A cluster as a request uses it: its evaluator, and the signal that it is no longer judged.
+#[derive(Clone)]
+pub struct InUse {
+    pub name: String,
+    pub evaluator: Arc<Evaluator>,
+    pub stopped: CancellationToken,
+}
+
+impl InUse {
+    fn of(c: &Cluster) -> InUse {
+        InUse {
+            name: c.name.clone(),
+            evaluator: c.evaluator.clone(),
+            stopped: c.stopped.clone(),
+        }
+    }
+
+    /// Why what runs with this cluster must stop (once `stopped` has fired).
+    pub fn stopped_reason(&self) -> String {
+        format!(
+            "cluster {:?} was replaced or removed by its source while this request used it; \
+             ask again",
+            self.name
+        )
+    }
 }
 
 /// A cluster its source names but wavegate does not run, and why.
@@ -58,8 +105,22 @@ pub enum Source {
         namespace: String,
         names: Vec<String>,
     },
-    /// A mounted directory, one kubeconfig file per cluster named after it.
-    KubeconfigDir(PathBuf),
+    /// A mounted directory, one kubeconfig file per cluster named after it (see
+    /// [`Source::kubeconfig_dir`]).
+    KubeconfigDir {
+        dir: PathBuf,
+        /// What each file said when last parsed, by path: a file whose modification time and
+        /// size are unchanged is not parsed again at every resync.
+        seen: Arc<Mutex<HashMap<PathBuf, Parsed>>>,
+    },
+}
+
+/// One kubeconfig file as last read.
+#[derive(Clone)]
+pub struct Parsed {
+    modified: Option<SystemTime>,
+    len: u64,
+    outcome: Result<Destination, SourceError>,
 }
 
 /// Builds the evaluator of a new or changed cluster (the caller owns the flags it needs).
@@ -68,6 +129,10 @@ pub type Build = dyn Fn(&Destination, kube::Client) -> Result<Arc<Evaluator>, St
 /// The clusters that run now.
 pub struct Clusters {
     home: Arc<Evaluator>,
+    /// Other names the source gives the home cluster (a renamed `in-cluster` Secret).
+    home_names: RwLock<Arc<std::collections::BTreeSet<String>>>,
+    /// Never fired: the home cluster is never replaced.
+    home_running: CancellationToken,
     remote: RwLock<Arc<BTreeMap<String, Arc<Cluster>>>>,
     refused: RwLock<Vec<Refused>>,
     /// Bumped whenever the remote set changes (the per-cluster writers follow it).
@@ -79,6 +144,8 @@ impl Clusters {
     pub fn new(home: Arc<Evaluator>) -> Arc<Clusters> {
         Arc::new(Clusters {
             home,
+            home_names: RwLock::default(),
+            home_running: CancellationToken::new(),
             remote: RwLock::default(),
             refused: RwLock::default(),
             changed: watch::Sender::new(0),
@@ -91,10 +158,28 @@ impl Clusters {
 
     /// The evaluator of the cluster named `name` (`in-cluster` is the home cluster).
     pub fn get(&self, name: &str) -> Option<Arc<Evaluator>> {
-        if name == HOME {
-            return Some(self.home.clone());
+        self.lookup(name).map(|c| c.evaluator)
+    }
+
+    /// The cluster named `name`, for a request that uses it.
+    pub fn lookup(&self, name: &str) -> Option<InUse> {
+        let renamed = || {
+            self.home_names
+                .read()
+                .is_ok_and(|names| names.contains(name))
+        };
+        if name == HOME || renamed() {
+            return Some(self.home_in_use());
         }
-        self.remotes().get(name).map(|c| c.evaluator.clone())
+        self.remotes().get(name).map(|c| InUse::of(c))
+    }
+
+    fn home_in_use(&self) -> InUse {
+        InUse {
+            name: HOME.to_string(),
+            evaluator: self.home.clone(),
+            stopped: self.home_running.clone(),
+        }
     }
 
     /// The remote clusters that run, by name.
@@ -111,10 +196,15 @@ impl Clusters {
         self.changed.subscribe()
     }
 
-    /// The evaluator of an Application's destination (`spec.destination.name`, else
-    /// `.server`), as Argo CD resolves it (argo-cd `util/argo` `GetDestinationCluster`: by name
-    /// when a name is given, else by server), or why there is none.
-    pub fn of_application(&self, app: &Value) -> Result<Arc<Evaluator>, String> {
+    /// The evaluator of an Application's destination (see [`Clusters::destination_of`]).
+    pub fn of_application(&self, app: &Value) -> Result<Arc<Evaluator>, ClusterError> {
+        self.destination_of(app).map(|c| c.evaluator)
+    }
+
+    /// An Application's destination cluster (`spec.destination.name`, else `.server`), as
+    /// Argo CD resolves it (argo-cd `util/argo` `GetDestinationCluster`: by name when a name is
+    /// given, else by server), or why there is none.
+    pub fn destination_of(&self, app: &Value) -> Result<InUse, ClusterError> {
         let field = |k: &str| {
             app.pointer(&format!("/spec/destination/{k}"))
                 .and_then(Value::as_str)
@@ -122,52 +212,34 @@ impl Clusters {
         };
         match (field("name"), field("server")) {
             (Some(name), _) => self
-                .get(name)
-                .ok_or_else(|| format!("destination cluster {name:?} is not one wavegate judges")),
+                .lookup(name)
+                .ok_or_else(|| ClusterError::UnknownName(crate::health::printable(name))),
             (None, Some(server)) => {
                 let server = normalize_server(server);
                 if server == HOME_SERVER {
-                    return Ok(self.home.clone());
+                    return Ok(self.home_in_use());
                 }
+                // Servers are unique among the remotes (`refresh` refuses duplicates).
                 self.remotes()
                     .values()
                     .find(|c| c.server == server)
-                    .map(|c| c.evaluator.clone())
-                    .ok_or_else(|| {
-                        format!("destination server {server} is not a cluster wavegate judges")
-                    })
+                    .map(|c| InUse::of(c))
+                    .ok_or_else(|| ClusterError::UnknownServer(crate::health::printable(&server)))
             }
             // No destination: Argo CD refuses to sync it; the home cluster is as good a guess
             // as any for reading what it last reported.
-            (None, None) => Ok(self.home.clone()),
+            (None, None) => Ok(self.home_in_use()),
         }
     }
 
     /// Read the source and bring the running set in line with it. A source that cannot be
     /// read at all (the home API server down) leaves the set as it is.
-    pub async fn refresh(&self, source: &Source, build: &Build) -> Result<(), String> {
+    pub async fn refresh(&self, source: &Source, build: &Build) -> Result<(), ClusterError> {
         let found = source.read().await?;
         let current = self.remotes();
         let mut next = BTreeMap::new();
-        let mut refused = Vec::new();
-        for (origin, found) in found {
-            let d = match found {
-                Ok(d) => d,
-                Err(e) => {
-                    refused.push(Refused {
-                        source: origin,
-                        reason: e.to_string(),
-                    });
-                    continue;
-                }
-            };
-            if next.contains_key(&d.name) || d.name == HOME {
-                refused.push(Refused {
-                    source: origin,
-                    reason: format!("cluster name {:?} is already taken", d.name),
-                });
-                continue;
-            }
+        let (usable, home_names, mut refused) = unambiguous(found);
+        for (origin, d) in usable {
             let kept = current
                 .get(&d.name)
                 .filter(|c| c.fingerprint == d.fingerprint)
@@ -179,10 +251,10 @@ impl Clusters {
                         tracing::info!(cluster = %d.name, server = %d.server, %origin, "cluster added");
                         Arc::new(c)
                     }
-                    Err(reason) => {
+                    Err(e) => {
                         refused.push(Refused {
                             source: origin,
-                            reason,
+                            reason: e.to_string(),
                         });
                         continue;
                     }
@@ -190,9 +262,16 @@ impl Clusters {
             };
             next.insert(d.name.clone(), cluster);
         }
-        for gone in current.keys().filter(|n| !next.contains_key(*n)) {
-            tracing::info!(cluster = %gone, "cluster removed");
+        // Replaced or removed: whatever is in flight with the old one stops.
+        for (name, old) in current.iter() {
+            if !next.get(name).is_some_and(|c| Arc::ptr_eq(c, old)) {
+                old.stopped.cancel();
+            }
+            if !next.contains_key(name) {
+                tracing::info!(cluster = %name, "cluster removed");
+            }
         }
+        refused.sort_by(|a, b| a.source.cmp(&b.source));
         // Once per refusal, not at every resync.
         let before = self.refused();
         for r in refused.iter().filter(|r| !before.contains(r)) {
@@ -205,6 +284,9 @@ impl Clusters {
                 .all(|((a, x), (b, y))| a == b && Arc::ptr_eq(x, y));
         if let Ok(mut r) = self.refused.write() {
             *r = refused;
+        }
+        if let Ok(mut h) = self.home_names.write() {
+            *h = Arc::new(home_names);
         }
         if !same {
             if let Ok(mut r) = self.remote.write() {
@@ -226,27 +308,146 @@ impl Clusters {
     }
 }
 
-async fn connect(d: &Destination, build: &Build) -> Result<Cluster, String> {
+/// Which destinations may run: every one whose name and server no other destination claims.
+/// Argo CD refuses an ambiguous cluster name (argo-cd `util/db/cluster.go` `GetClusterServersByName`
+/// callers fail on more than one server); here a name or server claimed twice refuses every
+/// claimant, so a Secret added later (or sorting first) can never stand in for a cluster.
+fn unambiguous(
+    found: Found,
+) -> (
+    Vec<(String, Destination)>,
+    std::collections::BTreeSet<String>,
+    Vec<Refused>,
+) {
+    let mut refused = Vec::new();
+    let mut ok = Vec::new();
+    let mut home_names = Vec::new();
+    for (origin, d) in found {
+        match d {
+            Ok(Entry::Home(name)) => home_names.push((origin, name)),
+            Ok(Entry::Remote(d)) if d.name == HOME => refused.push(Refused {
+                source: origin,
+                reason: format!("cluster name {HOME:?} is the home cluster's"),
+            }),
+            Ok(Entry::Remote(d)) => ok.push((origin, *d)),
+            Err(e) => refused.push(Refused {
+                source: origin,
+                reason: e.to_string(),
+            }),
+        }
+    }
+    let mut names: HashMap<String, usize> = HashMap::new();
+    let mut servers: HashMap<String, usize> = HashMap::new();
+    for (_, d) in &ok {
+        *names.entry(d.name.clone()).or_default() += 1;
+        *servers.entry(d.server.clone()).or_default() += 1;
+    }
+    // `in-cluster` is always the home cluster's; another name for it counts like a cluster's.
+    for (_, name) in home_names.iter().filter(|(_, n)| n != HOME) {
+        *names.entry(name.clone()).or_default() += 1;
+    }
+    let claimants = |n: &HashMap<String, usize>, k: &str| n.get(k).copied().unwrap_or(0);
+    let name_claimed = |name: &str| {
+        (claimants(&names, name) > 1).then(|| {
+            format!(
+                "cluster name {:?} is claimed by {} sources, so none of them is used",
+                crate::health::printable(name),
+                claimants(&names, name)
+            )
+        })
+    };
+    let mut aliases = std::collections::BTreeSet::new();
+    for (origin, name) in home_names {
+        match name_claimed(&name) {
+            Some(reason) if name != HOME => refused.push(Refused {
+                source: origin,
+                reason,
+            }),
+            _ => {
+                aliases.insert(name);
+            }
+        }
+    }
+    aliases.remove(HOME);
+    let mut usable = Vec::new();
+    for (origin, d) in ok {
+        let reason = name_claimed(&d.name).or_else(|| {
+            (claimants(&servers, &d.server) > 1).then(|| {
+                format!(
+                    "server {} is claimed by {} sources, so none of them is used (an \
+                     Application naming it would be ambiguous)",
+                    crate::health::printable(&d.server),
+                    claimants(&servers, &d.server)
+                )
+            })
+        });
+        match reason {
+            Some(reason) => refused.push(Refused {
+                source: origin,
+                reason,
+            }),
+            None => usable.push((origin, d)),
+        }
+    }
+    (usable, aliases, refused)
+}
+
+async fn connect(d: &Destination, build: &Build) -> Result<Cluster, ClusterError> {
     let config =
         kube::Config::from_custom_kubeconfig(d.kubeconfig.clone(), &KubeConfigOptions::default())
             .await
-            .map_err(|e| format!("cannot use its connection settings: {e}"))?;
-    let client = kube::Client::try_from(config)
-        .map_err(|e| format!("cannot build a client from its connection settings: {e}"))?;
-    let evaluator = build(d, client)?;
+            .map_err(|e| ClusterError::Connect(e.to_string()))?;
+    let client =
+        kube::Client::try_from(config).map_err(|e| ClusterError::Connect(e.to_string()))?;
+    let evaluator = build(d, client).map_err(ClusterError::Build)?;
     Ok(Cluster {
         name: d.name.clone(),
         server: d.server.clone(),
         evaluator,
+        stopped: CancellationToken::new(),
         fingerprint: d.fingerprint,
     })
 }
 
+/// How a remote cluster is judged: like home, except that CockroachDB checks send no probe and
+/// hold no probe credentials or CA. Pod IPs are read from the remote API server but dialled from
+/// the home network: a remote cluster's pods are usually unroutable, and with overlapping pod
+/// CIDRs a home pod would answer (and receive the DB Console password). Such a check is Unknown
+/// with the reason, never a probe.
+pub fn remote_eval_config(home: EvalConfig) -> EvalConfig {
+    EvalConfig {
+        crdb_credentials: None,
+        crdb_tls: crate::probe::TlsSettings::default(),
+        probes_refused: Some(REMOTE_PROBES_REFUSED.to_string()),
+        ..home
+    }
+}
+
+pub const REMOTE_PROBES_REFUSED: &str = "CockroachDB probes are not supported in remote \
+    clusters (their pod IPs are not reachable from the home cluster), so wavegate does not judge \
+    it there";
+
+/// One cluster a source names.
+#[derive(Debug)]
+enum Entry {
+    Remote(Box<Destination>),
+    /// The home cluster's own Secret, under this name.
+    Home(String),
+}
+
 /// Every cluster a source names, each with where it was read and what it is.
-type Found = Vec<(String, Result<Destination, SourceError>)>;
+type Found = Vec<(String, Result<Entry, SourceError>)>;
 
 impl Source {
-    async fn read(&self) -> Result<Found, String> {
+    /// The kubeconfig files in `dir`.
+    pub fn kubeconfig_dir(dir: PathBuf) -> Source {
+        Source::KubeconfigDir {
+            dir,
+            seen: Arc::default(),
+        }
+    }
+
+    async fn read(&self) -> Result<Found, ClusterError> {
         match self {
             Source::ArgoCdSecrets {
                 client,
@@ -259,7 +460,11 @@ impl Source {
                         .labels(&format!("{SECRET_TYPE_LABEL}={SECRET_TYPE_CLUSTER}"));
                     api.list(&lp)
                         .await
-                        .map_err(|e| format!("cannot list cluster Secrets in {namespace}: {e}"))?
+                        .map_err(|e| {
+                            ClusterError::SourceUnreadable(format!(
+                                "cannot list cluster Secrets in {namespace}: {e}"
+                            ))
+                        })?
                         .items
                         .into_iter()
                         .map(Ok)
@@ -279,7 +484,9 @@ impl Source {
                                 ),
                             )),
                             Err(e) => {
-                                return Err(format!("cannot read Secret {namespace}/{name}: {e}"));
+                                return Err(ClusterError::SourceUnreadable(format!(
+                                    "cannot read Secret {namespace}/{name}: {e}"
+                                )));
                             }
                         });
                     }
@@ -287,46 +494,91 @@ impl Source {
                 };
                 Ok(secrets
                     .into_iter()
-                    .filter_map(|s| match s {
-                        Err((name, why)) => Some((
+                    .map(|s| match s {
+                        Err((name, why)) => (
                             format!("Secret {namespace}/{name}"),
                             Err(SourceError::Unreadable(why)),
-                        )),
+                        ),
                         Ok(s) => {
                             let origin = format!(
                                 "Secret {namespace}/{}",
                                 s.metadata.name.as_deref().unwrap_or("")
                             );
-                            match from_argocd_secret(&s) {
-                                Ok(FromSecret::Home) => None,
-                                Ok(FromSecret::Remote(d)) => Some((origin, Ok(*d))),
-                                Err(e) => Some((origin, Err(e))),
-                            }
+                            let entry = match from_argocd_secret(&s) {
+                                Ok(FromSecret::Home(name)) => Ok(Entry::Home(name)),
+                                Ok(FromSecret::Remote(d)) => Ok(Entry::Remote(d)),
+                                Err(e) => Err(e),
+                            };
+                            (origin, entry)
                         }
                     })
                     .collect())
             }
-            Source::KubeconfigDir(dir) => {
-                let entries = std::fs::read_dir(dir)
-                    .map_err(|e| format!("cannot read {}: {e}", dir.display()))?;
-                let mut paths: Vec<PathBuf> = entries
-                    .filter_map(Result::ok)
-                    .map(|e| e.path())
-                    // A mounted Secret also holds `..data` and `..<timestamp>` entries.
-                    .filter(|p| {
-                        p.file_name()
-                            .and_then(|n| n.to_str())
-                            .is_some_and(|n| !n.starts_with('.'))
-                    })
-                    .collect();
-                paths.sort();
-                Ok(paths
-                    .into_iter()
-                    .map(|p| (p.display().to_string(), from_kubeconfig_file(&p)))
-                    .collect())
+            Source::KubeconfigDir { dir, seen } => {
+                let (dir, seen) = (dir.clone(), seen.clone());
+                // File system reads block: off the async workers.
+                tokio::task::spawn_blocking(move || read_kubeconfig_dir(&dir, &seen))
+                    .await
+                    .map_err(|e| ClusterError::SourceUnreadable(e.to_string()))?
             }
         }
     }
+}
+
+/// Every kubeconfig file of `dir`, parsed again only when its modification time or size
+/// changed since `seen` recorded it.
+fn read_kubeconfig_dir(
+    dir: &std::path::Path,
+    seen: &Mutex<HashMap<PathBuf, Parsed>>,
+) -> Result<Found, ClusterError> {
+    let entries = std::fs::read_dir(dir).map_err(|e| {
+        ClusterError::SourceUnreadable(format!("cannot read {}: {e}", dir.display()))
+    })?;
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        // A mounted Secret also holds `..data` and `..<timestamp>` entries.
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| !n.starts_with('.'))
+        })
+        .collect();
+    paths.sort();
+    let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+    seen.retain(|p, _| paths.contains(p));
+    Ok(paths
+        .into_iter()
+        .map(|p| {
+            // Follows symlinks, as a mounted Secret's files are.
+            let meta = std::fs::metadata(&p).ok();
+            let modified = meta.as_ref().and_then(|m| m.modified().ok());
+            let len = meta.as_ref().map_or(0, |m| m.len());
+            let unchanged = seen
+                .get(&p)
+                .filter(|s| meta.is_some() && s.modified == modified && s.len == len);
+            let outcome = match unchanged {
+                Some(s) => s.outcome.clone(),
+                None => {
+                    let outcome = from_kubeconfig_file(&p);
+                    // A read that failed is tried again next time, whatever the metadata says.
+                    if !matches!(outcome, Err(SourceError::Unreadable(_))) {
+                        seen.insert(
+                            p.clone(),
+                            Parsed {
+                                modified,
+                                len,
+                                outcome: outcome.clone(),
+                            },
+                        );
+                    }
+                    outcome
+                }
+            };
+            let entry = outcome.map(|d| Entry::Remote(Box::new(d)));
+            (p.display().to_string(), entry)
+        })
+        .collect())
 }
 
 #[cfg(test)]

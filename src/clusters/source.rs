@@ -50,7 +50,7 @@ pub struct Destination {
 /// `pkg/apis/application/v1alpha1/types.go`: `ClusterConfig`, `TLSClientConfig`; written by
 /// `util/db/cluster.go` `clusterToSecret`, read by `secretToCluster`). `[]byte` fields are
 /// base64 in JSON, as Go's encoding/json writes them.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct ClusterConfig {
     #[serde(default)]
@@ -69,7 +69,23 @@ struct ClusterConfig {
     proxy_url: String,
 }
 
-#[derive(Debug, Default, Deserialize)]
+/// Credentials never reach a log or a panic message through `{:?}`.
+impl std::fmt::Debug for ClusterConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let set = |s: &str| if s.is_empty() { "" } else { "<redacted>" };
+        f.debug_struct("ClusterConfig")
+            .field("username", &self.username)
+            .field("password", &set(&self.password))
+            .field("bearer_token", &set(&self.bearer_token))
+            .field("tls_client_config", &self.tls_client_config)
+            .field("aws_auth_config", &self.aws_auth_config.is_some())
+            .field("exec_provider_config", &self.exec_provider_config.is_some())
+            .field("proxy_url", &set(&self.proxy_url))
+            .finish()
+    }
+}
+
+#[derive(Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct TlsClientConfig {
     #[serde(default)]
@@ -82,6 +98,18 @@ struct TlsClientConfig {
     key_data: Option<String>,
     #[serde(default)]
     ca_data: Option<String>,
+}
+
+impl std::fmt::Debug for TlsClientConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TlsClientConfig")
+            .field("insecure", &self.insecure)
+            .field("server_name", &self.server_name)
+            .field("cert_data", &self.cert_data.is_some())
+            .field("key_data", &self.key_data.as_ref().map(|_| "<redacted>"))
+            .field("ca_data", &self.ca_data.is_some())
+            .finish()
+    }
 }
 
 /// The longest cluster name accepted (a Secret's `name` key is free text).
@@ -102,20 +130,52 @@ pub fn normalize_server(server: &str) -> String {
     server.trim().trim_end_matches('/').to_string()
 }
 
+/// An API server URL wavegate may send credentials to: https, or http only to a loopback host
+/// (a `kubectl proxy` sidecar in the pod's own network namespace); no whitespace or control
+/// character anywhere (it would reach logs and `/api/v1/clusters` verbatim).
 fn validate_server(server: &str) -> Result<(), SourceError> {
-    let host = server
-        .strip_prefix("https://")
-        .or_else(|| server.strip_prefix("http://"))
-        .map(|rest| rest.split('/').next().unwrap_or(""));
-    match host {
-        Some(h) if !h.is_empty() && !h.chars().any(|c| c.is_whitespace() || c.is_control()) => {
-            Ok(())
-        }
-        _ => Err(SourceError::Invalid(format!(
-            "server {:?} must be an http(s) URL with a host",
-            crate::health::printable(server)
-        ))),
+    let printable = || crate::health::printable(server);
+    if server.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(SourceError::Invalid(format!(
+            "server {:?} contains whitespace or control characters",
+            printable()
+        )));
     }
+    let host_of = |rest: &str| {
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        authority.rsplit('@').next().unwrap_or("").to_string()
+    };
+    if let Some(rest) = server.strip_prefix("https://") {
+        if !host_of(rest).is_empty() {
+            return Ok(());
+        }
+    } else if let Some(rest) = server.strip_prefix("http://") {
+        let host = host_of(rest);
+        let name = match host.rsplit_once(':') {
+            Some((h, port)) if port.chars().all(|c| c.is_ascii_digit()) => h.to_string(),
+            _ => host.clone(),
+        };
+        let loopback = name == "localhost"
+            || name
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .parse::<std::net::IpAddr>()
+                .is_ok_and(|ip| ip.is_loopback());
+        if loopback {
+            return Ok(());
+        }
+        if !host.is_empty() {
+            return Err(SourceError::Invalid(format!(
+                "server {:?} is plain http: its credentials would cross the network in clear \
+                 text (use https; http is accepted only to a loopback address)",
+                printable()
+            )));
+        }
+    }
+    Err(SourceError::Invalid(format!(
+        "server {:?} must be an https URL with a host",
+        printable()
+    )))
 }
 
 /// A base64 field of the config: checked here so a bad one names its field.
@@ -151,11 +211,13 @@ pub fn is_home(name: &str, server: &str) -> bool {
 }
 
 /// Outcome of reading one cluster Secret: a remote destination, the home cluster's own Secret
-/// (served with wavegate's own credentials, so skipped), or why it is refused.
+/// (served with wavegate's own credentials, so its connection settings are skipped; the name it
+/// gives the home cluster is kept), or why it is refused.
 #[derive(Debug)]
 pub enum FromSecret {
     Remote(Box<Destination>),
-    Home,
+    /// The name Applications may use for the home cluster (`in-cluster` unless renamed).
+    Home(String),
 }
 
 /// One Argo CD cluster Secret → a destination (argo-cd `util/db/cluster.go` `secretToCluster`:
@@ -184,7 +246,7 @@ pub fn from_argocd_secret(secret: &Secret) -> Result<FromSecret, SourceError> {
     };
     validate_name(&name)?;
     if is_home(&name, &server) {
-        return Ok(FromSecret::Home);
+        return Ok(FromSecret::Home(name));
     }
     validate_server(&server)?;
     let namespaces = match text(secret, "namespaces")? {
@@ -209,8 +271,16 @@ pub fn from_argocd_secret(secret: &Secret) -> Result<FromSecret, SourceError> {
                 .into(),
         )
     })?;
-    let config: ClusterConfig = serde_json::from_str(raw)
-        .map_err(|e| SourceError::Invalid(format!("config is not Argo CD's JSON: {e}")))?;
+    // serde's message quotes the offending value, which may be a misplaced credential: say
+    // only where it is.
+    let config: ClusterConfig = serde_json::from_str(raw).map_err(|e| {
+        SourceError::Invalid(format!(
+            "config is not Argo CD's JSON ({:?} error at line {}, column {})",
+            e.classify(),
+            e.line(),
+            e.column()
+        ))
+    })?;
     let kubeconfig = kubeconfig_of(&name, &server, &config)?;
     let print = fingerprint(&[name.as_bytes(), server.as_bytes(), raw.as_bytes()])
         ^ fingerprint(&[format!("{namespaces:?}").as_bytes()]);
@@ -305,34 +375,52 @@ fn strip_nulls(v: serde_json::Value) -> serde_json::Value {
     }
 }
 
+/// The largest kubeconfig file read (one cluster's is a few KiB; a CA bundle a few more).
+pub const MAX_KUBECONFIG: u64 = 1024 * 1024;
+
 /// One kubeconfig file of the mounted directory → a destination named after the file. Its
-/// server is read when the client is built (the current context's cluster).
+/// server is read when the client is built (the current context's cluster). Blocking: call it
+/// off the async workers.
 pub fn from_kubeconfig_file(path: &Path) -> Result<Destination, SourceError> {
+    use std::io::Read;
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
         .ok_or_else(|| SourceError::Invalid(format!("{} has no UTF-8 name", path.display())))?
         .to_string();
     validate_name(&name)?;
-    let bytes = std::fs::read(path)
-        .map_err(|e| SourceError::Unreadable(format!("cannot read {}: {e}", path.display())))?;
-    let text = std::str::from_utf8(&bytes)
-        .map_err(|_| SourceError::Invalid(format!("{} is not UTF-8", path.display())))?;
-    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|e| {
-        SourceError::Invalid(format!("{} is not a kubeconfig: {e}", path.display()))
-    })?;
-    for user in &kubeconfig.auth_infos {
-        let Some(auth) = &user.auth_info else {
-            continue;
-        };
-        if auth.exec.is_some() || auth.auth_provider.is_some() {
-            return Err(SourceError::Unsupported(format!(
-                "{} uses an exec or auth-provider credential plugin, which wavegate does not \
-                 run; use a token or a client certificate",
-                path.display()
-            )));
-        }
+    let unreadable =
+        |e: std::io::Error| SourceError::Unreadable(format!("cannot read {}: {e}", path.display()));
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(unreadable)?
+        .take(MAX_KUBECONFIG + 1)
+        .read_to_end(&mut bytes)
+        .map_err(unreadable)?;
+    if bytes.len() as u64 > MAX_KUBECONFIG {
+        return Err(SourceError::Invalid(format!(
+            "{} is larger than {MAX_KUBECONFIG} bytes, too large for a kubeconfig",
+            path.display()
+        )));
     }
+    from_kubeconfig_bytes(name, &path.display().to_string(), &bytes)
+}
+
+/// A kubeconfig's text → a destination named `name` (`origin` says where it was read).
+pub fn from_kubeconfig_bytes(
+    name: String,
+    origin: &str,
+    bytes: &[u8],
+) -> Result<Destination, SourceError> {
+    let text = std::str::from_utf8(bytes)
+        .map_err(|_| SourceError::Invalid(format!("{origin} is not UTF-8")))?;
+    // The YAML error quotes what it could not read, which may be a credential: not repeated.
+    let kubeconfig = Kubeconfig::from_yaml(text).map_err(|_| {
+        SourceError::Invalid(format!(
+            "{origin} is not a kubeconfig (it does not parse as one)"
+        ))
+    })?;
+    refuse_references(origin, &kubeconfig)?;
     let current = kubeconfig.current_context.clone().unwrap_or_default();
     let server = kubeconfig
         .contexts
@@ -345,18 +433,61 @@ pub fn from_kubeconfig_file(path: &Path) -> Result<Destination, SourceError> {
         .map(normalize_server)
         .ok_or_else(|| {
             SourceError::Invalid(format!(
-                "{}: its current context names no cluster with a server",
-                path.display()
+                "{origin}: its current context names no cluster with a server"
             ))
         })?;
     validate_server(&server)?;
     Ok(Destination {
-        fingerprint: fingerprint(&[name.as_bytes(), &bytes]),
+        fingerprint: fingerprint(&[name.as_bytes(), bytes]),
         name,
         server,
         namespaces: None,
         kubeconfig,
     })
+}
+
+/// Inline data only. A path in a mounted kubeconfig would be read from wavegate's own file
+/// system: `tokenFile: /var/run/secrets/kubernetes.io/serviceaccount/token` with a foreign
+/// server sends wavegate's own credentials there. A proxy is not supported (as for Secrets),
+/// and neither are credential plugins.
+fn refuse_references(origin: &str, kubeconfig: &Kubeconfig) -> Result<(), SourceError> {
+    let refuse = |what: &str| {
+        Err(SourceError::Unsupported(format!(
+            "{origin} uses {what}, which wavegate refuses: give credentials and CAs inline \
+             (token, client-certificate-data, client-key-data, certificate-authority-data)"
+        )))
+    };
+    for c in kubeconfig
+        .clusters
+        .iter()
+        .filter_map(|c| c.cluster.as_ref())
+    {
+        if c.certificate_authority.is_some() {
+            return refuse("certificate-authority (a file path)");
+        }
+        if c.proxy_url.is_some() {
+            return refuse("proxy-url");
+        }
+    }
+    for auth in kubeconfig
+        .auth_infos
+        .iter()
+        .filter_map(|u| u.auth_info.as_ref())
+    {
+        if auth.exec.is_some() || auth.auth_provider.is_some() {
+            return Err(SourceError::Unsupported(format!(
+                "{origin} uses an exec or auth-provider credential plugin, which wavegate does \
+                 not run; use a token or a client certificate"
+            )));
+        }
+        if auth.token_file.is_some() {
+            return refuse("tokenFile (a file path)");
+        }
+        if auth.client_certificate.is_some() || auth.client_key.is_some() {
+            return refuse("client-certificate or client-key (a file path)");
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -435,7 +566,13 @@ mod tests {
             ("name", "in-cluster"),
             ("server", "https://kubernetes.default.svc"),
         ]);
-        assert!(matches!(from_argocd_secret(&s), Ok(FromSecret::Home)));
+        assert!(matches!(from_argocd_secret(&s), Ok(FromSecret::Home(n)) if n == "in-cluster"));
+        // Renamed (Argo CD allows it): the name is kept, the settings skipped.
+        let s = secret(&[
+            ("name", "home"),
+            ("server", "https://kubernetes.default.svc/"),
+        ]);
+        assert!(matches!(from_argocd_secret(&s), Ok(FromSecret::Home(n)) if n == "home"));
     }
 
     #[test]
@@ -480,7 +617,7 @@ mod tests {
         );
         assert!(with(r#"{"awsAuthConfig":{"clusterName":"prod"}}"#).contains("awsAuthConfig"));
         assert!(with(r#"{"bearerToken":"t","proxyUrl":"http://p:3128"}"#).contains("proxyUrl"));
-        let bad_server = refused(&secret(&[("server", "not a url"), ("config", "{}")]));
+        let bad_server = refused(&secret(&[("server", "not-a-url"), ("config", "{}")]));
         assert!(bad_server.contains("URL"), "{bad_server}");
         let control = refused(&secret(&[
             ("name", "a\u{1b}[2Jb"),
@@ -563,6 +700,131 @@ mod tests {
                 .to_string()
                 .contains("current context")
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    fn with_server(server: &str) -> String {
+        refused(&secret(&[
+            ("name", "x"),
+            ("server", server),
+            ("config", r#"{"bearerToken":"t"}"#),
+        ]))
+    }
+
+    #[test]
+    fn plain_http_and_control_characters_in_a_server_are_refused() {
+        let e = with_server("http://10.0.0.1:6443");
+        assert!(e.contains("plain http"), "{e}");
+        let e = with_server("http://user@evil.example/");
+        assert!(e.contains("plain http"), "{e}");
+        for s in ["https://a:1/x\u{1b}[2J", "https://a:1/\ny", "https://a b:1"] {
+            let e = with_server(s);
+            assert!(e.contains("control characters"), "{s:?}: {e}");
+            assert!(!e.contains('\u{1b}') && !e.contains('\n'), "{e}");
+        }
+        assert!(with_server("ftp://a:1").contains("https URL"));
+        // A loopback http server (a `kubectl proxy` sidecar) and https are accepted.
+        for ok in [
+            "http://127.0.0.1:8001",
+            "http://localhost:8001",
+            "http://[::1]:8001",
+        ] {
+            let d = remote(&secret(&[
+                ("name", "x"),
+                ("server", ok),
+                ("config", r#"{"bearerToken":"t"}"#),
+            ]));
+            assert_eq!(d.server, ok);
+        }
+    }
+
+    #[test]
+    fn misplaced_credentials_in_a_config_are_not_echoed() {
+        for config in [
+            r#"{"tlsClientConfig":{"insecure":"s3cr3t-token"}}"#,
+            r#"{"bearerToken":"t","tlsClientConfig":"s3cr3t-token"}"#,
+            r#"{"username":["s3cr3t-token"]}"#,
+        ] {
+            let e = refused(&secret(&[
+                ("name", "x"),
+                ("server", "https://a:1"),
+                ("config", config),
+            ]));
+            assert!(e.contains("not Argo CD's JSON"), "{e}");
+            assert!(!e.contains("s3cr3t"), "{e}");
+        }
+        let e = from_kubeconfig_bytes("x".into(), "x", b"apiVersion: v1\nclusters: s3cr3t-token\n")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("not a kubeconfig") && !e.contains("s3cr3t"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn debug_of_a_cluster_config_redacts_credentials() {
+        let c: ClusterConfig = serde_json::from_str(
+            r#"{"username":"admin","password":"s3cr3t-pw","bearerToken":"s3cr3t-token",
+                "tlsClientConfig":{"keyData":"s3cr3t-key","certData":"c"}}"#,
+        )
+        .unwrap();
+        let shown = format!("{c:?}");
+        assert!(!shown.contains("s3cr3t"), "{shown}");
+        assert!(
+            shown.contains("admin") && shown.contains("<redacted>"),
+            "{shown}"
+        );
+    }
+
+    fn kubeconfig_with(cluster: &str, user: &str) -> Vec<u8> {
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: 'https://a:1', {cluster}}}\ncontexts:\n- name: ctx\n  context: {{cluster: c, user: u}}\ncurrent-context: ctx\nusers:\n- name: u\n  user: {{{user}}}\n"
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn kubeconfig_file_references_and_proxies_are_refused_inline_data_is_not() {
+        let sa = "/var/run/secrets/kubernetes.io/serviceaccount";
+        for (cluster, user, what) in [
+            ("", &*format!("tokenFile: {sa}/token"), "tokenFile"),
+            (
+                "",
+                "client-certificate: /c.crt, client-key-data: YQ==",
+                "client-certificate",
+            ),
+            (
+                "",
+                "client-certificate-data: YQ==, client-key: /c.key",
+                "client-key",
+            ),
+            (
+                &*format!("certificate-authority: {sa}/ca.crt"),
+                "token: t",
+                "certificate-authority",
+            ),
+            ("proxy-url: 'http://p:3128'", "token: t", "proxy-url"),
+        ] {
+            let e = from_kubeconfig_bytes("x".into(), "x", &kubeconfig_with(cluster, user))
+                .unwrap_err();
+            assert!(matches!(e, SourceError::Unsupported(_)), "{what}: {e}");
+            assert!(e.to_string().contains(what), "{what}: {e}");
+        }
+        let ok = kubeconfig_with("certificate-authority-data: YQ==", "token: t");
+        assert!(from_kubeconfig_bytes("x".into(), "x", &ok).is_ok());
+    }
+
+    #[test]
+    fn a_kubeconfig_file_over_the_cap_is_refused_unread() {
+        let dir = std::env::temp_dir().join(format!("wavegate-kc-cap-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let big = dir.join("big");
+        let mut text = kubeconfig_with("", "token: t");
+        text.resize(MAX_KUBECONFIG as usize + 10, b'#');
+        std::fs::write(&big, &text).unwrap();
+        let e = from_kubeconfig_file(&big).unwrap_err().to_string();
+        assert!(e.contains("too large"), "{e}");
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

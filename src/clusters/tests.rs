@@ -114,7 +114,7 @@ async fn kubeconfig_files_added_changed_and_removed_follow_at_runtime_and_watche
     std::fs::write(dir.join("edge"), kubeconfig(&server, "t1")).unwrap();
     std::fs::write(dir.join("in-cluster"), kubeconfig(&server, "t1")).unwrap();
     std::fs::write(dir.join("broken"), "clusters: 5").unwrap();
-    let source = Source::KubeconfigDir(dir.clone());
+    let source = Source::kubeconfig_dir(dir.clone());
     let build: Box<Build> = Box::new(|_, client| Ok(evaluator(client)));
     let clusters = Clusters::new(home());
     let mut changed = clusters.subscribe();
@@ -128,7 +128,7 @@ async fn kubeconfig_files_added_changed_and_removed_follow_at_runtime_and_watche
     let refused = clusters.refused();
     assert_eq!(refused.len(), 2, "{refused:?}");
     assert!(refused.iter().any(|r| r.source.ends_with("broken")));
-    assert!(refused.iter().any(|r| r.reason.contains("already taken")));
+    assert!(refused.iter().any(|r| r.reason.contains("home cluster")));
 
     // A watch against the cluster, held open by the stand-in.
     let edge = clusters.get("edge").unwrap();
@@ -193,10 +193,199 @@ async fn an_applications_destination_picks_its_cluster_by_name_else_server() {
         ))
         .err()
         .unwrap();
-    assert!(e.contains("\"prod\" is not one wavegate judges"), "{e}");
+    assert!(
+        e.to_string()
+            .contains("\"prod\" is not one wavegate judges"),
+        "{e}"
+    );
     let e = clusters
         .of_application(&app(serde_json::json!({"server": "https://10.0.0.1:6443"})))
         .err()
         .unwrap();
-    assert!(e.contains("https://10.0.0.1:6443"), "{e}");
+    assert!(e.to_string().contains("https://10.0.0.1:6443"), "{e}");
+}
+
+fn destination(name: &str, server: &str) -> Destination {
+    source::from_kubeconfig_bytes(name.into(), name, kubeconfig(server, "t").as_bytes()).unwrap()
+}
+
+#[test]
+fn a_name_or_server_claimed_twice_refuses_every_claimant() {
+    let remote = |d| Ok(Entry::Remote(Box::new(d)));
+    let found: Found = vec![
+        (
+            "Secret a/one".into(),
+            remote(destination("prod", "https://10.0.0.1:6443")),
+        ),
+        (
+            "Secret a/two".into(),
+            remote(destination("prod", "https://10.0.0.2:6443")),
+        ),
+        (
+            "Secret a/three".into(),
+            remote(destination("staging", "https://10.0.0.3:6443")),
+        ),
+        (
+            "Secret a/four".into(),
+            remote(destination("qa", "https://10.0.0.3:6443/")),
+        ),
+        (
+            "Secret a/five".into(),
+            remote(destination("edge", "https://10.0.0.5:6443")),
+        ),
+        (
+            "Secret a/six".into(),
+            remote(destination(HOME, "https://10.0.0.6:6443")),
+        ),
+        // The home cluster renamed, and a remote claiming the same name: both refused.
+        ("Secret a/seven".into(), Ok(Entry::Home("home".into()))),
+        (
+            "Secret a/eight".into(),
+            remote(destination("home", "https://10.0.0.8:6443")),
+        ),
+        ("Secret a/nine".into(), Ok(Entry::Home("local".into()))),
+        ("Secret a/ten".into(), Ok(Entry::Home(HOME.into()))),
+    ];
+    let (usable, home_names, refused) = unambiguous(found);
+    assert_eq!(home_names.into_iter().collect::<Vec<_>>(), ["local"]);
+    let names: Vec<&str> = usable.iter().map(|(_, d)| d.name.as_str()).collect();
+    assert_eq!(names, ["edge"], "{refused:?}");
+    let why = |source: &str| {
+        refused
+            .iter()
+            .find(|r| r.source == source)
+            .map(|r| r.reason.clone())
+            .unwrap_or_else(|| panic!("{source} not refused: {refused:?}"))
+    };
+    for s in ["Secret a/one", "Secret a/two"] {
+        assert!(
+            why(s).contains("name \"prod\" is claimed by 2 sources"),
+            "{}",
+            why(s)
+        );
+    }
+    for s in ["Secret a/three", "Secret a/four"] {
+        assert!(
+            why(s).contains("server https://10.0.0.3:6443 is claimed by 2"),
+            "{}",
+            why(s)
+        );
+    }
+    assert!(why("Secret a/six").contains("home cluster"));
+    for s in ["Secret a/seven", "Secret a/eight"] {
+        assert!(
+            why(s).contains("name \"home\" is claimed by 2 sources"),
+            "{}",
+            why(s)
+        );
+    }
+    assert_eq!(refused.len(), 7, "{refused:?}");
+}
+
+#[tokio::test]
+async fn a_duplicate_server_stops_the_running_cluster_and_a_replaced_one_signals_its_users() {
+    let (server, _open) = standin().await;
+    let dir = std::env::temp_dir().join(format!("wavegate-clusters-dup-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("edge"), kubeconfig(&server, "t1")).unwrap();
+    let source = Source::kubeconfig_dir(dir.clone());
+    let build: Box<Build> = Box::new(|_, client| Ok(evaluator(client)));
+    let clusters = Clusters::new(home());
+    clusters.refresh(&source, &build).await.unwrap();
+    let first = clusters.lookup("edge").unwrap();
+    assert!(!first.stopped.is_cancelled());
+    let app = serde_json::json!({"spec": {"destination": {"server": server}}});
+    assert_eq!(clusters.destination_of(&app).unwrap().name, "edge");
+
+    // Rebuilt from changed settings: the old one's users are told to stop; the new one runs.
+    std::fs::write(dir.join("edge"), kubeconfig(&server, "t2-longer")).unwrap();
+    clusters.refresh(&source, &build).await.unwrap();
+    assert!(first.stopped.is_cancelled());
+    assert!(first.stopped_reason().contains("replaced or removed"));
+    let second = clusters.lookup("edge").unwrap();
+    assert!(!second.stopped.is_cancelled());
+
+    // Another file claims the same server: neither runs, and the running one stops.
+    std::fs::write(dir.join("impostor"), kubeconfig(&server, "t3")).unwrap();
+    clusters.refresh(&source, &build).await.unwrap();
+    assert!(clusters.remotes().is_empty(), "{:?}", clusters.refused());
+    assert!(second.stopped.is_cancelled());
+    assert_eq!(clusters.refused().len(), 2, "{:?}", clusters.refused());
+    assert!(
+        clusters
+            .refused()
+            .iter()
+            .all(|r| r.reason.contains("claimed by 2 sources"))
+    );
+    let e = clusters.destination_of(&app).err().unwrap();
+    assert!(matches!(e, ClusterError::UnknownServer(_)), "{e}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn an_unchanged_kubeconfig_file_is_not_parsed_again() {
+    let dir = std::env::temp_dir().join(format!("wavegate-clusters-seen-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("edge"), kubeconfig("https://127.0.0.1:1", "t")).unwrap();
+    let source = Source::kubeconfig_dir(dir.clone());
+    let Source::KubeconfigDir { seen, .. } = &source else {
+        unreachable!()
+    };
+    source.read().await.unwrap();
+    // Tamper with the remembered outcome: an unchanged file keeps it (not parsed again)…
+    let path = dir.join("edge");
+    seen.lock().unwrap().get_mut(&path).unwrap().outcome =
+        Err(SourceError::Invalid("remembered".into()));
+    let found = source.read().await.unwrap();
+    assert_eq!(found[0].1.as_ref().unwrap_err().to_string(), "remembered");
+    // …and a file that changed size is parsed again.
+    std::fs::write(&path, kubeconfig("https://127.0.0.1:1", "longer-token")).unwrap();
+    let found = source.read().await.unwrap();
+    assert!(found[0].1.is_ok(), "{:?}", found[0].1.as_ref().err());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn cockroachdb_checks_in_a_remote_cluster_are_unknown_without_a_probe() {
+    use crate::resource::{Resource, Target};
+    let metrics = Arc::new(Metrics::default());
+    let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+    let cache = Cache::new(
+        kube::Client::try_from(config).unwrap(),
+        None,
+        Duration::from_millis(50),
+        metrics.clone(),
+    );
+    let home = EvalConfig {
+        crdb_credentials: Some(crate::probe::Credentials {
+            username: "root".into(),
+            password: "s3cr3t".into(),
+        }),
+        ..EvalConfig::default()
+    };
+    let remote = remote_eval_config(home);
+    assert!(remote.crdb_credentials.is_none() && remote.crdb_tls.ca_pem.is_none());
+    let ev = Evaluator::new(cache, remote, metrics.clone()).unwrap();
+    let target = Target::new(Resource::CrdbCluster, "db", "crdb").unwrap();
+    let ask = crate::ask::Ask::from_params(target, &std::collections::HashMap::new()).unwrap();
+    let v = ev.judge(&ask).await;
+    assert_eq!(v.status, crate::health::HealthStatus::Unknown, "{v:?}");
+    assert!(
+        v.message.contains("not supported in remote clusters"),
+        "{v:?}"
+    );
+    let j = ev.judge_fresh(&ask).await;
+    assert!(j.blind.is_some(), "never grounds for Degraded: {j:?}");
+}
+
+#[tokio::test]
+async fn a_renamed_home_cluster_resolves_to_home() {
+    let clusters = Clusters::new(home());
+    *clusters.home_names.write().unwrap() = Arc::new(["local".to_string()].into());
+    let app = serde_json::json!({"spec": {"destination": {"name": "local"}}});
+    let got = clusters.destination_of(&app).unwrap();
+    assert!(Arc::ptr_eq(&got.evaluator, clusters.home()));
+    assert!(clusters.lookup("local").is_some() && clusters.lookup("other").is_none());
 }

@@ -67,6 +67,8 @@ pub struct Settings {
     /// A remote cluster's controller reads them in the home cluster, where Argo CD keeps them;
     /// a change there reaches its gates at the next resync (the change feed is per cluster).
     pub applications: Option<Arc<crate::cache::Cache>>,
+    /// The gates' cluster, as the `cluster` label of `wavegate_gate_health` names it.
+    pub cluster: String,
 }
 
 impl Settings {
@@ -76,9 +78,13 @@ impl Settings {
             argocd_namespace: DEFAULT_ARGOCD_NAMESPACE.into(),
             status_validity: Some(DEFAULT_STATUS_VALIDITY),
             applications: None,
+            cluster: HOME_CLUSTER.into(),
         }
     }
 }
+
+/// Argo CD's name for the home cluster (see `clusters::HOME`, a higher layer).
+pub const HOME_CLUSTER: &str = "in-cluster";
 
 /// Run the gate controller until the cache's change feed closes. Status writes are counted in
 /// [`Metrics::gate_status_writes`].
@@ -252,7 +258,7 @@ impl Gates {
         );
 
         self.metrics
-            .set_gate_health(ns, name, Some(status_of(&status)));
+            .set_gate_health(&self.settings.cluster, ns, name, Some(status_of(&status)));
         let mut requeue = judge::until_timeout(status_of(&status), timeout.map(|(_, d)| d), waited)
             // One more second: the API server keeps whole seconds, so `since` can be up
             // to a second later than the moment waiting began.
@@ -331,7 +337,8 @@ impl Gates {
     }
 
     fn forget(&self, key: &GateKey) {
-        self.metrics.set_gate_health(&key.0, &key.1, None);
+        self.metrics
+            .set_gate_health(&self.settings.cluster, &key.0, &key.1, None);
         if let Ok(mut idx) = self.index.lock() {
             idx.remove(key);
         }
