@@ -805,6 +805,7 @@ impl Cache {
         let run = Reflect {
             api,
             sink,
+            counted: 0,
             health: health.clone(),
             label: label.clone(),
             kind,
@@ -827,11 +828,18 @@ trait Sink<K>: Send + 'static {
     /// Apply one event, as kube-rs' reflector writer does (a list replaces the stored objects
     /// when it completes); at the end of a list, the (namespace, name) of objects it removed.
     fn apply(&mut self, event: watcher::Event<K>) -> Vec<(String, String)>;
+
+    /// How many objects are stored.
+    fn len(&self) -> usize;
 }
 
 impl<K: ResourceExt + Send + 'static, V: crate::views::View> Sink<K> for StoreWriter<K, V> {
     fn apply(&mut self, event: watcher::Event<K>) -> Vec<(String, String)> {
         StoreWriter::apply(self, &event)
+    }
+
+    fn len(&self) -> usize {
+        self.store().len()
     }
 }
 
@@ -859,6 +867,10 @@ impl Sink<DynamicObject> for DynamicSink {
             .map(|o| (o.namespace().unwrap_or_default(), o.name_any()))
             .collect()
     }
+
+    fn len(&self) -> usize {
+        self.writer.as_reader().len()
+    }
 }
 
 /// One watch's task: a kube-rs watcher feeding the store, replaced by a fresh one (a full
@@ -866,11 +878,23 @@ impl Sink<DynamicObject> for DynamicSink {
 struct Reflect<K: KubeResource + Clone + 'static, S> {
     api: Api<K>,
     sink: S,
+    /// What this watch adds to `wavegate_cached_objects`.
+    counted: i64,
     health: Arc<WatchHealth>,
     label: String,
     kind: Kind,
     changes: broadcast::Sender<Change>,
     metrics: Arc<Metrics>,
+}
+
+/// A stopped watch (evicted, or its cache dropped) holds nothing any more.
+impl<K: KubeResource + Clone + 'static, S> Drop for Reflect<K, S> {
+    fn drop(&mut self) {
+        self.metrics
+            .cached_objects
+            .get_or_create(&ResourceLabel::new(&self.kind.to_string()))
+            .dec_by(self.counted);
+    }
 }
 
 impl<K, S> Reflect<K, S>
@@ -941,6 +965,7 @@ where
         );
         // Stored first, told after: whoever reacts to the change reads the new state.
         let gone = self.sink.apply(event);
+        self.count();
         if let Some((namespace, name)) = touched {
             self.changed(namespace, name);
         }
@@ -959,6 +984,19 @@ where
             }
             self.health.listed();
             tracing::info!(watch = %self.label, "watch synced");
+        }
+    }
+
+    /// Follow the store's size in `wavegate_cached_objects` (several watches of one kind, one
+    /// per namespace when scoped, add up).
+    fn count(&mut self) {
+        let now = self.sink.len() as i64;
+        if now != self.counted {
+            self.metrics
+                .cached_objects
+                .get_or_create(&ResourceLabel::new(&self.kind.to_string()))
+                .inc_by(now - self.counted);
+            self.counted = now;
         }
     }
 
@@ -1592,10 +1630,19 @@ mod tests {
         let cache = cache_with(fake_api(script.clone()).await, limits);
         cache.pods(NS).await.expect("the first watch fits");
         assert_eq!(cache.on_demand.load(Ordering::SeqCst), 1);
+        let cached = || {
+            cache
+                .metrics
+                .cached_objects
+                .get_or_create(&ResourceLabel::new("pods"))
+                .get()
+        };
+        assert_eq!(cached(), 1, "wavegate_cached_objects counts the listed pod");
         until("the idle watch is stopped", || {
             cache.on_demand.load(Ordering::SeqCst) == 0 && lock(&cache.pods).is_empty()
         })
         .await;
+        until("a stopped watch counts nothing", || cached() == 0).await;
         // Read again: a new watch, listed afresh.
         cache.pods(NS).await.expect("a new watch after eviction");
         assert_eq!(script.lists_started.load(Ordering::SeqCst), 2);

@@ -220,8 +220,8 @@ impl Evaluator {
                     text.join(",")
                 });
                 let identity = svc.as_deref().zip(selector.as_ref()).map(|(s, text)| {
-                    let (uid, generation) = (s.uid.as_deref().unwrap_or(""), s.generation);
-                    format!("{uid}@{}@{text}", generation.unwrap_or(0))
+                    let uid = s.uid.as_ref().map(ToString::to_string).unwrap_or_default();
+                    format!("{uid}@{}@{text}", s.generation.unwrap_or(0))
                 });
                 Found {
                     judged_selector: selector,

@@ -66,6 +66,7 @@ struct Stored<V> {
     by_namespace: HashMap<Arc<str>, Named<V>>,
     /// Namespace → bucket → views in name order.
     by_bucket: HashMap<Arc<str>, HashMap<Arc<str>, Named<V>>>,
+    count: usize,
 }
 
 impl<V> Default for Stored<V> {
@@ -73,6 +74,7 @@ impl<V> Default for Stored<V> {
         Stored {
             by_namespace: HashMap::new(),
             by_bucket: HashMap::new(),
+            count: 0,
         }
     }
 }
@@ -94,11 +96,13 @@ impl<V: View> Stored<V> {
                 .insert(ByName(v.clone()));
         }
         self.by_namespace.entry(ns).or_default().insert(ByName(v));
+        self.count += 1;
     }
 
     fn remove(&mut self, ns: &str, name: &str, bucket: Option<Bucket<V>>) -> Option<Arc<V>> {
         let named = self.by_namespace.get_mut(ns)?;
         let old = named.take(name)?.0;
+        self.count -= 1;
         if named.is_empty() {
             self.by_namespace.remove(ns);
         }
@@ -169,7 +173,7 @@ impl<V: View> StoreIndex<V> {
 
     /// How many views are stored.
     pub fn len(&self) -> usize {
-        self.read().by_namespace.values().map(BTreeSet::len).sum()
+        self.read().count
     }
 
     pub fn is_empty(&self) -> bool {
@@ -201,6 +205,10 @@ impl<K: ResourceExt, V: View> StoreWriter<K, V> {
             strings: Interner::default(),
             listing: None,
         }
+    }
+
+    pub fn store(&self) -> &Arc<StoreIndex<V>> {
+        &self.store
     }
 
     /// Apply one watch event. At the end of a list: the (namespace, name) of the views that

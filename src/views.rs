@@ -30,13 +30,18 @@ pub const ARGOCD_MANAGER: &str = "argocd-controller";
 /// (discovery.k8s.io/v1 `LabelServiceName`).
 pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
-/// Shared copies of strings that repeat across cached objects. Unused entries are dropped when
-/// the table has doubled since the last sweep, so label values that come and go (a
-/// `pod-template-hash` per rollout) do not accumulate.
+type Pairs = [(Arc<str>, Arc<str>)];
+
+/// Shared copies of what repeats across cached objects: strings, and whole label sets (the
+/// replicas of one workload carry the same labels). Unused entries are dropped when a table
+/// has doubled since its last sweep, so label values that come and go (a `pod-template-hash`
+/// per rollout) do not accumulate.
 #[derive(Default)]
 pub struct Interner {
     strings: HashSet<Arc<str>>,
-    swept_at: usize,
+    strings_swept_at: usize,
+    label_sets: HashSet<Arc<Pairs>>,
+    label_sets_swept_at: usize,
 }
 
 impl Interner {
@@ -44,29 +49,51 @@ impl Interner {
         if let Some(shared) = self.strings.get(s) {
             return shared.clone();
         }
-        if self.strings.len() >= 2 * self.swept_at.max(512) {
+        if self.strings.len() >= 2 * self.strings_swept_at.max(512) {
+            // Label sets hold strings: unused ones go first.
+            self.label_sets.retain(|l| Arc::strong_count(l) > 1);
+            self.label_sets_swept_at = self.label_sets.len();
             self.strings.retain(|s| Arc::strong_count(s) > 1);
-            self.swept_at = self.strings.len();
+            self.strings_swept_at = self.strings.len();
         }
         let shared: Arc<str> = Arc::from(s);
         self.strings.insert(shared.clone());
+        shared
+    }
+
+    fn labels(&mut self, pairs: Vec<(Arc<str>, Arc<str>)>) -> Arc<Pairs> {
+        if let Some(shared) = self.label_sets.get(pairs.as_slice()) {
+            return shared.clone();
+        }
+        if self.label_sets.len() >= 2 * self.label_sets_swept_at.max(512) {
+            self.label_sets.retain(|l| Arc::strong_count(l) > 1);
+            self.label_sets_swept_at = self.label_sets.len();
+        }
+        let shared: Arc<Pairs> = Arc::from(pairs);
+        self.label_sets.insert(shared.clone());
         shared
     }
 }
 
 /// A label map (or an equality selector) as pairs sorted by key: `BTreeMap` order, so messages
 /// that list labels read exactly as before.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Labels(Box<[(Arc<str>, Arc<str>)]>);
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Labels(Arc<Pairs>);
+
+impl Default for Labels {
+    fn default() -> Self {
+        Labels(Arc::new([]))
+    }
+}
 
 impl Labels {
     fn of(map: &BTreeMap<String, String>, strings: &mut Interner) -> Labels {
         // A BTreeMap iterates in key order already.
-        Labels(
-            map.iter()
-                .map(|(k, v)| (strings.get(k), strings.get(v)))
-                .collect(),
-        )
+        let pairs = map
+            .iter()
+            .map(|(k, v)| (strings.get(k), strings.get(v)))
+            .collect();
+        Labels(strings.labels(pairs))
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
@@ -99,13 +126,77 @@ impl Labels {
     }
 }
 
+/// An object's UID. The API server's are UUIDs, 36 characters of text (48 bytes on the heap);
+/// kept as their 16 bytes when in the canonical lowercase form, whose text they give back
+/// exactly, as text otherwise, so two UIDs are equal exactly when their texts are.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub enum Uid {
+    Uuid([u8; 16]),
+    Text(Box<str>),
+}
+
+impl Uid {
+    pub fn of(text: &str) -> Uid {
+        Uid::canonical(text).map_or_else(|| Uid::Text(text.into()), Uid::Uuid)
+    }
+
+    fn canonical(text: &str) -> Option<[u8; 16]> {
+        let t = text.as_bytes();
+        if t.len() != 36 || [8, 13, 18, 23].iter().any(|&i| t[i] != b'-') {
+            return None;
+        }
+        let mut hex = t.iter().filter(|&&c| c != b'-');
+        let mut out = [0u8; 16];
+        for byte in &mut out {
+            let digit = |c: Option<&u8>| match c? {
+                c @ b'0'..=b'9' => Some(c - b'0'),
+                c @ b'a'..=b'f' => Some(c - b'a' + 10),
+                _ => None,
+            };
+            *byte = digit(hex.next())? << 4 | digit(hex.next())?;
+        }
+        Some(out)
+    }
+
+    /// Whether this is the UID written `text`.
+    pub fn is(&self, text: &str) -> bool {
+        match self {
+            Uid::Uuid(bytes) => Uid::canonical(text).as_ref() == Some(bytes),
+            Uid::Text(own) => **own == *text,
+        }
+    }
+}
+
+impl std::fmt::Display for Uid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Uid::Text(text) => f.write_str(text),
+            Uid::Uuid(b) => {
+                for (i, byte) in b.iter().enumerate() {
+                    if matches!(i, 4 | 6 | 8 | 10) {
+                        f.write_str("-")?;
+                    }
+                    write!(f, "{byte:02x}")?;
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for Uid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{self:?}", self = self.to_string())
+    }
+}
+
 /// An owner reference, as the checks read it: which workload owns a pod (`kind`, `name`), and
 /// whose UID (a slice's Service, a pod's CrdbCluster chain).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
     pub kind: Arc<str>,
     pub name: Box<str>,
-    pub uid: Box<str>,
+    pub uid: Uid,
     /// `controller: true`; absent and false read alike.
     pub controller: bool,
 }
@@ -115,7 +206,7 @@ impl Owner {
         Owner {
             kind: strings.get(&o.kind),
             name: o.name.as_str().into(),
-            uid: o.uid.as_str().into(),
+            uid: Uid::of(&o.uid),
             controller: o.controller == Some(true),
         }
     }
@@ -134,7 +225,7 @@ pub struct ReadyCondition {
 pub struct PodView {
     pub name: Box<str>,
     pub namespace: Option<Arc<str>>,
-    pub uid: Option<Box<str>>,
+    pub uid: Option<Uid>,
     pub labels: Labels,
     pub owners: Box<[Owner]>,
     /// `metadata.deletionTimestamp` is set.
@@ -152,7 +243,7 @@ impl PodView {
         PodView {
             name: name_of(meta),
             namespace: meta.namespace.as_deref().map(|ns| strings.get(ns)),
-            uid: meta.uid.as_deref().map(Box::from),
+            uid: meta.uid.as_deref().map(Uid::of),
             labels: labels_of(meta, strings),
             owners: owners_of(meta, strings),
             deleting: meta.deletion_timestamp.is_some(),
@@ -184,7 +275,7 @@ impl From<&Pod> for PodView {
 pub struct ServiceView {
     pub name: Box<str>,
     pub namespace: Option<Arc<str>>,
-    pub uid: Option<Box<str>>,
+    pub uid: Option<Uid>,
     pub generation: Option<i64>,
     pub deleting: bool,
     /// `spec.type`.
@@ -206,7 +297,7 @@ impl ServiceView {
         ServiceView {
             name: name_of(meta),
             namespace: meta.namespace.as_deref().map(|ns| strings.get(ns)),
-            uid: meta.uid.as_deref().map(Box::from),
+            uid: meta.uid.as_deref().map(Uid::of),
             generation: meta.generation,
             deleting: meta.deletion_timestamp.is_some(),
             type_: spec
@@ -248,7 +339,7 @@ pub struct Target {
     pub kind: Option<Arc<str>>,
     pub namespace: Option<Arc<str>>,
     pub name: Option<Box<str>>,
-    pub uid: Option<Box<str>>,
+    pub uid: Option<Uid>,
 }
 
 /// One endpoint of a slice: its first address (what identifies it without a target), its
@@ -278,7 +369,7 @@ fn target_of(r: &ObjectReference, strings: &mut Interner) -> Target {
         kind: r.kind.as_deref().map(|k| strings.get(k)),
         namespace: r.namespace.as_deref().map(|ns| strings.get(ns)),
         name: r.name.as_deref().map(Box::from),
-        uid: r.uid.as_deref().map(Box::from),
+        uid: r.uid.as_deref().map(Uid::of),
     }
 }
 
@@ -438,6 +529,38 @@ mod tests {
             Some("2026-12-01T03:00:00Z".to_string())
         );
         assert_eq!(view.selector, None, "an empty selector reads as none");
+    }
+
+    #[test]
+    fn a_uid_reads_back_as_written_and_equals_only_its_own_text() {
+        let text = "15152a17-fcc9-4a51-8c04-af0ec0126551";
+        let uid = Uid::of(text);
+        assert!(matches!(uid, Uid::Uuid(_)));
+        assert_eq!(uid.to_string(), text);
+        assert!(uid.is(text));
+        assert!(
+            !uid.is("15152A17-FCC9-4A51-8C04-AF0EC0126551"),
+            "another text"
+        );
+        assert!(!uid.is("2c4d3ec6-47f5-4161-97ff-ef4b12f595f0"));
+        for odd in ["svc-uid-2", "15152A17-FCC9-4A51-8C04-AF0EC0126551", ""] {
+            let uid = Uid::of(odd);
+            assert!(matches!(uid, Uid::Text(_)), "{odd}");
+            assert_eq!(uid.to_string(), odd);
+            assert!(uid.is(odd));
+            assert_ne!(uid, Uid::of(text));
+        }
+    }
+
+    #[test]
+    fn replicas_share_one_label_set() {
+        let mut strings = Interner::default();
+        let map: BTreeMap<String, String> = [("app".into(), "web".into())].into();
+        let (a, b) = (
+            Labels::of(&map, &mut strings),
+            Labels::of(&map, &mut strings),
+        );
+        assert!(Arc::ptr_eq(&a.0, &b.0));
     }
 
     #[test]

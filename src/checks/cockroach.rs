@@ -176,10 +176,10 @@ impl Owners {
             return false;
         };
         if &*controller.kind == "CrdbCluster" {
-            return &*controller.uid == cluster_uid;
+            return controller.uid.is(cluster_uid);
         }
         self.controlled
-            .get(&*controller.uid)
+            .get(&controller.uid.to_string())
             .is_some_and(|(kind, owner)| **kind == *controller.kind && owner == cluster_uid)
     }
 }

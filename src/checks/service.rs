@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use crate::health::{Finding, Verdict};
 use crate::resource::{InputError, Query};
-use crate::views::{EndpointView, Labels, PodView, ServiceView, SliceView};
+use crate::views::{EndpointView, Labels, PodView, ServiceView, SliceView, Uid};
 
 /// How many pods with near-matching labels a message names at most.
 const MAX_NAMED_PODS: usize = 3;
@@ -84,13 +84,11 @@ pub fn check(
 
     // Argo CD's own rule (gitops-engine health_service.go): a LoadBalancer is Progressing until
     // the cloud controller has published an ingress address; clients outside cannot reach it.
-    if service.type_.as_deref() == Some("LoadBalancer") {
-        if !service.load_balancer_ingress {
-            return Verdict::progressing(format!(
-                "Service {id} is a LoadBalancer without an ingress address yet"
-            ))
-            .into();
-        }
+    if service.type_.as_deref() == Some("LoadBalancer") && !service.load_balancer_ingress {
+        return Verdict::progressing(format!(
+            "Service {id} is a LoadBalancer without an ingress address yet"
+        ))
+        .into();
     }
 
     if params.min_ready == 0 {
@@ -381,7 +379,7 @@ impl<'a> Slices<'a> {
         service: &ServiceView,
         slices: &'a [Arc<SliceView>],
     ) -> Self {
-        let uid = service.uid.as_deref();
+        let uid = service.uid.as_ref();
         Slices(
             slices
                 .iter()
@@ -459,14 +457,14 @@ impl<'a> Slices<'a> {
     }
 }
 
-fn owned_by_another_service(slice: &SliceView, uid: Option<&str>) -> bool {
+fn owned_by_another_service(slice: &SliceView, uid: Option<&Uid>) -> bool {
     let Some(uid) = uid else {
         return false;
     };
     slice
         .owners
         .iter()
-        .any(|o| &*o.kind == "Service" && &*o.uid != uid)
+        .any(|o| &*o.kind == "Service" && o.uid != *uid)
 }
 
 /// The selected pod an endpoint points at, if any.
@@ -483,7 +481,7 @@ fn selected_target<'p>(
     let name = r.name.as_deref()?;
     selected.iter().copied().find(|p| {
         &*p.name == name
-            && match (r.uid.as_deref(), p.uid.as_deref()) {
+            && match (r.uid.as_ref(), p.uid.as_ref()) {
                 (Some(a), Some(b)) => a == b,
                 _ => true,
             }
