@@ -5,7 +5,9 @@
 #   3. pod Ready / Database applied → verdict Healthy (benches/readiness.rs)
 #   4. request coalescing: 1,000 concurrent asks → probes per CockroachDB pod (benches/coalescing.rs)
 #      and a 100-node CockroachDB cluster judged cold: time, probe rounds, rounds in flight
-#   5. RSS with 2,000 pods cached (benches/memory.rs)
+#   5. RSS with 2,000 pods cached (benches/memory.rs); then, on a private control plane, issue 11's
+#      cluster (30,000 pods, 10,000 Services and their EndpointSlices, 1,000 WaveGates): RSS and
+#      the CPU of an uncached ask at 10 pods vs 30,010 pods in one process (benches/memory.rs --cluster)
 #   6. pod Ready / Database applied → WaveGate status Healthy (benches/readiness.rs)
 #   7. 1,000 WaveGates on one shared Service: settled writes, one change → every gate (benches/gates.rs)
 #
@@ -13,7 +15,8 @@
 #
 # Knobs (env): BENCH_WRK_SECONDS (10), BENCH_WRK_RUNS (3; the median run by asks/s is reported),
 # BENCH_ASK_SECONDS (10: the 1,000 asks are spread over this long), BENCH_ROUNDS (30),
-# BENCH_PODS (2000), BENCH_PORT (18190: this and the next one), BENCH_QUIET_PCT (20) and
+# BENCH_PODS (2000), BENCH_CLUSTER_PODS (30000), BENCH_CLUSTER_SERVICES (10000),
+# BENCH_CLUSTER_GATES (1000), BENCH_PORT (18190: this and the next one), BENCH_QUIET_PCT (20) and
 # BENCH_QUIET_WAIT (20): before each wrk run, wait up to that many seconds until other work
 # keeps at most that share of the cores busy (other builds on a shared machine wreck p99).
 # Everything runs on loopback; every process the script starts is stopped on exit.
@@ -28,6 +31,9 @@ quiet_wait=${BENCH_QUIET_WAIT:-20}
 ask_seconds=${BENCH_ASK_SECONDS:-10}
 rounds=${BENCH_ROUNDS:-30}
 mem_pods=${BENCH_PODS:-2000}
+cluster_pods=${BENCH_CLUSTER_PODS:-30000}
+cluster_services=${BENCH_CLUSTER_SERVICES:-10000}
+cluster_gates=${BENCH_CLUSTER_GATES:-1000}
 crdb_pods=${BENCH_CRDB_PODS:-100}
 # Fewer than `serve`'s --max-concurrent-requests (64): more would be refused with 503, not judged.
 crdb_asks=50
@@ -300,6 +306,12 @@ wrk_run uncached-pods "$url_b/api/v1/health/services/cicd/forgejo" "$pid_b" -s "
 wrk_summary uncached-pods >&2
 stop "$pid_b"
 
+step "5b. issue 11's cluster on a private control plane ($cluster_pods pods, $cluster_services Services, $cluster_gates WaveGates)"
+# kube-controller-manager's client at 200 requests/s instead of 20: 10,000 EndpointSlices in
+# about a minute instead of eight (the private control plane's only; see control-plane.sh).
+WAVEGATE_KCM_API_QPS=200 "$memory_bin" --cluster --serve "$wavegate" --log "$out/serve-cluster.log" \
+  --pods "$cluster_pods" --services "$cluster_services" --gates "$cluster_gates" | tee "$out/memory-cluster.txt" >&2
+
 # ---------------------------------------------------------------------------------------------
 # No `wavegate serve` runs now: another gate controller would write these gates' status too.
 gates=${BENCH_GATES:-1000}
@@ -339,6 +351,7 @@ mem_total=$(awk '/^MemTotal/ {printf "%.0f GiB", $2 / 1048576}' /proc/meminfo)
 kube_version=$(k version -o json 2>/dev/null | jq -r '.serverVersion.gitVersion // "?"')
 c=$out/coalescing.txt
 m=$out/memory.txt
+mc=$out/memory-cluster.txt
 g=$out/gates.txt
 gate_row() { # to-status
   local p95
@@ -388,6 +401,8 @@ $(latency_row readiness.database.gate "Database applied → WaveGate \`status.he
 $(gate_row Progressing)
 $(gate_row Healthy)
 | the same $(bench_line "$g" gates_floor gates) status writes made directly (floor) | p95 **$(bench_line "$g" gates_floor p95_ms) ms** (p50 $(bench_line "$g" gates_floor p50_ms), max $(bench_line "$g" gates_floor max_ms)) | — | the controller stopped; each gate's status patched by server-side apply as wavegate does, $(bench_line "$g" gates_floor concurrency) at a time, seen on the same watch: what the API server alone takes for that many writes on this machine, the bound on the two rows above |
+| memory (RSS), issue 11's cluster | **$(mib "$(bench_line "$mc" memory.cluster rss_after_kib)") MiB** $(ok "$(mib "$(bench_line "$mc" memory.cluster rss_after_kib)")" '<=' 64) with $(bench_line "$mc" memory.cluster pods) pods, $(bench_line "$mc" memory.cluster services) Services, $(bench_line "$mc" memory.cluster slices) EndpointSlices and $(bench_line "$mc" memory.cluster gates) WaveGates cached (peak $(mib "$(bench_line "$mc" memory.cluster hwm_kib)") MiB; $(mib "$(bench_line "$mc" memory.cluster rss_small_kib)") MiB before them, with 10 pods); **$(bench_line "$mc" memory.cluster bytes_per_pod) bytes per pod**, its Service, slice and gate share included | ≤ 64 MiB | on a private control plane (tests/support/private_control_plane.rs), a release \`wavegate serve --verdict-ttl 1ms\`; 30 namespaces of Deployment-like pods without status (3 per Service), the EndpointSlices kube-controller-manager publishes for the Services, one \`service\` check per WaveGate; VmRSS once \`wavegate_cached_objects\` equals what the API server lists for each kind and the gate controller has written every gate ($(bench_line "$mc" memory.cluster cached_s) s after the first create; cached: $(bench_line "$mc" memory.cluster cached)); benches/memory.rs \`--cluster\` |
+| uncached ask, 10 pods → 30,010 pods in the cluster | **$(bench_line "$mc" ask.small cpu_us) → $(bench_line "$mc" ask.cluster cpu_us) µs CPU/ask, ×$(bench_line "$mc" ask.ratio cluster_vs_small)** $(ok "$(bench_line "$mc" ask.ratio cluster_vs_small)" '<=' 1.5) ($(bench_line "$mc" ask.small evaluated_pct)% / $(bench_line "$mc" ask.cluster evaluated_pct)% of asks evaluated; $(bench_line "$mc" ask.small asks_per_s) / $(bench_line "$mc" ask.cluster asks_per_s) asks/s); contrast: a Service in a namespace of 1,000 pods, $(bench_line "$mc" ask.namespace-1000 cpu_us) µs | ≤ 1.5× | same run and process as the row above: a Service with 10 Ready pods asked with one of 1,000 \`minReady\` values in turn (every ask evaluated), 32 at a time from an in-process client, before the cluster is built and after it is cached; wavegate's CPU from \`/proc/PID/task/*/schedstat\` ÷ asks; \`--resync 1h\` so no periodic gate evaluation falls into the window |
 | memory (RSS) | $(mib "$rss_start") MiB after start; **$(mib "$rss_after") MiB** with $((2 * mem_pods)) pods and $mem_pods endpoints cached. Per pod: **$(bench_line "$m" memory.not-ready bytes_per_pod) bytes** (pod cache alone), **$(bench_line "$m" memory bytes_per_pod) bytes** with its endpoint | — | VmRSS of B (\`/proc/PID/status\`) after its warm-up and wrk runs ($(mib "$rss_nr_before") MiB), after $mem_pods Deployment-like pods with kubelet-like status but not Ready and without IP ($(mib "$rss_nr_after") MiB), then after $mem_pods more marked Ready, which kube-controller-manager publishes as endpoints ($(mib "$rss_after") MiB; peak $(mib "$(bench_line "$m" memory hwm_kib)") MiB); each counted as cached once the Service verdict names all $mem_pods pods / endpoints ($(bench_line "$m" memory.not-ready cached_s) s and $(bench_line "$m" memory cached_s) s after the first create); benches/memory.rs |
 
 Reading the table: everything shares two cores — kube-apiserver, etcd, kube-controller-manager,

@@ -2,8 +2,9 @@
 //!
 //! One kube-rs reflector per kind (and per namespace when scoped), started the first time a check
 //! needs that kind, so wavegate never lists or watches what nobody asks about. Stores hold only
-//! what the checks read: pods are stripped to metadata, node, phase, IPs and conditions, every
-//! other object loses its managed fields and last-applied annotation.
+//! what the checks read: pods, Services and EndpointSlices as compact views ([`crate::views`])
+//! in stores of wavegate's own ([`crate::store_index`]), every other object (kube-rs' reflector
+//! store of JSON objects) without its managed fields and last-applied annotation.
 //!
 //! A read succeeds only from a watch whose latest list has completed and which has not failed
 //! since. A watch is in one of three phases:
@@ -31,17 +32,18 @@
 
 use crate::metrics::{Metrics, ResourceLabel};
 use crate::resource::Kind;
-use crate::store_index::StoreIndex;
+use crate::store_index::{Bucket, StoreIndex, StoreWriter};
+use crate::views::{Interner, PodView, ServiceView, SliceView};
 use futures::StreamExt;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodStatus, Service};
+use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::api::{Api, ApiResource, DynamicObject, PostParams};
 use kube::runtime::reflector::{self, ObjectRef, Store};
-use kube::runtime::{WatchStreamExt, watcher};
+use kube::runtime::watcher;
 use kube::{Client, Resource as KubeResource, ResourceExt};
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -205,14 +207,11 @@ impl WatchHealth {
     }
 }
 
-struct Watch<K: KubeResource + 'static>
-where
-    K::DynamicType: Hash + Eq,
-{
-    store: Store<K>,
-    /// Pods by namespace, slices by Service (src/store_index.rs); `None` for other kinds.
-    index: Option<Arc<StoreIndex<K>>>,
-    dyntype: K::DynamicType,
+/// One watch, read through `R`: the views of a typed kind ([`StoreIndex`]), or the reflector
+/// store of a dynamic one ([`Objects`]).
+#[derive(Clone)]
+struct Watch<R> {
+    reader: R,
     health: Arc<WatchHealth>,
     /// `pods in shop`, `wavegates.wavegate.dev`: what messages call this watch.
     label: String,
@@ -221,26 +220,17 @@ where
     task: AbortHandle,
 }
 
-impl<K: KubeResource + 'static> Clone for Watch<K>
-where
-    K::DynamicType: Hash + Eq + Clone,
-{
-    fn clone(&self) -> Self {
-        Watch {
-            store: self.store.clone(),
-            index: self.index.clone(),
-            dyntype: self.dyntype.clone(),
-            health: self.health.clone(),
-            label: self.label.clone(),
-            required: self.required,
-            task: self.task.clone(),
-        }
-    }
+/// The objects of a dynamic kind, as JSON, and the resource they are.
+#[derive(Clone)]
+struct Objects {
+    store: Store<DynamicObject>,
+    resource: ApiResource,
 }
 
 /// Watches of one type by (resource, namespace scope).
 type WatchKey = (String, Option<String>);
-type WatchSet<K> = Mutex<HashMap<WatchKey, Watch<K>>>;
+type WatchSet<R> = Mutex<HashMap<WatchKey, Watch<R>>>;
+type Views<V> = Arc<StoreIndex<V>>;
 
 pub struct Cache {
     client: Client,
@@ -248,10 +238,10 @@ pub struct Cache {
     namespaces: Option<BTreeSet<String>>,
     sync_wait: Duration,
     limits: WatchLimits,
-    pods: WatchSet<Pod>,
-    services: WatchSet<Service>,
-    slices: WatchSet<EndpointSlice>,
-    dynamic: WatchSet<DynamicObject>,
+    pods: WatchSet<Views<PodView>>,
+    services: WatchSet<Views<ServiceView>>,
+    slices: WatchSet<Views<SliceView>>,
+    dynamic: WatchSet<Objects>,
     discovered: moka::future::Cache<(String, Served), Result<ApiResource, CacheError>>,
     /// (group, plural, namespace or "") → may wavegate list and watch it.
     access: moka::future::Cache<(String, String, String), bool>,
@@ -269,10 +259,7 @@ pub struct Cache {
 /// destination cluster removed at runtime (`clusters`) would go on being watched.
 impl Drop for Cache {
     fn drop(&mut self) {
-        fn stop<K: KubeResource>(set: &WatchSet<K>)
-        where
-            K::DynamicType: Hash + Eq,
-        {
+        fn stop<R>(set: &WatchSet<R>) {
             for w in lock(set).values() {
                 w.task.abort();
             }
@@ -419,13 +406,7 @@ impl Cache {
 
     /// The phase of one watch and when its latest list completed.
     fn phase_of(&self, key: &WatchKey) -> Option<(Phase, Option<Instant>)> {
-        fn get<K: KubeResource>(
-            set: &WatchSet<K>,
-            key: &WatchKey,
-        ) -> Option<(Phase, Option<Instant>)>
-        where
-            K::DynamicType: Hash + Eq,
-        {
+        fn get<R>(set: &WatchSet<R>, key: &WatchKey) -> Option<(Phase, Option<Instant>)> {
             lock(set)
                 .get(key)
                 .map(|w| (w.health.phase(), w.health.listed_at()))
@@ -436,27 +417,32 @@ impl Cache {
             .or_else(|| get(&self.slices, key))
     }
 
-    /// Pods of one namespace, stripped to what checks read.
-    pub(crate) async fn pods(&self, namespace: &str) -> Result<Vec<Arc<Pod>>, CacheError> {
+    /// Pods of one namespace, in name order (a check that names the first few pods must not
+    /// reword an unchanged verdict).
+    pub(crate) async fn pods(&self, namespace: &str) -> Result<Vec<Arc<PodView>>, CacheError> {
         let w = self
-            .typed_watch(&self.pods, Kind::PODS, namespace, strip_pod)
+            .typed_watch::<Pod, _>(&self.pods, Kind::PODS, namespace, PodView::project, None)
             .await?;
         self.read(&w).await?;
-        Ok(indexed(&w, namespace, |p| {
-            p.metadata.namespace.as_deref() == Some(namespace)
-        }))
+        Ok(w.reader.in_namespace(namespace))
     }
 
     pub(crate) async fn service(
         &self,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<Arc<Service>>, CacheError> {
+    ) -> Result<Option<Arc<ServiceView>>, CacheError> {
         let w = self
-            .typed_watch(&self.services, Kind::SERVICES, namespace, strip_meta)
+            .typed_watch::<Service, _>(
+                &self.services,
+                Kind::SERVICES,
+                namespace,
+                ServiceView::project,
+                None,
+            )
             .await?;
         self.read(&w).await?;
-        Ok(w.store.get(&ObjectRef::new(name).within(namespace)))
+        Ok(w.reader.get(namespace, name))
     }
 
     /// EndpointSlices of one Service: those labelled `kubernetes.io/service-name=<name>`
@@ -466,18 +452,18 @@ impl Cache {
         &self,
         namespace: &str,
         service: &str,
-    ) -> Result<Vec<Arc<EndpointSlice>>, CacheError> {
+    ) -> Result<Vec<Arc<SliceView>>, CacheError> {
         let w = self
-            .typed_watch(&self.slices, Kind::ENDPOINT_SLICES, namespace, strip_meta)
+            .typed_watch::<EndpointSlice, _>(
+                &self.slices,
+                Kind::ENDPOINT_SLICES,
+                namespace,
+                SliceView::project,
+                Some(|s| s.service.as_ref()),
+            )
             .await?;
         self.read(&w).await?;
-        Ok(indexed(&w, &format!("{namespace}/{service}"), |s| {
-            s.metadata.namespace.as_deref() == Some(namespace)
-                && s.labels()
-                    .get(crate::store_index::SERVICE_NAME_LABEL)
-                    .map(String::as_str)
-                    == Some(service)
-        }))
+        Ok(w.reader.in_bucket(namespace, service))
     }
 
     /// One object of any kind, as JSON (`None` when it does not exist).
@@ -491,13 +477,13 @@ impl Cache {
         self.read(&w).await?;
         // A cluster-scoped object (Argo CD lists it with namespace "") has no namespace in its
         // reference; `within("")` would name one that nothing lives in.
-        let key = ObjectRef::new_with(name, w.dyntype.clone());
+        let key = ObjectRef::new_with(name, w.reader.resource.clone());
         let key = if namespace.is_empty() {
             key
         } else {
             key.within(namespace)
         };
-        Ok(w.store.get(&key).map(|o| to_json(&o)))
+        Ok(w.reader.store.get(&key).map(|o| to_json(&o)))
     }
 
     /// All objects of a kind in one namespace, or in every watched namespace when `namespace`
@@ -518,7 +504,8 @@ impl Cache {
             let w = self.dynamic_watch(kind, ns).await?;
             self.read(&w).await?;
             out.extend(
-                w.store
+                w.reader
+                    .store
                     .state()
                     .iter()
                     .filter(|o| scope.is_none() || o.metadata.namespace == scope)
@@ -538,11 +525,7 @@ impl Cache {
         }
     }
 
-    async fn read<K>(&self, w: &Watch<K>) -> Result<(), CacheError>
-    where
-        K: KubeResource + Clone + 'static,
-        K::DynamicType: Hash + Eq + Clone,
-    {
+    async fn read<R>(&self, w: &Watch<R>) -> Result<(), CacheError> {
         w.health.touch();
         let listed = w.health.listed.notified();
         if w.health.phase() == Phase::Listing {
@@ -564,13 +547,15 @@ impl Cache {
         }
     }
 
-    async fn typed_watch<K>(
+    /// The watch of a typed kind, kept as views `V` projected from each `K` it delivers.
+    async fn typed_watch<K, V>(
         &self,
-        set: &WatchSet<K>,
+        set: &WatchSet<Views<V>>,
         kind: Kind,
         namespace: &str,
-        strip: fn(&mut K),
-    ) -> Result<Watch<K>, CacheError>
+        project: fn(&K, &mut Interner) -> V,
+        bucket: Option<Bucket<V>>,
+    ) -> Result<Watch<Views<V>>, CacheError>
     where
         K: KubeResource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
             + Clone
@@ -579,6 +564,7 @@ impl Cache {
             + Sync
             + serde::de::DeserializeOwned
             + 'static,
+        V: crate::views::View,
     {
         let scope = self.scope(namespace)?;
         let key = (kind.to_string(), scope.clone());
@@ -590,14 +576,16 @@ impl Cache {
             Some(ns) => Api::namespaced(self.client.clone(), ns),
             None => Api::all(self.client.clone()),
         };
-        self.start(set, kind, key, api, (), strip)
+        let store = StoreIndex::new(bucket);
+        let writer = StoreWriter::new(store.clone(), project);
+        self.start(set, kind, key, api, store, writer)
     }
 
     async fn dynamic_watch(
         &self,
         kind: &Kind,
         namespace: &str,
-    ) -> Result<Watch<DynamicObject>, CacheError> {
+    ) -> Result<Watch<Objects>, CacheError> {
         let what = kind.to_string();
         let scope = if namespace.is_empty() {
             None
@@ -619,7 +607,17 @@ impl Cache {
         } else {
             strip_meta
         };
-        self.start(&self.dynamic, kind.clone(), key, api, ar, strip)
+        let writer = reflector::store::Writer::new(ar.clone());
+        let objects = Objects {
+            store: writer.as_reader(),
+            resource: ar.clone(),
+        };
+        let sink = DynamicSink {
+            writer,
+            resource: ar,
+            strip,
+        };
+        self.start(&self.dynamic, kind.clone(), key, api, objects, sink)
     }
 
     /// Whether wavegate may list and watch `plural.group` in `scope`, from a cached
@@ -659,18 +657,19 @@ impl Cache {
 
     /// Start the watch for `key` unless another read just did; an on-demand watch takes one
     /// of the `max_on_demand` places or is refused.
-    fn start<K>(
+    fn start<R, K, S>(
         &self,
-        set: &WatchSet<K>,
+        set: &WatchSet<R>,
         kind: Kind,
         key: WatchKey,
         api: Api<K>,
-        dyntype: K::DynamicType,
-        strip: fn(&mut K),
-    ) -> Result<Watch<K>, CacheError>
+        reader: R,
+        sink: S,
+    ) -> Result<Watch<R>, CacheError>
     where
+        R: Clone,
         K: KubeResource + Clone + Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
-        K::DynamicType: Hash + Eq + Clone + Send + Sync,
+        S: Sink<K>,
     {
         let mut guard = lock(set);
         if let Some(w) = guard.get(&key) {
@@ -689,7 +688,7 @@ impl Cache {
                     max,
                 })?;
         }
-        let w = self.spawn(api, dyntype, kind, label, required, strip);
+        let w = self.spawn(api, reader, sink, kind, label, required);
         guard.insert(key, w.clone());
         Ok(w)
     }
@@ -713,10 +712,7 @@ impl Cache {
     /// The watches listed before `listed_before` (all with `None`) relist: none of them may
     /// serve reads until its new list completes.
     fn relist(&self, reason: &str, listed_before: Option<Instant>) {
-        fn tell<K: KubeResource>(set: &WatchSet<K>, reason: &str, before: Option<Instant>)
-        where
-            K::DynamicType: Hash + Eq,
-        {
+        fn tell<R>(set: &WatchSet<R>, reason: &str, before: Option<Instant>) {
             for w in lock(set).values() {
                 let stale = match (before, w.health.listed_at()) {
                     (Some(t), Some(listed)) => listed <= t,
@@ -736,10 +732,7 @@ impl Cache {
 
     /// Stop on-demand watches nobody has read for `limits.idle`.
     fn evict_idle(&self) {
-        fn sweep<K: KubeResource>(set: &WatchSet<K>, idle: Duration, on_demand: &AtomicUsize)
-        where
-            K::DynamicType: Hash + Eq,
-        {
+        fn sweep<R>(set: &WatchSet<R>, idle: Duration, on_demand: &AtomicUsize) {
             lock(set).retain(|_, w| {
                 if w.required || w.health.idle_for() < idle {
                     return true;
@@ -810,30 +803,25 @@ impl Cache {
             .await
     }
 
-    fn spawn<K>(
+    fn spawn<R, K, S>(
         &self,
         api: Api<K>,
-        dyntype: K::DynamicType,
+        reader: R,
+        sink: S,
         kind: Kind,
         label: String,
         required: bool,
-        strip: fn(&mut K),
-    ) -> Watch<K>
+    ) -> Watch<R>
     where
         K: KubeResource + Clone + Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
-        K::DynamicType: Hash + Eq + Clone + Send + Sync,
+        S: Sink<K>,
     {
-        let writer = reflector::store::Writer::new(dyntype.clone());
-        let store = writer.as_reader();
-        let index = StoreIndex::for_kind(&kind);
         let health = Arc::new(WatchHealth::new());
         tracing::info!(watch = %label, required, "starting watch");
         let run = Reflect {
             api,
-            writer,
-            index: index.clone(),
-            dyntype: dyntype.clone(),
-            strip,
+            sink,
+            counted: 0,
             health: health.clone(),
             label: label.clone(),
             kind,
@@ -842,9 +830,7 @@ impl Cache {
         };
         let task = tokio::spawn(run.run()).abort_handle();
         Watch {
-            store,
-            index,
-            dyntype,
+            reader,
             health,
             label,
             required,
@@ -853,17 +839,63 @@ impl Cache {
     }
 }
 
+/// Where a watch's events go.
+trait Sink<K>: Send + 'static {
+    /// Apply one event, as kube-rs' reflector writer does (a list replaces the stored objects
+    /// when it completes); at the end of a list, the (namespace, name) of objects it removed.
+    fn apply(&mut self, event: watcher::Event<K>) -> Vec<(String, String)>;
+
+    /// How many objects are stored.
+    fn len(&self) -> usize;
+}
+
+impl<K: ResourceExt + Send + 'static, V: crate::views::View> Sink<K> for StoreWriter<K, V> {
+    fn apply(&mut self, event: watcher::Event<K>) -> Vec<(String, String)> {
+        StoreWriter::apply(self, &event)
+    }
+
+    fn len(&self) -> usize {
+        self.store().len()
+    }
+}
+
+/// A dynamic kind's reflector store, fed objects without what no check reads.
+struct DynamicSink {
+    writer: reflector::store::Writer<DynamicObject>,
+    resource: ApiResource,
+    strip: fn(&mut DynamicObject),
+}
+
+impl Sink<DynamicObject> for DynamicSink {
+    fn apply(&mut self, event: watcher::Event<DynamicObject>) -> Vec<(String, String)> {
+        let event = event.modify(self.strip);
+        let before =
+            matches!(event, watcher::Event::InitDone).then(|| self.writer.as_reader().state());
+        self.writer.apply_watcher_event(&event);
+        let now = self.writer.as_reader();
+        before
+            .unwrap_or_default()
+            .iter()
+            .filter(|o| {
+                now.get(&ObjectRef::from_obj_with(o.as_ref(), self.resource.clone()))
+                    .is_none()
+            })
+            .map(|o| (o.namespace().unwrap_or_default(), o.name_any()))
+            .collect()
+    }
+
+    fn len(&self) -> usize {
+        self.writer.as_reader().len()
+    }
+}
+
 /// One watch's task: a kube-rs watcher feeding the store, replaced by a fresh one (a full
 /// list) after any error.
-struct Reflect<K: KubeResource + Clone + 'static>
-where
-    K::DynamicType: Hash + Eq + Clone,
-{
+struct Reflect<K: KubeResource + Clone + 'static, S> {
     api: Api<K>,
-    writer: reflector::store::Writer<K>,
-    index: Option<Arc<StoreIndex<K>>>,
-    dyntype: K::DynamicType,
-    strip: fn(&mut K),
+    sink: S,
+    /// What this watch adds to `wavegate_cached_objects`.
+    counted: i64,
     health: Arc<WatchHealth>,
     label: String,
     kind: Kind,
@@ -871,10 +903,20 @@ where
     metrics: Arc<Metrics>,
 }
 
-impl<K> Reflect<K>
+/// A stopped watch (evicted, or its cache dropped) holds nothing any more.
+impl<K: KubeResource + Clone + 'static, S> Drop for Reflect<K, S> {
+    fn drop(&mut self) {
+        self.metrics
+            .cached_objects
+            .get_or_create(&ResourceLabel::new(&self.kind.to_string()))
+            .dec_by(self.counted);
+    }
+}
+
+impl<K, S> Reflect<K, S>
 where
     K: KubeResource + Clone + Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
-    K::DynamicType: Hash + Eq + Clone + Send + Sync,
+    S: Sink<K>,
 {
     async fn run(mut self) {
         let mut backoff = RELIST_FIRST_DELAY;
@@ -883,7 +925,7 @@ where
             // reads from cache, GA) the API server serves it from its watch cache once that has
             // caught up with etcd, so a relist after an outage never starts from objects older
             // than the outage, as a resourceVersion=0 list could on a lagging API server.
-            let stream = watcher(self.api.clone(), watcher::Config::default()).modify(self.strip);
+            let stream = watcher(self.api.clone(), watcher::Config::default());
             let mut stream = std::pin::pin!(stream);
             // A heartbeat's word ends the watch at once and restarts it without a backoff:
             // either the API server went silent (the list will wait or fail on its own) or it
@@ -927,63 +969,60 @@ where
     }
 
     fn apply(&mut self, event: watcher::Event<K>) {
-        let before =
-            matches!(event, watcher::Event::InitDone).then(|| self.writer.as_reader().state());
-        self.writer.apply_watcher_event(&event);
-        if let Some(index) = &self.index {
-            index.apply(&event, &self.writer.as_reader(), &self.dyntype);
-        }
-        match &event {
+        let touched = match &event {
             watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
-                self.changed(o)
+                Some((o.namespace().unwrap_or_default(), o.name_any()))
             }
-            watcher::Event::Init => {
-                let label = ResourceLabel::new(&self.kind.to_string());
-                self.metrics.watch_restarts.get_or_create(&label).inc();
-                // At 0 from the first list, so deploy/monitoring's "watches failing" rate() has
-                // a series before the first error.
-                let _ = self.metrics.watch_errors.get_or_create(&label);
+            watcher::Event::Init | watcher::Event::InitDone => None,
+        };
+        let (init, done) = (
+            matches!(event, watcher::Event::Init),
+            matches!(event, watcher::Event::InitDone),
+        );
+        // Stored first, told after: whoever reacts to the change reads the new state.
+        let gone = self.sink.apply(event);
+        self.count();
+        if let Some((namespace, name)) = touched {
+            self.changed(namespace, name);
+        }
+        if init {
+            let label = ResourceLabel::new(&self.kind.to_string());
+            self.metrics.watch_restarts.get_or_create(&label).inc();
+            // At 0 from the first list, so deploy/monitoring's "watches failing" rate() has
+            // a series before the first error.
+            let _ = self.metrics.watch_errors.get_or_create(&label);
+        }
+        if done {
+            // Objects deleted while the watch was away vanish with the relist and get no
+            // event of their own; what depended on them is told here.
+            for (namespace, name) in gone {
+                self.changed(namespace, name);
             }
-            watcher::Event::InitDone => {
-                // Objects deleted while the watch was away vanish with the relist and get no
-                // event of their own; what depended on them is told here.
-                let now = self.writer.as_reader();
-                for gone in before.unwrap_or_default().iter().filter(|o| {
-                    now.get(&ObjectRef::from_obj_with(o.as_ref(), self.dyntype.clone()))
-                        .is_none()
-                }) {
-                    self.changed(gone.as_ref());
-                }
-                self.health.listed();
-                tracing::info!(watch = %self.label, "watch synced");
-            }
+            self.health.listed();
+            tracing::info!(watch = %self.label, "watch synced");
         }
     }
 
-    fn changed(&self, o: &K) {
+    /// Follow the store's size in `wavegate_cached_objects` (several watches of one kind, one
+    /// per namespace when scoped, add up).
+    fn count(&mut self) {
+        let now = self.sink.len() as i64;
+        if now != self.counted {
+            self.metrics
+                .cached_objects
+                .get_or_create(&ResourceLabel::new(&self.kind.to_string()))
+                .inc_by(now - self.counted);
+            self.counted = now;
+        }
+    }
+
+    fn changed(&self, namespace: String, name: String) {
         let _ = self.changes.send(Change {
             kind: self.kind.clone(),
-            namespace: o.namespace().unwrap_or_default(),
-            name: o.name_any(),
+            namespace,
+            name,
         });
     }
-}
-
-/// The objects of one index bucket; a watch without an index filters its whole store.
-fn indexed<K>(w: &Watch<K>, bucket: &str, fallback: impl Fn(&K) -> bool) -> Vec<Arc<K>>
-where
-    K: KubeResource + Clone + 'static,
-    K::DynamicType: Hash + Eq + Clone,
-{
-    let mut found = match &w.index {
-        Some(index) => index.get(bucket),
-        None => w.store.state_filter(fallback),
-    };
-    // In name order: both sources iterate a HashMap, whose order changes when it is rebuilt,
-    // and a check that names the first few pods would otherwise reword (and rewrite) an
-    // unchanged verdict.
-    found.sort_by(|a, b| a.meta().name.cmp(&b.meta().name));
-    found
 }
 
 /// Stop idle on-demand watches, as long as the cache exists.
@@ -1120,9 +1159,8 @@ fn label_of(what: &str, scope: &Option<String>) -> String {
     }
 }
 
-/// Argo CD's field manager, for client- and server-side apply alike (argo-cd common/common.go
-/// `ArgoCDSSAManager`): the one managedFields entry the cache keeps.
-pub(crate) const ARGOCD_MANAGER: &str = "argocd-controller";
+/// The one managedFields entry the cache keeps.
+pub(crate) use crate::views::ARGOCD_MANAGER;
 
 /// Drop what no check reads: managed fields and the last-applied annotation are often larger
 /// than the rest of the object together. Argo CD's own managedFields entry stays, without its
@@ -1172,26 +1210,6 @@ fn strip_application(o: &mut DynamicObject) {
             }
         }
     }
-}
-
-/// Keep of a pod only labels, owner, deletion, node, phase, IPs and conditions.
-fn strip_pod(p: &mut Pod) {
-    strip_meta(p);
-    p.metadata.annotations = None;
-    p.spec = p.spec.take().map(|s| PodSpec {
-        node_name: s.node_name,
-        ..PodSpec::default()
-    });
-    p.status = p.status.take().map(|s| PodStatus {
-        phase: s.phase,
-        pod_ip: s.pod_ip,
-        pod_ips: s.pod_ips,
-        // Checks read only the Ready condition; the other four are a third of a stored pod.
-        conditions: s
-            .conditions
-            .map(|c| c.into_iter().filter(|c| c.type_ == "Ready").collect()),
-        ..PodStatus::default()
-    });
 }
 
 fn to_json(o: &DynamicObject) -> Value {
@@ -1396,14 +1414,9 @@ mod tests {
         )
     }
 
-    fn ready_of(pods: &[Arc<Pod>]) -> Vec<bool> {
+    fn ready_of(pods: &[Arc<PodView>]) -> Vec<bool> {
         pods.iter()
-            .map(|p| {
-                p.status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .is_some_and(|c| c.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            })
+            .map(|p| p.ready.as_ref().is_some_and(|c| &*c.status == "True"))
             .collect()
     }
 
@@ -1633,10 +1646,19 @@ mod tests {
         let cache = cache_with(fake_api(script.clone()).await, limits);
         cache.pods(NS).await.expect("the first watch fits");
         assert_eq!(cache.on_demand.load(Ordering::SeqCst), 1);
+        let cached = || {
+            cache
+                .metrics
+                .cached_objects
+                .get_or_create(&ResourceLabel::new("pods"))
+                .get()
+        };
+        assert_eq!(cached(), 1, "wavegate_cached_objects counts the listed pod");
         until("the idle watch is stopped", || {
             cache.on_demand.load(Ordering::SeqCst) == 0 && lock(&cache.pods).is_empty()
         })
         .await;
+        until("a stopped watch counts nothing", || cached() == 0).await;
         // Read again: a new watch, listed afresh.
         cache.pods(NS).await.expect("a new watch after eviction");
         assert_eq!(script.lists_started.load(Ordering::SeqCst), 2);

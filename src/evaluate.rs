@@ -215,18 +215,18 @@ impl Evaluator {
                 let f = service::check(namespace, name, svc.as_deref(), &pods, &slices, params);
                 // A Service has no metadata.generation: its spec is its selector.
                 let selector = svc.as_deref().map(|s| {
-                    let selector = s.spec.as_ref().and_then(|spec| spec.selector.as_ref());
-                    let text: Vec<String> = selector
-                        .into_iter()
-                        .flatten()
+                    let text: Vec<String> = s
+                        .selector
+                        .iter()
+                        .flat_map(|l| l.iter())
                         .map(|(k, v)| format!("{k}={v}"))
                         .collect();
                     text.join(",")
                 });
-                let identity = svc
-                    .as_deref()
-                    .zip(selector.as_ref())
-                    .map(|(s, text)| format!("{}@{text}", identity_of(&s.metadata)));
+                let identity = svc.as_deref().zip(selector.as_ref()).map(|(s, text)| {
+                    let uid = s.uid.as_ref().map(ToString::to_string).unwrap_or_default();
+                    format!("{uid}@{}@{text}", s.generation.unwrap_or(0))
+                });
                 Found {
                     judged_selector: selector,
                     ..Found::seen(f, self.config.selector_grace, identity)
@@ -418,14 +418,6 @@ impl Found {
             judged_selector: None,
         }
     }
-}
-
-fn identity_of(meta: &kube::api::ObjectMeta) -> String {
-    format!(
-        "{}@{}",
-        meta.uid.as_deref().unwrap_or(""),
-        meta.generation.unwrap_or(0)
-    )
 }
 
 fn json_identity(obj: &serde_json::Value) -> String {

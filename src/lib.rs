@@ -4,9 +4,10 @@
 //! ([`health`]) → HTTP ([`api`]), WaveGate status or annotations. Modules form layers, and a
 //! module imports only from layers below its own (`tests/layers.rs` enforces it):
 //!
-//! 1. [`health`], [`resource`] — verdicts, and how kinds, objects and parameters are named;
-//! 2. [`metrics`], [`checks`], `table` — counters; the pure check functions; kubectl-style
-//!    tables;
+//! 1. [`health`], [`resource`], [`views`] — verdicts; how kinds, objects and parameters are
+//!    named; what the cache keeps of pods, Services and EndpointSlices;
+//! 2. [`metrics`], [`checks`], `table`, [`store_index`] — counters; the pure check functions;
+//!    kubectl-style tables; the views' store;
 //! 3. [`ask`], [`cache`], [`probe`], [`written`], [`leader`], [`events`], `progress` — what to
 //!    check; the watch cache; CockroachDB probes; what the writers share; which replica writes;
 //!    which Event a transition deserves; `wavegate wait`'s output;
@@ -42,5 +43,6 @@ pub mod resource;
 pub mod store_index;
 mod table;
 pub mod timeline;
+pub mod views;
 pub mod waves;
 pub mod written;

@@ -69,6 +69,8 @@ pub struct Metrics {
     pub probe_seconds: Histogram,
     pub watch_restarts: Family<ResourceLabel, Counter>,
     pub watch_errors: Family<ResourceLabel, Counter>,
+    /// Objects held by the watch caches, by resource (what their memory grows with).
+    pub cached_objects: Family<ResourceLabel, Gauge>,
     pub gate_status_writes: Counter,
     pub annotation_writes: Counter,
     /// API requests refused before a handler answered them: `unauthorized`, `out_of_scope`
@@ -102,6 +104,7 @@ impl Default for Metrics {
         let probe_seconds = Histogram::new(exponential_buckets(0.001, 2.0, 14));
         let watch_restarts = Family::<ResourceLabel, Counter>::default();
         let watch_errors = Family::<ResourceLabel, Counter>::default();
+        let cached_objects = Family::<ResourceLabel, Gauge>::default();
         let gate_status_writes = Counter::default();
         let annotation_writes = Counter::default();
         registry.register("asks", "Health asks by resource", asks.clone());
@@ -125,6 +128,11 @@ impl Default for Metrics {
             "watch_errors",
             "Watch errors by resource",
             watch_errors.clone(),
+        );
+        registry.register(
+            "cached_objects",
+            "Objects held by the watch caches, by resource",
+            cached_objects.clone(),
         );
         registry.register(
             "gate_status_writes",
@@ -191,6 +199,7 @@ impl Default for Metrics {
             probe_seconds,
             watch_restarts,
             watch_errors,
+            cached_objects,
             gate_status_writes,
             annotation_writes,
             api_refusals,

@@ -1,178 +1,260 @@
-//! A secondary index over a watch cache's store: objects by bucket — pods by namespace,
-//! EndpointSlices by their Service (namespace and `kubernetes.io/service-name`) — so that a
-//! check reads one namespace's pods or one Service's slices without scanning every object
-//! cached (issue 11: an uncached verdict must not cost more on a cluster of 30,000 pods than on
-//! one of ten). The reflector's store has no index of its own.
+//! The store of a typed watch (pods, Services, EndpointSlices): compact views
+//! ([`crate::views`]) by namespace in name order, and, for EndpointSlices, also by the Service
+//! they speak for, so that a check reads one namespace's pods or one Service's slices without
+//! scanning every object cached (issue 11: an uncached verdict must not cost more on a cluster
+//! of 30,000 pods than on one of ten).
 //!
-//! The index holds the store's own `Arc`s, not copies: per object one more pointer and its
-//! name. It follows the watch's events after the store has applied them, and is rebuilt from
-//! the store when a (re)list completes, so it shows exactly what the store shows: until the
-//! relist is done both keep the objects from before it.
+//! A store of wavegate's own rather than kube-rs' reflector `Store`: that one keys every object
+//! by an `ObjectRef` (name, namespace, resourceVersion and UID: four more strings per object)
+//! and needs `kube::Resource`, which needs a whole `ObjectMeta` in every view. Here each view
+//! is held once, by `Arc`, and found by its own name (`Borrow<str>`); namespaces and Service
+//! names are shared strings.
+//!
+//! It follows kube-rs' reflector semantics (`reflector::store::Writer`): a (re)list is
+//! buffered and replaces the stored views only when it completes (`Event::InitDone`), so until
+//! then the views from before it stay (and the cache refuses to serve them as fresh).
 
-use crate::resource::Kind;
-use std::collections::HashMap;
-use std::hash::Hash;
+use crate::views::{Interner, View};
+use kube::ResourceExt;
+use kube::runtime::watcher;
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 
-use kube::Resource as KubeResource;
-use kube::ResourceExt;
-use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::watcher;
+/// A view found by its name.
+struct ByName<V>(Arc<V>);
 
-/// The label by which the EndpointSlice controller ties a slice to its Service
-/// (discovery.k8s.io/v1 `LabelServiceName`).
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-
-/// (namespace, name) of an object.
-type Key = (String, String);
-
-/// Which bucket an object belongs in, if any.
-type Bucket<K> = fn(&K) -> Option<String>;
-
-pub struct StoreIndex<K> {
-    bucket: Bucket<K>,
-    inner: RwLock<Buckets<K>>,
+impl<V: View> Borrow<str> for ByName<V> {
+    fn borrow(&self) -> &str {
+        self.0.name()
+    }
 }
 
-struct Buckets<K> {
-    by_bucket: HashMap<String, HashMap<Key, Arc<K>>>,
-    /// Where each object is, so an object whose bucket changed (a relabelled slice) moves.
-    bucket_of: HashMap<Key, String>,
+impl<V: View> PartialEq for ByName<V> {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.name() == other.0.name()
+    }
 }
 
-impl<K> Default for Buckets<K> {
+impl<V: View> Eq for ByName<V> {}
+
+impl<V: View> PartialOrd for ByName<V> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl<V: View> Ord for ByName<V> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.name().cmp(other.0.name())
+    }
+}
+
+type Named<V> = BTreeSet<ByName<V>>;
+
+/// The second key a view may be found by within its namespace (a slice's Service).
+pub type Bucket<V> = fn(&V) -> Option<&Arc<str>>;
+
+pub struct StoreIndex<V> {
+    bucket: Option<Bucket<V>>,
+    inner: RwLock<Stored<V>>,
+}
+
+struct Stored<V> {
+    /// Namespace ("" for none) → views in name order.
+    by_namespace: HashMap<Arc<str>, Named<V>>,
+    /// Namespace → bucket → views in name order.
+    by_bucket: HashMap<Arc<str>, HashMap<Arc<str>, Named<V>>>,
+    count: usize,
+}
+
+impl<V> Default for Stored<V> {
     fn default() -> Self {
-        Buckets {
+        Stored {
+            by_namespace: HashMap::new(),
             by_bucket: HashMap::new(),
-            bucket_of: HashMap::new(),
+            count: 0,
         }
     }
 }
 
-/// Pods by namespace.
-pub fn namespace_bucket<K: KubeResource>(o: &K) -> Option<String> {
-    o.meta().namespace.clone()
-}
-
-/// EndpointSlices by Service: `namespace/service`.
-pub fn service_bucket<K: KubeResource>(o: &K) -> Option<String> {
-    let ns = o.meta().namespace.as_deref()?;
-    let service = o.meta().labels.as_ref()?.get(SERVICE_NAME_LABEL)?;
-    Some(format!("{ns}/{service}"))
-}
-
-impl<K> StoreIndex<K>
-where
-    K: KubeResource + Clone + 'static,
-    K::DynamicType: Hash + Eq + Clone,
-{
-    /// The index a watch of `kind` keeps, if its readers look objects up by more than name.
-    pub fn for_kind(kind: &Kind) -> Option<Arc<StoreIndex<K>>> {
-        let bucket: Bucket<K> = if *kind == Kind::PODS {
-            namespace_bucket::<K>
-        } else if *kind == Kind::ENDPOINT_SLICES {
-            service_bucket::<K>
-        } else {
-            return None;
-        };
-        Some(Arc::new(StoreIndex {
-            bucket,
-            inner: RwLock::default(),
-        }))
+impl<V: View> Stored<V> {
+    fn namespace_key(&self, v: &V, strings: &mut Interner) -> Arc<str> {
+        strings.get(v.namespace().unwrap_or(""))
     }
 
-    /// Follow one watch event, after `store` has applied it.
-    pub fn apply(&self, event: &watcher::Event<K>, store: &Store<K>, dyntype: &K::DynamicType) {
-        match event {
-            watcher::Event::Apply(o) => {
-                let key = key_of(o);
-                match store.get(&ObjectRef::from_obj_with(o, dyntype.clone())) {
-                    Some(stored) => self.insert(key, stored),
-                    None => self.remove(&key),
+    fn insert(&mut self, v: Arc<V>, bucket: Option<Bucket<V>>, strings: &mut Interner) {
+        let ns = self.namespace_key(&v, strings);
+        self.remove(&ns, v.name(), bucket);
+        if let Some(b) = bucket.and_then(|b| b(&v)) {
+            self.by_bucket
+                .entry(ns.clone())
+                .or_default()
+                .entry(b.clone())
+                .or_default()
+                .insert(ByName(v.clone()));
+        }
+        self.by_namespace.entry(ns).or_default().insert(ByName(v));
+        self.count += 1;
+    }
+
+    fn remove(&mut self, ns: &str, name: &str, bucket: Option<Bucket<V>>) -> Option<Arc<V>> {
+        let named = self.by_namespace.get_mut(ns)?;
+        let old = named.take(name)?.0;
+        self.count -= 1;
+        if named.is_empty() {
+            self.by_namespace.remove(ns);
+        }
+        if let Some(b) = bucket.and_then(|b| b(&old))
+            && let Some(buckets) = self.by_bucket.get_mut(ns)
+        {
+            if let Some(in_bucket) = buckets.get_mut(b.as_ref()) {
+                in_bucket.remove(name);
+                if in_bucket.is_empty() {
+                    buckets.remove(b.as_ref());
                 }
             }
-            watcher::Event::Delete(o) => self.remove(&key_of(o)),
-            // The store swaps in the new list only at InitDone; so does the index.
-            watcher::Event::Init | watcher::Event::InitApply(_) => {}
-            watcher::Event::InitDone => self.rebuild(store),
-        }
-    }
-
-    /// The objects in `bucket` (a namespace, or `namespace/service`).
-    pub fn get(&self, bucket: &str) -> Vec<Arc<K>> {
-        let inner = self.inner.read().unwrap_or_else(|p| p.into_inner());
-        inner
-            .by_bucket
-            .get(bucket)
-            .map(|objects| objects.values().cloned().collect())
-            .unwrap_or_default()
-    }
-
-    fn insert(&self, key: Key, o: Arc<K>) {
-        let bucket = (self.bucket)(&o);
-        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
-        let Buckets {
-            by_bucket,
-            bucket_of,
-        } = &mut *inner;
-        if let Some(old) = bucket_of.get(&key)
-            && Some(old) != bucket.as_ref()
-        {
-            remove_from(by_bucket, old, &key);
-            bucket_of.remove(&key);
-        }
-        if let Some(bucket) = bucket {
-            by_bucket
-                .entry(bucket.clone())
-                .or_default()
-                .insert(key.clone(), o);
-            bucket_of.insert(key, bucket);
-        }
-    }
-
-    fn remove(&self, key: &Key) {
-        let mut inner = self.inner.write().unwrap_or_else(|p| p.into_inner());
-        if let Some(old) = inner.bucket_of.remove(key) {
-            remove_from(&mut inner.by_bucket, &old, key);
-        }
-    }
-
-    fn rebuild(&self, store: &Store<K>) {
-        let mut fresh = Buckets::default();
-        for o in store.state() {
-            if let Some(bucket) = (self.bucket)(&o) {
-                let key = key_of(o.as_ref());
-                fresh
-                    .by_bucket
-                    .entry(bucket.clone())
-                    .or_default()
-                    .insert(key.clone(), o);
-                fresh.bucket_of.insert(key, bucket);
+            if buckets.is_empty() {
+                self.by_bucket.remove(ns);
             }
         }
-        *self.inner.write().unwrap_or_else(|p| p.into_inner()) = fresh;
+        Some(old)
+    }
+
+    fn contains(&self, ns: &str, name: &str) -> bool {
+        self.by_namespace
+            .get(ns)
+            .is_some_and(|named| named.contains(name))
     }
 }
 
-fn key_of<K: KubeResource>(o: &K) -> Key {
-    (o.namespace().unwrap_or_default(), o.name_any())
+impl<V: View> StoreIndex<V> {
+    /// A store whose views are also found by `bucket` (slices by Service).
+    pub fn new(bucket: Option<Bucket<V>>) -> Arc<StoreIndex<V>> {
+        Arc::new(StoreIndex {
+            bucket,
+            inner: RwLock::default(),
+        })
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Stored<V>> {
+        // Nothing is left half-updated under this lock (each change is one insert or remove),
+        // so a panic elsewhere does not poison the views.
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Stored<V>> {
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The views of one namespace, in name order.
+    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<V>> {
+        collect(self.read().by_namespace.get(namespace))
+    }
+
+    /// The views of one bucket of a namespace (a Service's slices), in name order.
+    pub fn in_bucket(&self, namespace: &str, bucket: &str) -> Vec<Arc<V>> {
+        collect(
+            self.read()
+                .by_bucket
+                .get(namespace)
+                .and_then(|b| b.get(bucket)),
+        )
+    }
+
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<V>> {
+        self.read()
+            .by_namespace
+            .get(namespace)?
+            .get(name)
+            .map(|v| v.0.clone())
+    }
+
+    /// How many views are stored.
+    pub fn len(&self) -> usize {
+        self.read().count
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.read().by_namespace.is_empty()
+    }
 }
 
-fn remove_from<K>(by_bucket: &mut HashMap<String, HashMap<Key, Arc<K>>>, bucket: &str, key: &Key) {
-    if let Some(objects) = by_bucket.get_mut(bucket) {
-        objects.remove(key);
-        if objects.is_empty() {
-            by_bucket.remove(bucket);
+fn collect<V>(named: Option<&Named<V>>) -> Vec<Arc<V>> {
+    named
+        .map(|n| n.iter().map(|v| v.0.clone()).collect())
+        .unwrap_or_default()
+}
+
+/// The writing end: projects each object a watch delivers into its view and applies the
+/// event, as kube-rs' reflector writer does for whole objects.
+pub struct StoreWriter<K, V> {
+    store: Arc<StoreIndex<V>>,
+    project: fn(&K, &mut Interner) -> V,
+    strings: Interner,
+    /// The views of a list in progress (`Init` .. `InitDone`).
+    listing: Option<Vec<Arc<V>>>,
+}
+
+impl<K: ResourceExt, V: View> StoreWriter<K, V> {
+    pub fn new(store: Arc<StoreIndex<V>>, project: fn(&K, &mut Interner) -> V) -> Self {
+        StoreWriter {
+            store,
+            project,
+            strings: Interner::default(),
+            listing: None,
         }
+    }
+
+    pub fn store(&self) -> &Arc<StoreIndex<V>> {
+        &self.store
+    }
+
+    /// Apply one watch event. At the end of a list: the (namespace, name) of the views that
+    /// list no longer has (deleted while the watch was away; they get no event of their own).
+    pub fn apply(&mut self, event: &watcher::Event<K>) -> Vec<(String, String)> {
+        let bucket = self.store.bucket;
+        match event {
+            watcher::Event::Apply(o) => {
+                let v = Arc::new((self.project)(o, &mut self.strings));
+                self.store.write().insert(v, bucket, &mut self.strings);
+            }
+            watcher::Event::Delete(o) => {
+                let ns = o.namespace().unwrap_or_default();
+                self.store.write().remove(&ns, &o.name_any(), bucket);
+            }
+            watcher::Event::Init => self.listing = Some(Vec::new()),
+            watcher::Event::InitApply(o) => {
+                let v = Arc::new((self.project)(o, &mut self.strings));
+                self.listing.get_or_insert_default().push(v);
+            }
+            watcher::Event::InitDone => {
+                let mut fresh = Stored::default();
+                for v in self.listing.take().unwrap_or_default() {
+                    fresh.insert(v, bucket, &mut self.strings);
+                }
+                let old = std::mem::replace(&mut *self.store.write(), fresh);
+                let now = self.store.read();
+                return old
+                    .by_namespace
+                    .iter()
+                    .flat_map(|(ns, named)| named.iter().map(move |v| (ns, v.0.name())))
+                    .filter(|(ns, name)| !now.contains(ns, name))
+                    .map(|(ns, name)| (ns.to_string(), name.to_string()))
+                    .collect();
+            }
+        }
+        Vec::new()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::views::{PodView, SERVICE_NAME_LABEL, SliceView};
     use k8s_openapi::api::core::v1::Pod;
     use k8s_openapi::api::discovery::v1::EndpointSlice;
-    use kube::runtime::reflector::store::Writer;
 
     fn pod(ns: &str, name: &str) -> Pod {
         let mut p = Pod::default();
@@ -192,79 +274,81 @@ mod tests {
         s
     }
 
-    /// Writer and index fed the same events, as Reflect does.
-    struct Fed<K: KubeResource<DynamicType = ()> + Clone + 'static> {
-        writer: Writer<K>,
-        index: Arc<StoreIndex<K>>,
+    fn names<V: View>(views: Vec<Arc<V>>) -> Vec<String> {
+        views.iter().map(|v| v.name().to_string()).collect()
     }
 
-    impl<K: KubeResource<DynamicType = ()> + Clone + 'static> Fed<K> {
-        fn new(kind: Kind) -> Self {
-            Fed {
-                writer: Writer::default(),
-                index: StoreIndex::for_kind(&kind).unwrap(),
-            }
-        }
-
-        fn feed(&mut self, event: watcher::Event<K>) {
-            self.writer.apply_watcher_event(&event);
-            self.index.apply(&event, &self.writer.as_reader(), &());
-        }
+    fn pods() -> StoreWriter<Pod, PodView> {
+        StoreWriter::new(StoreIndex::new(None), PodView::project)
     }
 
-    fn names<K: KubeResource>(objects: Vec<Arc<K>>) -> Vec<String> {
-        let mut n: Vec<String> = objects.iter().map(|o| o.name_any()).collect();
-        n.sort();
-        n
+    fn slices() -> StoreWriter<EndpointSlice, SliceView> {
+        StoreWriter::new(
+            StoreIndex::new(Some(|s: &SliceView| s.service.as_ref())),
+            SliceView::project,
+        )
     }
 
     #[test]
     fn pods_by_namespace_follow_applies_deletes_and_relists() {
-        let mut fed = Fed::<Pod>::new(Kind::PODS);
-        fed.feed(watcher::Event::Init);
-        fed.feed(watcher::Event::InitApply(pod("a", "p1")));
-        fed.feed(watcher::Event::InitApply(pod("b", "p2")));
+        let mut w = pods();
+        w.apply(&watcher::Event::Init);
+        w.apply(&watcher::Event::InitApply(pod("a", "p1")));
+        w.apply(&watcher::Event::InitApply(pod("b", "p2")));
         assert!(
-            fed.index.get("a").is_empty(),
+            w.store.in_namespace("a").is_empty(),
             "nothing before the list is done"
         );
-        fed.feed(watcher::Event::InitDone);
-        assert_eq!(names(fed.index.get("a")), ["p1"]);
-        fed.feed(watcher::Event::Apply(pod("a", "p3")));
-        fed.feed(watcher::Event::Delete(pod("b", "p2")));
-        assert_eq!(names(fed.index.get("a")), ["p1", "p3"]);
-        assert!(fed.index.get("b").is_empty());
-        // A relist that no longer has p1: gone with InitDone, not before.
-        fed.feed(watcher::Event::Init);
-        fed.feed(watcher::Event::InitApply(pod("a", "p3")));
-        assert_eq!(names(fed.index.get("a")), ["p1", "p3"]);
-        fed.feed(watcher::Event::InitDone);
-        assert_eq!(names(fed.index.get("a")), ["p3"]);
-        // The index holds the store's own objects.
-        let stored = fed.writer.as_reader().state();
-        assert!(Arc::ptr_eq(&stored[0], &fed.index.get("a")[0]));
+        assert!(w.apply(&watcher::Event::InitDone).is_empty());
+        assert_eq!(names(w.store.in_namespace("a")), ["p1"]);
+        w.apply(&watcher::Event::Apply(pod("a", "p3")));
+        w.apply(&watcher::Event::Delete(pod("b", "p2")));
+        assert_eq!(names(w.store.in_namespace("a")), ["p1", "p3"]);
+        assert!(w.store.in_namespace("b").is_empty());
+        assert_eq!(w.store.len(), 2);
+        // A relist that no longer has p1: gone with InitDone, not before, and told.
+        w.apply(&watcher::Event::Init);
+        w.apply(&watcher::Event::InitApply(pod("a", "p3")));
+        assert_eq!(names(w.store.in_namespace("a")), ["p1", "p3"]);
+        let gone = w.apply(&watcher::Event::InitDone);
+        assert_eq!(gone, [("a".to_string(), "p1".to_string())]);
+        assert_eq!(names(w.store.in_namespace("a")), ["p3"]);
+        assert_eq!(
+            w.store.get("a", "p3").map(|p| p.name.to_string()),
+            Some("p3".into())
+        );
+        assert_eq!(w.store.get("a", "p1"), None);
+    }
+
+    #[test]
+    fn views_come_in_name_order_whatever_the_order_of_events() {
+        let mut w = pods();
+        w.apply(&watcher::Event::Init);
+        for name in ["c", "a", "d", "b"] {
+            w.apply(&watcher::Event::InitApply(pod("ns", name)));
+        }
+        w.apply(&watcher::Event::InitDone);
+        assert_eq!(names(w.store.in_namespace("ns")), ["a", "b", "c", "d"]);
     }
 
     #[test]
     fn slices_by_service_move_when_relabelled() {
-        let mut fed = Fed::<EndpointSlice>::new(Kind::ENDPOINT_SLICES);
-        fed.feed(watcher::Event::Init);
-        fed.feed(watcher::Event::InitDone);
-        fed.feed(watcher::Event::Apply(slice("a", "web-x", "web")));
-        fed.feed(watcher::Event::Apply(slice("a", "api-x", "api")));
-        fed.feed(watcher::Event::Apply(slice("b", "web-y", "web")));
-        assert_eq!(names(fed.index.get("a/web")), ["web-x"]);
-        fed.feed(watcher::Event::Apply(slice("a", "web-x", "api")));
-        assert!(fed.index.get("a/web").is_empty());
-        assert_eq!(names(fed.index.get("a/api")), ["api-x", "web-x"]);
+        let mut w = slices();
+        w.apply(&watcher::Event::Init);
+        w.apply(&watcher::Event::InitDone);
+        w.apply(&watcher::Event::Apply(slice("a", "web-x", "web")));
+        w.apply(&watcher::Event::Apply(slice("a", "api-x", "api")));
+        w.apply(&watcher::Event::Apply(slice("b", "web-y", "web")));
+        assert_eq!(names(w.store.in_bucket("a", "web")), ["web-x"]);
+        w.apply(&watcher::Event::Apply(slice("a", "web-x", "api")));
+        assert!(w.store.in_bucket("a", "web").is_empty());
+        assert_eq!(names(w.store.in_bucket("a", "api")), ["api-x", "web-x"]);
         let mut unlabelled = slice("a", "api-x", "api");
         unlabelled.metadata.labels = None;
-        fed.feed(watcher::Event::Apply(unlabelled));
-        assert_eq!(names(fed.index.get("a/api")), ["web-x"]);
-    }
-
-    #[test]
-    fn other_resources_keep_no_index() {
-        assert!(StoreIndex::<Pod>::for_kind(&Kind::SERVICES).is_none());
+        w.apply(&watcher::Event::Apply(unlabelled));
+        assert_eq!(names(w.store.in_bucket("a", "api")), ["web-x"]);
+        assert_eq!(names(w.store.in_namespace("a")), ["api-x", "web-x"]);
+        w.apply(&watcher::Event::Delete(slice("a", "web-x", "api")));
+        assert!(w.store.in_bucket("a", "api").is_empty());
     }
 }

@@ -425,8 +425,16 @@ pub(crate) async fn gather(cache: &Cache, waves: &Waves) -> Vec<(ResourceRef, Li
 
 async fn read(cache: &Cache, r: &ResourceRef) -> Result<Option<Value>, CacheError> {
     if r.group.is_empty() && r.kind == "Service" {
+        // The cache keeps of a Service only Argo CD's latest change, which is all read here.
         let svc = cache.service(&r.namespace, &r.name).await?;
-        return Ok(svc.map(|s| serde_json::json!({ "metadata": s.metadata })));
+        return Ok(svc.map(|s| {
+            let entries: Vec<Value> = s
+                .argocd_changed_at
+                .iter()
+                .map(|t| serde_json::json!({"manager": ARGOCD_MANAGER, "time": t}))
+                .collect();
+            serde_json::json!({ "metadata": { "managedFields": entries } })
+        }));
     }
     let plural = cache.plural_of(&r.group, &r.kind).await?;
     cache

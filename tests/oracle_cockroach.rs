@@ -316,7 +316,8 @@ fn spec_cluster(s: &Spec) -> serde_json::Value {
     cluster
 }
 
-fn spec_pods(s: &Spec) -> Vec<std::sync::Arc<k8s_openapi::api::core::v1::Pod>> {
+/// The pods as the cache keeps them (views of the Pod objects).
+fn spec_pods(s: &Spec) -> Vec<std::sync::Arc<wavegate::views::PodView>> {
     (0..s.pods)
         .map(|i| {
             let pod = serde_json::json!({
@@ -325,7 +326,8 @@ fn spec_pods(s: &Spec) -> Vec<std::sync::Arc<k8s_openapi::api::core::v1::Pod>> {
                 "status": {"phase": "Running", "podIP": format!("10.0.0.{i}"),
                            "conditions": [{"type": "Ready", "status": "True"}]},
             });
-            std::sync::Arc::new(serde_json::from_value(pod).unwrap())
+            let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(pod).unwrap();
+            std::sync::Arc::new((&pod).into())
         })
         .collect()
 }

@@ -24,6 +24,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use wavegate::checks::service::{Params, check};
 use wavegate::health::{Finding, HealthStatus};
+use wavegate::views::{PodView, SliceView};
 
 const NS: &str = "shop";
 const KEYS: [&str; 2] = ["app", "tier"];
@@ -298,7 +299,10 @@ proptest! {
     fn service_check_agrees_with_the_oracle(w in world()) {
         let (service, pods, slices) = objects(&w);
         let params = Params { min_ready: w.min_ready };
-        let finding = check(NS, "web", Some(&service), &pods, &slices, &params);
+        // Judged as the cache keeps them: views of the objects.
+        let pods: Vec<Arc<PodView>> = pods.iter().map(|p| Arc::new(p.as_ref().into())).collect();
+        let slices: Vec<Arc<SliceView>> = slices.iter().map(|s| Arc::new(s.as_ref().into())).collect();
+        let finding = check(NS, "web", Some(&(&service).into()), &pods, &slices, &params);
         let truly_ready = oracle_ready(&w) >= w.min_ready as usize;
         match &finding {
             Finding::Settled(v) => {

@@ -19,6 +19,7 @@ use crdb_standin::{Cert, CrdbStandin, Mode, NodeState};
 use wavegate::checks::cockroach::{self, Owners, Params, Plan};
 use wavegate::health::{Finding, HealthStatus, Verdict};
 use wavegate::probe::{Credentials, Prober, Scheme, TlsSettings};
+use wavegate::views::PodView;
 
 const ID_A: &str = "15152a17-fcc9-4a51-8c04-af0ec0126551";
 const ID_B: &str = "2c4d3ec6-47f5-4161-97ff-ef4b12f595f0";
@@ -79,7 +80,7 @@ impl Seed {
         format!("0b1c5a4e-6a1e-4d1f-9d8a-1c1f3e1d2a0{i}")
     }
 
-    fn pods(&self) -> Vec<Arc<Pod>> {
+    fn pods(&self) -> Vec<Arc<PodView>> {
         [&self.first, &self.second]
             .into_iter()
             .zip(POD_NAMES)
@@ -104,7 +105,8 @@ impl Seed {
                         "apiVersion": "crdb.cockroachlabs.com/v1alpha1", "kind": "CrdbNode",
                         "name": name, "uid": Self::node_uid(i), "controller": true}]);
                 }
-                Arc::new(serde_json::from_value(pod).expect("pod"))
+                let pod: Pod = serde_json::from_value(pod).expect("pod");
+                Arc::new(PodView::from(&pod))
             })
             .collect()
     }

@@ -20,13 +20,11 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::Pod;
-use kube::core::SelectorExt;
 use serde_json::Value;
 
-use super::{labels_of, selector_of};
 use crate::health::{Finding, Verdict, is_invisible};
 use crate::resource::{InputError, Query};
+use crate::views::PodView;
 
 /// CockroachDB's default `--http-port`, and the default of both operators' `httpPort`.
 pub(crate) const DEFAULT_HTTP_PORT: u16 = 8080;
@@ -173,22 +171,16 @@ impl Owners {
     }
 
     /// Whether the pod's controller chain ends at the CrdbCluster with UID `cluster_uid`.
-    fn controls(&self, cluster_uid: &str, pod: &Pod) -> bool {
-        let Some(controller) = pod
-            .metadata
-            .owner_references
-            .iter()
-            .flatten()
-            .find(|r| r.controller == Some(true))
-        else {
+    fn controls(&self, cluster_uid: &str, pod: &PodView) -> bool {
+        let Some(controller) = pod.owners.iter().find(|r| r.controller) else {
             return false;
         };
-        if controller.kind == "CrdbCluster" {
-            return controller.uid == cluster_uid;
+        if &*controller.kind == "CrdbCluster" {
+            return controller.uid.is(cluster_uid);
         }
         self.controlled
-            .get(&controller.uid)
-            .is_some_and(|(kind, owner)| *kind == controller.kind && owner == cluster_uid)
+            .get(&controller.uid.to_string())
+            .is_some_and(|(kind, owner)| **kind == *controller.kind && owner == cluster_uid)
     }
 }
 
@@ -348,7 +340,7 @@ pub fn plan(
     namespace: &str,
     name: &str,
     cluster: Option<&Value>,
-    pods_in_namespace: &[Arc<Pod>],
+    pods_in_namespace: &[Arc<PodView>],
     params: &Params,
 ) -> Result<Plan, Finding> {
     let object = format!("{namespace}/{name}");
@@ -409,28 +401,22 @@ pub fn plan(
         terminating: Vec::new(),
         not_ready_in_kubernetes: BTreeMap::new(),
     };
-    let mut pods: Vec<&Pod> = pods_in_namespace
+    let mut pods: Vec<&PodView> = pods_in_namespace
         .iter()
         .map(Arc::as_ref)
-        .filter(|pod| {
-            pod.metadata
-                .namespace
-                .as_deref()
-                .is_none_or(|ns| ns == namespace)
-        })
+        .filter(|pod| pod.namespace.as_deref().is_none_or(|ns| ns == namespace))
         .filter(|pod| selects(pod, name, &generation, params.selector.as_ref()))
         .collect();
-    pods.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    pods.sort_by(|a, b| a.name.cmp(&b.name));
     for pod in pods {
-        let pod_name = pod.metadata.name.clone().unwrap_or_default();
-        if pod.metadata.deletion_timestamp.is_some() {
+        let pod_name = pod.name.to_string();
+        if pod.deleting {
             plan.terminating.push(pod_name);
             continue;
         }
-        let status = pod.status.as_ref();
         // Pod status is written by kubelets (or anyone allowed to update pods/status), not
         // validated to a fixed vocabulary: bounded and one line like a pod's own words.
-        let phase = PodText::new(status.and_then(|s| s.phase.as_deref()).unwrap_or("Pending"));
+        let phase = PodText::new(pod.phase.as_deref().unwrap_or("Pending"));
         let phase = phase.as_str();
         if matches!(phase, "Succeeded" | "Failed") {
             plan.unprobed.push(UnprobedPod {
@@ -440,9 +426,7 @@ pub fn plan(
             continue;
         }
         // The IP must parse as an address: it is the only thing that reaches a URL.
-        let ip = status
-            .and_then(|s| s.pod_ip.as_deref())
-            .filter(|ip| !ip.is_empty());
+        let ip = pod.ip.as_deref().filter(|ip| !ip.is_empty());
         let Some(ip) = ip else {
             plan.unprobed.push(UnprobedPod {
                 pod: pod_name,
@@ -534,25 +518,25 @@ fn expected_from_spec(cluster: &Value, spec: &Value) -> Option<(Generation, Expe
 }
 
 fn selects(
-    pod: &Pod,
+    pod: &PodView,
     cluster: &str,
     generation: &Generation,
     selector: Option<&BTreeMap<String, String>>,
 ) -> bool {
     if let Some(selector) = selector {
-        return selector_of(selector).matches(labels_of(pod));
+        // Kubernetes' equality selector (`labels.SelectorFromSet`).
+        return pod
+            .labels
+            .matches(selector.iter().map(|(k, v)| (k.as_str(), v.as_str())));
     }
-    let labels = pod.metadata.labels.as_ref();
-    let label = |key: &str| labels.and_then(|l| l.get(key)).map(String::as_str);
+    let label = |key: &str| pod.labels.get(key);
     let current = || label(CLUSTER_LABEL) == Some(cluster);
     let older = || {
         (label(INSTANCE_LABEL) == Some(cluster) && label(NAME_LABEL) == Some("cockroachdb"))
             || pod
-                .metadata
-                .owner_references
+                .owners
                 .iter()
-                .flatten()
-                .any(|o| o.kind == "StatefulSet" && o.name == cluster)
+                .any(|o| &*o.kind == "StatefulSet" && &*o.name == cluster)
     };
     match generation {
         Generation::Regions => current(),
@@ -561,9 +545,9 @@ fn selects(
 }
 
 /// Why Kubernetes does not consider the pod Ready, if it does not.
-fn kubernetes_unreadiness(pod: &Pod) -> Option<String> {
+fn kubernetes_unreadiness(pod: &PodView) -> Option<String> {
     match super::ready_condition(pod) {
-        Some(c) if c.status == "True" => None,
+        Some(c) if &*c.status == "True" => None,
         Some(c) => Some(match c.reason.as_deref() {
             Some(reason) => format!(
                 "Pod condition Ready={} ({})",
@@ -783,6 +767,7 @@ pub(crate) fn table(probes: &[PodProbe]) -> String {
 mod tests {
     use super::*;
     use crate::health::HealthStatus;
+    use k8s_openapi::api::core::v1::Pod;
 
     const V1BETA1: &str = include_str!("../../tests/fixtures/cockroach/crdbcluster-v1beta1.yaml");
     const V1ALPHA1: &str = include_str!("../../tests/fixtures/cockroach/crdbcluster-v1alpha1.yaml");
@@ -812,6 +797,18 @@ mod tests {
 
     fn pods(yaml: &str) -> Vec<Arc<Pod>> {
         items(yaml)
+    }
+
+    /// [`super::plan`] on fixture pods, as the cache keeps them.
+    fn plan(
+        namespace: &str,
+        name: &str,
+        cluster: Option<&Value>,
+        pods: &[Arc<Pod>],
+        params: &Params,
+    ) -> Result<Plan, Finding> {
+        let views: Vec<Arc<PodView>> = pods.iter().map(|p| Arc::new(p.as_ref().into())).collect();
+        super::plan(namespace, name, cluster, &views, params)
     }
 
     fn seed_plan() -> Plan {
@@ -1120,10 +1117,13 @@ mod tests {
         assert!(
             !owners(OWNERS_V1ALPHA1).controls(
                 "3a2b1c0d-9e8f-4a7b-8c6d-5e4f3a2b1c0d",
-                &pods(PODS_V1ALPHA1)
-                    .into_iter()
-                    .find(|p| p.metadata.name.as_deref() == Some("roach-other-0"))
-                    .unwrap()
+                &PodView::from(
+                    pods(PODS_V1ALPHA1)
+                        .into_iter()
+                        .find(|p| p.metadata.name.as_deref() == Some("roach-other-0"))
+                        .unwrap()
+                        .as_ref()
+                )
             )
         );
     }

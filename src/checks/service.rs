@@ -5,18 +5,12 @@
 //! pods (seed 001: `app: forgejo` against pods labelled `app: gitea`) or a Service with zero
 //! ready endpoints. This check does, reading the same EndpointSlices kube-proxy and DNS read.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::sync::Arc;
-
-use k8s_openapi::api::core::v1::{Pod, Service};
-use k8s_openapi::api::discovery::v1::{Endpoint, EndpointSlice};
-
-use kube::core::SelectorExt;
-
-use super::{labels_of, selector_of};
 
 use crate::health::{Finding, Verdict};
 use crate::resource::{InputError, Query};
+use crate::views::{EndpointView, Labels, PodView, ServiceView, SliceView, Uid};
 
 /// How many pods with near-matching labels a message names at most.
 const MAX_NAMED_PODS: usize = 3;
@@ -29,10 +23,6 @@ const IDENTITY_KEYS: [&str; 4] = [
     "app.kubernetes.io/instance",
     "k8s-app",
 ];
-
-/// The label the EndpointSlice controller puts on every slice it manages for a Service
-/// (`discovery.k8s.io/v1` `LabelServiceName`); manually managed slices must carry it too.
-const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Params {
@@ -68,23 +58,22 @@ impl Default for Params {
 pub fn check(
     namespace: &str,
     name: &str,
-    service: Option<&Service>,
-    pods_in_namespace: &[Arc<Pod>],
-    slices: &[Arc<EndpointSlice>],
+    service: Option<&ServiceView>,
+    pods_in_namespace: &[Arc<PodView>],
+    slices: &[Arc<SliceView>],
     params: &Params,
 ) -> Finding {
     let id = format!("{namespace}/{name}");
     let Some(service) = service else {
         return Verdict::missing(format!("Service {id} does not exist")).into();
     };
-    if service.metadata.deletion_timestamp.is_some() {
+    if service.deleting {
         // A finalizer holds it; its endpoints are about to go with it, whatever they say now.
         return Verdict::progressing(format!("Service {id} is being deleted")).into();
     }
-    let spec = service.spec.as_ref();
 
-    if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
-        let target = spec.and_then(|s| s.external_name.as_deref()).unwrap_or("");
+    if service.type_.as_deref() == Some("ExternalName") {
+        let target = service.external_name.as_deref().unwrap_or("");
         // An ExternalName Service is a DNS CNAME; the EndpointSlice controller skips it, so
         // there are no endpoints to count and existing is all it can do.
         return Verdict::healthy(format!(
@@ -95,19 +84,11 @@ pub fn check(
 
     // Argo CD's own rule (gitops-engine health_service.go): a LoadBalancer is Progressing until
     // the cloud controller has published an ingress address; clients outside cannot reach it.
-    if spec.and_then(|s| s.type_.as_deref()) == Some("LoadBalancer") {
-        let ingress = service
-            .status
-            .as_ref()
-            .and_then(|s| s.load_balancer.as_ref())
-            .and_then(|lb| lb.ingress.as_ref())
-            .is_some_and(|i| !i.is_empty());
-        if !ingress {
-            return Verdict::progressing(format!(
-                "Service {id} is a LoadBalancer without an ingress address yet"
-            ))
-            .into();
-        }
+    if service.type_.as_deref() == Some("LoadBalancer") && !service.load_balancer_ingress {
+        return Verdict::progressing(format!(
+            "Service {id} is a LoadBalancer without an ingress address yet"
+        ))
+        .into();
     }
 
     if params.min_ready == 0 {
@@ -122,10 +103,7 @@ pub fn check(
     // The EndpointSlice controller ignores a Service without a selector (and an empty selector
     // round-trips as none); its slices are written by hand or by another controller, and
     // kube-proxy routes to whatever ready endpoints they list. That is all the evidence there is.
-    let selector = spec
-        .and_then(|s| s.selector.as_ref())
-        .filter(|s| !s.is_empty());
-    let Some(selector) = selector else {
+    let Some(selector) = service.selector.as_ref().filter(|s| !s.is_empty()) else {
         let endpoints = slices.count_routed();
         if endpoints.ready >= params.min_ready as usize {
             return Verdict::healthy(format!(
@@ -142,29 +120,23 @@ pub fn check(
         .into();
     };
 
-    let pods: Vec<&Pod> = pods_in_namespace
+    let pods: Vec<&PodView> = pods_in_namespace
         .iter()
         .map(Arc::as_ref)
-        .filter(|p| {
-            p.metadata
-                .namespace
-                .as_deref()
-                .is_none_or(|ns| ns == namespace)
-        })
+        .filter(|p| p.namespace.as_deref().is_none_or(|ns| ns == namespace))
         .collect();
-    let selects = selector_of(selector);
-    let matching: Vec<&Pod> = pods
+    let matching: Vec<&PodView> = pods
         .iter()
         .copied()
-        .filter(|p| selects.matches(labels_of(p)))
+        .filter(|p| p.labels.matches(selector.iter()))
         .collect();
-    let live: Vec<&Pod> = matching.iter().copied().filter(|p| is_live(p)).collect();
+    let live: Vec<&PodView> = matching.iter().copied().filter(|p| is_live(p)).collect();
 
     if live.is_empty() {
         return no_live_pods(&id, namespace, name, selector, &matching, &pods);
     }
 
-    let publish_not_ready = spec.and_then(|s| s.publish_not_ready_addresses) == Some(true);
+    let publish_not_ready = service.publish_not_ready_addresses;
     let endpoints = slices.count_selected(namespace, &live, publish_not_ready);
     if endpoints.ready >= params.min_ready as usize {
         return healthy(&id, endpoints.ready);
@@ -227,9 +199,9 @@ fn no_live_pods(
     id: &str,
     namespace: &str,
     service: &str,
-    selector: &BTreeMap<String, String>,
-    matching: &[&Pod],
-    pods: &[&Pod],
+    selector: &Labels,
+    matching: &[&PodView],
+    pods: &[&PodView],
 ) -> Finding {
     let wanted = format_labels(selector.iter());
     if !matching.is_empty() {
@@ -243,7 +215,7 @@ fn no_live_pods(
         .into();
     }
 
-    let mut near: Vec<(u32, &Pod)> = pods
+    let mut near: Vec<(u32, &PodView)> = pods
         .iter()
         .copied()
         .filter(|p| is_live(p))
@@ -257,10 +229,7 @@ fn no_live_pods(
         ))
         .into();
     }
-    near.sort_by(|(a, pa), (b, pb)| {
-        b.cmp(a)
-            .then_with(|| pa.metadata.name.cmp(&pb.metadata.name))
-    });
+    near.sort_by(|(a, pa), (b, pb)| b.cmp(a).then_with(|| pa.name.cmp(&pb.name)));
     let described: Vec<String> = near
         .iter()
         .take(MAX_NAMED_PODS)
@@ -298,15 +267,14 @@ fn no_live_pods(
 /// Failed); pods with a deletionTimestamp stay listed only as `terminating`, never ready
 /// (unless publishNotReadyAddresses), so they are no target for new traffic either. A pod
 /// without an IP yet still counts here: it is the intended target, just not scheduled.
-fn is_live(pod: &Pod) -> bool {
-    let phase = pod.status.as_ref().and_then(|s| s.phase.as_deref());
-    let terminal = matches!(phase, Some("Succeeded" | "Failed"));
-    !terminal && pod.metadata.deletion_timestamp.is_none()
+fn is_live(pod: &PodView) -> bool {
+    let terminal = matches!(pod.phase.as_deref(), Some("Succeeded" | "Failed"));
+    !terminal && !pod.deleting
 }
 
 /// `podutil.IsPodReady`: the pod's `Ready` condition is `True`.
-fn is_ready(pod: &Pod) -> bool {
-    super::ready_condition(pod).is_some_and(|c| c.status == "True")
+fn is_ready(pod: &PodView) -> bool {
+    super::ready_condition(pod).is_some_and(|c| &*c.status == "True")
 }
 
 /// How strongly a pod suggests it was meant to be selected, or `None` if it does not.
@@ -319,14 +287,14 @@ fn is_ready(pod: &Pod) -> bool {
 ///   `app=gitea` with `app.kubernetes.io/instance=forgejo` for `app=forgejo`); or
 /// - its workload is named like the Service (a StatefulSet `forgejo`, or a ReplicaSet
 ///   `forgejo-<pod-template-hash>` of a Deployment `forgejo`), whatever its labels.
-fn near_match_score(selector: &BTreeMap<String, String>, service: &str, pod: &Pod) -> Option<u32> {
-    let labels = labels_of(pod);
+fn near_match_score(selector: &Labels, service: &str, pod: &PodView) -> Option<u32> {
+    let labels = &pod.labels;
     let mut score = 0;
-    let differing: Vec<(&String, &String)> = selector
+    let differing: Vec<(&str, &str)> = selector
         .iter()
-        .filter(|(k, v)| labels.get(*k).is_some_and(|have| have != *v))
+        .filter(|(k, v)| labels.get(k).is_some_and(|have| have != *v))
         .collect();
-    let all_keys = selector.keys().all(|k| labels.contains_key(k));
+    let all_keys = selector.iter().all(|(k, _)| labels.contains_key(k));
     if all_keys && differing.len() == 1 {
         let (key, wanted) = differing[0];
         let elsewhere = labels.iter().any(|(k, v)| k != key && v == wanted);
@@ -343,49 +311,43 @@ fn near_match_score(selector: &BTreeMap<String, String>, service: &str, pod: &Po
 /// The name of the workload that owns a pod: its controller, or for a ReplicaSet the
 /// Deployment it was cut from (`<deployment>-<pod-template-hash>`, the name the Deployment
 /// controller gives it, pkg/controller/deployment/sync.go).
-fn workload_of(pod: &Pod) -> Option<&str> {
-    let owner = pod
-        .metadata
-        .owner_references
-        .as_ref()?
-        .iter()
-        .find(|o| o.controller == Some(true))?;
-    let name = owner.name.as_str();
-    if owner.kind == "ReplicaSet" {
-        let hash = labels_of(pod).get("pod-template-hash")?;
-        return name.strip_suffix(hash.as_str())?.strip_suffix('-');
+fn workload_of(pod: &PodView) -> Option<&str> {
+    let owner = pod.owners.iter().find(|o| o.controller)?;
+    let name = &*owner.name;
+    if &*owner.kind == "ReplicaSet" {
+        let hash = pod.labels.get("pod-template-hash")?;
+        return name.strip_suffix(hash)?.strip_suffix('-');
     }
     Some(name)
 }
 
 /// The pod's labels a reader needs to see the mismatch: the selector's keys, keys that hold a
 /// selector value, and the usual identity keys.
-fn relevant_labels<'a>(
-    selector: &BTreeMap<String, String>,
-    pod: &'a Pod,
-) -> Vec<(&'a String, &'a String)> {
-    let Some(labels) = pod.metadata.labels.as_ref() else {
-        return Vec::new();
-    };
-    let values: BTreeSet<&String> = selector.values().collect();
-    labels
+fn relevant_labels<'a>(selector: &Labels, pod: &'a PodView) -> Vec<(&'a str, &'a str)> {
+    let values: BTreeSet<&str> = selector.iter().map(|(_, v)| v).collect();
+    pod.labels
         .iter()
         .filter(|(k, v)| {
-            selector.contains_key(*k) || values.contains(v) || IDENTITY_KEYS.contains(&k.as_str())
+            selector.contains_key(k) || values.contains(v) || IDENTITY_KEYS.contains(k)
         })
         .collect()
 }
 
-fn format_labels<'a>(labels: impl Iterator<Item = (&'a String, &'a String)>) -> String {
+fn format_labels<'a>(labels: impl Iterator<Item = (&'a str, &'a str)>) -> String {
     labels
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
         .join(", ")
 }
 
-fn pod_id(namespace: &str, pod: &Pod) -> String {
-    let ns = pod.metadata.namespace.as_deref().unwrap_or(namespace);
-    let name = pod.metadata.name.as_deref().unwrap_or("<unnamed>");
+fn pod_id(namespace: &str, pod: &PodView) -> String {
+    let ns = pod.namespace.as_deref().unwrap_or(namespace);
+    // A view keeps an absent name as "" (the API server never serves one).
+    let name = if pod.name.is_empty() {
+        "<unnamed>"
+    } else {
+        &pod.name
+    };
     format!("{ns}/{name}")
 }
 
@@ -408,38 +370,31 @@ fn name_some(names: &[String], max: usize) -> String {
 /// owned by another Service. A Service deleted and recreated under the same name leaves the
 /// old one's slices (owner UID of the old Service) until the garbage collector removes them;
 /// they describe pods of a selector that may no longer exist.
-struct Slices<'a>(Vec<&'a EndpointSlice>);
+struct Slices<'a>(Vec<&'a SliceView>);
 
 impl<'a> Slices<'a> {
     fn of(
         namespace: &str,
         service_name: &str,
-        service: &Service,
-        slices: &'a [Arc<EndpointSlice>],
+        service: &ServiceView,
+        slices: &'a [Arc<SliceView>],
     ) -> Self {
-        let uid = service.metadata.uid.as_deref();
+        let uid = service.uid.as_ref();
         Slices(
             slices
                 .iter()
                 .map(Arc::as_ref)
                 .filter(|s| {
-                    s.metadata
-                        .namespace
-                        .as_deref()
-                        .is_none_or(|ns| ns == namespace)
-                        && s.metadata
-                            .labels
-                            .as_ref()
-                            .and_then(|l| l.get(SERVICE_NAME_LABEL))
-                            .is_some_and(|n| n == service_name)
+                    s.namespace.as_deref().is_none_or(|ns| ns == namespace)
+                        && s.service.as_deref() == Some(service_name)
                         && !owned_by_another_service(s, uid)
                 })
                 .collect(),
         )
     }
 
-    fn endpoints(&self) -> impl Iterator<Item = &'a Endpoint> + '_ {
-        self.0.iter().flat_map(|s| s.endpoints.iter().flatten())
+    fn endpoints(&self) -> impl Iterator<Item = &'a EndpointView> + '_ {
+        self.0.iter().flat_map(|s| s.endpoints.iter())
     }
 
     /// What kube-proxy routes to: every ready, non-terminating endpoint listed.
@@ -470,7 +425,7 @@ impl<'a> Slices<'a> {
     fn count_selected(
         &self,
         namespace: &str,
-        selected: &[&Pod],
+        selected: &[&PodView],
         publish_not_ready: bool,
     ) -> Endpoints {
         let mut all = BTreeSet::new();
@@ -502,33 +457,31 @@ impl<'a> Slices<'a> {
     }
 }
 
-fn owned_by_another_service(slice: &EndpointSlice, uid: Option<&str>) -> bool {
+fn owned_by_another_service(slice: &SliceView, uid: Option<&Uid>) -> bool {
     let Some(uid) = uid else {
         return false;
     };
     slice
-        .metadata
-        .owner_references
+        .owners
         .iter()
-        .flatten()
-        .any(|o| o.kind == "Service" && o.uid != uid)
+        .any(|o| &*o.kind == "Service" && o.uid != *uid)
 }
 
 /// The selected pod an endpoint points at, if any.
 fn selected_target<'p>(
-    endpoint: &Endpoint,
+    endpoint: &EndpointView,
     namespace: &str,
-    selected: &[&'p Pod],
-) -> Option<&'p Pod> {
-    let r = endpoint.target_ref.as_ref()?;
+    selected: &[&'p PodView],
+) -> Option<&'p PodView> {
+    let r = endpoint.target.as_ref()?;
     if r.kind.as_deref() != Some("Pod") || r.namespace.as_deref().is_some_and(|ns| ns != namespace)
     {
         return None;
     }
     let name = r.name.as_deref()?;
     selected.iter().copied().find(|p| {
-        p.metadata.name.as_deref() == Some(name)
-            && match (r.uid.as_deref(), p.metadata.uid.as_deref()) {
+        &*p.name == name
+            && match (r.uid.as_ref(), p.uid.as_ref()) {
                 (Some(a), Some(b)) => a == b,
                 _ => true,
             }
@@ -552,15 +505,15 @@ impl Endpoints {
 /// One key per backend. Slices may overlap while the controller moves endpoints between them,
 /// and a dual-stack Service has one slice per address family listing the same pod twice, so
 /// the pod (targetRef) identifies an endpoint; addresses only when there is no targetRef.
-fn endpoint_key(endpoint: &Endpoint) -> Option<String> {
-    if let Some(r) = endpoint.target_ref.as_ref()
+fn endpoint_key(endpoint: &EndpointView) -> Option<String> {
+    if let Some(r) = endpoint.target.as_ref()
         && let Some(name) = r.name.as_deref()
     {
         let kind = r.kind.as_deref().unwrap_or("");
         let ns = r.namespace.as_deref().unwrap_or("");
         return Some(format!("{kind}/{ns}/{name}"));
     }
-    endpoint.addresses.first().map(|a| format!("addr/{a}"))
+    endpoint.address.as_ref().map(|a| format!("addr/{a}"))
 }
 
 /// Kubernetes' own readiness, not ours: `ready` nil means ready (EndpointConditions API doc),
@@ -568,17 +521,17 @@ fn endpoint_key(endpoint: &Endpoint) -> Option<String> {
 /// whatever the pod's readiness (`podToEndpoint` in k8s.io/endpointslice utils.go) — exactly
 /// what DNS publishes, which is the point of such Services. Terminating endpoints never count:
 /// they are on their way out, even when publishNotReadyAddresses keeps them "ready".
-fn counts_as_ready(endpoint: &Endpoint) -> bool {
-    let conditions = endpoint.conditions.as_ref();
-    let ready = conditions.and_then(|c| c.ready).unwrap_or(true);
-    let terminating = conditions.and_then(|c| c.terminating).unwrap_or(false);
-    ready && !terminating
+fn counts_as_ready(endpoint: &EndpointView) -> bool {
+    endpoint.ready.unwrap_or(true) && !endpoint.terminating.unwrap_or(false)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::health::HealthStatus;
+    use crate::views::SERVICE_NAME_LABEL;
+    use k8s_openapi::api::core::v1::{Pod, Service};
+    use k8s_openapi::api::discovery::v1::EndpointSlice;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
     use serde::Deserialize;
 
@@ -614,12 +567,23 @@ mod tests {
             let svc = self.service.as_ref().unwrap();
             let ns = svc.metadata.namespace.as_deref().unwrap();
             let name = svc.metadata.name.as_deref().unwrap();
+            // Judged as the cache keeps them.
+            let pods: Vec<Arc<PodView>> = self
+                .pods
+                .iter()
+                .map(|p| Arc::new(p.as_ref().into()))
+                .collect();
+            let slices: Vec<Arc<SliceView>> = self
+                .slices
+                .iter()
+                .map(|s| Arc::new(s.as_ref().into()))
+                .collect();
             check(
                 ns,
                 name,
-                Some(svc),
-                &self.pods,
-                &self.slices,
+                Some(&svc.into()),
+                &pods,
+                &slices,
                 &Params { min_ready },
             )
         }
