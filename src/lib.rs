@@ -6,7 +6,7 @@
 //!
 //! 1. [`health`], [`resource`], [`views`] — verdicts; how kinds, objects and parameters are
 //!    named; what the cache keeps of pods, Services and EndpointSlices;
-//! 2. [`metrics`], [`checks`], `table`, [`store_index`] — counters; the pure check functions;
+//! 2. [`metrics`], [`checks`], `table`, `store_index` — counters; the pure check functions;
 //!    kubectl-style tables; the views' store;
 //! 3. [`ask`], [`cache`], [`probe`], [`written`], [`leader`], [`events`], `progress` — what to
 //!    check; the watch cache; CockroachDB probes; what the writers share; which replica writes;
@@ -40,7 +40,7 @@ pub mod probe;
 mod progress;
 pub mod queue;
 pub mod resource;
-pub mod store_index;
+pub(crate) mod store_index;
 mod table;
 pub mod timeline;
 pub mod views;

@@ -175,10 +175,6 @@ impl<V: View> StoreIndex<V> {
     pub fn len(&self) -> usize {
         self.read().count
     }
-
-    pub fn is_empty(&self) -> bool {
-        self.read().by_namespace.is_empty()
-    }
 }
 
 fn collect<V>(named: Option<&Named<V>>) -> Vec<Arc<V>> {

@@ -6,7 +6,8 @@
 //! Why not the k8s-openapi objects, stripped: their structs are large even when nearly empty
 //! (a `Pod` is 2,464 bytes inline, 1,488 of them `PodSpec`; `ObjectMeta` 360; every label map
 //! a `BTreeMap` node of ~540 bytes), so a stripped pod still cost ~3.2 KB cached (issue 11: 178
-//! MiB at 30,000 pods). A view is ~400 bytes with its place in the store: strings boxed to
+//! MiB at 30,000 pods). A view is ~400 bytes with its place in the store (one heaptrack reading
+//! of benches/memory.rs --cluster): strings boxed to
 //! their length, UIDs as 16 bytes, label maps as sorted slices shared by identical label sets
 //! (a workload's replicas), and the strings that repeat across objects (label keys and values,
 //! owner kinds, phases, condition words, namespaces) shared through an [`Interner`]. An absent
@@ -576,5 +577,31 @@ mod tests {
         assert!(labels.matches([]));
         assert!(!labels.matches([("app", "web"), ("x", "y")]));
         assert!(!labels.matches([("app", "db")]));
+    }
+}
+
+#[cfg(test)]
+mod size_tests {
+    use super::*;
+    use std::mem::size_of;
+
+    /// The sizes the module doc quotes, pinned: a k8s-openapi upgrade that changes them fails
+    /// here, and the doc (and the reason for the views) is read again.
+    #[test]
+    fn the_objects_the_views_replace_are_as_large_as_the_doc_says() {
+        assert_eq!(
+            (
+                size_of::<Pod>(),
+                size_of::<k8s_openapi::api::core::v1::PodSpec>(),
+                size_of::<ObjectMeta>()
+            ),
+            (2464, 1488, 360)
+        );
+        // A view holds boxed and shared data: its inline part is a fraction of a Pod's.
+        assert!(
+            size_of::<PodView>() * 8 <= size_of::<Pod>(),
+            "PodView is {} bytes inline",
+            size_of::<PodView>()
+        );
     }
 }
