@@ -1280,6 +1280,8 @@ mod tests {
     }
 
     struct ListReply {
+        /// How many pods the list holds: web-0, web-1, ….
+        pods: usize,
         ready: bool,
         resource_version: &'static str,
         /// The list answers only once this fires (a relist in progress).
@@ -1308,13 +1310,18 @@ mod tests {
         "ok".into_response()
     }
 
-    fn pod_list(ready: bool, rv: &str) -> Value {
+    fn pod_list(pods: usize, ready: bool, rv: &str) -> Value {
         let status = if ready { "True" } else { "False" };
+        let items: Vec<Value> = (0..pods)
+            .map(|i| {
+                json!({"metadata": {"name": format!("web-{i}"), "namespace": NS,
+                                    "resourceVersion": rv, "labels": {"app": "web"}},
+                       "status": {"phase": "Running", "podIP": format!("10.0.0.{}", i + 1),
+                                  "conditions": [{"type": "Ready", "status": status}]}})
+            })
+            .collect();
         json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": rv},
-               "items": [{"metadata": {"name": "web-0", "namespace": NS, "resourceVersion": rv,
-                                       "labels": {"app": "web"}},
-                          "status": {"phase": "Running", "podIP": "10.0.0.1",
-                                     "conditions": [{"type": "Ready", "status": status}]}}]})
+               "items": items})
     }
 
     async fn pods(
@@ -1358,6 +1365,7 @@ mod tests {
             let reply = lists.pop_front().expect("a scripted list");
             if lists.is_empty() {
                 lists.push_back(ListReply {
+                    pods: reply.pods,
                     ready: reply.ready,
                     resource_version: reply.resource_version,
                     hold: None,
@@ -1368,7 +1376,7 @@ mod tests {
         if let Some(hold) = reply.hold {
             let _ = hold.await;
         }
-        axum::Json(pod_list(reply.ready, reply.resource_version)).into_response()
+        axum::Json(pod_list(reply.pods, reply.ready, reply.resource_version)).into_response()
     }
 
     async fn access_review(
@@ -1438,11 +1446,13 @@ mod tests {
         let (relisted, relisted_rx) = oneshot::channel();
         script.lists.lock().unwrap().extend([
             ListReply {
+                pods: 1,
                 ready: true,
                 resource_version: "1",
                 hold: None,
             },
             ListReply {
+                pods: 1,
                 ready: false,
                 resource_version: "7",
                 hold: Some(relisted_rx),
@@ -1495,10 +1505,68 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_pod_deleted_while_the_watch_was_away_is_gone_after_the_relist_and_told() {
+        let script = Arc::new(Script::default());
+        let (gone, gone_rx) = oneshot::channel();
+        script.lists.lock().unwrap().extend([
+            ListReply {
+                pods: 2,
+                ready: true,
+                resource_version: "1",
+                hold: None,
+            },
+            ListReply {
+                pods: 1,
+                ready: true,
+                resource_version: "7",
+                hold: None,
+            },
+        ]);
+        script
+            .watches
+            .lock()
+            .unwrap()
+            .push_back(WatchReply::ErrorWhen(410, gone_rx));
+        let cache = cache(fake_api(script.clone()).await);
+        let mut changes = cache.subscribe();
+        let names =
+            |pods: &[Arc<PodView>]| pods.iter().map(|p| p.name.to_string()).collect::<Vec<_>>();
+        let before = cache.pods(NS).await.expect("the first list is served");
+        assert_eq!(names(&before), ["web-0", "web-1"]);
+        while changes.try_recv().is_ok() {}
+
+        // web-1 was deleted while the watch was away: no DELETED event will ever say so, only
+        // the relist's absence of it.
+        gone.send(()).unwrap();
+        let start = Instant::now();
+        loop {
+            if let Ok(p) = cache.pods(NS).await
+                && names(&p) == ["web-0"]
+            {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(10),
+                "web-1 is still served"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        let mut told = Vec::new();
+        while let Ok(c) = changes.try_recv() {
+            told.push((c.kind, c.namespace, c.name));
+        }
+        assert!(
+            told.contains(&(Kind::PODS, NS.to_string(), "web-1".to_string())),
+            "dependants of the deleted pod must be woken: {told:?}"
+        );
+    }
+
+    #[tokio::test]
     async fn a_watch_that_recovered_is_read_without_waiting_for_a_timer() {
         let script = Arc::new(Script::default());
         let (fail, fail_rx) = oneshot::channel();
         script.lists.lock().unwrap().push_back(ListReply {
+            pods: 1,
             ready: true,
             resource_version: "1",
             hold: None,
@@ -1536,6 +1604,7 @@ mod tests {
         let script = Arc::new(Script::default());
         script.denied.lock().unwrap().insert("pods".into());
         script.lists.lock().unwrap().push_back(ListReply {
+            pods: 1,
             ready: true,
             resource_version: "1",
             hold: None,
@@ -1568,6 +1637,7 @@ mod tests {
 
     fn one_pod(script: &Script) {
         script.lists.lock().unwrap().push_back(ListReply {
+            pods: 1,
             ready: true,
             resource_version: "1",
             hold: None,
