@@ -191,6 +191,8 @@ pub struct StoreWriter<K, V> {
     strings: Interner,
     /// The views of a list in progress (`Init` .. `InitDone`).
     listing: Option<Vec<Arc<V>>>,
+    /// The most views stored since the interner was last swept.
+    peak: usize,
 }
 
 impl<K: ResourceExt, V: View> StoreWriter<K, V> {
@@ -200,6 +202,7 @@ impl<K: ResourceExt, V: View> StoreWriter<K, V> {
             project,
             strings: Interner::default(),
             listing: None,
+            peak: 0,
         }
     }
 
@@ -215,10 +218,16 @@ impl<K: ResourceExt, V: View> StoreWriter<K, V> {
             watcher::Event::Apply(o) => {
                 let v = Arc::new((self.project)(o, &mut self.strings));
                 self.store.write().insert(v, bucket, &mut self.strings);
+                self.peak = self.peak.max(self.store.len());
             }
             watcher::Event::Delete(o) => {
                 let ns = o.namespace().unwrap_or_default();
                 self.store.write().remove(&ns, &o.name_any(), bucket);
+                let len = self.store.len();
+                if len * 2 < self.peak {
+                    self.strings.sweep();
+                    self.peak = len;
+                }
             }
             watcher::Event::Init => self.listing = Some(Vec::new()),
             watcher::Event::InitApply(o) => {
@@ -231,14 +240,20 @@ impl<K: ResourceExt, V: View> StoreWriter<K, V> {
                     fresh.insert(v, bucket, &mut self.strings);
                 }
                 let old = std::mem::replace(&mut *self.store.write(), fresh);
-                let now = self.store.read();
-                return old
-                    .by_namespace
-                    .iter()
-                    .flat_map(|(ns, named)| named.iter().map(move |v| (ns, v.0.name())))
-                    .filter(|(ns, name)| !now.contains(ns, name))
-                    .map(|(ns, name)| (ns.to_string(), name.to_string()))
-                    .collect();
+                let gone = {
+                    let now = self.store.read();
+                    old.by_namespace
+                        .iter()
+                        .flat_map(|(ns, named)| named.iter().map(move |v| (ns, v.0.name())))
+                        .filter(|(ns, name)| !now.contains(ns, name))
+                        .map(|(ns, name)| (ns.to_string(), name.to_string()))
+                        .collect()
+                };
+                // The old views are gone now: what only they held goes from the interner.
+                drop(old);
+                self.strings.sweep();
+                self.peak = self.store.len();
+                return gone;
             }
         }
         Vec::new()
@@ -268,6 +283,35 @@ mod tests {
         s.metadata.name = Some(name.into());
         s.metadata.labels = Some([(SERVICE_NAME_LABEL.to_string(), service.to_string())].into());
         s
+    }
+
+    #[test]
+    fn deleted_views_take_their_interned_labels_with_them() {
+        let store = StoreIndex::<PodView>::new(None);
+        let mut writer = StoreWriter::new(store.clone(), PodView::project);
+        let labelled = |i: usize| {
+            let mut p = pod("db", &format!("db-{i}"));
+            p.metadata.labels = Some(
+                [(
+                    "statefulset.kubernetes.io/pod-name".to_string(),
+                    format!("db-{i}"),
+                )]
+                .into(),
+            );
+            p
+        };
+        for i in 0..2000 {
+            writer.apply(&watcher::Event::Apply(labelled(i)));
+        }
+        let full = writer.strings.held();
+        assert!(full >= 2000, "{full} interned for 2,000 unique labels");
+        // Scaled down: no new string is interned, yet the unique ones must go.
+        for i in 10..2000 {
+            writer.apply(&watcher::Event::Delete(labelled(i)));
+        }
+        assert_eq!(store.len(), 10);
+        let left = writer.strings.held();
+        assert!(left < 100, "{left} of {full} still interned for 10 pods");
     }
 
     fn names<V: View>(views: Vec<Arc<V>>) -> Vec<String> {

@@ -37,8 +37,9 @@ type Pairs = [(Arc<str>, Arc<str>)];
 
 /// Shared copies of what repeats across cached objects: strings, and whole label sets (the
 /// replicas of one workload carry the same labels). Unused entries are dropped when a table
-/// has doubled since its last sweep, so label values that come and go (a `pod-template-hash`
-/// per rollout) do not accumulate.
+/// has doubled since its last sweep, after a relist, and when deletions have halved the store
+/// ([`Interner::sweep`]), so label values that come and go (a `pod-template-hash` per rollout,
+/// a scaled-down StatefulSet's pod names) do not accumulate.
 #[derive(Default)]
 pub struct Interner {
     strings: HashSet<Arc<str>>,
@@ -53,11 +54,7 @@ impl Interner {
             return shared.clone();
         }
         if self.strings.len() >= 2 * self.strings_swept_at.max(512) {
-            // Label sets hold strings: unused ones go first.
-            self.label_sets.retain(|l| Arc::strong_count(l) > 1);
-            self.label_sets_swept_at = self.label_sets.len();
-            self.strings.retain(|s| Arc::strong_count(s) > 1);
-            self.strings_swept_at = self.strings.len();
+            self.sweep();
         }
         let shared: Arc<str> = Arc::from(s);
         self.strings.insert(shared.clone());
@@ -75,6 +72,26 @@ impl Interner {
         let shared: Arc<Pairs> = Arc::from(pairs);
         self.label_sets.insert(shared.clone());
         shared
+    }
+
+    /// Drop every entry no cached view holds any more, and the table space it took. Also
+    /// called by the store after a relist and when deletions have halved it: growth alone
+    /// would leave a scaled-down StatefulSet's unique `pod-name` labels in the tables until
+    /// unrelated growth doubled them.
+    pub fn sweep(&mut self) {
+        // Label sets hold strings: unused ones go first.
+        self.label_sets.retain(|l| Arc::strong_count(l) > 1);
+        self.label_sets.shrink_to_fit();
+        self.label_sets_swept_at = self.label_sets.len();
+        self.strings.retain(|s| Arc::strong_count(s) > 1);
+        self.strings.shrink_to_fit();
+        self.strings_swept_at = self.strings.len();
+    }
+
+    /// Strings and label sets held.
+    #[cfg(test)]
+    pub(crate) fn held(&self) -> usize {
+        self.strings.len() + self.label_sets.len()
     }
 }
 
