@@ -67,11 +67,11 @@ done
 WAVEGATE_URL="http://127.0.0.1:$port/" tests/browser/run.sh
 kill "$serve_pid" 2>/dev/null || true
 
-# README's first command, as a newcomer runs it: it builds, seeds and serves; the split
+# README's first command, as a newcomer runs it (no KUBECONFIG): it builds, seeds and serves; the split
 # CockroachDB (seed 000, played by the stand-ins run.sh starts) must read Degraded.
 step "README's first command: scripts/run.sh serves the seed incidents"
 run_port=${WAVEGATE_RUN_PORT:-18181}
-WAVEGATE_LISTEN="127.0.0.1:$run_port" setsid scripts/run.sh >"$TEST_OUTPUT/run-sh.log" 2>&1 &
+WAVEGATE_LISTEN="127.0.0.1:$run_port" setsid env -u KUBECONFIG scripts/run.sh >"$TEST_OUTPUT/run-sh.log" 2>&1 &
 run_pid=$!
 trap 'kill "$serve_pid" 2>/dev/null || true; kill -- -"$run_pid" 2>/dev/null || true' EXIT
 crdb="http://127.0.0.1:$run_port/api/v1/health/crdbclusters.crdb.cockroachlabs.com/prod/cockroachdb"
