@@ -86,7 +86,10 @@ cmd_fetch() {
   mod="$(module_dir)" || die "cannot download the Argo CD $VERSION module"
   rm -rf "$WORK/ui" "$WORK/argo-ui"
   mkdir -p "$WORK/argo-ui"
-  tar -xzf "$archive" -C "$WORK/argo-ui"
+  # `git archive --prefix=argo-ui/`: the package is the archive's one top folder.
+  tar -xzf "$archive" -C "$WORK/argo-ui" --strip-components=1
+  [[ -f "$WORK/argo-ui/package.json" && -d "$WORK/argo-ui/src/styles" ]] ||
+    die "$archive does not unpack to an argo-ui package (package.json, src/styles)"
   cp -r "$mod/ui" "$WORK/ui"
   chmod -R u+w "$WORK/ui"
   # The git dependency becomes the unpacked archive; its lock entry goes (yarn writes a new one).

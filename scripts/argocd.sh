@@ -43,7 +43,16 @@ need() { command -v "$1" >/dev/null 2>&1 || die "'$1' is required but not on PAT
 
 ARGOCD_VERSION="$(sed -n 's#^\(require \|[[:space:]]*\)github\.com/argoproj/argo-cd/v3 v\([^[:space:]]*\)$#\2#p' "$ROOT/hack/argocd/go.mod")"
 [[ -n "$ARGOCD_VERSION" ]] || die "cannot read the Argo CD version from hack/argocd/go.mod"
-ARGOCD_BIN="$CACHE/bin/argocd-v$ARGOCD_VERSION"
+# Argo CD's real web UI (scripts/argocd-ui.sh) is compiled into the binary of the versions whose
+# UI source is known there; WAVEGATE_ARGOCD_UI=placeholder keeps the page the Go module embeds.
+UI_VERSIONS=" 3.2.11 "
+if [[ "${WAVEGATE_ARGOCD_UI:-real}" == real && "$UI_VERSIONS" == *" $ARGOCD_VERSION "* ]]; then
+  WITH_UI=1
+  ARGOCD_BIN="$CACHE/bin/argocd-v$ARGOCD_VERSION-ui"
+else
+  WITH_UI=0
+  ARGOCD_BIN="$CACHE/bin/argocd-v$ARGOCD_VERSION"
+fi
 ARGOCD="$ARGOCD_BIN/argocd"
 
 LOGS="$STATE/logs"
@@ -52,24 +61,52 @@ KUBECONFIG_OUT="$CP_STATE/kubeconfig"
 
 # ---------------------------------------------------------------- build ----
 
+# argocd-server answers every browser navigation with the index.html embedded at compile time
+# (ui/embed.go: `//go:embed dist/app`; `--staticassets` only adds files), so the built UI goes into
+# a writable copy of the module and the build module is pointed at that copy with a `replace`
+# (in a copy of hack/argocd/go.mod passed as -modfile; the committed go.mod is not touched).
+# Prints the -modfile argument to use.
+prepare_ui_module() {
+  "$ROOT/scripts/argocd-ui.sh" build "$ARGOCD_VERSION" >&2 || die "building Argo CD's UI failed"
+  local dist mod src="$CACHE/argocd-src/v$ARGOCD_VERSION-ui" mf="$CACHE/argocd-src/v$ARGOCD_VERSION-ui.mod"
+  dist="$("$ROOT/scripts/argocd-ui.sh" path "$ARGOCD_VERSION")" || die "no built UI for $ARGOCD_VERSION"
+  mod="$(cd "$ROOT/hack/argocd" && go mod download github.com/argoproj/argo-cd/v3 >/dev/null &&
+    go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)" || die "cannot download the Argo CD module"
+  rm -rf "$src"
+  mkdir -p "$(dirname "$src")"
+  cp -r "$mod" "$src"
+  chmod -R u+w "$src"
+  rm -rf "$src/ui/dist/app"
+  cp -r "$dist" "$src/ui/dist/app"
+  { cat "$ROOT/hack/argocd/go.mod"; printf '\nreplace github.com/argoproj/argo-cd/v3 => %s\n' "$src"; } >"$mf"
+  cp "$ROOT/hack/argocd/go.sum" "${mf%.mod}.sum"
+  echo "-modfile=$mf"
+}
+
 cmd_build() {
   need go
   export GOCACHE="$CACHE/go-build" CGO_ENABLED=0 GOFLAGS=-buildvcs=false
   export GOTOOLCHAIN="${WAVEGATE_GOTOOLCHAIN:-auto}"
   mkdir -p "$CACHE/build-logs" "$ARGOCD_BIN"
+  local modfile=()
+  # The UI's webpack build runs before the Go build lock is taken: it does not hold up other
+  # Go builds waiting on that lock.
+  if [[ ! -x "$ARGOCD" && "$WITH_UI" == 1 ]]; then
+    modfile=("$(prepare_ui_module)") || exit 1
+  fi
   exec 9>"$CACHE/build.lock"
   flock 9
   if [[ -x "$ARGOCD" ]]; then
     log "argocd v$ARGOCD_VERSION present ($ARGOCD)"
   else
-    local t0 t1 p="github.com/argoproj/argo-cd/v3/common" blog="$CACHE/build-logs/argocd-v$ARGOCD_VERSION.log"
+    local t0 t1 p="github.com/argoproj/argo-cd/v3/common" blog="$CACHE/build-logs/argocd-v$ARGOCD_VERSION$([[ $WITH_UI == 1 ]] && echo -ui).log"
     local ld="-s -w -X $p.version=$ARGOCD_VERSION -X $p.buildDate=$(date -u +%Y-%m-%dT%H:%M:%SZ) -X $p.gitTreeState=clean"
-    log "building argocd v$ARGOCD_VERSION (github.com/argoproj/argo-cd/v3/cmd) ..."
+    log "building argocd v$ARGOCD_VERSION (github.com/argoproj/argo-cd/v3/cmd)$([[ $WITH_UI == 1 ]] && echo ' with its web UI') ..."
     t0=$(now_ms)
     # /usr/bin/time -v records the peak RSS of the build in the log, when it is installed.
     local timer=(); [[ -x /usr/bin/time ]] && timer=(/usr/bin/time -v)
     if ! (cd "$ROOT/hack/argocd" && GODEBUG="tarinsecurepath=0,zipinsecurepath=0" \
-        "${timer[@]}" go build -trimpath -ldflags "$ld" -o "$ARGOCD.tmp" github.com/argoproj/argo-cd/v3/cmd) \
+        "${timer[@]}" go build "${modfile[@]}" -trimpath -ldflags "$ld" -o "$ARGOCD.tmp" github.com/argoproj/argo-cd/v3/cmd) \
         >"$blog" 2>&1; then
       tail -n 40 "$blog" >&2
       rm -f "$ARGOCD.tmp"
@@ -221,6 +258,7 @@ data:
   policy.default: ""
   policy.csv: |
     p, role:wavegate-viewer, applications, get, default/seed-001-forgejo, allow
+    p, role:wavegate-viewer, applications, get, default/seed-000-cockroachdb, allow
     p, role:wavegate-viewer, extensions, invoke, wavegate, allow
     p, role:app-viewer, applications, get, default/seed-001-forgejo, allow
     g, alice, role:wavegate-viewer
@@ -235,6 +273,11 @@ metadata:
 data:
   server.enable.proxy.extension: "true"
 EOF
+  # wavegate's UI extension, installed the way argocd/extension/README.md tells a user: a ConfigMap
+  # that argocd-server's Deployment mounts (subPath) at /tmp/extensions/wavegate/.
+  kube -n argocd create configmap wavegate-ui-extension \
+    --from-file=extension-wavegate.js="$ROOT/argocd/extension/extension-wavegate.js" \
+    --dry-run=client -o yaml | kube apply --server-side --force-conflicts --field-manager wavegate-argocd-sh -f - >/dev/null
   if ! kube -n argocd get secret argocd-secret >/dev/null 2>&1; then
     local key
     key="$(openssl rand -base64 32)"
@@ -278,12 +321,29 @@ start_argocd_components() {
   wait_for application-controller argocd-application-controller 90 controller_healthy
 
   if ! pid_of server argocd-server >/dev/null; then
-    start server "${common[@]}" "$ARGOCD_BIN/argocd-server" \
+    mount_ui_extension
+    # argocd-server reads extensions from the fixed path /tmp/extensions/ (server/server.go,
+    # `extensionsSharedPath`); a private mount namespace gives this server its own, as the pod's
+    # volume would, without touching the host's /tmp or another Argo CD's.
+    mkdir -p /tmp/extensions
+    start server "${common[@]}" unshare --mount --propagation private -- sh -c \
+      'mount --bind "$0" /tmp/extensions && exec "$@"' "$STATE/extensions" "$ARGOCD_BIN/argocd-server" \
       --address 127.0.0.1 --port "$SERVER_PORT" --metrics-address 127.0.0.1 --metrics-port "$SERVER_METRICS_PORT" \
       --insecure --redis "$redis" --repo-server "$repo" --repo-server-plaintext \
       --enable-proxy-extension --staticassets "$STATE/work" --loglevel info
   fi
   wait_for server argocd-server 90 server_healthy
+}
+
+# Plays the kubelet for the argocd-server patch (argocd/extension/argocd-server-patch.yaml): the
+# ConfigMap's key becomes a plain file at the subPath mount (argocd-server skips symlinks).
+mount_ui_extension() {
+  local dir="$STATE/extensions/wavegate"
+  rm -rf "$STATE/extensions"
+  mkdir -p "$dir"
+  kube -n argocd get configmap wavegate-ui-extension -o jsonpath='{.data.extension-wavegate\.js}' \
+    >"$dir/extension-wavegate.js" || die "cannot read ConfigMap argocd/wavegate-ui-extension"
+  [[ -s "$dir/extension-wavegate.js" ]] || die "ConfigMap argocd/wavegate-ui-extension has no extension-wavegate.js"
 }
 
 cmd_up() {

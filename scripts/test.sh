@@ -11,6 +11,12 @@ mkdir -p "$TEST_OUTPUT"
 
 step() { printf '\n== %s\n' "$*"; }
 
+# Argo CD with its web UI takes the longest to build (npm downloads, a webpack build, then Go):
+# start it now so it overlaps everything up to the Argo CD step, which waits for it.
+step "Argo CD and its web UI: building in the background (log: $TEST_OUTPUT/argocd-build.log)"
+scripts/argocd.sh build >"$TEST_OUTPUT/argocd-build.log" 2>&1 &
+argocd_build=$!
+
 step "control plane"
 scripts/control-plane.sh up
 eval "$(scripts/control-plane.sh env)"
@@ -36,9 +42,13 @@ step "argocd-cm judged by Argo CD's own settings and health code (hack/argocd)"
 (cd hack/argocd && GOCACHE="${WAVEGATE_CACHE:-$HOME/.cache/wavegate}/go-build" CGO_ENABLED=0 go test -trimpath -count=1 ./...)
 
 step "real Argo CD in the loop (scripts/argocd.sh: private control plane in netns wavegate-argocd)"
+wait "$argocd_build" || { tail -n 40 "$TEST_OUTPUT/argocd-build.log" >&2; echo "test.sh: building Argo CD failed" >&2; exit 1; }
 scripts/argocd.sh up
 cargo build --quiet --bin wavegate
 tests/argocd/e2e.sh
+step "wavegate in Argo CD's own web UI (chromium against the real argocd-server)"
+tests/browser/install.sh
+tests/argocd/ui.sh
 # Stop it on success (2 cores): a failure leaves it up for a look (scripts/argocd.sh status).
 scripts/argocd.sh down
 

@@ -52,10 +52,18 @@
     return 'extensions/' + EXTENSION + '/' + path;
   }
 
+  // argocd-server answers 401 both for a session it no longer accepts ("Invalid token" / "Invalid
+  // session", util/session AuthMiddlewareFunc) and for a request its RBAC refuses ("Unauthorized
+  // extension request", server/extension CallExtension: no `extensions, invoke` for this
+  // extension, or the application is not the user's to get). Only the body tells them apart.
   function explain(status, body, text) {
     if (body && body.error) return 'wavegate answered HTTP ' + status + ': ' + body.error;
+    if (status === 401 && /Unauthorized extension request/.test(text || '')) {
+      return 'Not permitted: Argo CD did not let you ask wavegate about this application. Your role needs ' +
+        '"p, <role>, extensions, invoke, ' + EXTENSION + ', allow" in argocd-rbac-cm (role:admin does not include it).';
+    }
     if (status === 401) return 'Argo CD answered 401: the session has expired, log in again.';
-    if (status === 403) return 'Argo CD denied the request (403): grant "p, <role>, extensions, invoke, ' + EXTENSION + ', allow" in argocd-rbac-cm.';
+    if (status === 403) return 'Not permitted (403): grant "p, <role>, extensions, invoke, ' + EXTENSION + ', allow" in argocd-rbac-cm.';
     if (status === 404) return 'Argo CD answered 404: is the proxy extension "' + EXTENSION + '" configured in argocd-cm (extension.config) and server.enable.proxy.extension "true"?';
     if (status === 502 || status === 503 || status === 504) return 'wavegate is unreachable through Argo CD (HTTP ' + status + ').';
     return 'HTTP ' + status + ': ' + (text || '').slice(0, 200);
@@ -67,7 +75,12 @@
         return res.text().then(function (text) {
           var body = null;
           try { body = text ? JSON.parse(text) : null; } catch (e) { /* an HTML or text error page */ }
-          if (!res.ok) throw new Error(explain(res.status, body, text));
+          if (!res.ok) {
+            var err = new Error(explain(res.status, body, text));
+            // RBAC does not change by asking again: stop polling until the view is opened anew.
+            err.final = res.status === 403 || (res.status === 401 && /Unauthorized extension request/.test(text || ''));
+            throw err;
+          }
           if (body === null) throw new Error('wavegate returned no JSON for ' + path);
           return body;
         });
@@ -85,6 +98,7 @@
     React.useEffect(function () {
       var alive = true, timer = null;
       setState({ data: null, error: null, updated: null });
+      if (!path) return undefined; // nothing to ask (hooks still run in the same order)
       function tick() {
         if (!alive) return;
         // A hidden browser tab does not poll.
@@ -93,6 +107,7 @@
           if (alive) setState({ data: data, error: null, updated: new Date() });
         }, function (err) {
           if (alive) setState(function (prev) { return { data: prev.data, error: err.message, updated: prev.updated }; });
+          if (err.final) alive = false;
         }).then(function () { if (alive) timer = setTimeout(tick, POLL_MS); });
       }
       tick();
@@ -208,6 +223,58 @@
       gate ? h(GateView, { gate: gate }) :
         h('p', null, live.error ? 'No verdict to show: this WaveGate has no status yet and wavegate could not be asked.' : 'Loading the verdict from wavegate\u2026'),
       gate ? h(Updated, { text: source, updated: live.data ? live.updated : null }) : null);
+  }
+
+  // ---- Readiness tab (the kinds wavegate checks: Service, CNPG Database, CrdbCluster) ----------
+
+  // wavegate's own verdict on the object, and every check of this application's gates that
+  // points at it, so the tab says both "what wavegate sees" and "which gate waits for it".
+  var CHECKED_KINDS = [
+    { group: '', kind: 'Service', resource: 'services' },
+    { group: 'postgresql.cnpg.io', kind: 'Database', resource: 'databases.postgresql.cnpg.io' },
+    { group: 'crdb.cockroachlabs.com', kind: 'CrdbCluster', resource: 'crdbclusters.crdb.cockroachlabs.com' }
+  ];
+
+  function ReadinessTab(props) {
+    var res = props.resource || {};
+    var md = res.metadata || {};
+    var group = String(res.apiVersion || '').indexOf('/') > 0 ? res.apiVersion.split('/')[0] : '';
+    var kind = CHECKED_KINDS.filter(function (k) { return k.kind === res.kind && k.group === group; })[0];
+    var ns = md.namespace || '';
+    var path = kind ? 'api/v1/health/' + kind.resource + '/' + encodeURIComponent(ns) + '/' + encodeURIComponent(md.name) : null;
+    var verdict = usePoll(path, props.application);
+    var gates = usePoll('api/v1/gates', props.application);
+    if (!kind || !md.name) {
+      return h('div', { style: S.root, 'data-testid': 'wavegate-readiness-tab' }, h('p', null, 'This object does not exist in the cluster yet.'));
+    }
+    var target = kind.resource + ' ' + ns + '/' + md.name;
+    var rows = [];
+    ((gates.data && gates.data.gates) || []).forEach(function (g) {
+      (g.checks || []).forEach(function (c) {
+        if (c.target === target) rows.push({ gate: g.namespace + '/' + g.name, wave: g.syncWave, check: c });
+      });
+    });
+    var v = verdict.data;
+    return h('div', { style: S.root, 'data-testid': 'wavegate-readiness-tab', 'data-status': v ? statusOf(v.status) : '' },
+      h(ErrorLine, { error: verdict.error || gates.error }),
+      v ? h('div', null,
+        h('h3', { style: { margin: '0 0 0.3em', fontSize: '16px' } }, 'wavegate on ', h('span', { style: S.mono }, target), ' ', h(Badge, { status: v.status, testid: 'wavegate-verdict-status' })),
+        h('p', { 'data-testid': 'wavegate-verdict-message', style: { margin: '0.3em 0' } }, v.message || '')) :
+        h('p', null, verdict.error ? 'No verdict to show.' : 'Loading the verdict from wavegate\u2026'),
+      gates.data ? (rows.length === 0
+        ? h('p', { 'data-testid': 'wavegate-no-gate-checks', style: S.muted }, 'No WaveGate of this application checks this object.')
+        : h('table', { style: S.table, 'data-testid': 'wavegate-gate-checks' },
+          h('caption', { style: { textAlign: 'left', ...S.muted } }, 'WaveGate checks of this application that wait for this object'),
+          h('thead', null, h('tr', null, Th('Gate'), Th('Wave'), Th('Check'), Th('Status'), Th('Message'))),
+          h('tbody', null, rows.map(function (r) {
+            return h('tr', { key: r.gate + '/' + r.check.name, 'data-testid': 'wavegate-check-' + r.check.name, 'data-status': statusOf(r.check.status) },
+              h('th', { scope: 'row', style: S.rowTh }, r.gate),
+              h('td', { style: S.td }, r.wave == null ? '' : String(r.wave)),
+              h('td', { style: { ...S.td, ...S.mono } }, r.check.name),
+              h('td', { style: S.td }, h(Badge, { status: r.check.status, testid: 'wavegate-check-status' })),
+              h('td', { style: S.td, 'data-testid': 'wavegate-check-message' }, r.check.message || ''));
+          })))) : null,
+      v ? h(Updated, { text: 'From wavegate', updated: verdict.updated }) : null);
   }
 
   // ---- Waves (argoproj.io/Application tab, status panel, flyout) ------------------------------
@@ -400,6 +467,12 @@
     return h(WavesPanel, { live: live, testid: 'wavegate-waves-tab' });
   }
 
+  // A view of its own beside Argo CD's Tree / Network / List views: the waves and the timeline.
+  function WavesAppView(props) {
+    var live = usePoll('api/v1/waves', props.application);
+    return h(WavesPanel, { live: live, testid: 'wavegate-waves-view' });
+  }
+
   function WavesFlyout(props) {
     var live = usePoll('api/v1/waves', props.application);
     return h(WavesPanel, { live: live, testid: 'wavegate-waves-flyout' });
@@ -433,7 +506,13 @@
   if (!api) return; // not inside Argo CD's UI
   api.registerResourceExtension(GateTab, 'wavegate.dev', 'WaveGate', 'Gate', { icon: 'fa-door-open' });
   api.registerResourceExtension(ApplicationWavesTab, 'argoproj.io', 'Application', 'Waves', { icon: 'fa-layer-group' });
+  CHECKED_KINDS.forEach(function (k) {
+    api.registerResourceExtension(ReadinessTab, k.group, k.kind, 'Readiness', { icon: 'fa-traffic-light' });
+  });
   if (typeof api.registerStatusPanelExtension === 'function') {
     api.registerStatusPanelExtension(WavesStatusPanel, 'Waves', 'wavegate_waves', WavesFlyout);
+  }
+  if (typeof api.registerAppViewExtension === 'function') {
+    api.registerAppViewExtension(WavesAppView, 'Waves', 'fa-layer-group');
   }
 })(window);

@@ -77,17 +77,22 @@ describe('Argo CD UI extension', () => {
     await harness?.close();
   });
 
-  test('registers a Gate tab, a Waves tab and a Waves status-panel item with flyout', async () => {
+  test('registers a Gate tab, Waves tab, Readiness tabs, a Waves app view and a Waves status-panel item with flyout', async () => {
     const { context, page } = await open();
     const regs = await page.evaluate(() => ({
       tabs: window.__registrations.resourceTabs.map(t => [t.group, t.kind, t.title, typeof t.component]),
       panels: window.__registrations.statusPanels.map(p => [p.title, p.id, typeof p.component, typeof p.flyout]),
+      views: window.__registrations.appViews.map(v => [v.title, v.icon, typeof v.component]),
     }));
     assert.deepEqual(regs.tabs, [
       ['wavegate.dev', 'WaveGate', 'Gate', 'function'],
       ['argoproj.io', 'Application', 'Waves', 'function'],
+      ['', 'Service', 'Readiness', 'function'],
+      ['postgresql.cnpg.io', 'Database', 'Readiness', 'function'],
+      ['crdb.cockroachlabs.com', 'CrdbCluster', 'Readiness', 'function'],
     ]);
     assert.deepEqual(regs.panels, [['Waves', 'wavegate_waves', 'function', 'function']]);
+    assert.deepEqual(regs.views, [['Waves', 'fa-layer-group', 'function']]);
     await context.close();
   });
 

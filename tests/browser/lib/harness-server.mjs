@@ -62,7 +62,9 @@ export async function startHarness({ backend, token = '', app }) {
         if (!/^[^:]+:[^:]+$/.test(appHeader)) return reject('invalid Argocd-Application-Name header: ' + JSON.stringify(appHeader));
         if (!project) return reject('missing Argocd-Project-Name header');
         if (appHeader !== `${app.namespace}:${app.name}` || project !== app.project) {
-          return send(403, `permission denied: ${appHeader} in project ${project}`);
+          // What argocd-server answers when RBAC refuses (server/extension CallExtension): 401 with
+          // this body, the same status as an expired session.
+          return send(401, 'Unauthorized extension request');
         }
         if (req.method !== 'GET') return send(405, 'method not allowed');
         if (state.backendDown) return send(502, 'proxy error: backend unavailable');
