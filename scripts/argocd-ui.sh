@@ -66,14 +66,33 @@ yarn_bin() {
   echo "$prefix/node_modules/.bin/yarn"
 }
 
+# The git dependency becomes the unpacked archive; its lock entry goes (yarn writes a new one).
+use_archive() {
+  node -e '
+    const fs = require("fs"), f = process.argv[1];
+    const p = JSON.parse(fs.readFileSync(f, "utf8"));
+    if (!p.dependencies || !p.dependencies["argo-ui"]) throw new Error("ui/package.json has no argo-ui dependency");
+    p.dependencies["argo-ui"] = "file:../argo-ui";
+    fs.writeFileSync(f, JSON.stringify(p, null, 2) + "\n");
+  ' "$WORK/ui/package.json"
+  awk 'BEGIN{skip=0} /^"argo-ui@/{skip=1; next} skip && /^$/{skip=0; next} !skip' \
+    "$WORK/ui/yarn.lock" >"$WORK/ui/yarn.lock.new"
+  mv "$WORK/ui/yarn.lock.new" "$WORK/ui/yarn.lock"
+}
+
 cmd_fetch() {
   command -v node >/dev/null || die "node is required"
   command -v npm >/dev/null || die "npm is required"
   local archive="$THIRD_PARTY/argo-ui-$ARGO_UI_COMMIT.tar.gz" got
-  [[ -f "$archive" ]] || die "$archive is missing: Argo CD's UI pins argo-ui at $ARGO_UI_COMMIT, which no registry serves"
-  got="$(sha256sum "$archive" | cut -d' ' -f1)"
-  [[ "$got" == "$ARGO_UI_SHA256" ]] ||
-    die "$archive has sha256 $got, expected $ARGO_UI_SHA256: refusing to build Argo CD's UI from it"
+  if [[ -f "$archive" ]]; then
+    got="$(sha256sum "$archive" | cut -d' ' -f1)"
+    [[ "$got" == "$ARGO_UI_SHA256" ]] ||
+      die "$archive has sha256 $got, expected $ARGO_UI_SHA256: refusing to build Argo CD's UI from it"
+  else
+    # What a user's own build does: yarn fetches the pinned git commit (needs github.com).
+    log "$archive is absent: yarn will fetch argo-ui from its git URL at the pinned commit"
+    archive=""
+  fi
 
   mkdir -p "$WORK"
   exec 8>"$WORK/.lock"
@@ -85,26 +104,19 @@ cmd_fetch() {
   local mod yarn t0
   mod="$(module_dir)" || die "cannot download the Argo CD $VERSION module"
   rm -rf "$WORK/ui" "$WORK/argo-ui"
-  mkdir -p "$WORK/argo-ui"
-  # `git archive --prefix=argo-ui/`: the package is the archive's one top folder.
-  tar -xzf "$archive" -C "$WORK/argo-ui" --strip-components=1
-  [[ -f "$WORK/argo-ui/package.json" && -d "$WORK/argo-ui/src/styles" ]] ||
-    die "$archive does not unpack to an argo-ui package (package.json, src/styles)"
   cp -r "$mod/ui" "$WORK/ui"
   chmod -R u+w "$WORK/ui"
-  # The git dependency becomes the unpacked archive; its lock entry goes (yarn writes a new one).
-  node -e '
-    const fs = require("fs"), f = process.argv[1];
-    const p = JSON.parse(fs.readFileSync(f, "utf8"));
-    if (!p.dependencies || !p.dependencies["argo-ui"]) throw new Error("ui/package.json has no argo-ui dependency");
-    p.dependencies["argo-ui"] = "file:../argo-ui";
-    fs.writeFileSync(f, JSON.stringify(p, null, 2) + "\n");
-  ' "$WORK/ui/package.json"
-  awk 'BEGIN{skip=0} /^"argo-ui@/{skip=1; next} skip && /^$/{skip=0; next} !skip' \
-    "$WORK/ui/yarn.lock" >"$WORK/ui/yarn.lock.new"
-  mv "$WORK/ui/yarn.lock.new" "$WORK/ui/yarn.lock"
+  if [[ -n "$archive" ]]; then
+    mkdir -p "$WORK/argo-ui"
+    # `git archive --prefix=argo-ui/`: the package is the archive's one top folder.
+    tar -xzf "$archive" -C "$WORK/argo-ui" --strip-components=1
+    [[ -f "$WORK/argo-ui/package.json" && -d "$WORK/argo-ui/src/styles" ]] ||
+      die "$archive does not unpack to an argo-ui package (package.json, src/styles)"
+    use_archive
+  fi
   yarn="$(yarn_bin)"
-  log "yarn install for Argo CD $VERSION's UI (downloads from npm; ~12 min the first time)"
+
+  log "yarn install for Argo CD $VERSION's UI (downloads from npm; 3 min measured the first time)"
   t0=$(date +%s)
   (cd "$WORK/ui" && YARN_CACHE_FOLDER="$CACHE/yarn-cache" "$yarn" install --non-interactive \
     --ignore-engines --network-timeout 600000 --network-concurrency 16) >"$WORK/yarn-install.log" 2>&1 ||
