@@ -9,19 +9,25 @@
 # Why a network namespace: the application-controller's metrics server listens on all
 # interfaces with no flag to change it; in the netns "all interfaces" is loopback.
 #
-# Usage: scripts/argocd.sh build|up|down|status|env
+# Usage: [WAVEGATE_ARGOCD_VERSION=3.5] scripts/argocd.sh build|up|down|status|env|module|versions
 #
 # Environment (all optional):
+#   WAVEGATE_ARGOCD_VERSION   Argo CD release: "3.0", "3.5.1", "v3.2.11"... (default: the pinned one,
+#                             hack/argocd/go.mod). `versions` lists those with a build module
+#                             (hack/argocd/versions.sh; `versions --pinned` the pinned one); a line
+#                             ("3.5") means its one build module. `module` prints the folder its
+#                             Go build and hack/argocd's tests run in.
 #   WAVEGATE_CACHE            binaries + Go build cache       (default ~/.cache/wavegate)
-#   WAVEGATE_ARGOCD_STATE     state of this Argo CD + its control plane (default $WAVEGATE_CACHE/argocd-state)
-#   WAVEGATE_ARGOCD_NETNS     network namespace name           (default wavegate-argocd)
+#   WAVEGATE_ARGOCD_STATE     state of this Argo CD + its control plane (default $WAVEGATE_CACHE/argocd-state,
+#                             argocd-state-<version> for a release other than the pinned one)
+#   WAVEGATE_ARGOCD_NETNS     network namespace name           (default wavegate-argocd, wavegate-argocd-v<major><minor>
+#                             for a release other than the pinned one)
+# Binaries are cached per release: $WAVEGATE_CACHE/bin/argocd-v<version>/argocd.
 # Requires: go, git, redis-server, ip (iproute2), curl, openssl, kubectl; root (for ip netns).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${WAVEGATE_CACHE:-$HOME/.cache/wavegate}"
-STATE="${WAVEGATE_ARGOCD_STATE:-$CACHE/argocd-state}"
-NETNS="${WAVEGATE_ARGOCD_NETNS:-wavegate-argocd}"
 
 # Ports inside the netns (loopback only there, so they cannot clash with the host's).
 APISERVER_PORT=6443
@@ -41,8 +47,18 @@ log() { echo "argocd: $*" >&2; }
 now_ms() { date +%s%3N; }
 need() { command -v "$1" >/dev/null 2>&1 || die "'$1' is required but not on PATH"; }
 
-ARGOCD_VERSION="$(sed -n 's#^\(require \|[[:space:]]*\)github\.com/argoproj/argo-cd/v3 v\([^[:space:]]*\)$#\2#p' "$ROOT/hack/argocd/go.mod")"
+# shellcheck source=hack/argocd/versions.sh
+source "$ROOT/hack/argocd/versions.sh"
+ARGOCD_VERSION="$(argocd_resolve_version "${WAVEGATE_ARGOCD_VERSION:-}")"
 [[ -n "$ARGOCD_VERSION" ]] || die "cannot read the Argo CD version from hack/argocd/go.mod"
+# Another release gets its own control plane state and netns by default, so two never share etcd.
+if [[ "$ARGOCD_VERSION" == "$(argocd_pinned_version)" ]]; then
+  STATE="${WAVEGATE_ARGOCD_STATE:-$CACHE/argocd-state}"
+  NETNS="${WAVEGATE_ARGOCD_NETNS:-wavegate-argocd}"
+else
+  STATE="${WAVEGATE_ARGOCD_STATE:-$CACHE/argocd-state-$ARGOCD_VERSION}"
+  NETNS="${WAVEGATE_ARGOCD_NETNS:-wavegate-argocd-v$(argocd_line "$ARGOCD_VERSION" | tr -d .)}"
+fi
 ARGOCD_BIN="$CACHE/bin/argocd-v$ARGOCD_VERSION"
 ARGOCD="$ARGOCD_BIN/argocd"
 
@@ -68,7 +84,8 @@ cmd_build() {
     t0=$(now_ms)
     # /usr/bin/time -v records the peak RSS of the build in the log, when it is installed.
     local timer=(); [[ -x /usr/bin/time ]] && timer=(/usr/bin/time -v)
-    if ! (cd "$ROOT/hack/argocd" && GODEBUG="tarinsecurepath=0,zipinsecurepath=0" \
+    local mod; mod="$(argocd_module "$ARGOCD_VERSION")"
+    if ! (cd "$mod" && GODEBUG="tarinsecurepath=0,zipinsecurepath=0" \
         "${timer[@]}" go build -trimpath -ldflags "$ld" -o "$ARGOCD.tmp" github.com/argoproj/argo-cd/v3/cmd) \
         >"$blog" 2>&1; then
       tail -n 40 "$blog" >&2
@@ -77,13 +94,18 @@ cmd_build() {
     fi
     mv "$ARGOCD.tmp" "$ARGOCD"
     t1=$(now_ms)
-    log "built argocd in $(( (t1 - t0) / 1000 ))s, $(du -m "$ARGOCD" | cut -f1) MB$(sed -n 's/.*Maximum resident set size (kbytes): \([0-9]*\)/, peak RSS of the build \1 kB/p' "$blog")"
+    log "built argocd v$ARGOCD_VERSION in $(( (t1 - t0) / 1000 ))s, $(du -m "$ARGOCD" | cut -f1) MB$(build_cpu "$blog")$(sed -n 's/.*Maximum resident set size (kbytes): \([0-9]*\)/, peak RSS of the build \1 kB/p' "$blog")"
   fi
   local name
   for name in argocd-application-controller argocd-repo-server argocd-server; do
     ln -sfn argocd "$ARGOCD_BIN/$name"
   done
   exec 9>&-
+}
+
+build_cpu() { # /usr/bin/time -v log -> ", CPU <user+sys>s"
+  awk -F': ' '/User time \(seconds\)|System time \(seconds\)/ { cpu += $2; n++ }
+    END { if (n == 2) printf ", CPU %.0fs", cpu }' "$1"
 }
 
 # ------------------------------------------------------------ processes ----
@@ -170,7 +192,7 @@ kube() { KUBECONFIG="$KUBECONFIG_OUT" kubectl "$@"; }
 # drop Argo CD's status writes (plain patches of the main object).
 module_dir() {
   # The netns has no route to the module proxy: the build (outside) downloaded the module.
-  (cd "$ROOT/hack/argocd" && GOPROXY=off go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
+  (cd "$(argocd_module "$ARGOCD_VERSION")" && GOPROXY=off go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
 }
 
 prepare_crds() {
@@ -353,6 +375,7 @@ print_env() {
   echo "export WAVEGATE_ARGOCD_WAVEGATE_PORT=$WAVEGATE_PORT"
   echo "export WAVEGATE_ARGOCD_STATE=$STATE"
   echo "export WAVEGATE_ARGOCD_BIN=$ARGOCD"
+  echo "export WAVEGATE_ARGOCD_VERSION=$ARGOCD_VERSION"
 }
 
 case "${1:-}" in
@@ -361,5 +384,7 @@ case "${1:-}" in
   down) enter_netns down; cmd_down ;;
   status) enter_netns status; cmd_status ;;
   env) print_env ;;
-  *) echo "usage: $0 build|up|down|status|env" >&2; exit 2 ;;
+  module) argocd_module "$ARGOCD_VERSION" ;;
+  versions) if [[ "${2:-}" == --pinned ]]; then argocd_pinned_version; else argocd_supported_versions; fi ;;
+  *) echo "usage: [WAVEGATE_ARGOCD_VERSION=X.Y[.Z]] $0 build|up|down|status|env|module|versions" >&2; exit 2 ;;
 esac
