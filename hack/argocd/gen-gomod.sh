@@ -66,7 +66,7 @@ mkdir -p "$out"
   for r in "${kept[@]}"; do printf '\t%s\n' "$r"; done
   echo ")"
   # Kept on its own line: versions.sh recognises a nested gitops-engine by it.
-  [[ -n "$nested" ]] && { echo; echo "replace $nested"; }
+  if [[ -n "$nested" ]]; then echo; echo "replace $nested"; fi
 } > "$out/go.mod"
 rm -f "$out/go.sum"
 echo "gen-gomod: $MOD v${ARGOCD_VERSION}, go ${go_directive}, ${#kept[@]} replace directives${nested:+, gitops-engine nested} -> ${out#"$ROOT"/}" >&2

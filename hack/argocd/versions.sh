@@ -105,7 +105,7 @@ argocd_module() {
   if [[ -f "$src/go.sum" ]]; then _argocd_put "$src/go.sum" "$dir/go.sum"; else rm -f "$dir/go.sum"; fi
   _argocd_put "$ROOT/hack/argocd/tools.go" "$dir/tools.go"
   for f in "$dir"/healthcheck/*.go; do # a source removed from hack/argocd goes here too
-    [[ -e "$f" && ! -e "$ROOT/hack/argocd/healthcheck/${f##*/}" ]] && rm -f "$f"
+    if [[ -e "$f" && ! -e "$ROOT/hack/argocd/healthcheck/${f##*/}" ]]; then rm -f "$f"; fi
   done
   for f in "$ROOT"/hack/argocd/healthcheck/*.go; do
     if $nested; then
