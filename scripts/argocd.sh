@@ -265,6 +265,26 @@ EOF
   fi
 }
 
+# Flags one release needs and another does not know. From 3.5 the repo-server defaults
+# --client-ca-path to a Secret mount path and refuses it together with --disable-tls
+# (cmd/argocd-repo-server/commands/argocd_repo_server.go): clear it where the flag exists.
+repo_server_release_flags() {
+  if "$ARGOCD_BIN/argocd-repo-server" --help 2>/dev/null | grep -q -- '--client-ca-path'; then
+    echo "--client-ca-path="
+  fi
+}
+
+# Argo CD's image puts hack/git-verify-wrapper.sh on PATH. From 3.5 the repo-server runs it for
+# every manifest generation, GPG enabled or not (reposerver/repository/repository.go calls
+# VerifyCommitSignature unconditionally; util/git/client.go answers "permission denied" when it
+# cannot run): the same script, from the release's own module.
+repo_server_tools() {
+  local mod
+  mod="$(module_dir)" || die "cannot find the Argo CD module"
+  mkdir -p "$STATE/bin"
+  install -m 0755 "$mod/hack/git-verify-wrapper.sh" "$STATE/bin/git-verify-wrapper.sh"
+}
+
 start_argocd_components() {
   local kcfg="$STATE/argocd.kubeconfig"
   # The components take their namespace from the kubeconfig context (ARGOCD_FAKE_IN_CLUSTER).
@@ -283,10 +303,11 @@ start_argocd_components() {
   wait_for redis redis-server 30 redis_healthy
 
   if ! pid_of repo-server argocd-repo-server >/dev/null; then
-    start repo-server "${common[@]}" "$ARGOCD_BIN/argocd-repo-server" \
+    repo_server_tools
+    start repo-server "${common[@]}" PATH="$STATE/bin:$PATH" "$ARGOCD_BIN/argocd-repo-server" \
       --address 127.0.0.1 --port "$REPO_SERVER_PORT" \
       --metrics-address 127.0.0.1 --metrics-port "$REPO_SERVER_METRICS_PORT" \
-      --redis "$redis" --disable-tls --loglevel info
+      --redis "$redis" --disable-tls $(repo_server_release_flags) --loglevel info
   fi
   wait_for repo-server argocd-repo-server 60 repo_server_healthy
 
