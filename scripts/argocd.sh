@@ -84,7 +84,7 @@ cmd_build() {
     t0=$(now_ms)
     # /usr/bin/time -v records the peak RSS of the build in the log, when it is installed.
     local timer=(); [[ -x /usr/bin/time ]] && timer=(/usr/bin/time -v)
-    local mod; mod="$(argocd_module "$ARGOCD_VERSION")"
+    local mod; mod="$(argocd_module "$ARGOCD_VERSION")" || die "no build module for Argo CD $ARGOCD_VERSION (above)"
     if ! (cd "$mod" && GODEBUG="tarinsecurepath=0,zipinsecurepath=0" \
         "${timer[@]}" go build -trimpath -ldflags "$ld" -o "$ARGOCD.tmp" github.com/argoproj/argo-cd/v3/cmd) \
         >"$blog" 2>&1; then
@@ -192,7 +192,9 @@ kube() { KUBECONFIG="$KUBECONFIG_OUT" kubectl "$@"; }
 # drop Argo CD's status writes (plain patches of the main object).
 module_dir() {
   # The netns has no route to the module proxy: the build (outside) downloaded the module.
-  (cd "$(argocd_module "$ARGOCD_VERSION")" && GOPROXY=off go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
+  local mod
+  mod="$(argocd_module "$ARGOCD_VERSION")" || return 1
+  (cd "$mod" && GOPROXY=off go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
 }
 
 prepare_crds() {

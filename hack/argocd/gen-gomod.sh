@@ -70,7 +70,7 @@ mkdir -p "$out"
 } > "$out/go.mod"
 rm -f "$out/go.sum"
 echo "gen-gomod: $MOD v${ARGOCD_VERSION}, go ${go_directive}, ${#kept[@]} replace directives${nested:+, gitops-engine nested} -> ${out#"$ROOT"/}" >&2
-dir="$(argocd_module "$ARGOCD_VERSION" generate)"
+dir="$(argocd_module "$ARGOCD_VERSION" generate)" || exit 1
 (cd "$dir" && go mod tidy)
 if [[ "$dir" != "$out" ]]; then
   cp "$dir/go.mod" "$out/go.mod"

@@ -91,7 +91,8 @@ _argocd_put() { # src dst: copy only when the content differs (a build may be re
 }
 
 # The folder to run `go build` / `go test` in for a release (assembled for non-pinned ones).
-# With a second argument "generate" (gen-gomod.sh), go.sum need not exist yet.
+# With a second argument "generate" (gen-gomod.sh), go.sum need not exist yet. Call it as
+# `dir="$(argocd_module V)" || exit`: a failure inside is a non-zero status, not an exit.
 argocd_module() {
   local version="$1" mode="${2:-}" src dir f nested=false
   src="$(argocd_modfile_dir "$version")"
@@ -117,7 +118,10 @@ argocd_module() {
     fi
   done
   if $nested; then
-    ln -sfn "$(argocd_gitops_engine_source "$version")" "$dir/gitops-engine"
+    # die() in a command substitution ends only that subshell: pass its failure on.
+    local engine
+    engine="$(argocd_gitops_engine_source "$version")" || return 1
+    ln -sfn "$engine" "$dir/gitops-engine" || return 1
   fi
   echo "$dir"
 }
