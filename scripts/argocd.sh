@@ -9,19 +9,25 @@
 # Why a network namespace: the application-controller's metrics server listens on all
 # interfaces with no flag to change it; in the netns "all interfaces" is loopback.
 #
-# Usage: scripts/argocd.sh build|up|down|status|env
+# Usage: [WAVEGATE_ARGOCD_VERSION=3.5] scripts/argocd.sh build|up|down|status|env|module|versions
 #
 # Environment (all optional):
+#   WAVEGATE_ARGOCD_VERSION   Argo CD release: "3.0", "3.5.1", "v3.2.11"... (default: the pinned one,
+#                             hack/argocd/go.mod). `versions` lists those with a build module
+#                             (hack/argocd/versions.sh; `versions --pinned` the pinned one); a line
+#                             ("3.5") means its one build module. `module` prints the folder its
+#                             Go build and hack/argocd's tests run in.
 #   WAVEGATE_CACHE            binaries + Go build cache       (default ~/.cache/wavegate)
-#   WAVEGATE_ARGOCD_STATE     state of this Argo CD + its control plane (default $WAVEGATE_CACHE/argocd-state)
-#   WAVEGATE_ARGOCD_NETNS     network namespace name           (default wavegate-argocd)
+#   WAVEGATE_ARGOCD_STATE     state of this Argo CD + its control plane (default $WAVEGATE_CACHE/argocd-state,
+#                             argocd-state-<version> for a release other than the pinned one)
+#   WAVEGATE_ARGOCD_NETNS     network namespace name           (default wavegate-argocd, wavegate-argocd-v<major><minor>
+#                             for a release other than the pinned one)
+# Binaries are cached per release: $WAVEGATE_CACHE/bin/argocd-v<version>/argocd.
 # Requires: go, git, redis-server, ip (iproute2), curl, openssl, kubectl; root (for ip netns).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 CACHE="${WAVEGATE_CACHE:-$HOME/.cache/wavegate}"
-STATE="${WAVEGATE_ARGOCD_STATE:-$CACHE/argocd-state}"
-NETNS="${WAVEGATE_ARGOCD_NETNS:-wavegate-argocd}"
 
 # Ports inside the netns (loopback only there, so they cannot clash with the host's).
 APISERVER_PORT=6443
@@ -41,9 +47,19 @@ log() { echo "argocd: $*" >&2; }
 now_ms() { date +%s%3N; }
 need() { command -v "$1" >/dev/null 2>&1 || die "'$1' is required but not on PATH"; }
 
-ARGOCD_VERSION="$(sed -n 's#^\(require \|[[:space:]]*\)github\.com/argoproj/argo-cd/v3 v\([^[:space:]]*\)$#\2#p' "$ROOT/hack/argocd/go.mod")"
+# shellcheck source=hack/argocd/versions.sh
+source "$ROOT/hack/argocd/versions.sh"
+ARGOCD_VERSION="$(argocd_resolve_version "${WAVEGATE_ARGOCD_VERSION:-}")"
 [[ -n "$ARGOCD_VERSION" ]] || die "cannot read the Argo CD version from hack/argocd/go.mod"
-# Argo CD's real web UI (scripts/argocd-ui.sh) is compiled into the binary of the versions whose
+# Another release gets its own control plane state and netns by default, so two never share etcd.
+if [[ "$ARGOCD_VERSION" == "$(argocd_pinned_version)" ]]; then
+  STATE="${WAVEGATE_ARGOCD_STATE:-$CACHE/argocd-state}"
+  NETNS="${WAVEGATE_ARGOCD_NETNS:-wavegate-argocd}"
+else
+  STATE="${WAVEGATE_ARGOCD_STATE:-$CACHE/argocd-state-$ARGOCD_VERSION}"
+  NETNS="${WAVEGATE_ARGOCD_NETNS:-wavegate-argocd-v$(argocd_line "$ARGOCD_VERSION" | tr -d .)}"
+fi
+# Argo CD's real web UI (scripts/argocd-ui.sh) is compiled into the binary of the releases whose
 # UI source is known there; WAVEGATE_ARGOCD_UI=placeholder keeps the page the Go module embeds.
 UI_VERSIONS=" 3.2.11 "
 if [[ "${WAVEGATE_ARGOCD_UI:-real}" == real && "$UI_VERSIONS" == *" $ARGOCD_VERSION "* ]]; then
@@ -64,13 +80,14 @@ KUBECONFIG_OUT="$CP_STATE/kubeconfig"
 # argocd-server answers every browser navigation with the index.html embedded at compile time
 # (ui/embed.go: `//go:embed dist/app`; `--staticassets` only adds files), so the built UI goes into
 # a writable copy of the module and the build module is pointed at that copy with a `replace`
-# (in a copy of hack/argocd/go.mod passed as -modfile; the committed go.mod is not touched).
+# (in a copy of the release's build module go.mod passed as -modfile; the committed one is not touched).
 # Prints the -modfile argument to use.
 prepare_ui_module() {
   "$ROOT/scripts/argocd-ui.sh" build "$ARGOCD_VERSION" >&2 || die "building Argo CD's UI failed"
-  local dist mod src="$CACHE/argocd-src/v$ARGOCD_VERSION-ui" mf="$CACHE/argocd-src/v$ARGOCD_VERSION-ui.mod"
+  local dist bm mod src="$CACHE/argocd-src/v$ARGOCD_VERSION-ui" mf="$CACHE/argocd-src/v$ARGOCD_VERSION-ui.mod"
   dist="$("$ROOT/scripts/argocd-ui.sh" path "$ARGOCD_VERSION")" || die "no built UI for $ARGOCD_VERSION"
-  mod="$(cd "$ROOT/hack/argocd" && go mod download github.com/argoproj/argo-cd/v3 >/dev/null &&
+  bm="$(argocd_module "$ARGOCD_VERSION")" || die "no build module for Argo CD $ARGOCD_VERSION"
+  mod="$(cd "$bm" && go mod download github.com/argoproj/argo-cd/v3 >/dev/null &&
     go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)" || die "cannot download the Argo CD module"
   rm -rf "$src"
   mkdir -p "$(dirname "$src")"
@@ -78,8 +95,8 @@ prepare_ui_module() {
   chmod -R u+w "$src"
   rm -rf "$src/ui/dist/app"
   cp -r "$dist" "$src/ui/dist/app"
-  { cat "$ROOT/hack/argocd/go.mod"; printf '\nreplace github.com/argoproj/argo-cd/v3 => %s\n' "$src"; } >"$mf"
-  cp "$ROOT/hack/argocd/go.sum" "${mf%.mod}.sum"
+  { cat "$bm/go.mod"; printf '\nreplace github.com/argoproj/argo-cd/v3 => %s\n' "$src"; } >"$mf"
+  cp "$bm/go.sum" "${mf%.mod}.sum"
   echo "-modfile=$mf"
 }
 
@@ -105,7 +122,8 @@ cmd_build() {
     t0=$(now_ms)
     # /usr/bin/time -v records the peak RSS of the build in the log, when it is installed.
     local timer=(); [[ -x /usr/bin/time ]] && timer=(/usr/bin/time -v)
-    if ! (cd "$ROOT/hack/argocd" && GODEBUG="tarinsecurepath=0,zipinsecurepath=0" \
+    local mod; mod="$(argocd_module "$ARGOCD_VERSION")" || die "no build module for Argo CD $ARGOCD_VERSION (above)"
+    if ! (cd "$mod" && GODEBUG="tarinsecurepath=0,zipinsecurepath=0" \
         "${timer[@]}" go build "${modfile[@]}" -trimpath -ldflags "$ld" -o "$ARGOCD.tmp" github.com/argoproj/argo-cd/v3/cmd) \
         >"$blog" 2>&1; then
       tail -n 40 "$blog" >&2
@@ -114,13 +132,18 @@ cmd_build() {
     fi
     mv "$ARGOCD.tmp" "$ARGOCD"
     t1=$(now_ms)
-    log "built argocd in $(( (t1 - t0) / 1000 ))s, $(du -m "$ARGOCD" | cut -f1) MB$(sed -n 's/.*Maximum resident set size (kbytes): \([0-9]*\)/, peak RSS of the build \1 kB/p' "$blog")"
+    log "built argocd v$ARGOCD_VERSION in $(( (t1 - t0) / 1000 ))s, $(du -m "$ARGOCD" | cut -f1) MB$(build_cpu "$blog")$(sed -n 's/.*Maximum resident set size (kbytes): \([0-9]*\)/, peak RSS of the build \1 kB/p' "$blog")"
   fi
   local name
   for name in argocd-application-controller argocd-repo-server argocd-server; do
     ln -sfn argocd "$ARGOCD_BIN/$name"
   done
   exec 9>&-
+}
+
+build_cpu() { # /usr/bin/time -v log -> ", CPU <user+sys>s"
+  awk -F': ' '/User time \(seconds\)|System time \(seconds\)/ { cpu += $2; n++ }
+    END { if (n == 2) printf ", CPU %.0fs", cpu }' "$1"
 }
 
 # ------------------------------------------------------------ processes ----
@@ -207,7 +230,9 @@ kube() { KUBECONFIG="$KUBECONFIG_OUT" kubectl "$@"; }
 # drop Argo CD's status writes (plain patches of the main object).
 module_dir() {
   # The netns has no route to the module proxy: the build (outside) downloaded the module.
-  (cd "$ROOT/hack/argocd" && GOPROXY=off go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
+  local mod
+  mod="$(argocd_module "$ARGOCD_VERSION")" || return 1
+  (cd "$mod" && GOPROXY=off go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3)
 }
 
 prepare_crds() {
@@ -286,6 +311,26 @@ EOF
   fi
 }
 
+# Flags one release needs and another does not know. From 3.5 the repo-server defaults
+# --client-ca-path to a Secret mount path and refuses it together with --disable-tls
+# (cmd/argocd-repo-server/commands/argocd_repo_server.go): clear it where the flag exists.
+repo_server_release_flags() {
+  if "$ARGOCD_BIN/argocd-repo-server" --help 2>/dev/null | grep -q -- '--client-ca-path'; then
+    echo "--client-ca-path="
+  fi
+}
+
+# Argo CD's image puts hack/git-verify-wrapper.sh on PATH. From 3.5 the repo-server runs it for
+# every manifest generation, GPG enabled or not (reposerver/repository/repository.go calls
+# VerifyCommitSignature unconditionally; util/git/client.go answers "permission denied" when it
+# cannot run): the same script, from the release's own module.
+repo_server_tools() {
+  local mod
+  mod="$(module_dir)" || die "cannot find the Argo CD module"
+  mkdir -p "$STATE/bin"
+  install -m 0755 "$mod/hack/git-verify-wrapper.sh" "$STATE/bin/git-verify-wrapper.sh"
+}
+
 start_argocd_components() {
   local kcfg="$STATE/argocd.kubeconfig"
   # The components take their namespace from the kubeconfig context (ARGOCD_FAKE_IN_CLUSTER).
@@ -304,10 +349,11 @@ start_argocd_components() {
   wait_for redis redis-server 30 redis_healthy
 
   if ! pid_of repo-server argocd-repo-server >/dev/null; then
-    start repo-server "${common[@]}" "$ARGOCD_BIN/argocd-repo-server" \
+    repo_server_tools
+    start repo-server "${common[@]}" PATH="$STATE/bin:$PATH" "$ARGOCD_BIN/argocd-repo-server" \
       --address 127.0.0.1 --port "$REPO_SERVER_PORT" \
       --metrics-address 127.0.0.1 --metrics-port "$REPO_SERVER_METRICS_PORT" \
-      --redis "$redis" --disable-tls --loglevel info
+      --redis "$redis" --disable-tls $(repo_server_release_flags) --loglevel info
   fi
   wait_for repo-server argocd-repo-server 60 repo_server_healthy
 
@@ -413,6 +459,7 @@ print_env() {
   echo "export WAVEGATE_ARGOCD_WAVEGATE_PORT=$WAVEGATE_PORT"
   echo "export WAVEGATE_ARGOCD_STATE=$STATE"
   echo "export WAVEGATE_ARGOCD_BIN=$ARGOCD"
+  echo "export WAVEGATE_ARGOCD_VERSION=$ARGOCD_VERSION"
 }
 
 case "${1:-}" in
@@ -421,5 +468,7 @@ case "${1:-}" in
   down) enter_netns down; cmd_down ;;
   status) enter_netns status; cmd_status ;;
   env) print_env ;;
-  *) echo "usage: $0 build|up|down|status|env" >&2; exit 2 ;;
+  module) argocd_module "$ARGOCD_VERSION" ;;
+  versions) if [[ "${2:-}" == --pinned ]]; then argocd_pinned_version; else argocd_supported_versions; fi ;;
+  *) echo "usage: [WAVEGATE_ARGOCD_VERSION=X.Y[.Z]] $0 build|up|down|status|env|module|versions" >&2; exit 2 ;;
 esac

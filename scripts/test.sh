@@ -21,6 +21,32 @@ step "control plane"
 scripts/control-plane.sh up
 eval "$(scripts/control-plane.sh env)"
 
+# The Argo CD releases of the version matrix (scripts/argocd.sh versions, oldest first). Every one
+# judges the shipped Lua and argocd-cm with its own code (hack/argocd's test in that release's
+# build module); the real-controller end-to-end test runs on WAVEGATE_ARGOCD_E2E (default: the
+# pinned release and the newest; the oldest adds a cold Argo CD build and a ~3-minute run,
+# docs/argocd.md). The Go work runs now, in the background, newest first, one step at a time (the
+# builds take the Go build lock), so it fills the cores the Rust steps leave idle; it is awaited
+# before the first Argo CD step.
+mapfile -t argocd_versions < <(scripts/argocd.sh versions)
+argocd_e2e=${WAVEGATE_ARGOCD_E2E:-"$(scripts/argocd.sh versions --pinned) ${argocd_versions[-1]}"}
+argocd_matrix() {
+  local i v dir
+  for (( i=${#argocd_versions[@]}-1; i>=0; i-- )); do
+    v=${argocd_versions[$i]}
+    echo "== argocd-cm judged by Argo CD $v's own settings and health code (hack/argocd)"
+    dir=$(WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh module) || return 1
+    # Same GOCACHE, CGO and -trimpath as scripts/argocd.sh build, so shared packages compile once.
+    (cd "$dir" && WAVEGATE_REPO="$here" GOCACHE="${WAVEGATE_CACHE:-$HOME/.cache/wavegate}/go-build" \
+      CGO_ENABLED=0 go test -trimpath -count=1 ./...) || return 1
+    if [[ " $argocd_e2e " == *" $v "* ]]; then
+      WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh build || return 1
+    fi
+  done
+}
+argocd_matrix >"$TEST_OUTPUT/argocd-matrix.log" 2>&1 &
+argocd_matrix_pid=$!
+
 step "cargo fmt / clippy"
 cargo fmt --check
 cargo clippy --all-targets --quiet -- -D warnings
@@ -37,20 +63,27 @@ tests/monitoring/run.sh
 step "Lua health checks in Argo CD's sandbox (gopher-lua)"
 (cd argocd/lua-harness && go test -count=1 ./...)
 
-step "argocd-cm judged by Argo CD's own settings and health code (hack/argocd)"
-# Same GOCACHE, CGO and -trimpath as scripts/argocd.sh build, so shared packages compile once.
-(cd hack/argocd && GOCACHE="${WAVEGATE_CACHE:-$HOME/.cache/wavegate}/go-build" CGO_ENABLED=0 go test -trimpath -count=1 ./...)
+step "Argo CD releases: each one's own code judges the Lua (hack/argocd), builds (started after the control plane)"
+argocd_rc=0
+wait "$argocd_matrix_pid" || argocd_rc=$?
+cat "$TEST_OUTPUT/argocd-matrix.log"
+(( argocd_rc == 0 )) || { echo "test.sh: the Argo CD version matrix failed (above)" >&2; exit 1; }
 
-step "real Argo CD in the loop (scripts/argocd.sh: private control plane in netns wavegate-argocd)"
-wait "$argocd_build" || { tail -n 40 "$TEST_OUTPUT/argocd-build.log" >&2; echo "test.sh: building Argo CD failed" >&2; exit 1; }
-scripts/argocd.sh up
+wait "$argocd_build" || { tail -n 40 "$TEST_OUTPUT/argocd-build.log" >&2; echo "test.sh: building Argo CD with its web UI failed" >&2; exit 1; }
 cargo build --quiet --bin wavegate
-tests/argocd/e2e.sh
-step "wavegate in Argo CD's own web UI (chromium against the real argocd-server)"
-tests/browser/install.sh
-tests/argocd/ui.sh
-# Stop it on success (2 cores): a failure leaves it up for a look (scripts/argocd.sh status).
-scripts/argocd.sh down
+pinned=$(scripts/argocd.sh versions --pinned)
+for v in $argocd_e2e; do
+  step "real Argo CD $v in the loop (scripts/argocd.sh: private control plane in its own netns)"
+  WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh up
+  WAVEGATE_ARGOCD_VERSION=$v tests/argocd/e2e.sh
+  if [[ "$v" == "$pinned" ]]; then
+    step "wavegate in Argo CD $v's own web UI (chromium against the real argocd-server)"
+    tests/browser/install.sh
+    WAVEGATE_ARGOCD_VERSION=$v tests/argocd/ui.sh
+  fi
+  # Stop it on success (2 cores): a failure leaves it up for a look (scripts/argocd.sh status).
+  WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh down
+done
 
 step "browser tests (Debian chromium, headless)"
 tests/browser/install.sh

@@ -25,16 +25,24 @@
 #      health Lua, as the real controller runs it) does not advance while the child is not
 #      synced, and advances once the child has synced; then a new parent revision points the
 #      child at a new source, and the parent waits until the child has synced THAT (#4577).
+#   5b. App-of-apps, a child whose resources failed (the argo-cd #27917 shape): the child's
+#      sync fails on one resource while another is live. From 3.4 on Argo CD drops a resource
+#      that is not live from the app's health (controller/health.go, #25962), so the child
+#      reports Healthy (asserted there); the project's Application Lua reads the failed sync of
+#      the current revision as Degraded, the parent's sync fails and its next wave never starts.
 #   6. Annotation mode (wavegate serve --annotate): an annotated Service holds its wave until a
 #      ready pod backs it.
 #   7. The same release without wavegate, for comparison: a Deployment judged by Argo CD's native
 #      health, made available → next wave applied.
 #
+# Runs against the release scripts/argocd.sh runs (WAVEGATE_ARGOCD_VERSION, same env as `up`);
+# where releases differ the test asserts each one's own behaviour.
 # Runs inside Argo CD's network namespace (re-executes itself there). Fails, never skips, when
-# Argo CD is not up. Timings go to $TEST_OUTPUT/argocd/latency.txt.
+# Argo CD is not up. Timings go to $TEST_OUTPUT/argocd/latency.txt (argocd-v<version>/ for a
+# release other than the pinned one).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-NETNS="${WAVEGATE_ARGOCD_NETNS:-wavegate-argocd}"
+NETNS="$("$ROOT/scripts/argocd.sh" env | sed -n 's/^export WAVEGATE_ARGOCD_NETNS=//p')"
 
 fail() {
   echo "e2e-argocd: FAIL: $*" >&2
@@ -52,10 +60,12 @@ fi
 eval "$("$ROOT/scripts/argocd.sh" env)"
 export KUBECONFIG="$WAVEGATE_ARGOCD_KUBECONFIG"
 OUT="${TEST_OUTPUT:-$ROOT/test-output}/argocd"
+[[ "$WAVEGATE_ARGOCD_VERSION" == "$("$ROOT/scripts/argocd.sh" versions --pinned)" ]] || OUT="$OUT-v$WAVEGATE_ARGOCD_VERSION"
 WAVEGATE="${WAVEGATE_BIN:-$ROOT/target/debug/wavegate}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/wavegate-argocd-e2e.XXXXXX")"
 mkdir -p "$OUT"
 now_ms() { date +%s%3N; }
+version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" == "$2" ]]; } # a >= b
 
 "$ROOT/scripts/argocd.sh" status >/dev/null || { "$ROOT/scripts/argocd.sh" status >&2 || true; fail "Argo CD is not up (run: scripts/argocd.sh up)"; }
 # Applications only after the controller answers /healthz.
@@ -108,7 +118,7 @@ for app in $(kubectl -n argocd get applications -o name 2>/dev/null); do
   kubectl -n argocd patch "$app" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
 done
 kubectl -n argocd delete applications --all --wait=true --timeout=60s >/dev/null
-TEST_NAMESPACES="ddb cicd e2e-fail e2e-aoa e2e-annot e2e-native"
+TEST_NAMESPACES="ddb cicd e2e-fail e2e-aoa e2e-aoa-bad e2e-annot e2e-native"
 for ns in $TEST_NAMESPACES; do
   kubectl -n "$ns" delete pods --all --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
 done
@@ -176,7 +186,58 @@ metadata:
   annotations:
     argocd.argoproj.io/sync-wave: "2"
 YAML
-mkdir -p "$REPO/parent" "$REPO/child" "$REPO/annotated" "$REPO/native"
+mkdir -p "$REPO/parent" "$REPO/child" "$REPO/parent-bad" "$REPO/child-bad" "$REPO/annotated" "$REPO/native"
+cat >"$REPO/parent-bad/all.yaml" <<YAML
+# Wave 0: a child app whose own sync fails on one resource (automated, no retries).
+apiVersion: argoproj.io/v1alpha1
+kind: Application
+metadata:
+  name: e2e-child-bad
+  namespace: argocd
+  annotations:
+    argocd.argoproj.io/sync-wave: "0"
+spec:
+  project: default
+  source: {repoURL: "file://$REPO", targetRevision: main, path: child-bad}
+  destination: {server: https://kubernetes.default.svc, namespace: e2e-aoa-bad}
+  syncPolicy:
+    automated: {}
+    retry: {limit: 0}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: after-bad-child
+  namespace: e2e-aoa-bad
+  annotations:
+    argocd.argoproj.io/sync-wave: "1"
+YAML
+# The ConfigMap goes live in wave 0; the Deployment of wave 1 passes the client-side dry run and
+# is rejected by the API server (selector does not match the template's labels): a resource of a
+# kind with a built-in health check that never becomes live, as in argo-cd #27917.
+cat >"$REPO/child-bad/all.yaml" <<'YAML'
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: child-bad-config
+  namespace: e2e-aoa-bad
+  annotations:
+    argocd.argoproj.io/sync-wave: "0"
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: rejected
+  namespace: e2e-aoa-bad
+  annotations:
+    argocd.argoproj.io/sync-wave: "1"
+spec:
+  replicas: 1
+  selector: {matchLabels: {app: rejected}}
+  template:
+    metadata: {labels: {app: something-else}}
+    spec: {containers: [{name: app, image: registry.invalid/app:1}]}
+YAML
 cat >"$REPO/parent/all.yaml" <<YAML
 # Wave 0: the child app (no automated sync: it syncs when the test says so).
 apiVersion: argoproj.io/v1alpha1
@@ -557,6 +618,39 @@ t_ok=$(now_ms)
 wait_until 60 "the parent's next wave of $rev_parent applied" after_v2
 log "app-of-apps: parent's next wave applied $(( $(now_ms) - t_ok )) ms after the child was seen synced to its new source"
 wait_until 60 "parent's second sync Succeeded" phase_matches e2e-parent Succeeded
+
+# ------------------------------------- 5b. app-of-apps, child with failed resources ----
+log "app-of-apps: a child whose sync fails on one resource (argo-cd #27917 shape)"
+application e2e-parent-bad parent-bad e2e-aoa-bad
+BAD_CHILD="$APPS/e2e-child-bad"
+wait_until 60 "wave 0: child Application e2e-child-bad applied" exists "$BAD_CHILD"
+wait_until 120 "the child's own sync Failed" phase_matches e2e-child-bad 'Failed|Error'
+exists /api/v1/namespaces/e2e-aoa-bad/configmaps/child-bad-config || fail "the child's live resource was not applied"
+exists /apis/apps/v1/namespaces/e2e-aoa-bad/deployments/rejected && fail "the API server accepted the invalid Deployment"
+# What Argo CD itself says of the child once it has recompared after the failed sync.
+child_compared_after_failure() { [[ -n "$(field "$BAD_CHILD" status.health.status)" && "$(field "$BAD_CHILD" status.sync.status)" == OutOfSync ]]; }
+wait_until 60 "the child compared after its failed sync" child_compared_after_failure
+child_health="$(field "$BAD_CHILD" status.health.status)"
+log "Argo CD $WAVEGATE_ARGOCD_VERSION says of the failed child: health $child_health, sync $(field "$BAD_CHILD" status.sync.status), operation $(app_phase e2e-child-bad)"
+# From 3.4 on (controller/health.go: `res.Live == nil && Missing` is skipped) the child reports
+# Healthy; before, a kind with a health check that is not live makes it Missing. Asserted, so the
+# test notices when a release changes it.
+if version_ge "$WAVEGATE_ARGOCD_VERSION" 3.4.0; then
+  [[ "$child_health" == Healthy ]] || fail "Argo CD $WAVEGATE_ARGOCD_VERSION reports the child with a failed resource as $child_health; the #27917 shape (Healthy) was expected from 3.4 on"
+else
+  [[ "$child_health" == Missing ]] || fail "Argo CD $WAVEGATE_ARGOCD_VERSION reports the child with a failed resource as $child_health, want Missing before 3.4"
+fi
+AFTER_BAD=/api/v1/namespaces/e2e-aoa-bad/configmaps/after-bad-child
+wait_until 120 "the parent's sync finished" phase_matches e2e-parent-bad 'Failed|Error|Succeeded'
+[[ "$(app_phase e2e-parent-bad)" == Failed ]] || fail "the parent's sync is $(app_phase e2e-parent-bad) ($(field "$APPS/e2e-parent-bad" status.operationState.message)), want Failed"
+exists "$AFTER_BAD" && fail "the parent's next wave was applied although its child's sync failed (argo-cd #27917)"
+bad_result="$(api_get "$APPS/e2e-parent-bad" | python3 -c 'import json,sys
+for r in json.load(sys.stdin)["status"]["operationState"]["syncResult"]["resources"]:
+    if r["kind"] == "Application" and r["name"] == "e2e-child-bad":
+        print(r.get("message", ""))')"
+[[ "$bad_result" == *"last sync Failed"* ]] || fail "the parent's sync result for the child lacks the project's reason: '$bad_result'"
+stays_absent 5 "$AFTER_BAD" "the parent's sync had failed on its child"
+log "parent's sync Failed on the child (Lua: $bad_result); its next wave was never applied"
 
 # --------------------------------------------------------- 6. annotation mode ----
 log "annotation mode: an annotated Service in wave 0"

@@ -13,7 +13,7 @@
 # $TEST_OUTPUT/screenshots/argocd-ui-*.png.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-NETNS="${WAVEGATE_ARGOCD_NETNS:-wavegate-argocd}"
+NETNS="$("$ROOT/scripts/argocd.sh" env | sed -n 's/^export WAVEGATE_ARGOCD_NETNS=//p')"
 
 fail() { echo "ui-argocd: FAIL: $*" >&2; exit 1; }
 log() { echo "ui-argocd: $*" >&2; }

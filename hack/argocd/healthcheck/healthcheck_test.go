@@ -27,10 +27,20 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-const (
-	patchFile      = "../../../argocd/argocd-cm/argocd-cm-patch.yaml"
-	customizations = "../../../argocd/resource_customizations"
+// The project root: relative from hack/argocd/healthcheck, or WAVEGATE_REPO when the test runs in
+// another release's build module assembled outside the tree (hack/argocd/versions.sh).
+var (
+	repo           = repoRoot()
+	patchFile      = filepath.Join(repo, "argocd", "argocd-cm", "argocd-cm-patch.yaml")
+	customizations = filepath.Join(repo, "argocd", "resource_customizations")
 )
+
+func repoRoot() string {
+	if r := os.Getenv("WAVEGATE_REPO"); r != "" {
+		return r
+	}
+	return filepath.Join("..", "..", "..")
+}
 
 // The SettingsManager logs each informer start at info level; keep the test output to findings.
 func TestMain(m *testing.M) {

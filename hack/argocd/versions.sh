@@ -1,0 +1,127 @@
+# Argo CD releases wavegate is tested against, and the Go module each one builds from.
+# Sourced (bash) by scripts/argocd.sh, scripts/test.sh and hack/argocd/gen-gomod.sh; needs ROOT
+# (the project root) and CACHE (WAVEGATE_CACHE) set, and die().
+#
+# - The pinned release (hack/argocd/go.mod) builds in place, in hack/argocd.
+# - Every other release has its own generated go.mod + go.sum in hack/argocd/v<major>.<minor>/
+#   (hack/argocd/gen-gomod.sh VERSION). It is built in a module assembled under
+#   $CACHE/argocd-mod/v<version>/ from that go.mod/go.sum and hack/argocd's sources (tools.go,
+#   healthcheck/), so one test judges every release with that release's own code.
+# - From 3.4 on gitops-engine is a nested module of the argo-cd repository
+#   (`github.com/argoproj/argo-cd/gitops-engine => ./gitops-engine` in upstream's go.mod), which
+#   the Go module proxy does not serve. Its source is an archive in ../shared/third_party/,
+#   checked against the sha256 below before use and unpacked under $CACHE/src/; the assembled
+#   module's ./gitops-engine points there. The imports of the healthcheck test follow the path.
+
+ARGOCD_THIRD_PARTY="${WAVEGATE_THIRD_PARTY:-$ROOT/../shared/third_party}"
+
+# sha256 of `git archive` of argo-cd's gitops-engine/ folder at each tag that needs it
+# (../shared/third_party/README.md).
+argocd_gitops_engine_sha256() {
+  case "$1" in
+    3.5.1) echo fe310f93adb1e891df8f0810d9c6d147fd915cebab20a3aa6bd79e16caa41a4c ;;
+    *) return 1 ;;
+  esac
+}
+
+argocd_modfile_version() { # go.mod -> the argo-cd/v3 version it requires
+  sed -n 's#^\(require \|[[:space:]]*\)github\.com/argoproj/argo-cd/v3 v\([^[:space:]]*\)$#\2#p' "$1" | head -n1
+}
+
+argocd_pinned_version() { argocd_modfile_version "$ROOT/hack/argocd/go.mod"; }
+
+argocd_line() { local v="$1"; echo "${v%.*}"; } # 3.5.1 -> 3.5
+
+# The go.mod of a release: hack/argocd for the pinned line, hack/argocd/v<line> for the others.
+argocd_modfile_dir() {
+  local pinned; pinned="$(argocd_pinned_version)"
+  if [[ "$(argocd_line "$1")" == "$(argocd_line "$pinned")" ]]; then
+    echo "$ROOT/hack/argocd"
+  else
+    echo "$ROOT/hack/argocd/v$(argocd_line "$1")"
+  fi
+}
+
+argocd_supported_versions() { # oldest first
+  local f
+  for f in "$ROOT/hack/argocd/go.mod" "$ROOT"/hack/argocd/v*/go.mod; do
+    [[ -f "$f" ]] && argocd_modfile_version "$f"
+  done | sort -V
+}
+
+# "3.5", "v3.5.1" or "3.5.1" -> "3.5.1", if a build module for it is committed; empty -> pinned.
+argocd_resolve_version() {
+  local want="${1#v}" v
+  [[ -n "$want" ]] || { argocd_pinned_version; return; }
+  for v in $(argocd_supported_versions); do
+    if [[ "$v" == "$want" || "$(argocd_line "$v")" == "$want" ]]; then echo "$v"; return; fi
+  done
+  die "Argo CD $want has no build module (supported: $(argocd_supported_versions | tr '\n' ' ')); generate one with hack/argocd/gen-gomod.sh $want"
+}
+
+argocd_gitops_engine_nested() { # version -> true when its gitops-engine is argo-cd's nested module
+  grep -q '^replace github\.com/argoproj/argo-cd/gitops-engine => \./gitops-engine$' "$(argocd_modfile_dir "$1")/go.mod" 2>/dev/null
+}
+
+# Unpacks (once) the sha256-checked gitops-engine source of a release; prints its folder.
+argocd_gitops_engine_source() {
+  local version="$1" want got archive dest
+  want="$(argocd_gitops_engine_sha256 "$version")" ||
+    die "no gitops-engine source is known for Argo CD $version (add its archive and sha256 to hack/argocd/versions.sh)"
+  archive="$ARGOCD_THIRD_PARTY/argo-cd-v$version-gitops-engine.tar.gz"
+  dest="$CACHE/src/argo-cd-v$version-gitops-engine"
+  [[ -f "$archive" ]] ||
+    die "$archive is missing: Argo CD $version's gitops-engine is a nested module of the argo-cd repository that the Go module proxy does not serve"
+  if [[ ! -f "$dest/.sha256" || "$(cat "$dest/.sha256")" != "$want" ]]; then
+    got="$(sha256sum "$archive" | cut -d' ' -f1)"
+    [[ "$got" == "$want" ]] ||
+      die "$archive has sha256 $got, expected $want: refusing to build Argo CD $version from it"
+    rm -rf "$dest.tmp"; mkdir -p "$dest.tmp"
+    tar -xzf "$archive" -C "$dest.tmp" --no-same-owner
+    [[ -f "$dest.tmp/gitops-engine/go.mod" ]] || die "$archive holds no gitops-engine/go.mod"
+    echo "$got" >"$dest.tmp/.sha256"
+    rm -rf "$dest"; mv "$dest.tmp" "$dest"
+  fi
+  echo "$dest/gitops-engine"
+}
+
+_argocd_put() { # src dst: copy only when the content differs (a build may be reading dst)
+  cmp -s "$1" "$2" 2>/dev/null && return 0
+  cp "$1" "$2.tmp" && mv "$2.tmp" "$2"
+}
+
+# The folder to run `go build` / `go test` in for a release (assembled for non-pinned ones).
+# With a second argument "generate" (gen-gomod.sh), go.sum need not exist yet. Call it as
+# `dir="$(argocd_module V)" || exit`: a failure inside is a non-zero status, not an exit.
+argocd_module() {
+  local version="$1" mode="${2:-}" src dir f nested=false
+  src="$(argocd_modfile_dir "$version")"
+  if [[ "$src" == "$ROOT/hack/argocd" ]]; then echo "$src"; return; fi
+  [[ -f "$src/go.mod" ]] || die "$src/go.mod missing (hack/argocd/gen-gomod.sh $version)"
+  [[ -f "$src/go.sum" || "$mode" == generate ]] || die "$src/go.sum missing (hack/argocd/gen-gomod.sh $version)"
+  argocd_gitops_engine_nested "$version" && nested=true
+  dir="$CACHE/argocd-mod/v$version"
+  mkdir -p "$dir/healthcheck"
+  _argocd_put "$src/go.mod" "$dir/go.mod"
+  if [[ -f "$src/go.sum" ]]; then _argocd_put "$src/go.sum" "$dir/go.sum"; else rm -f "$dir/go.sum"; fi
+  _argocd_put "$ROOT/hack/argocd/tools.go" "$dir/tools.go"
+  for f in "$dir"/healthcheck/*.go; do # a source removed from hack/argocd goes here too
+    if [[ -e "$f" && ! -e "$ROOT/hack/argocd/healthcheck/${f##*/}" ]]; then rm -f "$f"; fi
+  done
+  for f in "$ROOT"/hack/argocd/healthcheck/*.go; do
+    if $nested; then
+      sed 's#"github\.com/argoproj/gitops-engine/#"github.com/argoproj/argo-cd/gitops-engine/#' "$f" >"$dir/healthcheck/.import"
+      _argocd_put "$dir/healthcheck/.import" "$dir/healthcheck/${f##*/}"
+      rm -f "$dir/healthcheck/.import"
+    else
+      _argocd_put "$f" "$dir/healthcheck/${f##*/}"
+    fi
+  done
+  if $nested; then
+    # die() in a command substitution ends only that subshell: pass its failure on.
+    local engine
+    engine="$(argocd_gitops_engine_source "$version")" || return 1
+    ln -sfn "$engine" "$dir/gitops-engine" || return 1
+  fi
+  echo "$dir"
+}
