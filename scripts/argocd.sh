@@ -46,6 +46,11 @@ ARGOCD_VERSION="$(sed -n 's#^\(require \|[[:space:]]*\)github\.com/argoproj/argo
 ARGOCD_BIN="$CACHE/bin/argocd-v$ARGOCD_VERSION"
 ARGOCD="$ARGOCD_BIN/argocd"
 
+# Argo CD's repo-server runs `helm` and `kustomize` from PATH for Helm and Kustomize sources
+# (argo-cd util/helm/cmd.go, util/kustomize/kustomize.go getBinaryPath); its image ships both.
+# Both are built from their Go modules (scripts/helm.sh, scripts/tools.sh) and linked here.
+REPO_TOOLS="$CACHE/bin/argocd-repo-tools"
+
 LOGS="$STATE/logs"
 CP_STATE="$STATE/control-plane"
 KUBECONFIG_OUT="$CP_STATE/kubeconfig"
@@ -261,7 +266,7 @@ start_argocd_components() {
   wait_for redis redis-server 30 redis_healthy
 
   if ! pid_of repo-server argocd-repo-server >/dev/null; then
-    start repo-server "${common[@]}" "$ARGOCD_BIN/argocd-repo-server" \
+    start repo-server "${common[@]}" PATH="$REPO_TOOLS:$PATH" "$ARGOCD_BIN/argocd-repo-server" \
       --address 127.0.0.1 --port "$REPO_SERVER_PORT" \
       --metrics-address 127.0.0.1 --metrics-port "$REPO_SERVER_METRICS_PORT" \
       --redis "$redis" --disable-tls --loglevel info
@@ -291,6 +296,9 @@ cmd_up() {
   if ! in_netns; then
     # Builds need the Go module proxy, which the netns cannot reach: build first, then enter.
     cmd_build
+    mkdir -p "$REPO_TOOLS"
+    ln -sfn "$(WAVEGATE_CACHE="$CACHE" "$ROOT/scripts/helm.sh" path)" "$REPO_TOOLS/helm"
+    ln -sfn "$(WAVEGATE_CACHE="$CACHE" "$ROOT/scripts/tools.sh" path kustomize)" "$REPO_TOOLS/kustomize"
     WAVEGATE_STATE="$CP_STATE" WAVEGATE_CACHE="$CACHE" "$ROOT/scripts/control-plane.sh" build
     enter_netns up
   fi

@@ -39,8 +39,15 @@ step "real Argo CD in the loop (scripts/argocd.sh: private control plane in netn
 scripts/argocd.sh up
 cargo build --quiet --bin wavegate
 tests/argocd/e2e.sh
+step "no custom Lua: a Sync hook Job running wavegate wait holds and releases a wave (real Argo CD)"
+tests/argocd/no-lua.sh
+step "installed by Argo CD: Applications from the Helm chart and the Kustomize base (real Argo CD)"
+tests/argocd/install.sh
 # Stop it on success (2 cores): a failure leaves it up for a look (scripts/argocd.sh status).
 scripts/argocd.sh down
+
+step "release: workflows pass actionlint; the image's rootfs (Debian packages + binary) runs as uid 65532, read-only"
+tests/release/run.sh
 
 step "browser tests (Debian chromium, headless)"
 tests/browser/install.sh
