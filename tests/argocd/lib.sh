@@ -77,11 +77,19 @@ clean_slate() { # "apps..." "namespaces..."
     kubectl -n argocd patch application "$app" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
     kubectl -n argocd delete application "$app" --ignore-not-found --wait=true --timeout=60s >/dev/null
   done
-  for ns in $2; do
-    kubectl -n "$ns" delete pods --all --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
-  done
+  [[ -n "$2" ]] || return 0
   # shellcheck disable=SC2086
-  [[ -z "$2" ]] || kubectl delete namespace $2 --ignore-not-found --wait=true --timeout=90s >/dev/null
+  kubectl delete namespace $2 --ignore-not-found --wait=false >/dev/null
+  # Pods bound to the fake node stay Terminating (no kubelet), and so would their namespace.
+  namespaces_gone() {
+    local n
+    for n in $2; do
+      kubelet_reap "$n"
+      kubectl get namespace "$n" >/dev/null 2>&1 && return 1
+    done
+    return 0
+  }
+  wait_until 120 "namespaces $2 deleted" namespaces_gone "$1" "$2"
 }
 
 # --------------------------------------------- workload controllers (real) ----
@@ -165,7 +173,7 @@ kubelet_exited() { # ns pod code
 # (foreground deletion of its Deployment, the namespace).
 kubelet_reap() { # ns
   local p
-  for p in $(kubectl -n "$1" get pods -o jsonpath='{range .items[?(@.metadata.deletionTimestamp)]}{.metadata.name}{"\n"}{end}' 2>/dev/null); do
+  for p in $(kubectl -n "$1" get pods -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null | awk 'NF == 2 {print $1}'); do
     kubectl -n "$1" delete pod "$p" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
   done
 }
@@ -217,7 +225,7 @@ PY
   args[0]="$WAVEGATE"
   local rc=0
   setpriv --reuid=65532 --regid=65532 --clear-groups \
-    bwrap --unshare-user --uid 65532 --gid 65532 --die-with-parent \
+    bwrap --unshare-user --uid 65532 --gid 65532 --unshare-pid --die-with-parent \
       --ro-bind / / --dev /dev --proc /proc --tmpfs /run \
       --ro-bind "$sadir" /run/secrets/kubernetes.io/serviceaccount --remount-ro /run \
       --clearenv --setenv KUBERNETES_SERVICE_HOST 127.0.0.1 --setenv KUBERNETES_SERVICE_PORT "$port" \

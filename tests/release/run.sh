@@ -42,7 +42,7 @@ trap cleanup EXIT
 ACTIONLINT="$("$ROOT/scripts/tools.sh" path actionlint)"
 ls "$ROOT"/.github/workflows/*.yml >/dev/null 2>&1 || fail "no workflow in .github/workflows"
 "$ACTIONLINT" -version | head -n1 >&2
-(cd "$ROOT" && "$ACTIONLINT" -color=false .github/workflows/*.yml) >"$OUT/actionlint.txt" 2>&1 \
+(cd "$ROOT" && "$ACTIONLINT" -no-color .github/workflows/*.yml) >"$OUT/actionlint.txt" 2>&1 \
   || { cat "$OUT/actionlint.txt" >&2; fail "actionlint found problems in .github/workflows"; }
 pass "actionlint: $(cd "$ROOT" && ls .github/workflows/*.yml | tr '\n' ' ')clean"
 mkdir -p "$WORK/broken/.github/workflows"
@@ -56,7 +56,7 @@ jobs:
       - uses: actions/checkout@v4
         with: {no-such-input: true}
 YAML
-if (cd "$WORK/broken" && "$ACTIONLINT" -color=false .github/workflows/broken.yml) >"$WORK/broken.txt" 2>&1; then
+if (cd "$WORK/broken" && "$ACTIONLINT" -no-color .github/workflows/broken.yml) >"$WORK/broken.txt" 2>&1; then
   fail "actionlint accepted a broken workflow"
 fi
 grep -q 'no-such-input' "$WORK/broken.txt" || { cat "$WORK/broken.txt" >&2; fail "actionlint did not name the unknown input"; }
