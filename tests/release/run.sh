@@ -93,6 +93,8 @@ mv "$OUT/rootfs-packages.txt.tmp" "$OUT/rootfs-packages.txt"
 # What the packages' maintainer scripts (never run by dpkg -x) and distroless's build add: the CA
 # bundle update-ca-certificates would write, the users, /tmp and the nonroot home.
 mkdir -p "$RFS/etc/ssl/certs" "$RFS/tmp" "$RFS/home/nonroot" "$RFS/proc" "$RFS/dev"
+# The mount point of the kubeconfig volume (a container runtime creates volume mount points).
+mkdir -p "$RFS/etc/wavegate/kube"
 cat "$RFS"/usr/share/ca-certificates/mozilla/*.crt >"$RFS/etc/ssl/certs/ca-certificates.crt"
 printf 'root:x:0:0:root:/root:/sbin/nologin\nnobody:x:65534:65534:nobody:/nonexistent:/sbin/nologin\nnonroot:x:65532:65532:nonroot:/home/nonroot:/sbin/nologin\n' >"$RFS/etc/passwd"
 printf 'root:x:0:\nnobody:x:65534:\nnonroot:x:65532:\n' >"$RFS/etc/group"
