@@ -10,7 +10,9 @@
 #      Namespace first and the CRD before the RBAC, Service and Deployment (its own sync result,
 #      in the order it recorded), and the CRD is Established.
 #   2. Argo CD's own health (argocd-server's resource tree): everything Healthy except the
-#      Deployment and its PodDisruptionBudget, which need a kubelet; once the kubelet (played)
+#      Deployment, whose pods need a kubelet (and the PodDisruptionBudget until the disruption
+#      controller's first status: Argo CD's PDB script counts InsufficientPods as Healthy,
+#      resource_customizations/policy/PodDisruptionBudget); once the kubelet (played)
 #      reports the pods the real ReplicaSet controller created as Ready, the real Deployment and
 #      disruption controllers update their status and the Application is Healthy.
 #   3. The image is the one the Application sets.
@@ -85,11 +87,12 @@ install_app() { # shipped Application file
   sed "s#repoURL: https://git.example.com/platform/wavegate.git#repoURL: file://$REPO#" "$1" | kubectl apply -f - >/dev/null
 }
 
-sync_result() { # -> "order kind name status" lines, in the order Argo CD recorded
+sync_result() { # -> "index kind name status" lines, in the order Argo CD recorded them
+  # (gitops-engine sorts its results by the order it set them in, sync_context.go GetState).
   api_get "$APPS/wavegate" | python3 -c 'import json,sys
 rs = json.load(sys.stdin)["status"]["operationState"]["syncResult"]["resources"]
-for r in sorted(rs, key=lambda r: r.get("order", 0)):
-    print(r.get("order", 0), r["kind"], r["name"], r.get("status", ""), r.get("hookPhase", ""))'
+for i, r in enumerate(rs):
+    print(i, r["kind"], r["name"], r.get("status", ""), r.get("hookPhase", ""))'
 }
 tree_health() { # -> "kind name status" for every managed resource, from argocd-server
   curl -sf --max-time 10 -H "Cookie: argocd.token=$SESSION" "$SERVER/api/v1/applications/wavegate/resource-tree" \
@@ -112,10 +115,10 @@ check_install() { # label image
   awk '$4 != "Synced" {exit 1}' <<<"$result" || fail "$label: not every resource Synced:
 $result"
   # Argo CD's own record of the order it applied in.
-  python3 - "$label" <<<"$result" <<'PY' || fail "$label: Argo CD applied out of order:
+  python3 - "$result" <<'PY' || fail "$label: Argo CD applied out of order:
 $result"
 import sys
-kinds = [l.split()[1] for l in sys.stdin.read().splitlines()]
+kinds = [l.split()[1] for l in sys.argv[1].splitlines()]
 first = lambda k: kinds.index(k)
 assert kinds[0] == "Namespace", kinds
 for later in ("ClusterRole", "ClusterRoleBinding", "Role", "Service", "Deployment"):
@@ -125,14 +128,15 @@ PY
 print(any(c["type"] == "Established" and c["status"] == "True" for c in json.load(sys.stdin)))')" == True ]] \
     || fail "$label: CRD wavegates.wavegate.dev is not Established"
   [[ "$(app_field status.sync.status)" == Synced ]] || fail "$label: sync status $(app_field status.sync.status)"
-  log "$label: synced in $t_sync ms, clean and in order: $(awk '{printf "%s%s", (NR>1?" → ":""), $2}' <<<"$result" | sed 's/\(→ [A-Za-z]*\)\( \1\)*/\1/g')"
+  log "$label: synced in $t_sync ms, clean and in order: $(awk '$2 != last {printf "%s%s", (NR>1?" → ":""), $2; last = $2}' <<<"$result")"
 
   # Argo CD's judgement before any kubelet.
   local tree not_healthy
-  wait_until 30 "$label: resource tree" tree_health
+  tree_answers() { tree_health >/dev/null; }
+  wait_until 30 "$label: resource tree" tree_answers
   tree="$(tree_health)"
-  not_healthy="$(awk '$3 != "Healthy" && $3 != "-" {print $1}' <<<"$tree" | sort -u | tr '\n' ' ')"
-  [[ "$not_healthy" == "Deployment PodDisruptionBudget " || "$not_healthy" == "Deployment " ]] \
+  not_healthy="$(awk '$3 != "Healthy" && $3 != "-" {print $1}' <<<"$tree" | sort -u | paste -sd' ')"
+  [[ "$not_healthy" == "Deployment PodDisruptionBudget" || "$not_healthy" == "Deployment" ]] \
     || fail "$label: before any kubelet, Argo CD finds unhealthy: '$not_healthy'; want only the Deployment (and its PDB):
 $tree"
   log "$label: before the kubelet, Argo CD's health: only $not_healthy not Healthy (pods need a kubelet)"
