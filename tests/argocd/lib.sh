@@ -3,9 +3,10 @@
 # control plane lacks, played or run as honestly as this machine allows.
 #
 # What is REAL: the API server, Argo CD's application-controller / repo-server, and
-# kube-controller-manager's Job, Deployment, ReplicaSet and disruption controllers (start_workload_controllers
-# runs a second kube-controller-manager with only those, for the length of the test; the private
-# control plane's own one runs the EndpointSlice, namespace, GC and ServiceAccount controllers).
+# kube-controller-manager's Job, Deployment, ReplicaSet and disruption controllers
+# (start_workload_controllers runs a second kube-controller-manager with only those, for the
+# length of the test; the private control plane's own one runs the EndpointSlice, namespace, GC
+# and ServiceAccount controllers).
 # What is PLAYED, because there is no scheduler, kubelet or container runtime: binding a pod to
 # the fake node, its phase and readiness — and for a pod that runs the wavegate image
 # (kubelet_run), the container itself: the binary under test is run with the pod's args and env,
@@ -80,11 +81,17 @@ clean_slate() { # "apps..." "namespaces..."
   [[ -n "$2" ]] || return 0
   # shellcheck disable=SC2086
   kubectl delete namespace $2 --ignore-not-found --wait=false >/dev/null
-  # Pods bound to the fake node stay Terminating (no kubelet), and so would their namespace.
+  # Pods bound to the fake node stay Terminating (no kubelet), and so would their namespace; so
+  # would a hook Job that still carries Argo CD's hook finalizer once its Application is gone
+  # (Argo CD removes it only when the hook finishes).
   namespaces_gone() {
-    local n
+    local n j
     for n in $2; do
       kubelet_reap "$n"
+      drop_pod_finalizers "$n"
+      for j in $(kubectl -n "$n" get jobs -o name 2>/dev/null); do
+        kubectl -n "$n" patch "$j" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
+      done
       kubectl get namespace "$n" >/dev/null 2>&1 && return 1
     done
     return 0
@@ -94,8 +101,9 @@ clean_slate() { # "apps..." "namespaces..."
 
 # --------------------------------------------- workload controllers (real) ----
 # kube-controller-manager from the private control plane's build, with only the controllers a
-# Job hook, a Deployment and its PodDisruptionBudget need. Stopped by stop_workload_controllers (call it from an EXIT
-# trap): other tests on this control plane expect no Deployment or Job controller.
+# Job hook, a Deployment and its PodDisruptionBudget need. Stopped by stop_workload_controllers
+# (call it from an EXIT trap): other tests on this control plane expect no Deployment or Job
+# controller.
 start_workload_controllers() {
   local kv kcm
   kv="$(sed -n 's#^require k8s\.io/kubernetes v\([^[:space:]]*\)$#\1#p' "$ROOT/hack/kube/go.mod")"
@@ -175,6 +183,15 @@ kubelet_reap() { # ns
   local p
   for p in $(kubectl -n "$1" get pods -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null | awk 'NF == 2 {print $1}'); do
     kubectl -n "$1" delete pod "$p" --grace-period=0 --force --wait=false >/dev/null 2>&1 || true
+  done
+}
+
+# Cleanup only: a deleted Job's pods keep the Job controller's tracking finalizer until that
+# controller runs again; a test that failed before starting it (or after stopping it) clears it.
+drop_pod_finalizers() { # ns
+  local p
+  for p in $(kubectl -n "$1" get pods -o jsonpath='{range .items[*]}{.metadata.name} {.metadata.deletionTimestamp}{"\n"}{end}' 2>/dev/null | awk 'NF == 2 {print $1}'); do
+    kubectl -n "$1" patch pod "$p" --type merge -p '{"metadata":{"finalizers":null}}' >/dev/null 2>&1 || true
   done
 }
 

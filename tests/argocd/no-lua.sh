@@ -68,6 +68,7 @@ cleanup() {
 }
 trap cleanup EXIT
 
+start_workload_controllers
 log "removing what an earlier run left"
 clean_slate "no-lua no-lua-fail" "$NS $NS_FAIL"
 
@@ -87,7 +88,6 @@ print(" ".join(k for k in json.load(sys.stdin).get("data", {}) if k.startswith("
 [[ -z "$left" ]] || fail "argocd-cm still has resource customizations: $left"
 log "argocd-cm has no resource customizations (wavegate's health scripts removed for this test)"
 
-start_workload_controllers
 
 # ------------------------------------------------------------ git repository ----
 # The example as shipped, as a directory app (its kustomization.yaml only pins the image tag
