@@ -71,6 +71,11 @@ else
 fi
 ARGOCD="$ARGOCD_BIN/argocd"
 
+# Argo CD's repo-server runs `helm` and `kustomize` from PATH for Helm and Kustomize sources
+# (argo-cd util/helm/cmd.go, util/kustomize/kustomize.go getBinaryPath); its image ships both.
+# Both are built from their Go modules (scripts/helm.sh, scripts/tools.sh) and linked here.
+REPO_TOOLS="$CACHE/bin/argocd-repo-tools"
+
 LOGS="$STATE/logs"
 CP_STATE="$STATE/control-plane"
 KUBECONFIG_OUT="$CP_STATE/kubeconfig"
@@ -350,7 +355,7 @@ start_argocd_components() {
 
   if ! pid_of repo-server argocd-repo-server >/dev/null; then
     repo_server_tools
-    start repo-server "${common[@]}" PATH="$STATE/bin:$PATH" "$ARGOCD_BIN/argocd-repo-server" \
+    start repo-server "${common[@]}" PATH="$STATE/bin:$REPO_TOOLS:$PATH" "$ARGOCD_BIN/argocd-repo-server" \
       --address 127.0.0.1 --port "$REPO_SERVER_PORT" \
       --metrics-address 127.0.0.1 --metrics-port "$REPO_SERVER_METRICS_PORT" \
       --redis "$redis" --disable-tls $(repo_server_release_flags) --loglevel info
@@ -397,6 +402,9 @@ cmd_up() {
   if ! in_netns; then
     # Builds need the Go module proxy, which the netns cannot reach: build first, then enter.
     cmd_build
+    mkdir -p "$REPO_TOOLS"
+    ln -sfn "$(WAVEGATE_CACHE="$CACHE" "$ROOT/scripts/helm.sh" path)" "$REPO_TOOLS/helm"
+    ln -sfn "$(WAVEGATE_CACHE="$CACHE" "$ROOT/scripts/tools.sh" path kustomize)" "$REPO_TOOLS/kustomize"
     WAVEGATE_STATE="$CP_STATE" WAVEGATE_CACHE="$CACHE" "$ROOT/scripts/control-plane.sh" build
     enter_netns up
   fi

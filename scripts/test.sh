@@ -80,10 +80,17 @@ for v in $argocd_e2e; do
     step "wavegate in Argo CD $v's own web UI (chromium against the real argocd-server)"
     tests/browser/install.sh
     WAVEGATE_ARGOCD_VERSION=$v tests/argocd/ui.sh
+    step "no custom Lua: a Sync hook Job running wavegate wait holds and releases a wave (real Argo CD $v)"
+    WAVEGATE_ARGOCD_VERSION=$v tests/argocd/no-lua.sh
+    step "installed by Argo CD: Applications from the Helm chart and the Kustomize base (real Argo CD $v)"
+    WAVEGATE_ARGOCD_VERSION=$v tests/argocd/install.sh
   fi
   # Stop it on success (2 cores): a failure leaves it up for a look (scripts/argocd.sh status).
   WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh down
 done
+
+step "release: workflows pass actionlint; the image's rootfs (Debian packages + binary) runs as uid 65532, read-only"
+tests/release/run.sh
 
 step "browser tests (Debian chromium, headless)"
 tests/browser/install.sh

@@ -8,6 +8,60 @@ import (
 )
 
 const committedPatch = "../argocd-cm/argocd-cm-patch.yaml"
+const committedHelmValues = "../argocd-cm/argo-cd-values.yaml"
+
+func TestArgoCDHelmValuesIsUpToDate(t *testing.T) {
+	checks, err := LoadHealthChecks(customizations)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := ArgoCDHelmValues(checks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := os.ReadFile(committedHelmValues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(got) != want {
+		t.Fatalf("%s is stale: run `go run ./cmd/gencm` in argocd/lua-harness and commit the result", committedHelmValues)
+	}
+}
+
+// The argo-cd chart copies configs.cm into argocd-cm's data key by key: the values must carry
+// exactly the patch's keys and scripts, so both install paths give Argo CD the same checks.
+func TestArgoCDHelmValuesCarryThePatchKeys(t *testing.T) {
+	rawPatch, err := os.ReadFile(committedPatch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rawValues, err := os.ReadFile(committedHelmValues)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var cm struct {
+		Data map[string]string `json:"data"`
+	}
+	var values struct {
+		Configs struct {
+			CM map[string]string `json:"cm"`
+		} `json:"configs"`
+	}
+	if err := yaml.Unmarshal(rawPatch, &cm); err != nil {
+		t.Fatal(err)
+	}
+	if err := yaml.UnmarshalStrict(rawValues, &values); err != nil {
+		t.Fatal(err)
+	}
+	if len(cm.Data) == 0 || len(values.Configs.CM) != len(cm.Data) {
+		t.Fatalf("values have %d configs.cm keys, the patch %d data keys", len(values.Configs.CM), len(cm.Data))
+	}
+	for k, v := range cm.Data {
+		if values.Configs.CM[k] != v {
+			t.Errorf("configs.cm[%q] differs from the patch's data[%q]", k, k)
+		}
+	}
+}
 
 func TestArgoCDCMPatchIsUpToDate(t *testing.T) {
 	checks, err := LoadHealthChecks(customizations)
