@@ -701,3 +701,249 @@ proptest! {
             serde_json::to_string_pretty(&state.app).unwrap());
     }
 }
+
+// ---- CNPG lifecycles, whole sequences ------------------------------------------------------
+//
+// What happens to a Database over time: CNPG applies it or fails, the spec changes, the
+// Cluster is deleted (CNPG then writes `applied: false`, "cluster resource has been deleted,
+// skipping reconciliation", `observedGeneration: 0`), recreated under the same name (a new
+// UID, bootstrapping with no primary), gets its primary, and time passes. At every step Rust
+// judges with the evaluator's grace memory (one failure identity: Database UID, generation and
+// the Cluster's UID), annotation mode writes the verdict, and the Lua reads it back: the fresh
+// annotation as Rust meant it, and the previous step's annotation (what Argo CD may read
+// before wavegate rewrites) never as a Degraded about a status the Database no longer shows.
+
+#[derive(Debug, Clone, Copy)]
+enum CnpgEvent {
+    Applied,
+    Failed,
+    SpecChanged,
+    ClusterDeleted,
+    ClusterRecreated,
+    PrimaryReady,
+    Wait,
+}
+
+fn cnpg_event() -> impl Strategy<Value = CnpgEvent> {
+    prop_oneof![
+        2 => Just(CnpgEvent::Applied),
+        3 => Just(CnpgEvent::Failed),
+        1 => Just(CnpgEvent::SpecChanged),
+        1 => Just(CnpgEvent::ClusterDeleted),
+        1 => Just(CnpgEvent::ClusterRecreated),
+        2 => Just(CnpgEvent::PrimaryReady),
+        3 => Just(CnpgEvent::Wait),
+    ]
+}
+
+struct CnpgWorld {
+    db: Value,
+    cluster: Option<Value>,
+    clusters_made: u32,
+    now: Duration,
+    /// The failure identity being timed and since when (the evaluator's `failing_since`).
+    failing: Option<(String, Duration)>,
+}
+
+impl CnpgWorld {
+    fn new() -> CnpgWorld {
+        let mut w = CnpgWorld {
+            db: json!({
+                "apiVersion": "postgresql.cnpg.io/v1", "kind": "Database",
+                "metadata": {"name": "forgejo", "namespace": "ddb", "uid": "db-1", "generation": 1},
+                "spec": {"name": "forgejo", "owner": "forgejo", "cluster": {"name": "pg"}},
+            }),
+            cluster: None,
+            clusters_made: 0,
+            now: Duration::ZERO,
+            failing: None,
+        };
+        w.recreate_cluster();
+        w.primary_ready();
+        w
+    }
+
+    fn generation(&self) -> i64 {
+        self.db["metadata"]["generation"].as_i64().unwrap()
+    }
+
+    fn recreate_cluster(&mut self) {
+        self.clusters_made += 1;
+        self.cluster = Some(json!({
+            "apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+            "metadata": {"name": "pg", "namespace": "ddb", "uid": format!("pg-{}", self.clusters_made)},
+            "spec": {"instances": 1},
+            "status": {"readyInstances": 0, "phase": "Setting up primary",
+                       "conditions": [{"type": "Ready", "status": "False"}]},
+        }));
+    }
+
+    fn primary_ready(&mut self) {
+        if let Some(c) = self.cluster.as_mut() {
+            c["status"] = json!({"readyInstances": 1, "currentPrimary": "pg-1",
+                "targetPrimary": "pg-1", "phase": "Cluster in healthy state",
+                "conditions": [{"type": "Ready", "status": "True"}]});
+        }
+    }
+
+    fn primary_runs(&self) -> bool {
+        self.cluster
+            .as_ref()
+            .is_some_and(|c| c["status"]["currentPrimary"].is_string())
+    }
+
+    fn apply(&mut self, event: CnpgEvent) {
+        let g = self.generation();
+        match event {
+            // Only a running primary reconciles a Database.
+            CnpgEvent::Applied if self.primary_runs() => {
+                self.db["status"] = json!({"applied": true, "observedGeneration": g});
+            }
+            CnpgEvent::Failed if self.primary_runs() => {
+                let observed = self.db["status"]["observedGeneration"].clone();
+                self.db["status"] = json!({"applied": false, "observedGeneration": observed,
+                    "message": "role \"forgejo\" does not exist"});
+            }
+            CnpgEvent::SpecChanged => self.db["metadata"]["generation"] = (g + 1).into(),
+            CnpgEvent::ClusterDeleted if self.cluster.is_some() => {
+                self.cluster = None;
+                self.db["status"] = json!({"applied": false, "observedGeneration": 0,
+                    "message": "cluster resource has been deleted, skipping reconciliation"});
+            }
+            CnpgEvent::ClusterRecreated if self.cluster.is_none() => self.recreate_cluster(),
+            CnpgEvent::PrimaryReady => self.primary_ready(),
+            _ => {}
+        }
+        self.now += Duration::from_secs(40);
+    }
+
+    /// Rust's verdict now, with the evaluator's grace bookkeeping.
+    fn judge(&mut self) -> Verdict {
+        let finding = cnpg::check(
+            "ddb",
+            "forgejo",
+            Some(&self.db),
+            self.cluster.as_ref(),
+            &cnpg::Params::default(),
+        );
+        let identity = format!(
+            "{}@{}",
+            self.generation(),
+            self.cluster
+                .as_ref()
+                .map_or("", |c| c["metadata"]["uid"].as_str().unwrap())
+        );
+        let lasted = match &finding {
+            wavegate::health::Finding::Persistent { .. } => match &self.failing {
+                Some((id, since)) if *id == identity => self.now - *since,
+                _ => {
+                    self.failing = Some((identity, self.now));
+                    Duration::ZERO
+                }
+            },
+            wavegate::health::Finding::Settled(_) => {
+                self.failing = None;
+                Duration::ZERO
+            }
+        };
+        finding.resolve(lasted, Duration::from_secs(90))
+    }
+
+    /// The Database carrying the annotations written for `verdict` judged on `judged_db`.
+    fn annotated(&self, verdict: &Verdict, judged_db: &Value) -> Value {
+        use wavegate::annotate::{JUDGED_STATE, OPT_IN, VALID_UNTIL, wanted_annotations};
+        let mut annotations = serde_json::Map::new();
+        annotations.insert(OPT_IN.into(), "true".into());
+        let generation = judged_db["metadata"]["generation"].as_i64();
+        for (k, v) in wanted_annotations(verdict, generation) {
+            annotations.insert(k, v.into());
+        }
+        annotations.insert(JUDGED_STATE.into(), cnpg::judged_status(judged_db).into());
+        annotations.insert(VALID_UNTIL.into(), "4102444800".into());
+        let mut db = self.db.clone();
+        db["metadata"]["annotations"] = Value::Object(annotations);
+        db
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(300),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn cnpg_lifecycles_read_the_same_in_rust_and_lua_at_every_step(
+        events in prop::collection::vec(cnpg_event(), 1..14)
+    ) {
+        let mut world = CnpgWorld::new();
+        let mut previous: Option<(Verdict, Value)> = None;
+        for (step, event) in events.iter().enumerate() {
+            world.apply(*event);
+            let rust = world.judge();
+            let at = format!("step {step} ({event:?}) of {events:?}");
+            // The native rule (no opt-in) never fails a sync, and is never Healthy where Rust
+            // is not (here CNPG rewrites the status whenever the Cluster goes away, so the
+            // Database's own status shows everything Rust needs).
+            let (native, message) = lua("postgresql.cnpg.io/Database", &world.db);
+            prop_assert!(native != "Degraded", "{at}: native Lua Degraded: {message}");
+            prop_assert!(
+                native != "Healthy" || rust.status == HealthStatus::Healthy,
+                "{}: native Lua Healthy ({}) but Rust {}", at, message, rust
+            );
+            // Annotation mode, freshly written.
+            let fresh = world.annotated(&rust, &world.db);
+            let (status, message) = lua("postgresql.cnpg.io/Database", &fresh);
+            prop_assert_eq!(
+                status.as_str(), argo_view(rust.status),
+                "{}: Rust {} ({}) but Lua {} ({})", at, rust.status, rust.message, status, message
+            );
+            // The previous step's annotation on today's object: a Degraded is believed only
+            // while the Database shows the status it was judged on.
+            if let Some((verdict, judged_db)) = &previous {
+                let stale = world.annotated(verdict, judged_db);
+                let (status, message) = lua("postgresql.cnpg.io/Database", &stale);
+                if status == "Degraded" {
+                    prop_assert_eq!(
+                        cnpg::judged_status(judged_db), cnpg::judged_status(&world.db),
+                        "{}: stale Degraded believed on another status: {}", at, message
+                    );
+                }
+            }
+            previous = Some((rust, world.db.clone()));
+        }
+    }
+}
+
+/// The incident: a Database applied on a Cluster that is deleted and recreated under the same
+/// name. CNPG's `applied: false` from the deletion stays while the new Cluster bootstraps; a
+/// judge that counted that as a failure turned Degraded after the grace and failed the sync.
+#[test]
+fn cnpg_cluster_recreated_under_the_same_name_is_never_degraded_while_it_bootstraps() {
+    let mut world = CnpgWorld::new();
+    world.apply(CnpgEvent::Applied);
+    assert_eq!(world.judge().status, HealthStatus::Healthy);
+    world.apply(CnpgEvent::ClusterDeleted);
+    assert_eq!(world.judge().status, HealthStatus::Progressing);
+    world.apply(CnpgEvent::ClusterRecreated);
+    for _ in 0..6 {
+        // Four minutes of bootstrapping, far past the 90 s grace.
+        let v = world.judge();
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        let (status, message) = lua(
+            "postgresql.cnpg.io/Database",
+            &world.annotated(&v, &world.db),
+        );
+        assert_eq!(status, "Progressing", "{message}");
+        world.apply(CnpgEvent::Wait);
+    }
+    // The new primary runs and CNPG (an older release that kept observedGeneration) never
+    // reconciles again: now the primary had its chance, and the failure is the user's to fix.
+    world.apply(CnpgEvent::PrimaryReady);
+    assert_eq!(world.judge().status, HealthStatus::Progressing);
+    world.apply(CnpgEvent::Wait);
+    world.apply(CnpgEvent::Wait);
+    world.apply(CnpgEvent::Wait);
+    assert_eq!(world.judge().status, HealthStatus::Degraded);
+}
