@@ -947,3 +947,150 @@ fn cnpg_cluster_recreated_under_the_same_name_is_never_degraded_while_it_bootstr
     world.apply(CnpgEvent::Wait);
     assert_eq!(world.judge().status, HealthStatus::Degraded);
 }
+
+// ---- Service annotation mode, whole sequences ----------------------------------------------
+//
+// The Service's own spec and status change under a verdict annotation mode wrote (Argo CD
+// applies a new selector, makes it a LoadBalancer, publishes not-ready addresses, deletes it;
+// the cloud controller gives or takes the load balancer's address). At every step the fresh
+// annotation reads as Rust meant it, and the previous step's annotation on today's Service
+// never reads Healthy where Rust, judging today's Service, does not.
+
+#[derive(Debug, Clone, Copy)]
+enum ServiceEvent {
+    SelectOther,
+    SelectWeb,
+    LoadBalancer,
+    ClusterIp,
+    IngressGiven,
+    IngressTaken,
+    PublishNotReady(bool),
+    Delete,
+}
+
+fn service_event() -> impl Strategy<Value = ServiceEvent> {
+    prop_oneof![
+        Just(ServiceEvent::SelectOther),
+        Just(ServiceEvent::SelectWeb),
+        Just(ServiceEvent::LoadBalancer),
+        Just(ServiceEvent::ClusterIp),
+        Just(ServiceEvent::IngressGiven),
+        Just(ServiceEvent::IngressTaken),
+        any::<bool>().prop_map(ServiceEvent::PublishNotReady),
+        Just(ServiceEvent::Delete),
+    ]
+}
+
+fn service_rust(service: &Value) -> Verdict {
+    use std::sync::Arc;
+    use wavegate::checks::service;
+    use wavegate::views::{PodView, ServiceView, SliceView};
+    let svc: k8s_openapi::api::core::v1::Service = serde_json::from_value(service.clone()).unwrap();
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web-0", "namespace": "shop", "uid": "pod-1", "labels": {"app": "web"}},
+        "status": {"phase": "Running", "podIP": "10.0.0.1",
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .unwrap();
+    let slice: k8s_openapi::api::discovery::v1::EndpointSlice = serde_json::from_value(json!({
+        "metadata": {"name": "web-x", "namespace": "shop",
+                     "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": true},
+                       "targetRef": {"kind": "Pod", "namespace": "shop", "name": "web-0", "uid": "pod-1"}}]
+    }))
+    .unwrap();
+    let view = ServiceView::from(&svc);
+    let pods = vec![Arc::new(PodView::from(&pod))];
+    let slices = vec![Arc::new(SliceView::from(&slice))];
+    service::check(
+        "shop",
+        "web",
+        Some(&view),
+        &pods,
+        &slices,
+        &service::Params::default(),
+    )
+    .resolve(Duration::ZERO, Duration::from_secs(60))
+}
+
+/// `service` carrying the annotations written for `verdict`, judged on `judged`.
+fn service_annotated(service: &Value, verdict: &Verdict, judged: &Value) -> Value {
+    use wavegate::annotate::{
+        JUDGED_SELECTOR, JUDGED_STATE, OPT_IN, VALID_UNTIL, judged_selector, wanted_annotations,
+    };
+    let svc: k8s_openapi::api::core::v1::Service = serde_json::from_value(judged.clone()).unwrap();
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(OPT_IN.into(), "true".into());
+    for (k, v) in wanted_annotations(verdict, None) {
+        annotations.insert(k, v.into());
+    }
+    annotations.insert(
+        JUDGED_SELECTOR.into(),
+        judged_selector(judged).unwrap_or_default().into(),
+    );
+    annotations.insert(
+        JUDGED_STATE.into(),
+        wavegate::checks::service::judged_spec(&(&svc).into()).into(),
+    );
+    annotations.insert(VALID_UNTIL.into(), "4102444800".into());
+    let mut out = service.clone();
+    out["metadata"]["annotations"] = Value::Object(annotations);
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(200),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn service_spec_changes_never_let_an_old_annotation_read_healthy(
+        events in prop::collection::vec(service_event(), 1..10)
+    ) {
+        let mut service = json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "web", "namespace": "shop", "uid": "svc-1"},
+            "spec": {"type": "ClusterIP", "selector": {"app": "web"}, "ports": [{"port": 80}]},
+        });
+        let mut previous: Option<(Verdict, Value)> = None;
+        for (step, event) in events.iter().enumerate() {
+            match event {
+                ServiceEvent::SelectOther => service["spec"]["selector"] = json!({"app": "db"}),
+                ServiceEvent::SelectWeb => service["spec"]["selector"] = json!({"app": "web"}),
+                ServiceEvent::LoadBalancer => service["spec"]["type"] = "LoadBalancer".into(),
+                ServiceEvent::ClusterIp => service["spec"]["type"] = "ClusterIP".into(),
+                ServiceEvent::IngressGiven => {
+                    service["status"] = json!({"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}});
+                }
+                ServiceEvent::IngressTaken => service["status"] = json!({"loadBalancer": {}}),
+                ServiceEvent::PublishNotReady(on) => {
+                    service["spec"]["publishNotReadyAddresses"] = (*on).into();
+                }
+                ServiceEvent::Delete => {
+                    service["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:00Z".into();
+                    service["metadata"]["finalizers"] = json!(["example.com/hold"]);
+                }
+            }
+            let rust = service_rust(&service);
+            let at = format!("step {step} ({event:?}) of {events:?}");
+            let fresh = service_annotated(&service, &rust, &service);
+            let (status, message) = lua("Service", &fresh);
+            prop_assert_eq!(
+                status.as_str(), argo_view(rust.status),
+                "{}: Rust {} ({}) but Lua {} ({})", at, rust.status, rust.message, status, message
+            );
+            if let Some((verdict, judged)) = &previous {
+                let (status, message) = lua("Service", &service_annotated(&service, verdict, judged));
+                prop_assert!(
+                    status != "Healthy" || rust.status == HealthStatus::Healthy,
+                    "{}: the previous step's {} read Healthy ({}) but Rust now says {}",
+                    at, verdict.status, message, rust
+                );
+            }
+            previous = Some((rust, service.clone()));
+        }
+    }
+}
