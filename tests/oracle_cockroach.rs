@@ -429,3 +429,57 @@ proptest! {
         );
     }
 }
+
+/// The incident: an 8-node cluster over three regions brought up one region at a time. The
+/// three pods of this region all agree on the nodes live so far (3, then 6, then 8) for far
+/// longer than the grace; the old judge called that a probable split and failed the sync.
+/// Every step is judged through `plan` and `judge`, with the grace bookkeeping the evaluator
+/// keeps (one failure identity, Degraded once it lasted the grace).
+#[test]
+fn multi_region_cluster_brought_up_region_by_region_is_never_a_split() {
+    let s = Spec {
+        regions: vec![Some(3), Some(3), Some(2)],
+        local: Some(0),
+        expected_nodes: None,
+        pods: 3,
+        live: 0,
+    };
+    let plan = cockroach::plan(
+        "prod",
+        "cockroachdb",
+        Some(&spec_cluster(&s)),
+        &spec_pods(&s),
+        &cockroach::Params::default(),
+    )
+    .expect("a plan for the local region");
+    assert_eq!((plan.expected_nodes, plan.expected_pods), (8, 3));
+    let grace = std::time::Duration::from_secs(60);
+    let mut failing_for = std::time::Duration::ZERO;
+    // Ten minutes per region, judged every 30 s.
+    for (live, steps, want) in [
+        (3, 20, HealthStatus::Progressing),
+        (6, 20, HealthStatus::Progressing),
+        (8, 1, HealthStatus::Healthy),
+    ] {
+        for _ in 0..steps {
+            let probes: Vec<PodProbe> = plan
+                .targets
+                .iter()
+                .enumerate()
+                .map(|(i, t)| PodProbe {
+                    node_id: Some(i as i64 + 1),
+                    live_nodes: Some(live),
+                    cluster_id: None,
+                    ..PodProbe::bare(t.pod.clone(), Readiness::Ready)
+                })
+                .collect();
+            let finding = cockroach::judge("prod", "cockroachdb", &plan, &probes);
+            failing_for = match finding {
+                Finding::Persistent { .. } => failing_for + std::time::Duration::from_secs(30),
+                Finding::Settled(_) => std::time::Duration::ZERO,
+            };
+            let v = finding.resolve(failing_for, grace);
+            assert_eq!(v.status, want, "{live} of 8 live: {v}");
+        }
+    }
+}
