@@ -45,7 +45,8 @@ pub const JUDGED_SELECTOR: &str = "wavegate.dev/judged-selector";
 /// the object (a Service's type and publishNotReadyAddresses, a Database's status): the
 /// script believes the verdict only while the object still shows it.
 pub const JUDGED_STATE: &str = "wavegate.dev/judged-state";
-const WRITTEN: [&str; 6] = [
+/// Every annotation wavegate writes (the admission policy in deploy/ must list them all).
+pub const WRITTEN: [&str; 6] = [
     STATUS,
     MESSAGE,
     OBSERVED_GENERATION,
