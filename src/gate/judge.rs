@@ -1163,6 +1163,9 @@ mod tests {
         OperationEnds,
         /// wavegate restarts: its memory of first-seen retries is gone.
         Restart,
+        /// The clock steps back an hour, or forward ten minutes (NTP, a VM resumed).
+        ClockBack,
+        ClockForward,
         Wait,
     }
 
@@ -1174,6 +1177,8 @@ mod tests {
             2 => Just(OpEvent::RetryStarts),
             1 => Just(OpEvent::OperationEnds),
             1 => Just(OpEvent::Restart),
+            1 => Just(OpEvent::ClockBack),
+            1 => Just(OpEvent::ClockForward),
             6 => Just(OpEvent::Wait),
         ]
     }
@@ -1190,6 +1195,7 @@ mod tests {
         /// after every event with the status stored by the step before: the gate is Degraded
         /// only when the attempt running now has run for its full timeout, and it is Degraded
         /// by then (unless wavegate restarted during a retry, which only lengthens the wait).
+        /// Whatever the clock does, the stored `validUntil` is never beyond now + validity.
         #[test]
         fn no_sync_attempt_fails_before_its_full_timeout(
             events in proptest::collection::vec(op_event(), 1..40)
@@ -1207,6 +1213,7 @@ mod tests {
             let mut op: Option<serde_json::Value> = None;
             let mut began: Option<(Timestamp, bool)> = None;
             let mut operations = 0;
+            let mut stepped_back = false;
             for (step, event) in events.iter().enumerate() {
                 match event {
                     OpEvent::NewSync => {
@@ -1238,6 +1245,14 @@ mod tests {
                             *restarted = true;
                         }
                     }
+                    OpEvent::ClockBack => {
+                        // What was written an hour "ahead" (the Ready condition's time) now
+                        // lies in the future: the wait may only grow, so liveness is not
+                        // asked of this attempt.
+                        now -= Duration::from_secs(3600);
+                        stepped_back = true;
+                    }
+                    OpEvent::ClockForward => now += Duration::from_secs(600),
                     OpEvent::Wait => now += Duration::from_secs(170),
                 }
                 let app = serde_json::json!({"metadata": {"uid": format!("app-{operations}")},
@@ -1254,11 +1269,17 @@ mod tests {
                         "{}: Degraded after {:?} of the attempt", at, ran
                     );
                     let first_attempt = op.as_ref().is_some_and(|o| o["retryCount"] == 0);
-                    if ran >= limit && (first_attempt || !restarted) {
+                    if ran >= limit && (first_attempt || !restarted) && !stepped_back {
                         proptest::prop_assert_eq!(health.status, HealthStatus::Degraded, "{}", at);
                     }
                 }
-                stored = Some(next_status(&g, stored.as_ref(), checks.clone(), health, since, now, Some(VALIDITY)));
+                let status = next_status(&g, stored.as_ref(), checks.clone(), health, since, now, Some(VALIDITY));
+                let until = status.health.as_ref().and_then(|h| h.valid_until);
+                proptest::prop_assert!(
+                    until.is_some_and(|u| u <= now.as_second() + VALIDITY.as_secs() as i64),
+                    "{}: validUntil {:?} beyond now + validity ({})", at, until, now.as_second()
+                );
+                stored = Some(status);
             }
         }
     }
