@@ -41,12 +41,18 @@ pub const VALID_UNTIL: &str = "wavegate.dev/valid-until";
 /// Service has no `metadata.generation`, so this is how the health script knows that the
 /// verdict is about the selector Argo CD just applied, not the one before it.
 pub const JUDGED_SELECTOR: &str = "wavegate.dev/judged-selector";
-const WRITTEN: [&str; 5] = [
+/// What else the verdict was judged on, in the form the kind's health script renders it from
+/// the object (a Service's type and publishNotReadyAddresses, a Database's status): the
+/// script believes the verdict only while the object still shows it.
+pub const JUDGED_STATE: &str = "wavegate.dev/judged-state";
+/// Every annotation wavegate writes (the admission policy in deploy/ must list them all).
+pub const WRITTEN: [&str; 6] = [
     STATUS,
     MESSAGE,
     OBSERVED_GENERATION,
     VALID_UNTIL,
     JUDGED_SELECTOR,
+    JUDGED_STATE,
 ];
 
 #[derive(Debug, Error)]
@@ -187,6 +193,9 @@ impl Annotator {
             {
                 wanted.insert(JUDGED_SELECTOR.into(), selector);
             }
+            if let Some(state) = judged.judged_state {
+                wanted.insert(JUDGED_STATE.into(), state);
+            }
             if let Some(validity) = self.validity {
                 let now = k8s_openapi::jiff::Timestamp::now().as_second();
                 let until = valid_until(&current, &wanted, validity, now);
@@ -299,9 +308,15 @@ fn valid_until(
     validity: Duration,
     now: i64,
 ) -> i64 {
-    let same = [STATUS, MESSAGE, OBSERVED_GENERATION, JUDGED_SELECTOR]
-        .iter()
-        .all(|k| current.get(*k) == wanted.get(*k));
+    let same = [
+        STATUS,
+        MESSAGE,
+        OBSERVED_GENERATION,
+        JUDGED_SELECTOR,
+        JUDGED_STATE,
+    ]
+    .iter()
+    .all(|k| current.get(*k) == wanted.get(*k));
     let previous = current.get(VALID_UNTIL).and_then(|u| u.parse::<i64>().ok());
     written::valid_until(previous, same, validity, now)
 }

@@ -827,6 +827,7 @@ impl Cache {
             kind,
             changes: self.changes.clone(),
             metrics: self.metrics.clone(),
+            listed: Vec::new(),
         };
         let task = tokio::spawn(run.run()).abort_handle();
         Watch {
@@ -901,6 +902,10 @@ struct Reflect<K: KubeResource + Clone + 'static, S> {
     kind: Kind,
     changes: broadcast::Sender<Change>,
     metrics: Arc<Metrics>,
+    /// Objects a list in progress delivered, announced when it completes: until then reads of
+    /// this watch are refused, so whoever reacted at once would read nothing, judge "relisting"
+    /// and wait for its retry backoff or the resync to hear of the object again.
+    listed: Vec<(String, String)>,
 }
 
 /// A stopped watch (evicted, or its cache dropped) holds nothing any more.
@@ -970,10 +975,19 @@ where
 
     fn apply(&mut self, event: watcher::Event<K>) {
         let touched = match &event {
-            watcher::Event::Apply(o) | watcher::Event::Delete(o) | watcher::Event::InitApply(o) => {
+            watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
                 Some((o.namespace().unwrap_or_default(), o.name_any()))
             }
-            watcher::Event::Init | watcher::Event::InitDone => None,
+            watcher::Event::InitApply(o) => {
+                self.listed
+                    .push((o.namespace().unwrap_or_default(), o.name_any()));
+                None
+            }
+            watcher::Event::Init => {
+                self.listed.clear();
+                None
+            }
+            watcher::Event::InitDone => None,
         };
         let (init, done) = (
             matches!(event, watcher::Event::Init),
@@ -993,12 +1007,14 @@ where
             let _ = self.metrics.watch_errors.get_or_create(&label);
         }
         if done {
-            // Objects deleted while the watch was away vanish with the relist and get no
-            // event of their own; what depended on them is told here.
-            for (namespace, name) in gone {
+            // Readable from here on: what the list delivered, and the objects deleted while
+            // the watch was away (they vanish with the relist and get no event of their own),
+            // are announced now, so what depends on them is judged at once on the new state.
+            self.health.listed();
+            let listed = std::mem::take(&mut self.listed);
+            for (namespace, name) in listed.into_iter().chain(gone) {
                 self.changed(namespace, name);
             }
-            self.health.listed();
             tracing::info!(watch = %self.label, "watch synced");
         }
     }

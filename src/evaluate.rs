@@ -69,6 +69,11 @@ pub(crate) struct Judgement {
     /// for none), read from the same snapshot as the verdict. Annotation mode records it, and
     /// must not take it from another read of the Service, which may be newer than the verdict.
     pub judged_selector: Option<String>,
+    /// What else the verdict was judged on, for the health script to compare with the object
+    /// it reads: a Service's type and `publishNotReadyAddresses`
+    /// ([`service::judged_spec`]), a Database's status ([`cnpg::judged_status`]). From the
+    /// same snapshot as the verdict, like `judged_selector`.
+    pub judged_state: Option<String>,
 }
 
 /// How long a persistent failure that is no longer observed is remembered. A failure that
@@ -201,6 +206,7 @@ impl Evaluator {
             verdict: found.finding.resolve(lasted, found.grace),
             blind: found.blind,
             judged_selector: found.judged_selector,
+            judged_state: found.judged_state,
         }
     }
 
@@ -229,6 +235,7 @@ impl Evaluator {
                 });
                 Found {
                     judged_selector: selector,
+                    judged_state: svc.as_deref().map(service::judged_spec),
                     ..Found::seen(f, self.config.selector_grace, identity)
                 }
             }
@@ -239,8 +246,21 @@ impl Evaluator {
                     None => None,
                 };
                 let f = cnpg::check(namespace, name, db.as_ref(), cluster.as_ref(), params);
-                let identity = db.as_ref().map(json_identity);
-                Found::seen(f, self.config.cnpg_grace, identity)
+                // The Cluster's UID too: a Database failing on a Cluster that was deleted and
+                // recreated under the same name failed on another Cluster, and the new one's
+                // primary gets its own grace.
+                let identity = db.as_ref().map(|d| {
+                    let cluster_uid = cluster
+                        .as_ref()
+                        .and_then(|c| c.pointer("/metadata/uid"))
+                        .and_then(serde_json::Value::as_str)
+                        .unwrap_or("");
+                    format!("{}@{cluster_uid}", json_identity(d))
+                });
+                Found {
+                    judged_state: db.as_ref().map(cnpg::judged_status),
+                    ..Found::seen(f, self.config.cnpg_grace, identity)
+                }
             }
             // clusters-fix (finding 3): no probe at all, whatever the pods say.
             Check::CrdbCluster(_) if self.config.probes_refused.is_some() => {
@@ -309,10 +329,11 @@ impl Evaluator {
         target: &cockroach::ProbeTarget,
     ) -> cockroach::PodProbe {
         // Membership is part of the key: a pod's answer with credentials is not its answer
-        // without, and the server name it was verified for belongs to one cluster.
+        // without, and the server name it was verified for belongs to one cluster. So is the
+        // pod's UID: a pod recreated under its name is a new node.
         let key = format!(
-            "{namespace}/{cluster}|{}|{}:{}|{}",
-            target.pod, target.ip, target.port, target.controlled_by_cluster
+            "{namespace}/{cluster}|{}|{}|{}:{}|{}",
+            target.pod, target.uid, target.ip, target.port, target.controlled_by_cluster
         );
         self.probes
             .get_with(key, async {
@@ -406,6 +427,7 @@ struct Found {
     identity: String,
     blind: Option<String>,
     judged_selector: Option<String>,
+    judged_state: Option<String>,
 }
 
 impl Found {
@@ -416,6 +438,7 @@ impl Found {
             identity: identity.unwrap_or_default(),
             blind: None,
             judged_selector: None,
+            judged_state: None,
         }
     }
 }

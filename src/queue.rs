@@ -156,6 +156,12 @@ pub(crate) async fn run<K, R>(
                 Ok(change) => {
                     let keys = work.affected(&change);
                     if !keys.is_empty() {
+                        // A change is news: work that failed on what it reads (a watch that
+                        // was relisting and has now listed) starts its backoff again, and
+                        // runs now rather than when its retry timer says.
+                        for key in &keys {
+                            failures.remove(key);
+                        }
                         dirty.extend(keys);
                         due.get_or_insert(Instant::now() + cfg.debounce);
                     }
@@ -379,6 +385,33 @@ mod tests {
                 .contains("wavegate_reconcile_errors_total{queue=\"test\"} 3"),
             "{}",
             metrics.encode()
+        );
+    }
+
+    /// After an etcd restart a watch relists; work that failed while it could not read (and
+    /// backed off to seconds) must run on the watch's news, and fail fast again if it must.
+    #[tokio::test(start_paused = true)]
+    async fn a_change_resets_the_backoff_of_work_that_failed() {
+        let rec = Arc::new(Recorder {
+            fail_times: 5,
+            ..Recorder::default()
+        });
+        let (tx, _metrics) = start(&rec, Duration::from_secs(600));
+        settle(200).await;
+        tx.send(change("fail")).unwrap();
+        // Fails at ~0, +0.6 s, +1.8 s, +3.9 s (each run takes 0.1 s); the next retry would be
+        // 4 s later.
+        settle(4_000).await;
+        assert_eq!(rec.count("fail"), 4);
+        tx.send(change("fail")).unwrap();
+        // Runs on the change (fails a fifth time), then retries after 0.5 s, not 8 s.
+        settle(300).await;
+        assert_eq!(rec.count("fail"), 5);
+        settle(900).await;
+        assert_eq!(
+            rec.count("fail"),
+            6,
+            "the backoff started again after the change"
         );
     }
 

@@ -247,13 +247,7 @@ fn admission_policy_lets_wavegate_write_every_annotation_it_writes() {
         .and_then(|v| v["expression"].as_str())
         .expect("variable owned");
     use wavegate::annotate::*;
-    for key in [
-        STATUS,
-        MESSAGE,
-        OBSERVED_GENERATION,
-        VALID_UNTIL,
-        JUDGED_SELECTOR,
-    ] {
+    for key in WRITTEN {
         assert!(
             owned.contains(&format!("'{key}'")),
             "{key} missing from {owned}"

@@ -534,6 +534,16 @@ async fn grace_of_a_failure_belongs_to_one_generation() {
                "metadata": {"name": "pg", "namespace": ns}, "spec": {"instances": 1}}),
     )
     .await;
+    // Its primary runs: a failure to apply is CNPG's answer, not a Cluster still starting.
+    let clusters = cluster::api_resource("postgresql.cnpg.io", "v1", "Cluster", "clusters");
+    patch_status(
+        &admin,
+        &clusters,
+        &ns,
+        "pg",
+        json!({"readyInstances": 1, "currentPrimary": "pg-1", "targetPrimary": "pg-1"}),
+    )
+    .await;
     let db = json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Database",
         "metadata": {"name": "app", "namespace": ns},
         "spec": {"name": "app", "owner": "nobody", "cluster": {"name": "pg"}}});

@@ -135,6 +135,16 @@ async fn cnpg_database_is_healthy_only_when_applied_at_current_generation() {
                "spec": {"instances": 1}}),
     )
     .await;
+    // Its primary runs (CNPG's instance manager there is what applies a Database).
+    let clusters = cluster::api_resource("postgresql.cnpg.io", "v1", "Cluster", "clusters");
+    patch_status(
+        &client,
+        &clusters,
+        &ns,
+        "pg",
+        json!({"readyInstances": 1, "currentPrimary": "pg-1", "targetPrimary": "pg-1"}),
+    )
+    .await;
     let created = apply(&client, database("forgejo")).await;
     let generation = created.metadata.generation.unwrap();
     let config = EvalConfig {

@@ -8,7 +8,8 @@
 //!   True.
 //! - Degraded (only ever as a persistent finding, after the grace period) needs CNPG's own
 //!   failure, `status.applied: false`, on a Database and Cluster that both exist and are not
-//!   being deleted.
+//!   being deleted, and a primary that could have applied it (`currentPrimary` set, equal to
+//!   `targetPrimary`, an instance ready); with one, that failure is always persistent.
 //!
 //! Random generations, observed generations, applied/message, deletion and Cluster states;
 //! checked after every state. `PROPTEST_CASES` sets how many (default 2,000 here).
@@ -39,6 +40,10 @@ struct Status {
 struct Cluster {
     ready: Option<bool>,
     deleting: bool,
+    /// 0: no `currentPrimary` (bootstrapping, or recreated under the same name); 1: a primary
+    /// that could act (`currentPrimary == targetPrimary`); 2: a switchover pending.
+    primary: u8,
+    ready_instances: i64,
 }
 
 fn db() -> impl Strategy<Value = Db> {
@@ -78,8 +83,18 @@ fn db() -> impl Strategy<Value = Db> {
 fn cluster() -> impl Strategy<Value = Option<Cluster>> {
     prop::option::weighted(
         0.85,
-        (prop::option::of(any::<bool>()), prop::bool::weighted(0.15))
-            .prop_map(|(ready, deleting)| Cluster { ready, deleting }),
+        (
+            prop::option::of(any::<bool>()),
+            prop::bool::weighted(0.15),
+            prop_oneof![1 => Just(0u8), 3 => Just(1u8), 1 => Just(2u8)],
+            0i64..3,
+        )
+            .prop_map(|(ready, deleting, primary, ready_instances)| Cluster {
+                ready,
+                deleting,
+                primary,
+                ready_instances,
+            }),
     )
 }
 
@@ -120,8 +135,19 @@ fn cluster_json(c: &Cluster) -> Value {
         "apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
         "metadata": {"name": "ddb-cluster", "namespace": "ddb", "generation": 1},
         "spec": {"instances": 3},
-        "status": {"instances": 3, "readyInstances": 1},
+        "status": {"instances": 3, "readyInstances": c.ready_instances},
     });
+    match c.primary {
+        1 => {
+            v["status"]["currentPrimary"] = "ddb-cluster-1".into();
+            v["status"]["targetPrimary"] = "ddb-cluster-1".into();
+        }
+        2 => {
+            v["status"]["currentPrimary"] = "ddb-cluster-1".into();
+            v["status"]["targetPrimary"] = "ddb-cluster-2".into();
+        }
+        _ => {}
+    }
     if let Some(ready) = c.ready {
         v["status"]["conditions"] = json!([{"type": "Ready",
             "status": if ready { "True" } else { "False" }}]);
@@ -147,10 +173,13 @@ fn oracle_healthy(d: &Db, c: Option<&Cluster>, require_ready: bool) -> bool {
         && (!require_ready || c.is_some_and(|c| c.ready == Some(true)))
 }
 
+/// CNPG's failure with a primary that could have applied the Database: only the instance
+/// manager of `currentPrimary` reconciles it, and not during a switchover.
 fn oracle_failed(d: &Db, c: Option<&Cluster>) -> bool {
     !d.deleting
         && d.has_cluster_ref
         && usable_cluster(c)
+        && c.is_some_and(|c| c.primary == 1 && c.ready_instances >= 1)
         && d.status.as_ref().is_some_and(|s| s.applied == Some(false))
 }
 
@@ -185,6 +214,14 @@ proptest! {
                     "persistent failure without CNPG's applied=false: {message}\n{d:?}\n{c:?}"
                 );
             }
+        }
+        // A definite failure the primary had its chance at is not waited on forever; and
+        // with a generation to judge, it is a persistent finding.
+        if oracle_failed(&d, c.as_ref()) && d.generation.is_some() {
+            prop_assert!(
+                matches!(&finding, Finding::Persistent { .. }),
+                "CNPG's failure with an acting primary not persistent: {finding:?}\n{d:?}\n{c:?}"
+            );
         }
         // What the oracle calls healthy, the check does too (no needless waiting).
         if oracle_healthy(&d, c.as_ref(), require_ready) {

@@ -8,7 +8,9 @@
 //! other Service UID owns. States are random: selectors, UIDs, pods that come and go, slices
 //! that lag or belong to a previous Service. After every state the check must agree with the
 //! oracle exactly on Healthy, and may only report a persistent failure (the one that turns
-//! Degraded after the grace) when the selector picks no live pod at all.
+//! Degraded after the grace) when the selector picks no live pod at all and a live pod is
+//! strong evidence of a mislabel (the wanted value under another key; a sibling that differs
+//! in one value of a multi-key selector is only a hint).
 //!
 //! A Service without a selector is judged by what kube-proxy would route to: every ready,
 //! non-terminating endpoint of its slices.
@@ -189,6 +191,28 @@ fn oracle_picks_a_live_pod(w: &World) -> bool {
     })
 }
 
+/// The contract's strong evidence of a mislabel: a live pod that carries every selector key with
+/// exactly one value differing, and the wanted value under another of its keys. (Pods here
+/// have no controller and are named `pod-…`, never like the Service `web`.)
+fn oracle_strong_near_match(w: &World) -> bool {
+    w.pods
+        .iter()
+        .filter(|p| !p.deleting && !p.finished)
+        .any(|p| {
+            let differing: Vec<(&String, &String)> = w
+                .selector
+                .iter()
+                .filter(|(k, v)| p.labels.get(*k).is_some_and(|have| have != *v))
+                .collect();
+            let all_keys = w.selector.keys().all(|k| p.labels.contains_key(k));
+            all_keys
+                && differing.len() == 1
+                && p.labels
+                    .iter()
+                    .any(|(k, v)| k != differing[0].0 && v == differing[0].1)
+        })
+}
+
 fn deleted_at() -> Option<Time> {
     Some(Time("2026-12-01T00:00:00Z".parse().unwrap()))
 }
@@ -319,6 +343,11 @@ proptest! {
                 prop_assert!(
                     !oracle_picks_a_live_pod(&w),
                     "persistent failure although the selector picks a live pod: {}",
+                    message
+                );
+                prop_assert!(
+                    oracle_strong_near_match(&w),
+                    "persistent failure without strong evidence of a mislabel: {}",
                     message
                 );
             }

@@ -701,3 +701,396 @@ proptest! {
             serde_json::to_string_pretty(&state.app).unwrap());
     }
 }
+
+// ---- CNPG lifecycles, whole sequences ------------------------------------------------------
+//
+// What happens to a Database over time: CNPG applies it or fails, the spec changes, the
+// Cluster is deleted (CNPG then writes `applied: false`, "cluster resource has been deleted,
+// skipping reconciliation", `observedGeneration: 0`), recreated under the same name (a new
+// UID, bootstrapping with no primary), gets its primary, and time passes. At every step Rust
+// judges with the evaluator's grace memory (one failure identity: Database UID, generation and
+// the Cluster's UID), annotation mode writes the verdict, and the Lua reads it back: the fresh
+// annotation as Rust meant it, and the previous step's annotation (what Argo CD may read
+// before wavegate rewrites) never as a Degraded about a status the Database no longer shows.
+
+#[derive(Debug, Clone, Copy)]
+enum CnpgEvent {
+    Applied,
+    Failed,
+    SpecChanged,
+    ClusterDeleted,
+    ClusterRecreated,
+    PrimaryReady,
+    Wait,
+}
+
+fn cnpg_event() -> impl Strategy<Value = CnpgEvent> {
+    prop_oneof![
+        2 => Just(CnpgEvent::Applied),
+        3 => Just(CnpgEvent::Failed),
+        1 => Just(CnpgEvent::SpecChanged),
+        1 => Just(CnpgEvent::ClusterDeleted),
+        1 => Just(CnpgEvent::ClusterRecreated),
+        2 => Just(CnpgEvent::PrimaryReady),
+        3 => Just(CnpgEvent::Wait),
+    ]
+}
+
+struct CnpgWorld {
+    db: Value,
+    cluster: Option<Value>,
+    clusters_made: u32,
+    now: Duration,
+    /// The failure identity being timed and since when (the evaluator's `failing_since`).
+    failing: Option<(String, Duration)>,
+}
+
+impl CnpgWorld {
+    fn new() -> CnpgWorld {
+        let mut w = CnpgWorld {
+            db: json!({
+                "apiVersion": "postgresql.cnpg.io/v1", "kind": "Database",
+                "metadata": {"name": "forgejo", "namespace": "ddb", "uid": "db-1", "generation": 1},
+                "spec": {"name": "forgejo", "owner": "forgejo", "cluster": {"name": "pg"}},
+            }),
+            cluster: None,
+            clusters_made: 0,
+            now: Duration::ZERO,
+            failing: None,
+        };
+        w.recreate_cluster();
+        w.primary_ready();
+        w
+    }
+
+    fn generation(&self) -> i64 {
+        self.db["metadata"]["generation"].as_i64().unwrap()
+    }
+
+    fn recreate_cluster(&mut self) {
+        self.clusters_made += 1;
+        self.cluster = Some(json!({
+            "apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+            "metadata": {"name": "pg", "namespace": "ddb", "uid": format!("pg-{}", self.clusters_made)},
+            "spec": {"instances": 1},
+            "status": {"readyInstances": 0, "phase": "Setting up primary",
+                       "conditions": [{"type": "Ready", "status": "False"}]},
+        }));
+    }
+
+    fn primary_ready(&mut self) {
+        if let Some(c) = self.cluster.as_mut() {
+            c["status"] = json!({"readyInstances": 1, "currentPrimary": "pg-1",
+                "targetPrimary": "pg-1", "phase": "Cluster in healthy state",
+                "conditions": [{"type": "Ready", "status": "True"}]});
+        }
+    }
+
+    fn primary_runs(&self) -> bool {
+        self.cluster
+            .as_ref()
+            .is_some_and(|c| c["status"]["currentPrimary"].is_string())
+    }
+
+    fn apply(&mut self, event: CnpgEvent) {
+        let g = self.generation();
+        match event {
+            // Only a running primary reconciles a Database.
+            CnpgEvent::Applied if self.primary_runs() => {
+                self.db["status"] = json!({"applied": true, "observedGeneration": g});
+            }
+            CnpgEvent::Failed if self.primary_runs() => {
+                let observed = self.db["status"]["observedGeneration"].clone();
+                self.db["status"] = json!({"applied": false, "observedGeneration": observed,
+                    "message": "role \"forgejo\" does not exist"});
+            }
+            CnpgEvent::SpecChanged => self.db["metadata"]["generation"] = (g + 1).into(),
+            CnpgEvent::ClusterDeleted if self.cluster.is_some() => {
+                self.cluster = None;
+                self.db["status"] = json!({"applied": false, "observedGeneration": 0,
+                    "message": "cluster resource has been deleted, skipping reconciliation"});
+            }
+            CnpgEvent::ClusterRecreated if self.cluster.is_none() => self.recreate_cluster(),
+            CnpgEvent::PrimaryReady => self.primary_ready(),
+            _ => {}
+        }
+        self.now += Duration::from_secs(40);
+    }
+
+    /// Rust's verdict now, with the evaluator's grace bookkeeping.
+    fn judge(&mut self) -> Verdict {
+        let finding = cnpg::check(
+            "ddb",
+            "forgejo",
+            Some(&self.db),
+            self.cluster.as_ref(),
+            &cnpg::Params::default(),
+        );
+        let identity = format!(
+            "{}@{}",
+            self.generation(),
+            self.cluster
+                .as_ref()
+                .map_or("", |c| c["metadata"]["uid"].as_str().unwrap())
+        );
+        let lasted = match &finding {
+            wavegate::health::Finding::Persistent { .. } => match &self.failing {
+                Some((id, since)) if *id == identity => self.now - *since,
+                _ => {
+                    self.failing = Some((identity, self.now));
+                    Duration::ZERO
+                }
+            },
+            wavegate::health::Finding::Settled(_) => {
+                self.failing = None;
+                Duration::ZERO
+            }
+        };
+        finding.resolve(lasted, Duration::from_secs(90))
+    }
+
+    /// The Database carrying the annotations written for `verdict` judged on `judged_db`.
+    fn annotated(&self, verdict: &Verdict, judged_db: &Value) -> Value {
+        use wavegate::annotate::{JUDGED_STATE, OPT_IN, VALID_UNTIL, wanted_annotations};
+        let mut annotations = serde_json::Map::new();
+        annotations.insert(OPT_IN.into(), "true".into());
+        let generation = judged_db["metadata"]["generation"].as_i64();
+        for (k, v) in wanted_annotations(verdict, generation) {
+            annotations.insert(k, v.into());
+        }
+        annotations.insert(JUDGED_STATE.into(), cnpg::judged_status(judged_db).into());
+        annotations.insert(VALID_UNTIL.into(), "4102444800".into());
+        let mut db = self.db.clone();
+        db["metadata"]["annotations"] = Value::Object(annotations);
+        db
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(300),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn cnpg_lifecycles_read_the_same_in_rust_and_lua_at_every_step(
+        events in prop::collection::vec(cnpg_event(), 1..14)
+    ) {
+        let mut world = CnpgWorld::new();
+        let mut previous: Option<(Verdict, Value)> = None;
+        for (step, event) in events.iter().enumerate() {
+            world.apply(*event);
+            let rust = world.judge();
+            let at = format!("step {step} ({event:?}) of {events:?}");
+            // The native rule (no opt-in) never fails a sync, and is never Healthy where Rust
+            // is not (here CNPG rewrites the status whenever the Cluster goes away, so the
+            // Database's own status shows everything Rust needs).
+            let (native, message) = lua("postgresql.cnpg.io/Database", &world.db);
+            prop_assert!(native != "Degraded", "{at}: native Lua Degraded: {message}");
+            prop_assert!(
+                native != "Healthy" || rust.status == HealthStatus::Healthy,
+                "{}: native Lua Healthy ({}) but Rust {}", at, message, rust
+            );
+            // Annotation mode, freshly written.
+            let fresh = world.annotated(&rust, &world.db);
+            let (status, message) = lua("postgresql.cnpg.io/Database", &fresh);
+            prop_assert_eq!(
+                status.as_str(), argo_view(rust.status),
+                "{}: Rust {} ({}) but Lua {} ({})", at, rust.status, rust.message, status, message
+            );
+            // The previous step's annotation on today's object: a Degraded is believed only
+            // while the Database shows the status it was judged on.
+            if let Some((verdict, judged_db)) = &previous {
+                let stale = world.annotated(verdict, judged_db);
+                let (status, message) = lua("postgresql.cnpg.io/Database", &stale);
+                if status == "Degraded" {
+                    prop_assert_eq!(
+                        cnpg::judged_status(judged_db), cnpg::judged_status(&world.db),
+                        "{}: stale Degraded believed on another status: {}", at, message
+                    );
+                }
+            }
+            previous = Some((rust, world.db.clone()));
+        }
+    }
+}
+
+/// The incident: a Database applied on a Cluster that is deleted and recreated under the same
+/// name. CNPG's `applied: false` from the deletion stays while the new Cluster bootstraps; a
+/// judge that counted that as a failure turned Degraded after the grace and failed the sync.
+#[test]
+fn cnpg_cluster_recreated_under_the_same_name_is_never_degraded_while_it_bootstraps() {
+    let mut world = CnpgWorld::new();
+    world.apply(CnpgEvent::Applied);
+    assert_eq!(world.judge().status, HealthStatus::Healthy);
+    world.apply(CnpgEvent::ClusterDeleted);
+    assert_eq!(world.judge().status, HealthStatus::Progressing);
+    world.apply(CnpgEvent::ClusterRecreated);
+    for _ in 0..6 {
+        // Four minutes of bootstrapping, far past the 90 s grace.
+        let v = world.judge();
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        let (status, message) = lua(
+            "postgresql.cnpg.io/Database",
+            &world.annotated(&v, &world.db),
+        );
+        assert_eq!(status, "Progressing", "{message}");
+        world.apply(CnpgEvent::Wait);
+    }
+    // The new primary runs and CNPG (an older release that kept observedGeneration) never
+    // reconciles again: now the primary had its chance, and the failure is the user's to fix.
+    world.apply(CnpgEvent::PrimaryReady);
+    assert_eq!(world.judge().status, HealthStatus::Progressing);
+    world.apply(CnpgEvent::Wait);
+    world.apply(CnpgEvent::Wait);
+    world.apply(CnpgEvent::Wait);
+    assert_eq!(world.judge().status, HealthStatus::Degraded);
+}
+
+// ---- Service annotation mode, whole sequences ----------------------------------------------
+//
+// The Service's own spec and status change under a verdict annotation mode wrote (Argo CD
+// applies a new selector, makes it a LoadBalancer, publishes not-ready addresses, deletes it;
+// the cloud controller gives or takes the load balancer's address). At every step the fresh
+// annotation reads as Rust meant it, and the previous step's annotation on today's Service
+// never reads Healthy where Rust, judging today's Service, does not.
+
+#[derive(Debug, Clone, Copy)]
+enum ServiceEvent {
+    SelectOther,
+    SelectWeb,
+    LoadBalancer,
+    ClusterIp,
+    IngressGiven,
+    IngressTaken,
+    PublishNotReady(bool),
+    Delete,
+}
+
+fn service_event() -> impl Strategy<Value = ServiceEvent> {
+    prop_oneof![
+        Just(ServiceEvent::SelectOther),
+        Just(ServiceEvent::SelectWeb),
+        Just(ServiceEvent::LoadBalancer),
+        Just(ServiceEvent::ClusterIp),
+        Just(ServiceEvent::IngressGiven),
+        Just(ServiceEvent::IngressTaken),
+        any::<bool>().prop_map(ServiceEvent::PublishNotReady),
+        Just(ServiceEvent::Delete),
+    ]
+}
+
+fn service_rust(service: &Value) -> Verdict {
+    use std::sync::Arc;
+    use wavegate::checks::service;
+    use wavegate::views::{PodView, ServiceView, SliceView};
+    let svc: k8s_openapi::api::core::v1::Service = serde_json::from_value(service.clone()).unwrap();
+    let pod: k8s_openapi::api::core::v1::Pod = serde_json::from_value(json!({
+        "metadata": {"name": "web-0", "namespace": "shop", "uid": "pod-1", "labels": {"app": "web"}},
+        "status": {"phase": "Running", "podIP": "10.0.0.1",
+                   "conditions": [{"type": "Ready", "status": "True"}]}
+    }))
+    .unwrap();
+    let slice: k8s_openapi::api::discovery::v1::EndpointSlice = serde_json::from_value(json!({
+        "metadata": {"name": "web-x", "namespace": "shop",
+                     "labels": {"kubernetes.io/service-name": "web"}},
+        "addressType": "IPv4",
+        "endpoints": [{"addresses": ["10.0.0.1"], "conditions": {"ready": true},
+                       "targetRef": {"kind": "Pod", "namespace": "shop", "name": "web-0", "uid": "pod-1"}}]
+    }))
+    .unwrap();
+    let view = ServiceView::from(&svc);
+    let pods = vec![Arc::new(PodView::from(&pod))];
+    let slices = vec![Arc::new(SliceView::from(&slice))];
+    service::check(
+        "shop",
+        "web",
+        Some(&view),
+        &pods,
+        &slices,
+        &service::Params::default(),
+    )
+    .resolve(Duration::ZERO, Duration::from_secs(60))
+}
+
+/// `service` carrying the annotations written for `verdict`, judged on `judged`.
+fn service_annotated(service: &Value, verdict: &Verdict, judged: &Value) -> Value {
+    use wavegate::annotate::{
+        JUDGED_SELECTOR, JUDGED_STATE, OPT_IN, VALID_UNTIL, judged_selector, wanted_annotations,
+    };
+    let svc: k8s_openapi::api::core::v1::Service = serde_json::from_value(judged.clone()).unwrap();
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(OPT_IN.into(), "true".into());
+    for (k, v) in wanted_annotations(verdict, None) {
+        annotations.insert(k, v.into());
+    }
+    annotations.insert(
+        JUDGED_SELECTOR.into(),
+        judged_selector(judged).unwrap_or_default().into(),
+    );
+    annotations.insert(
+        JUDGED_STATE.into(),
+        wavegate::checks::service::judged_spec(&(&svc).into()).into(),
+    );
+    annotations.insert(VALID_UNTIL.into(), "4102444800".into());
+    let mut out = service.clone();
+    out["metadata"]["annotations"] = Value::Object(annotations);
+    out
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(200),
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn service_spec_changes_never_let_an_old_annotation_read_healthy(
+        events in prop::collection::vec(service_event(), 1..10)
+    ) {
+        let mut service = json!({
+            "apiVersion": "v1", "kind": "Service",
+            "metadata": {"name": "web", "namespace": "shop", "uid": "svc-1"},
+            "spec": {"type": "ClusterIP", "selector": {"app": "web"}, "ports": [{"port": 80}]},
+        });
+        let mut previous: Option<(Verdict, Value)> = None;
+        for (step, event) in events.iter().enumerate() {
+            match event {
+                ServiceEvent::SelectOther => service["spec"]["selector"] = json!({"app": "db"}),
+                ServiceEvent::SelectWeb => service["spec"]["selector"] = json!({"app": "web"}),
+                ServiceEvent::LoadBalancer => service["spec"]["type"] = "LoadBalancer".into(),
+                ServiceEvent::ClusterIp => service["spec"]["type"] = "ClusterIP".into(),
+                ServiceEvent::IngressGiven => {
+                    service["status"] = json!({"loadBalancer": {"ingress": [{"ip": "203.0.113.7"}]}});
+                }
+                ServiceEvent::IngressTaken => service["status"] = json!({"loadBalancer": {}}),
+                ServiceEvent::PublishNotReady(on) => {
+                    service["spec"]["publishNotReadyAddresses"] = (*on).into();
+                }
+                ServiceEvent::Delete => {
+                    service["metadata"]["deletionTimestamp"] = "2026-12-01T10:00:00Z".into();
+                    service["metadata"]["finalizers"] = json!(["example.com/hold"]);
+                }
+            }
+            let rust = service_rust(&service);
+            let at = format!("step {step} ({event:?}) of {events:?}");
+            let fresh = service_annotated(&service, &rust, &service);
+            let (status, message) = lua("Service", &fresh);
+            prop_assert_eq!(
+                status.as_str(), argo_view(rust.status),
+                "{}: Rust {} ({}) but Lua {} ({})", at, rust.status, rust.message, status, message
+            );
+            if let Some((verdict, judged)) = &previous {
+                let (status, message) = lua("Service", &service_annotated(&service, verdict, judged));
+                prop_assert!(
+                    status != "Healthy" || rust.status == HealthStatus::Healthy,
+                    "{}: the previous step's {} read Healthy ({}) but Rust now says {}",
+                    at, verdict.status, message, rust
+                );
+            }
+            previous = Some((rust, service.clone()));
+        }
+    }
+}

@@ -43,6 +43,24 @@ pub(crate) fn cluster_name(database: &Value) -> Option<&str> {
     database.pointer("/spec/cluster/name")?.as_str()
 }
 
+/// The Database status a verdict was judged on, as annotation mode records it
+/// (`wavegate.dev/judged-state`) and the Database health script renders it:
+/// `applied=<true|false|>,observedGeneration=<n|>,message=<text>`. CNPG changes the status
+/// without a new generation (a failure, the Cluster's deletion), so a stored verdict is
+/// believed only while the status it was judged on is still there.
+pub fn judged_status(database: &Value) -> String {
+    let status = database.get("status");
+    let field = |k: &str| status.and_then(|s| s.get(k));
+    let applied = field("applied")
+        .and_then(Value::as_bool)
+        .map_or(String::new(), |b| b.to_string());
+    let observed = field("observedGeneration")
+        .and_then(Value::as_i64)
+        .map_or(String::new(), |g| g.to_string());
+    let message = field("message").and_then(Value::as_str).unwrap_or("");
+    format!("applied={applied},observedGeneration={observed},message={message}")
+}
+
 /// Judge Database `namespace/name`, given the Database and its Cluster as the API returns them.
 pub fn check(
     namespace: &str,
@@ -132,6 +150,19 @@ pub fn check(
     // the next reconcile. The caller's grace absorbs that moment, and CNPG retries every 30 s
     // (`databaseReconciliationInterval`), so only a lasting failure becomes Degraded.
     if applied == Some(false) {
+        // A failure is definite only once the actor could have acted: the Database reconciler
+        // does nothing unless its instance is the Cluster's `currentPrimary` and no switchover
+        // is pending (`currentPrimary == targetPrimary`). A Cluster recreated under the same
+        // name and still bootstrapping inherits the `applied: false` that CNPG wrote when the
+        // old one was deleted ("cluster resource has been deleted, skipping reconciliation");
+        // until the new primary runs, that is the old Cluster's story, not a failure.
+        if let Some(why) = no_acting_primary(&cluster_id, cluster) {
+            return waiting(format!(
+                "CNPG reports applied: false ({}), but {why}, and only the primary's instance \
+                 manager applies a Database",
+                message.unwrap_or("no message")
+            ));
+        }
         return Finding::Persistent {
             message: format!(
                 "Database {id}: CNPG failed to apply the database: {}",
@@ -195,6 +226,39 @@ pub fn check(
          (generation {generation} applied)"
     ))
     .into()
+}
+
+/// Why no primary of the Cluster could be applying the Database right now, or `None` when one
+/// could: `status.currentPrimary` is set, equals `status.targetPrimary` (the Database reconciler
+/// in internal/management/controller/database_controller.go requeues during a switchover) and
+/// at least one instance is ready.
+fn no_acting_primary(cluster_id: &str, cluster: &Value) -> Option<String> {
+    let text = |p: &str| {
+        cluster
+            .pointer(p)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    let current = text("/status/currentPrimary");
+    let target = text("/status/targetPrimary");
+    let ready = cluster
+        .pointer("/status/readyInstances")
+        .and_then(Value::as_i64)
+        .unwrap_or(0);
+    let phase = text("/status/phase")
+        .map(|p| format!(", phase {p:?}"))
+        .unwrap_or_default();
+    match current {
+        None => Some(format!("Cluster {cluster_id} has no primary yet{phase}")),
+        Some(c) if target.is_some_and(|t| t != c) => Some(format!(
+            "Cluster {cluster_id} is switching its primary from {c} to {}{phase}",
+            target.unwrap_or_default()
+        )),
+        Some(c) if ready < 1 => Some(format!(
+            "Cluster {cluster_id} has no ready instance (primary {c}{phase})"
+        )),
+        Some(_) => None,
+    }
 }
 
 /// Why the Cluster is not Ready, or `None` when it is. Readiness is CNPG's own condition
@@ -422,6 +486,84 @@ mod tests {
         db["status"]["message"] = "The orphan database object is not reconciled".into();
         let finding = check("ddb", "forgejo", Some(&db), None, &Params::default());
         assert_eq!(settled(finding).status, HealthStatus::Progressing);
+    }
+
+    /// The Cluster deleted and recreated under the same name: CNPG marked the Database
+    /// `applied: false`, "cluster resource has been deleted, skipping reconciliation", with
+    /// `observedGeneration: 0`, and the new Cluster is still bootstrapping its primary.
+    fn after_cluster_recreate() -> (Value, Value) {
+        let mut db = fixture(APPLIED);
+        db["status"] = serde_json::json!({"applied": false, "observedGeneration": 0,
+            "message": "cluster resource has been deleted, skipping reconciliation"});
+        let mut cluster = fixture(CLUSTER_READY);
+        cluster["metadata"]["uid"] = "cluster-2".into();
+        cluster["status"] = serde_json::json!({"instances": 1, "readyInstances": 0,
+            "phase": "Setting up primary",
+            "conditions": [{"type": "Ready", "status": "False"}]});
+        (db, cluster)
+    }
+
+    #[test]
+    fn applied_false_left_from_a_deleted_cluster_while_the_new_one_bootstraps_is_progressing() {
+        let (db, cluster) = after_cluster_recreate();
+        let v = settled(check(
+            "ddb",
+            "forgejo",
+            Some(&db),
+            Some(&cluster),
+            &Params::default(),
+        ));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        assert!(
+            v.message.contains(
+                "Cluster ddb/ddb-cluster has no primary yet, phase \"Setting up primary\""
+            ),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn applied_false_during_a_switchover_or_without_a_ready_instance_is_progressing() {
+        let (db, mut cluster) = after_cluster_recreate();
+        cluster["status"]["currentPrimary"] = "ddb-cluster-1".into();
+        cluster["status"]["targetPrimary"] = "ddb-cluster-2".into();
+        cluster["status"]["readyInstances"] = 1.into();
+        let v = settled(check(
+            "ddb",
+            "forgejo",
+            Some(&db),
+            Some(&cluster),
+            &Params::default(),
+        ));
+        assert!(v.message.contains("switching its primary"), "{v}");
+        cluster["status"]["targetPrimary"] = "ddb-cluster-1".into();
+        cluster["status"]["readyInstances"] = 0.into();
+        let v = settled(check(
+            "ddb",
+            "forgejo",
+            Some(&db),
+            Some(&cluster),
+            &Params::default(),
+        ));
+        assert!(v.message.contains("has no ready instance"), "{v}");
+    }
+
+    #[test]
+    fn applied_false_once_the_new_primary_runs_is_a_failure_again() {
+        // The primary had its chance: an older CNPG that left observedGeneration alone never
+        // reconciles this Database again (it counts as up to date), which the user must fix.
+        let (db, mut cluster) = after_cluster_recreate();
+        cluster["status"]["currentPrimary"] = "ddb-cluster-1".into();
+        cluster["status"]["targetPrimary"] = "ddb-cluster-1".into();
+        cluster["status"]["readyInstances"] = 1.into();
+        let finding = check(
+            "ddb",
+            "forgejo",
+            Some(&db),
+            Some(&cluster),
+            &Params::default(),
+        );
+        assert!(matches!(finding, Finding::Persistent { .. }), "{finding:?}");
     }
 
     #[test]

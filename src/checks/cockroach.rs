@@ -188,6 +188,9 @@ impl Owners {
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub struct ProbeTarget {
     pub pod: String,
+    /// The pod's UID (empty when unknown): a pod recreated under the same name, even at the
+    /// same IP, is another node and must not inherit the old one's cached answer.
+    pub uid: String,
     pub ip: String,
     pub port: u16,
     /// The pod's controller chain ends at the named CrdbCluster ([`Owners`]). Only such pods
@@ -447,6 +450,11 @@ pub fn plan(
         }
         plan.targets.push(ProbeTarget {
             pod: pod_name,
+            uid: pod
+                .uid
+                .as_ref()
+                .map(ToString::to_string)
+                .unwrap_or_default(),
             ip: ip.to_string(),
             port,
             controlled_by_cluster: !cluster_uid.is_empty()
@@ -562,9 +570,10 @@ fn kubernetes_unreadiness(pod: &PodView) -> Option<String> {
 
 /// Judge the cluster from every target's probe.
 ///
-/// Degraded only on proof (two cluster IDs); "all ready but someone sees too few live nodes"
-/// is [`Finding::Persistent`], because gossip takes a moment to settle after a join and
-/// Degraded fails the Argo CD sync.
+/// Degraded only on proof (two cluster IDs); "all ready but the pods disagree about the live
+/// nodes" is [`Finding::Persistent`], because gossip takes a moment to settle after a join and
+/// Degraded fails the Argo CD sync; pods that agree on fewer live nodes than expected are
+/// waiting for the others (Progressing).
 pub fn judge(namespace: &str, name: &str, plan: &Plan, probes: &[PodProbe]) -> Finding {
     let object = format!("{namespace}/{name}");
     let expected = i64::from(plan.expected_nodes);
@@ -679,6 +688,33 @@ pub fn judge(namespace: &str, name: &str, plan: &Plan, probes: &[PodProbe]) -> F
         .filter(|(_, pods)| pods.len() > 1)
         .map(|(id, pods)| format!("{} all claim node {id}", pods.join(", ")))
         .collect();
+    // Too few live nodes is a split (or a dead node) only on inconsistent evidence: pods that
+    // disagree about how many nodes are live, two pods claiming one node, or more ready
+    // pods here than the live nodes each of them sees (every one of them is itself a live
+    // node). Pods that all agree on the same count, at least as many as they are, are one
+    // cluster whose other nodes have not joined yet — a multi-region cluster brought up
+    // region by region looks exactly like that from each region.
+    let counts: BTreeSet<i64> = rows.iter().filter_map(|r| r.live_nodes).collect();
+    let agreed = match (counts.len(), counts.first()) {
+        (1, Some(&live)) => Some(live),
+        _ => None,
+    };
+    if !short.is_empty()
+        && shared.is_empty()
+        && let Some(live) = agreed
+        && live >= i64::try_from(rows.len()).unwrap_or(i64::MAX)
+    {
+        let id = match cluster_ids.first() {
+            Some(id) => format!(" (cluster ID {id})"),
+            None => String::new(),
+        };
+        return Verdict::progressing(with_table(format!(
+            "all {present} pods here agree on {live} of {expected} live nodes{id}; waiting \
+             for the other {} to join (other regions, or nodes not started yet)",
+            expected - live
+        )))
+        .into();
+    }
     if !short.is_empty() || !shared.is_empty() {
         let mut summary = if cluster_ids.len() == 1 && with_id == rows.len() {
             // Same cluster everywhere: not a split, but nodes that are not live.
@@ -861,12 +897,14 @@ mod tests {
             vec![
                 ProbeTarget {
                     pod: "cockroachdb-fgrbw".into(),
+                    uid: String::new(),
                     ip: "10.244.1.17".into(),
                     port: 8080,
                     controlled_by_cluster: false,
                 },
                 ProbeTarget {
                     pod: "cockroachdb-nbm5k".into(),
+                    uid: String::new(),
                     ip: "10.244.2.9".into(),
                     port: 8080,
                     controlled_by_cluster: false,
@@ -1360,6 +1398,43 @@ mod tests {
             }
             other => panic!("expected Persistent, got {other:?}"),
         }
+    }
+
+    #[test]
+    fn three_pods_agreeing_on_three_of_eight_nodes_are_one_cluster_waiting_for_other_regions() {
+        let mut plan = seed_plan();
+        // This region's pods all run; five nodes in other regions have not started yet.
+        plan.expected_nodes = 8;
+        let probes = [
+            probe("cockroachdb-fgrbw").node(1, 2),
+            probe("cockroachdb-nbm5k").node(2, 2),
+        ];
+        let v = settled(judge("prod", "cockroachdb", &plan, &probes));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        assert!(
+            v.message
+                .contains("all 2 pods here agree on 2 of 8 live nodes; waiting for the other 6"),
+            "{v}"
+        );
+        // The same with credentials: one cluster ID everywhere.
+        let probes = [
+            probe("cockroachdb-fgrbw").node(1, 2).cluster(ID_A),
+            probe("cockroachdb-nbm5k").node(2, 2).cluster(ID_A),
+        ];
+        let v = settled(judge("prod", "cockroachdb", &plan, &probes));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+    }
+
+    #[test]
+    fn pods_that_disagree_about_the_live_nodes_are_still_a_probable_split() {
+        let mut plan = seed_plan();
+        plan.expected_nodes = 8;
+        let probes = [
+            probe("cockroachdb-fgrbw").node(1, 3),
+            probe("cockroachdb-nbm5k").node(2, 2),
+        ];
+        let finding = judge("prod", "cockroachdb", &plan, &probes);
+        assert!(matches!(finding, Finding::Persistent { .. }), "{finding:?}");
     }
 
     #[test]

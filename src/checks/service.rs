@@ -193,6 +193,19 @@ fn plural(n: usize, noun: &str) -> String {
     }
 }
 
+/// The parts of a Service's spec besides its selector that decide its verdict, as annotation
+/// mode records them (`wavegate.dev/judged-state`) and the Service health script renders
+/// them: `type=<spec.type, ClusterIP when unset>,publishNotReadyAddresses=<true|false>`. A
+/// Service has no `metadata.generation`, so this is how a stored verdict is tied to the spec
+/// it was judged for.
+pub fn judged_spec(service: &ServiceView) -> String {
+    format!(
+        "type={},publishNotReadyAddresses={}",
+        service.type_.as_deref().unwrap_or("ClusterIP"),
+        service.publish_not_ready_addresses
+    )
+}
+
 /// The selector matches no pod that could become an endpoint. Whether that is a mistake or a
 /// moment in a rollout decides between a persistent failure and plain waiting.
 fn no_live_pods(
@@ -215,11 +228,11 @@ fn no_live_pods(
         .into();
     }
 
-    let mut near: Vec<(u32, &PodView)> = pods
+    let mut near: Vec<(Resemblance, &PodView)> = pods
         .iter()
         .copied()
         .filter(|p| is_live(p))
-        .filter_map(|p| near_match_score(selector, service, p).map(|score| (score, p)))
+        .filter_map(|p| resemblance(selector, service, p).map(|r| (r, p)))
         .collect();
     if near.is_empty() {
         // Nothing resembling the target exists yet: the workload is most likely being created
@@ -250,15 +263,35 @@ fn no_live_pods(
         0 => String::new(),
         n => format!(" (and {n} more)"),
     };
-    // Pods that nearly match are evidence of a selector/label mismatch (seed 001), but a
-    // relabelling rollout passes through this state too, so the caller's grace decides when
-    // it becomes Degraded.
+    if !near.iter().any(|(r, _)| r.strong) {
+        // Only siblings: pods of the same application that differ in one value of a
+        // multi-key selector, most often a component or role (`component=api` for a Service
+        // of the workers). The hint helps a reader with a real typo, but it is no evidence
+        // that the selector is wrong: the selected component may simply not run yet.
+        return Verdict::progressing(format!(
+            "Service {id} selects {wanted}, which matches no pods yet; closest: {}{more}, \
+             differing in one value (a sibling component, or the intended target)",
+            described.join(", ")
+        ))
+        .into();
+    }
+    // Strong evidence of a selector/label mismatch (seed 001), but a relabelling rollout
+    // passes through this state too, so the caller's grace decides when it becomes Degraded.
     Finding::Persistent {
         message: format!(
             "Service {id} selects {wanted}, which matches no pods; {noun} {}{more} {verb} like the intended target",
             described.join(", ")
         ),
     }
+}
+
+/// How much a pod looks like the Service's intended target.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct Resemblance {
+    /// Evidence of a mistake, not just of a relative: the wanted value under another key, or a
+    /// workload named like the Service.
+    strong: bool,
+    score: u32,
 }
 
 /// A pod the EndpointSlice controller will publish (or is about to, once it has an IP).
@@ -281,15 +314,19 @@ fn is_ready(pod: &PodView) -> bool {
 ///
 /// A guess that turns into Degraded (after the grace) must be strict, or any shared label
 /// value (`app.kubernetes.io/instance=forgejo` on an unrelated pod) fails a sync whose workload
-/// simply has no pods yet. A pod is a near match when
-/// - it carries every selector key and exactly one value differs, and the selector has other
-///   pairs that do match, or the wanted value sits under another key of the pod (seed 001:
-///   `app=gitea` with `app.kubernetes.io/instance=forgejo` for `app=forgejo`); or
-/// - its workload is named like the Service (a StatefulSet `forgejo`, or a ReplicaSet
-///   `forgejo-<pod-template-hash>` of a Deployment `forgejo`), whatever its labels.
-fn near_match_score(selector: &Labels, service: &str, pod: &PodView) -> Option<u32> {
+/// simply has no pods yet. A pod resembles the target when
+/// - it carries every selector key and exactly one value differs, and either the wanted value
+///   sits under another key of the pod (seed 001: `app=gitea` with
+///   `app.kubernetes.io/instance=forgejo` for `app=forgejo`) — strong — or the selector has
+///   other pairs that do match — a sibling (`component=api` for a Service of the workers), a
+///   hint only; or
+/// - its workload is named like the Service (a StatefulSet `forgejo`, a ReplicaSet
+///   `forgejo-<pod-template-hash>` of a Deployment `forgejo`, or a pod `forgejo` without a
+///   controller, which is its own workload), whatever its labels — strong.
+fn resemblance(selector: &Labels, service: &str, pod: &PodView) -> Option<Resemblance> {
     let labels = &pod.labels;
     let mut score = 0;
+    let mut strong = false;
     let differing: Vec<(&str, &str)> = selector
         .iter()
         .filter(|(k, v)| labels.get(k).is_some_and(|have| have != *v))
@@ -300,19 +337,24 @@ fn near_match_score(selector: &Labels, service: &str, pod: &PodView) -> Option<u
         let elsewhere = labels.iter().any(|(k, v)| k != key && v == wanted);
         if selector.len() > 1 || elsewhere {
             score += 4 * (selector.len() as u32 - 1) + if elsewhere { 2 } else { 0 } + 1;
+            strong |= elsewhere;
         }
     }
     if workload_of(pod).is_some_and(|w| w == service) {
         score += 8;
+        strong = true;
     }
-    (score > 0).then_some(score)
+    (score > 0).then_some(Resemblance { strong, score })
 }
 
 /// The name of the workload that owns a pod: its controller, or for a ReplicaSet the
 /// Deployment it was cut from (`<deployment>-<pod-template-hash>`, the name the Deployment
-/// controller gives it, pkg/controller/deployment/sync.go).
+/// controller gives it, pkg/controller/deployment/sync.go). A pod without a controller is its
+/// own workload.
 fn workload_of(pod: &PodView) -> Option<&str> {
-    let owner = pod.owners.iter().find(|o| o.controller)?;
+    let Some(owner) = pod.owners.iter().find(|o| o.controller) else {
+        return (!pod.name.is_empty()).then_some(&*pod.name);
+    };
     let name = &*owner.name;
     if &*owner.kind == "ReplicaSet" {
         let hash = pod.labels.get("pod-template-hash")?;
@@ -984,7 +1026,7 @@ mod tests {
     }
 
     #[test]
-    fn multi_key_selector_with_one_value_off_is_a_near_match() {
+    fn multi_key_selector_with_one_value_off_is_a_hint_not_a_failure() {
         let mut s = Snapshot::load(FIXED);
         s.slices.clear();
         let sel = s
@@ -998,8 +1040,68 @@ mod tests {
             .as_mut()
             .unwrap();
         sel.insert("app.kubernetes.io/name".into(), "forgejo".into());
+        let v = settled(s.check(1));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        assert!(
+            v.message.contains("closest: cicd/gitea-7d9c8f6b5-x2k4q"),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn sibling_differing_only_in_component_is_progressing_with_the_hint() {
+        // The Service of the workers before any worker runs; the api pods of the same app are
+        // siblings, not a sign that the selector is wrong.
+        let mut s = Snapshot::load(FIXED);
+        s.slices.clear();
+        let spec = s.service.as_mut().unwrap().spec.as_mut().unwrap();
+        spec.selector = Some(
+            [
+                ("app.kubernetes.io/name", "shop"),
+                ("app.kubernetes.io/component", "worker"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        let pod = pod_mut(&mut s, 0);
+        pod.metadata.labels = Some(
+            [
+                ("app.kubernetes.io/name", "shop"),
+                ("app.kubernetes.io/component", "api"),
+            ]
+            .into_iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+        );
+        let v = settled(s.check(1));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        assert!(
+            v.message.contains(
+                "closest: cicd/gitea-7d9c8f6b5-x2k4q (app.kubernetes.io/component=api, \
+                 app.kubernetes.io/name=shop)"
+            ),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn bare_pod_named_like_the_service_is_strong_evidence() {
+        // A pod without a controller is its own workload: `forgejo`, for Service `forgejo`.
+        let mut s = Snapshot::load(SEED_001);
+        let pod = pod_mut(&mut s, 0);
+        pod.metadata.name = Some("forgejo".into());
+        pod.metadata.owner_references = None;
+        pod.metadata
+            .labels
+            .as_mut()
+            .unwrap()
+            .retain(|k, _| k == "pod-template-hash");
         let finding = s.check(1);
-        assert!(matches!(finding, Finding::Persistent { .. }), "{finding:?}");
+        let Finding::Persistent { message } = finding else {
+            panic!("expected a persistent failure, got {finding:?}");
+        };
+        assert!(message.contains("pod cicd/forgejo"), "{message}");
     }
 
     #[test]

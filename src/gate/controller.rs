@@ -41,6 +41,14 @@ pub(crate) enum GateError {
 /// Namespace and name.
 type GateKey = (String, String);
 
+/// A status this controller wrote: over which resourceVersion, and the one the write produced.
+#[derive(Clone)]
+struct Written {
+    over: Option<String>,
+    status: WaveGateStatus,
+    produced: Option<String>,
+}
+
 struct Gates {
     evaluator: Arc<Evaluator>,
     metrics: Arc<Metrics>,
@@ -48,7 +56,11 @@ struct Gates {
     /// The status last written per gate, with the resourceVersion it was written over: until
     /// the watch delivers our write, the cache still holds the old status, and comparing with
     /// that would write the same status twice.
-    written: Mutex<HashMap<GateKey, (Option<String>, WaveGateStatus)>>,
+    written: Mutex<HashMap<GateKey, Written>>,
+    /// Per gate, the sync attempt of its managing Application last seen running and when it
+    /// was first seen (Argo CD dates only an operation's first attempt, see
+    /// [`judge::attempt_started`]). Keyed by attempt id, which carries the Application's UID.
+    attempts: Mutex<HashMap<GateKey, judge::AttemptClock>>,
     missing_crd_logged: AtomicBool,
     settings: Settings,
     events: events::Publisher,
@@ -105,6 +117,7 @@ pub async fn run_with(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, settings
         metrics: metrics.clone(),
         index: Mutex::default(),
         written: Mutex::default(),
+        attempts: Mutex::default(),
         missing_crd_logged: AtomicBool::new(false),
         settings,
     });
@@ -190,6 +203,7 @@ impl Gates {
                     verdict: invalid_check(e),
                     blind: None,
                     judged_selector: None,
+                    judged_state: None,
                 },
             };
             (n.clone(), j)
@@ -204,10 +218,22 @@ impl Gates {
         // relisting, forbidden), wavegate cannot tell when this sync attempt started: measuring
         // the timeout from the gate's history could fail a new sync for an old one's wait, so
         // the timeout is not applied until it can tell (Degraded needs evidence).
+        // An Application that the tracking id or instance label names but that is not there
+        // is the same: Argo CD may keep Applications where wavegate does not look (another
+        // `--argocd-namespace`, OpenShift GitOps' `openshift-gitops`), so "not found" is no
+        // proof that nothing is syncing the gate.
         let applications = self.settings.applications.as_ref().unwrap_or(cache);
+        let now = k8s_openapi::jiff::Timestamp::now();
         let (sync_started, clock_blind) = match &managed_by {
             Some((app_ns, app)) => match applications.object(&APPLICATIONS, app_ns, app).await {
-                Ok(found) => (found.and_then(|a| judge::sync_started(&a)), None),
+                Ok(Some(found)) => (self.attempt_started(key, &found, now), None),
+                Ok(None) => (
+                    None,
+                    Some(format!(
+                        "cannot tell when the sync started: Application {app_ns}/{app}, which \
+                         the gate's tracking id or instance label names, was not found"
+                    )),
+                ),
                 Err(e) => (
                     None,
                     Some(format!(
@@ -227,7 +253,6 @@ impl Gates {
         let rv = gate.resource_version();
         let stored = self.current_status(key, &rv, gate.status.as_ref());
         let since = judge::waiting_since(&gate, stored.as_ref(), sync_started);
-        let now = k8s_openapi::jiff::Timestamp::now();
         let waited = judge::waited(since, now);
         let health = match &clock_blind {
             Some(why) => {
@@ -278,7 +303,13 @@ impl Gates {
         }
 
         if stored.as_ref() != Some(&status) {
-            self.write(&gate, &status).await?;
+            // The write is conditional on the version the status was computed from (or the one
+            // our own last write produced, while the cache has not caught up with it): a status
+            // computed before this replica froze or lost its lease, or before Argo CD changed
+            // the spec, is refused (409) rather than written over what another writer or a new
+            // generation put there; the retry judges again on the current object.
+            let precondition = self.precondition(key, &rv);
+            let produced = self.write(&gate, &status, precondition).await?;
             // Compared with the status the object carried, not with memory (src/events.rs).
             let old = stored
                 .as_ref()
@@ -289,7 +320,14 @@ impl Gates {
                 .as_ref()
                 .and_then(|new| events::transition(old, new.status, &new.message, timed_out));
             if let Ok(mut w) = self.written.lock() {
-                w.insert(key.clone(), (rv, status));
+                w.insert(
+                    key.clone(),
+                    Written {
+                        over: rv,
+                        status,
+                        produced,
+                    },
+                );
             }
             if let Some(t) = event {
                 let regarding = gate.object_ref(&());
@@ -297,6 +335,18 @@ impl Gates {
             }
         }
         Ok(requeue)
+    }
+
+    /// When the managing Application's current sync attempt began, remembering when a retry
+    /// was first seen running; `None` when no operation runs.
+    fn attempt_started(
+        &self,
+        key: &GateKey,
+        app: &serde_json::Value,
+        now: k8s_openapi::jiff::Timestamp,
+    ) -> Option<k8s_openapi::jiff::Timestamp> {
+        let mut clocks = self.attempts.lock().ok()?;
+        clocks.entry(key.clone()).or_default().started(app, now)
     }
 
     /// The status to compare with: what we wrote, while the cache has not caught up with it.
@@ -308,23 +358,43 @@ impl Gates {
     ) -> Option<WaveGateStatus> {
         let written = self.written.lock().ok()?.get(key).cloned();
         match written {
-            Some((written_over, status)) if &written_over == rv => Some(status),
+            Some(w) if &w.over == rv => Some(w.status),
             _ => cached.cloned(),
         }
     }
 
-    async fn write(&self, gate: &WaveGate, status: &WaveGateStatus) -> Result<(), GateError> {
+    /// The resourceVersion a write must find: what our last write produced while the cache
+    /// still shows the version it was written over, else the cached one.
+    fn precondition(&self, key: &GateKey, rv: &Option<String>) -> Option<String> {
+        let written = self.written.lock().ok()?.get(key).cloned();
+        match written {
+            Some(w) if &w.over == rv => w.produced,
+            _ => rv.clone(),
+        }
+    }
+
+    async fn write(
+        &self,
+        gate: &WaveGate,
+        status: &WaveGateStatus,
+        resource_version: Option<String>,
+    ) -> Result<Option<String>, GateError> {
         let api: Api<WaveGate> = Api::namespaced(
             self.evaluator.cache().client().clone(),
             &gate.namespace().unwrap_or_default(),
         );
-        let body = serde_json::json!({
+        let mut body = serde_json::json!({
             "apiVersion": WaveGate::api_version(&()),
             "kind": WaveGate::kind(&()),
             "status": status,
         });
+        if let Some(rv) = resource_version {
+            // Server-side apply honours metadata.resourceVersion as a precondition.
+            body["metadata"] = serde_json::json!({ "resourceVersion": rv });
+        }
         let params = PatchParams::apply(FIELD_MANAGER).force();
-        api.patch_status(&gate.name_any(), &params, &Patch::Apply(&body))
+        let written = api
+            .patch_status(&gate.name_any(), &params, &Patch::Apply(&body))
             .await
             .inspect_err(|_| self.metrics.record_write_error("gate"))?;
         self.metrics.gate_status_writes.inc();
@@ -333,7 +403,7 @@ impl Gates {
             health = %status_of(status),
             "gate status written"
         );
-        Ok(())
+        Ok(written.resource_version())
     }
 
     fn forget(&self, key: &GateKey) {
@@ -344,6 +414,9 @@ impl Gates {
         }
         if let Ok(mut w) = self.written.lock() {
             w.remove(key);
+        }
+        if let Ok(mut a) = self.attempts.lock() {
+            a.remove(key);
         }
     }
 }

@@ -263,14 +263,82 @@ pub(crate) fn managing_application(
     (Target::new(Resource::Application, &ns, &name).is_ok()).then_some((ns, name))
 }
 
-/// When the Application's running sync operation started (`status.operationState.startedAt`
-/// while `phase` is Running), if one is running.
-pub(crate) fn sync_started(app: &serde_json::Value) -> Option<Timestamp> {
+/// One attempt of an Argo CD sync operation. Argo CD's automatic retry
+/// (controller/appcontroller.go, `processRequestedAppOperation`) does not start a new
+/// operation: a failed attempt puts the same operation back to `Running` with `finishedAt` set
+/// and `retryCount` incremented, and when the backoff has passed it clears `finishedAt` and runs
+/// again, keeping `startedAt`. So an attempt is identified by the Application's UID, the
+/// operation's `startedAt` and its `retryCount`, and only the first attempt is dated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SyncAttempt {
+    /// `uid@startedAt#retryCount`: a retry, a new operation or a recreated Application under
+    /// the same name is another attempt.
+    pub id: String,
+    pub operation_started: Timestamp,
+    pub retry_count: i64,
+    /// `Running` with `finishedAt` set: the last attempt failed and Argo CD waits out the
+    /// retry's backoff; no attempt is running, so nothing waits on the gate.
+    pub between_attempts: bool,
+}
+
+/// The Application's sync attempt, if an operation is `Running`.
+pub(crate) fn sync_attempt(app: &serde_json::Value) -> Option<SyncAttempt> {
     let op = &app["status"]["operationState"];
     if op["phase"].as_str() != Some("Running") {
         return None;
     }
-    op["startedAt"].as_str()?.parse().ok()
+    let operation_started: Timestamp = op["startedAt"].as_str()?.parse().ok()?;
+    let retry_count = op["retryCount"].as_i64().unwrap_or(0);
+    let uid = app["metadata"]["uid"].as_str().unwrap_or("");
+    Some(SyncAttempt {
+        id: format!("{uid}@{operation_started}#{retry_count}"),
+        operation_started,
+        retry_count,
+        between_attempts: op["finishedAt"].as_str().is_some_and(|f| !f.is_empty()),
+    })
+}
+
+/// When `attempt` began, for the gate's timeout. The first attempt began when the operation
+/// did. Argo CD records no time for a retry, so a retry began when wavegate first saw it
+/// running (`first_seen`): never earlier than it really began, so every attempt gets at least
+/// its full timeout (a wavegate restart during a retry only lengthens the wait). Between
+/// attempts, and for a retry not seen before, it begins `now`.
+pub(crate) fn attempt_started(
+    attempt: &SyncAttempt,
+    first_seen: Option<Timestamp>,
+    now: Timestamp,
+) -> Timestamp {
+    if attempt.retry_count <= 0 {
+        return attempt.operation_started;
+    }
+    if attempt.between_attempts {
+        return now;
+    }
+    first_seen.unwrap_or(now).max(attempt.operation_started)
+}
+
+/// The sync attempt of a gate's managing Application that was last seen running, and when it
+/// was first seen: what dates a retry (see [`attempt_started`]). One per gate, in memory.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct AttemptClock(Option<(String, Timestamp)>);
+
+impl AttemptClock {
+    /// When the Application's current sync attempt began; `None` when no operation runs.
+    pub(crate) fn started(&mut self, app: &serde_json::Value, now: Timestamp) -> Option<Timestamp> {
+        let attempt = sync_attempt(app)?;
+        let first_seen = if attempt.between_attempts {
+            None
+        } else {
+            match &self.0 {
+                Some((id, at)) if *id == attempt.id => Some(*at),
+                _ => {
+                    self.0 = Some((attempt.id.clone(), now));
+                    Some(now)
+                }
+            }
+        };
+        Some(attempt_started(&attempt, first_seen, now))
+    }
 }
 
 /// Whether Argo CD deletes the gate before it creates it again in the next sync: a sync hook
@@ -886,10 +954,63 @@ mod tests {
     fn only_a_running_operation_is_a_sync_attempt() {
         let running = serde_json::json!({"status": {"operationState": {
             "phase": "Running", "startedAt": "2026-12-01T09:00:00Z"}}});
-        assert_eq!(sync_started(&running), Some(ts("2026-12-01T09:00:00Z")));
+        let attempt = sync_attempt(&running).unwrap();
+        let now = ts("2026-12-01T09:30:00Z");
+        assert_eq!(
+            attempt_started(&attempt, None, now),
+            ts("2026-12-01T09:00:00Z")
+        );
         let done = serde_json::json!({"status": {"operationState": {
             "phase": "Failed", "startedAt": "2026-12-01T09:00:00Z"}}});
-        assert_eq!(sync_started(&done), None);
+        assert_eq!(sync_attempt(&done), None);
+    }
+
+    /// Argo CD's automatic retry keeps the operation's `startedAt`: measured from it, a gate
+    /// that timed out in the first attempt would be Degraded at once in every retry.
+    #[test]
+    fn an_automatic_retry_gets_its_full_timeout() {
+        let app = |retry: i64, finished: Option<&str>| {
+            let mut op = serde_json::json!({"phase": "Running",
+                "startedAt": "2026-12-01T09:00:00Z", "retryCount": retry});
+            if let Some(f) = finished {
+                op["finishedAt"] = f.into();
+            }
+            serde_json::json!({"metadata": {"uid": "app-1"}, "status": {"operationState": op}})
+        };
+        let first = sync_attempt(&app(0, None)).unwrap();
+        // The first attempt failed at 09:10 (the gate timed out); Argo CD waits for the backoff.
+        let backoff = sync_attempt(&app(1, Some("2026-12-01T09:10:00Z"))).unwrap();
+        let retry = sync_attempt(&app(1, None)).unwrap();
+        assert_ne!(first.id, retry.id);
+        assert!(backoff.between_attempts && !retry.between_attempts);
+        let seen = ts("2026-12-01T09:10:05Z");
+        assert_eq!(attempt_started(&backoff, None, seen), seen);
+        assert_eq!(
+            attempt_started(&retry, Some(seen), ts("2026-12-01T09:12:00Z")),
+            seen
+        );
+
+        // The gate's Ready condition went False at 09:00, in the first attempt: the retry is
+        // measured from 09:10:05, so two minutes into it a 5m timeout has not fired.
+        let mut g = gate();
+        g.spec.timeout = Some("5m".into());
+        let status = WaveGateStatus {
+            conditions: vec![Condition {
+                type_: READY.into(),
+                status: "False".into(),
+                reason: "Progressing".into(),
+                message: String::new(),
+                observed_generation: g.metadata.generation,
+                last_transition_time: Time(ts("2026-12-01T09:00:00Z")),
+            }],
+            ..WaveGateStatus::default()
+        };
+        let start = attempt_started(&retry, Some(seen), ts("2026-12-01T09:12:05Z"));
+        let since = waiting_since(&g, Some(&status), Some(start));
+        assert_eq!(
+            waited(since, ts("2026-12-01T09:12:05Z")),
+            Duration::from_secs(120)
+        );
     }
 
     #[test]
@@ -1026,5 +1147,140 @@ mod tests {
         assert!(v.message.contains("secrets"), "{}", v.message);
         assert!(v.message.contains("--generic-kinds"), "{}", v.message);
         assert!(ask_of(&generic_check("deployments.apps", None), "tenant-a").is_ok());
+    }
+
+    // ---- Argo CD operation lifecycles, whole sequences -------------------------------------
+
+    #[derive(Debug, Clone, Copy)]
+    enum OpEvent {
+        /// A new sync operation starts (a new `startedAt`).
+        NewSync,
+        /// The running attempt fails; Argo CD waits for the retry's backoff.
+        AttemptFails,
+        /// The backoff passed: the retry runs (same `startedAt`, `finishedAt` cleared).
+        RetryStarts,
+        /// The operation ends (no retries left, or terminated).
+        OperationEnds,
+        /// wavegate restarts: its memory of first-seen retries is gone.
+        Restart,
+        /// The clock steps back an hour, or forward ten minutes (NTP, a VM resumed).
+        ClockBack,
+        ClockForward,
+        Wait,
+    }
+
+    fn op_event() -> impl proptest::strategy::Strategy<Value = OpEvent> {
+        use proptest::prelude::*;
+        prop_oneof![
+            1 => Just(OpEvent::NewSync),
+            2 => Just(OpEvent::AttemptFails),
+            2 => Just(OpEvent::RetryStarts),
+            1 => Just(OpEvent::OperationEnds),
+            1 => Just(OpEvent::Restart),
+            1 => Just(OpEvent::ClockBack),
+            1 => Just(OpEvent::ClockForward),
+            6 => Just(OpEvent::Wait),
+        ]
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig {
+            cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(500),
+            failure_persistence: None,
+            ..proptest::prelude::ProptestConfig::default()
+        })]
+
+        /// A gate whose check never becomes Healthy, through random Argo CD operation
+        /// lifecycles (sync, failure, automatic retry, a new sync, wavegate restarts), judged
+        /// after every event with the status stored by the step before: the gate is Degraded
+        /// only when the attempt running now has run for its full timeout, and it is Degraded
+        /// by then (unless wavegate restarted during a retry, which only lengthens the wait).
+        /// Whatever the clock does, the stored `validUntil` is never beyond now + validity.
+        #[test]
+        fn no_sync_attempt_fails_before_its_full_timeout(
+            events in proptest::collection::vec(op_event(), 1..40)
+        ) {
+            let limit = Duration::from_secs(600);
+            let mut g = gate();
+            g.spec.timeout = Some("10m".into());
+            let checks = vec![("forgejo-http".to_string(), Verdict::progressing("no endpoints"))];
+            let blind = HashMap::new();
+            let mut now = ts("2026-12-01T09:00:00Z");
+            let mut stored: Option<WaveGateStatus> = None;
+            let mut clock = AttemptClock::default();
+            // Argo CD's operation state, and the truth the oracle keeps: when the attempt that
+            // runs now really began, and whether wavegate restarted since.
+            let mut op: Option<serde_json::Value> = None;
+            let mut began: Option<(Timestamp, bool)> = None;
+            let mut operations = 0;
+            let mut stepped_back = false;
+            for (step, event) in events.iter().enumerate() {
+                match event {
+                    OpEvent::NewSync => {
+                        operations += 1;
+                        op = Some(serde_json::json!({"phase": "Running",
+                            "startedAt": now.to_string(), "retryCount": 0}));
+                        began = Some((now, false));
+                    }
+                    OpEvent::AttemptFails => {
+                        if let Some(o) = op.as_mut().filter(|o| o["finishedAt"].is_null()) {
+                            o["retryCount"] = (o["retryCount"].as_i64().unwrap() + 1).into();
+                            o["finishedAt"] = now.to_string().into();
+                            began = None;
+                        }
+                    }
+                    OpEvent::RetryStarts => {
+                        if let Some(o) = op.as_mut().filter(|o| o["finishedAt"].is_string()) {
+                            o.as_object_mut().unwrap().remove("finishedAt");
+                            began = Some((now, false));
+                        }
+                    }
+                    OpEvent::OperationEnds => {
+                        op = None;
+                        began = None;
+                    }
+                    OpEvent::Restart => {
+                        clock = AttemptClock::default();
+                        if let Some((_, restarted)) = began.as_mut() {
+                            *restarted = true;
+                        }
+                    }
+                    OpEvent::ClockBack => {
+                        // What was written an hour "ahead" (the Ready condition's time) now
+                        // lies in the future: the wait may only grow, so liveness is not
+                        // asked of this attempt.
+                        now -= Duration::from_secs(3600);
+                        stepped_back = true;
+                    }
+                    OpEvent::ClockForward => now += Duration::from_secs(600),
+                    OpEvent::Wait => now += Duration::from_secs(170),
+                }
+                let app = serde_json::json!({"metadata": {"uid": format!("app-{operations}")},
+                    "status": {"operationState": op.clone().unwrap_or_default()}});
+                let started = clock.started(&app, now);
+                let since = waiting_since(&g, stored.as_ref(), started);
+                let waited_now = waited(since, now);
+                let health = gate_health(&checks, &blind, Some(("10m", limit)), waited_now);
+                let at = format!("step {step} ({event:?}) of {events:?}");
+                if let Some((began_at, restarted)) = began {
+                    let ran = waited(Some(began_at), now);
+                    proptest::prop_assert!(
+                        health.status != HealthStatus::Degraded || ran >= limit,
+                        "{}: Degraded after {:?} of the attempt", at, ran
+                    );
+                    let first_attempt = op.as_ref().is_some_and(|o| o["retryCount"] == 0);
+                    if ran >= limit && (first_attempt || !restarted) && !stepped_back {
+                        proptest::prop_assert_eq!(health.status, HealthStatus::Degraded, "{}", at);
+                    }
+                }
+                let status = next_status(&g, stored.as_ref(), checks.clone(), health, since, now, Some(VALIDITY));
+                let until = status.health.as_ref().and_then(|h| h.valid_until);
+                proptest::prop_assert!(
+                    until.is_some_and(|u| u <= now.as_second() + VALIDITY.as_secs() as i64),
+                    "{}: validUntil {:?} beyond now + validity ({})", at, until, now.as_second()
+                );
+                stored = Some(status);
+            }
+        }
     }
 }

@@ -58,6 +58,34 @@ local function selectorText(selector)
   return table.concat(parts, ",")
 end
 
+-- What else wavegate judged the object on, rendered as wavegate records it in
+-- wavegate.dev/judged-state: a Service's type and publishNotReadyAddresses (it has no
+-- generation), a CNPG Database's status (CNPG changes it without a new generation). nil for
+-- other kinds.
+local function stateText(o)
+  if o.kind == "Service" then
+    local spec = o.spec or {}
+    local serviceType = spec.type
+    if serviceType == nil or serviceType == "" then
+      serviceType = "ClusterIP"
+    end
+    return "type=" .. serviceType .. ",publishNotReadyAddresses=" .. tostring(spec.publishNotReadyAddresses == true)
+  end
+  if o.kind == "Database" then
+    local s = o.status or {}
+    local applied = ""
+    if s.applied ~= nil then
+      applied = tostring(s.applied)
+    end
+    local observed = ""
+    if s.observedGeneration ~= nil then
+      observed = tostring(s.observedGeneration)
+    end
+    return "applied=" .. applied .. ",observedGeneration=" .. observed .. ",message=" .. (s.message or "")
+  end
+  return nil
+end
+
 local function describe(o)
   local meta = o.metadata or {}
   local name = meta.name or "?"
@@ -81,6 +109,11 @@ local function wavegateVerdict(o)
   if ann["wavegate.dev/annotate"] ~= "true" then
     return nil
   end
+  -- gitops-engine calls a deleting object Progressing before any health script; wavegate's
+  -- verdict about it is never more than that.
+  if meta.deletionTimestamp ~= nil then
+    return {status = "Progressing", message = describe(o) .. " is being deleted"}
+  end
   local status = ann["wavegate.dev/health-status"]
   if status == nil then
     return {status = "Progressing", message = describe(o) .. ": waiting for wavegate's first verdict (annotation mode is on)"}
@@ -97,6 +130,15 @@ local function wavegateVerdict(o)
     local current = selectorText((o.spec or {}).selector or {})
     if current ~= judged then
       return {status = "Progressing", message = "wavegate judged " .. describe(o) .. " with selector " .. judged .. "; it now selects " .. current .. ", not judged yet"}
+    end
+  end
+  -- A verdict judged on another spec or status (a Service's type, a Database's status after
+  -- its Cluster was deleted) says nothing about this one.
+  local judgedState = ann["wavegate.dev/judged-state"]
+  if judgedState ~= nil then
+    local current = stateText(o)
+    if current ~= nil and current ~= judgedState then
+      return {status = "Progressing", message = "wavegate judged " .. describe(o) .. " on " .. judgedState .. "; it now shows " .. current .. ", not judged yet"}
     end
   end
   -- wavegate renews valid-until while it runs; past it, the verdict is one nobody confirms any
