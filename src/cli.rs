@@ -11,6 +11,8 @@ use crate::probe::{Credentials, Scheme, TlsSettings};
 use crate::progress::{Progress, Row, is_live};
 use crate::resource::{InputError, Resource, Target};
 use clap::Args;
+/// `wavegate lint`: rendered manifests in, findings out (src/lint/).
+pub use crate::lint::command::{LintArgs, run as lint};
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
 use std::path::PathBuf;

@@ -219,7 +219,9 @@ fn no_live_pods(
         .iter()
         .copied()
         .filter(|p| is_live(p))
-        .filter_map(|p| near_match_score(selector, service, p).map(|score| (score, p)))
+        .filter_map(|p| {
+            near_match_score(selector, service, &p.labels, workload_of(p)).map(|score| (score, p))
+        })
         .collect();
     if near.is_empty() {
         // Nothing resembling the target exists yet: the workload is most likely being created
@@ -237,7 +239,7 @@ fn no_live_pods(
             format!(
                 "{} ({})",
                 pod_id(namespace, p),
-                format_labels(relevant_labels(selector, p).into_iter())
+                format_labels(relevant_labels(selector, &p.labels).into_iter())
             )
         })
         .collect();
@@ -277,7 +279,9 @@ fn is_ready(pod: &PodView) -> bool {
     super::ready_condition(pod).is_some_and(|c| &*c.status == "True")
 }
 
-/// How strongly a pod suggests it was meant to be selected, or `None` if it does not.
+/// How strongly a pod (its labels and the workload that owns it) suggests it was meant to be
+/// selected, or `None` if it does not. `wavegate lint` asks the same of pod templates in
+/// rendered manifests, so a review and a sync name the same intended target.
 ///
 /// A guess that turns into Degraded (after the grace) must be strict, or any shared label
 /// value (`app.kubernetes.io/instance=forgejo` on an unrelated pod) fails a sync whose workload
@@ -287,8 +291,12 @@ fn is_ready(pod: &PodView) -> bool {
 ///   `app=gitea` with `app.kubernetes.io/instance=forgejo` for `app=forgejo`); or
 /// - its workload is named like the Service (a StatefulSet `forgejo`, or a ReplicaSet
 ///   `forgejo-<pod-template-hash>` of a Deployment `forgejo`), whatever its labels.
-fn near_match_score(selector: &Labels, service: &str, pod: &PodView) -> Option<u32> {
-    let labels = &pod.labels;
+pub(crate) fn near_match_score(
+    selector: &Labels,
+    service: &str,
+    labels: &Labels,
+    workload: Option<&str>,
+) -> Option<u32> {
     let mut score = 0;
     let differing: Vec<(&str, &str)> = selector
         .iter()
@@ -302,7 +310,7 @@ fn near_match_score(selector: &Labels, service: &str, pod: &PodView) -> Option<u
             score += 4 * (selector.len() as u32 - 1) + if elsewhere { 2 } else { 0 } + 1;
         }
     }
-    if workload_of(pod).is_some_and(|w| w == service) {
+    if workload.is_some_and(|w| w == service) {
         score += 8;
     }
     (score > 0).then_some(score)
@@ -323,9 +331,9 @@ fn workload_of(pod: &PodView) -> Option<&str> {
 
 /// The pod's labels a reader needs to see the mismatch: the selector's keys, keys that hold a
 /// selector value, and the usual identity keys.
-fn relevant_labels<'a>(selector: &Labels, pod: &'a PodView) -> Vec<(&'a str, &'a str)> {
+pub(crate) fn relevant_labels<'a>(selector: &Labels, labels: &'a Labels) -> Vec<(&'a str, &'a str)> {
     let values: BTreeSet<&str> = selector.iter().map(|(_, v)| v).collect();
-    pod.labels
+    labels
         .iter()
         .filter(|(k, v)| {
             selector.contains_key(k) || values.contains(v) || IDENTITY_KEYS.contains(k)
@@ -333,7 +341,7 @@ fn relevant_labels<'a>(selector: &Labels, pod: &'a PodView) -> Vec<(&'a str, &'a
         .collect()
 }
 
-fn format_labels<'a>(labels: impl Iterator<Item = (&'a str, &'a str)>) -> String {
+pub(crate) fn format_labels<'a>(labels: impl Iterator<Item = (&'a str, &'a str)>) -> String {
     labels
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()
