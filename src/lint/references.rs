@@ -511,6 +511,10 @@ pub fn hosts<'t>(text: &'t str, env: Option<&str>) -> Vec<Host<'t>> {
         if (start > 0 && glued(bytes[start - 1])) || (i < bytes.len() && glued(bytes[i])) {
             continue;
         }
+        // `user@host`: the user is no host.
+        if bytes.get(i) == Some(&b'@') {
+            continue;
+        }
         let token = text[start..i].trim_end_matches('.');
         let labels: Vec<&str> = token.split('.').collect();
         let valid = labels.iter().all(|l| {
@@ -547,7 +551,7 @@ fn decode_base64(text: &str) -> Option<String> {
 mod tests {
     use super::*;
 
-    fn names(text: &str, env: Option<&str>) -> Vec<&str> {
+    fn names<'t>(text: &'t str, env: Option<&str>) -> Vec<&'t str> {
         hosts(text, env).into_iter().map(|h| h.text).collect()
     }
 
