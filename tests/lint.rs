@@ -27,7 +27,10 @@ fn rules(report: &Report) -> Vec<Rule> {
 
 #[test]
 fn seed_001_as_reported_finds_the_selector_and_the_database_in_the_same_wave() {
-    let r = lint_files(&["tests/scenarios/lint/seed-001-forgejo.yaml"], &Options::default());
+    let r = lint_files(
+        &["tests/scenarios/lint/seed-001-forgejo.yaml"],
+        &Options::default(),
+    );
     assert_eq!(
         rules(&r),
         [Rule::SelectorMatchesNothing, Rule::SameWave],
@@ -41,10 +44,29 @@ fn seed_001_as_reported_finds_the_selector_and_the_database_in_the_same_wave() {
     );
     assert!(selector.fix.contains("app: gitea"), "{}", selector.fix);
     let db = &r.findings[1];
-    assert!(db.message.contains("Deployment cicd/forgejo (wave 0) uses database forgejo of Cluster ddb-cluster"), "{}", db.message);
-    assert!(db.message.contains("Database ddb/forgejo is applied in wave 0"), "{}", db.message);
-    assert!(db.fix.contains("cnpgDatabase: {name: forgejo}"), "{}", db.fix);
-    assert!(db.fix.contains("argocd.argoproj.io/sync-wave: \"1\""), "{}", db.fix);
+    assert!(
+        db.message.contains(
+            "Deployment cicd/forgejo (wave 0) uses database forgejo of Cluster ddb-cluster"
+        ),
+        "{}",
+        db.message
+    );
+    assert!(
+        db.message
+            .contains("Database ddb/forgejo is applied in wave 0"),
+        "{}",
+        db.message
+    );
+    assert!(
+        db.fix.contains("cnpgDatabase: {name: forgejo}"),
+        "{}",
+        db.fix
+    );
+    assert!(
+        db.fix.contains("argocd.argoproj.io/sync-wave: \"1\""),
+        "{}",
+        db.fix
+    );
     assert_eq!(db.locations[0].line, 48);
     assert_eq!(db.locations[1].line, 24);
 }
@@ -60,18 +82,36 @@ fn seed_001_after_the_documented_fix_is_clean() {
 
 #[test]
 fn seed_000_as_reported_finds_the_join_service_created_after_the_pods() {
-    let r = lint_files(&["tests/scenarios/lint/seed-000-cockroachdb.yaml"], &Options::default());
+    let r = lint_files(
+        &["tests/scenarios/lint/seed-000-cockroachdb.yaml"],
+        &Options::default(),
+    );
     assert_eq!(rules(&r), [Rule::MissingJoinService], "{r:#?}");
     let f = &r.findings[0];
-    assert!(f.message.contains("--join cockroachdb-join.prod.svc.cluster.local:26258"), "{}", f.message);
-    assert!(f.fix.contains("name: cockroachdb-join") && f.fix.contains("sync-wave: \"-1\""), "{}", f.fix);
+    assert!(
+        f.message
+            .contains("--join cockroachdb-join.prod.svc.cluster.local:26258"),
+        "{}",
+        f.message
+    );
+    assert!(
+        f.fix.contains("name: cockroachdb-join") && f.fix.contains("sync-wave: \"-1\""),
+        "{}",
+        f.fix
+    );
 }
 
 #[test]
 fn seed_000_scenario_has_the_join_service_in_the_crdbcluster_wave() {
     // The live scenario applies the join Service with the CrdbCluster: the same race.
-    let r = lint_files(&["tests/scenarios/seed-000-cockroachdb.yaml"], &Options::default());
-    let same = r.active().find(|f| f.rule == Rule::SameWave).expect("same-wave");
+    let r = lint_files(
+        &["tests/scenarios/seed-000-cockroachdb.yaml"],
+        &Options::default(),
+    );
+    let same = r
+        .active()
+        .find(|f| f.rule == Rule::SameWave)
+        .expect("same-wave");
     assert!(same.message.contains("CrdbCluster prod/cockroachdb (wave 0) starts pods that join through Service cockroachdb-join"), "{}", same.message);
 }
 
@@ -150,7 +190,12 @@ fn wavegate(args: &[&str], stdin: &str) -> (i32, String, String) {
         .spawn()
         .unwrap();
     use std::io::Write;
-    child.stdin.take().unwrap().write_all(stdin.as_bytes()).unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(stdin.as_bytes())
+        .unwrap();
     let out = child.wait_with_output().unwrap();
     (
         out.status.code().unwrap_or(-1),
@@ -161,11 +206,17 @@ fn wavegate(args: &[&str], stdin: &str) -> (i32, String, String) {
 
 #[test]
 fn exit_codes_are_0_clean_1_findings_2_bad_input() {
-    let (code, out, _) = wavegate(&["lint", "tests/scenarios/lint/seed-001-forgejo-fixed.yaml"], "");
+    let (code, out, _) = wavegate(
+        &["lint", "tests/scenarios/lint/seed-001-forgejo-fixed.yaml"],
+        "",
+    );
     assert_eq!(code, 0, "{out}");
     let (code, out, _) = wavegate(&["lint", "tests/scenarios/lint/seed-001-forgejo.yaml"], "");
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("error[same-wave]") && out.ends_with("2 findings in 6 objects\n"), "{out}");
+    assert!(
+        out.contains("error[same-wave]") && out.ends_with("2 findings in 6 objects\n"),
+        "{out}"
+    );
     let (code, _, err) = wavegate(&["lint", "no/such/file.yaml"], "");
     assert_eq!(code, 2, "{err}");
     let (code, _, err) = wavegate(&["lint", "--ignore", "no-such-rule", "-"], "");
@@ -175,26 +226,54 @@ fn exit_codes_are_0_clean_1_findings_2_bad_input() {
 #[test]
 fn bad_input_is_a_clear_error_with_file_and_line_never_a_panic() {
     let cases = [
-        ("apiVersion: v1\nkind: Secret\nmetadata:\n  name: [a\n", "<stdin>:", "invalid YAML"),
-        ("apiVersion: apps/v1\nkind: Deploymnet\nmetadata: {name: a}\n", "<stdin>:1:", "did you mean Deployment?"),
-        ("---\napiVersion: v1\nkind: Service\nmetadata:\n  name: a\n  labels:\n{{ include \"x\" . }}\n", "<stdin>:7:", "unrendered template"),
-        ("apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Release.Name }}\n", "<stdin>:", "unrendered"),
+        (
+            "apiVersion: v1\nkind: Secret\nmetadata:\n  name: [a\n",
+            "<stdin>:",
+            "invalid YAML",
+        ),
+        (
+            "apiVersion: apps/v1\nkind: Deploymnet\nmetadata: {name: a}\n",
+            "<stdin>:1:",
+            "did you mean Deployment?",
+        ),
+        (
+            "---\napiVersion: v1\nkind: Service\nmetadata:\n  name: a\n  labels:\n{{ include \"x\" . }}\n",
+            "<stdin>:7:",
+            "unrendered template",
+        ),
+        (
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: {{ .Release.Name }}\n",
+            "<stdin>:",
+            "unrendered",
+        ),
         ("\u{0}\u{1}binary", "<stdin>:", ""),
         ("- [unbalanced\n", "<stdin>:", "invalid YAML"),
-        ("apiVersion: v1\nkind: Secret\nmetadata: {name: a, annotations: {wavegate.dev/lint-ignore: \"same-wave\"}}\n", "<stdin>:1:", "RULE: reason"),
-        ("apiVersion: v1\nkind: Secret\nmetadata: {name: a, annotations: {wavegate.dev/lint-ignore: \"same-wave:  \"}}\n", "<stdin>:1:", "needs a reason"),
+        (
+            "apiVersion: v1\nkind: Secret\nmetadata: {name: a, annotations: {wavegate.dev/lint-ignore: \"same-wave\"}}\n",
+            "<stdin>:1:",
+            "RULE: reason",
+        ),
+        (
+            "apiVersion: v1\nkind: Secret\nmetadata: {name: a, annotations: {wavegate.dev/lint-ignore: \"same-wave:  \"}}\n",
+            "<stdin>:1:",
+            "needs a reason",
+        ),
     ];
     for (input, place, words) in cases {
         let (code, out, err) = wavegate(&["lint", "-"], input);
         assert_eq!(code, 2, "{input:?}: {out}{err}");
-        assert!(err.contains(place) && err.contains(words), "{input:?}: {err}");
+        assert!(
+            err.contains(place) && err.contains(words),
+            "{input:?}: {err}"
+        );
         assert!(!err.contains("panicked"), "{err}");
     }
 }
 
 #[test]
 fn annotation_silences_a_finding_with_its_reason() {
-    let text = std::fs::read_to_string(root().join("tests/fixtures/lint/same-wave/fail.yaml")).unwrap();
+    let text =
+        std::fs::read_to_string(root().join("tests/fixtures/lint/same-wave/fail.yaml")).unwrap();
     let silenced = text.replace(
         "metadata: {name: orders, namespace: shop}\nspec:\n  selector",
         "metadata:\n  name: orders\n  namespace: shop\n  annotations:\n    wavegate.dev/lint-ignore: \"same-wave: orders retries its first connection for 10 minutes\"\nspec:\n  selector",
@@ -202,22 +281,39 @@ fn annotation_silences_a_finding_with_its_reason() {
     assert_ne!(text, silenced);
     let (code, out, err) = wavegate(&["lint", "-"], &silenced);
     assert_eq!(code, 0, "{out}{err}");
-    assert!(out.contains("(silenced: orders retries its first connection for 10 minutes)"), "{out}");
+    assert!(
+        out.contains("(silenced: orders retries its first connection for 10 minutes)"),
+        "{out}"
+    );
     let (_, json, _) = wavegate(&["lint", "-o", "json", "-"], &silenced);
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert_eq!(v["findings"][0]["rule"], "same-wave");
-    assert_eq!(v["findings"][0]["suppressed"], "orders retries its first connection for 10 minutes");
+    assert_eq!(
+        v["findings"][0]["suppressed"],
+        "orders retries its first connection for 10 minutes"
+    );
 }
 
 #[test]
 fn json_output_names_objects_files_lines_and_waves() {
-    let (code, out, _) = wavegate(&["lint", "-o", "json", "tests/scenarios/lint/seed-001-forgejo.yaml"], "");
+    let (code, out, _) = wavegate(
+        &[
+            "lint",
+            "-o",
+            "json",
+            "tests/scenarios/lint/seed-001-forgejo.yaml",
+        ],
+        "",
+    );
     assert_eq!(code, 1);
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
     let f = &v["findings"][1];
     assert_eq!(f["rule"], "same-wave");
     assert_eq!(f["locations"][0]["object"], "Deployment cicd/forgejo");
-    assert_eq!(f["locations"][0]["file"], "tests/scenarios/lint/seed-001-forgejo.yaml");
+    assert_eq!(
+        f["locations"][0]["file"],
+        "tests/scenarios/lint/seed-001-forgejo.yaml"
+    );
     assert_eq!(f["locations"][0]["line"], 48);
     assert_eq!(f["locations"][0]["wave"], 0);
     assert_eq!(f["locations"][0]["phase"], "Sync");
@@ -271,7 +367,11 @@ fn sarif_output_is_valid_sarif_2_1_0_by_the_published_schema() {
     files.push(file);
     // The validator rejects what is not SARIF, so a pass means something.
     let broken = tmp.join("broken.sarif");
-    std::fs::write(&broken, out.replace("\"version\": \"2.1.0\"", "\"version\": \"2.0\"")).unwrap();
+    std::fs::write(
+        &broken,
+        out.replace("\"version\": \"2.1.0\"", "\"version\": \"2.0\""),
+    )
+    .unwrap();
     let run = |files: &[PathBuf]| {
         Command::new("node")
             .arg(&validator)
@@ -280,9 +380,17 @@ fn sarif_output_is_valid_sarif_2_1_0_by_the_published_schema() {
             .unwrap()
     };
     let bad = run(std::slice::from_ref(&broken));
-    assert!(!bad.status.success(), "{}", String::from_utf8_lossy(&bad.stdout));
+    assert!(
+        !bad.status.success(),
+        "{}",
+        String::from_utf8_lossy(&bad.stdout)
+    );
     let good = run(&files);
-    assert!(good.status.success(), "{}", String::from_utf8_lossy(&good.stdout));
+    assert!(
+        good.status.success(),
+        "{}",
+        String::from_utf8_lossy(&good.stdout)
+    );
     let _ = std::fs::remove_dir_all(&tmp);
 }
 
@@ -413,7 +521,8 @@ fn spec() -> impl Strategy<Value = Spec> {
 /// - wave: the sync-wave annotation if it is an integer, else the Helm hook weight, else 0;
 /// - a Namespace (CRD) is applied no later than the earliest object in it (of its kind).
 fn reference(objs: &[manifest::Object], dest: &str) -> BTreeMap<usize, Vec<Moment>> {
-    let int = |o: &manifest::Object, k: &str| o.annotations.get(k).and_then(|v| v.parse::<i64>().ok());
+    let int =
+        |o: &manifest::Object, k: &str| o.annotations.get(k).and_then(|v| v.parse::<i64>().ok());
     let wave_of = |o: &manifest::Object| {
         int(o, "argocd.argoproj.io/sync-wave")
             .or_else(|| int(o, "helm.sh/hook-weight"))
@@ -423,7 +532,12 @@ fn reference(objs: &[manifest::Object], dest: &str) -> BTreeMap<usize, Vec<Momen
         let split = |k: &str| -> Vec<String> {
             o.annotations
                 .get(k)
-                .map(|v| v.split(',').map(|s| s.trim().to_string()).filter(|s| !s.is_empty()).collect())
+                .map(|v| {
+                    v.split(',')
+                        .map(|s| s.trim().to_string())
+                        .filter(|s| !s.is_empty())
+                        .collect()
+                })
                 .unwrap_or_default()
         };
         let argo = split("argocd.argoproj.io/hook");
@@ -437,7 +551,12 @@ fn reference(objs: &[manifest::Object], dest: &str) -> BTreeMap<usize, Vec<Momen
                 _ => None,
             })
             .collect();
-        let argo_known = argo.iter().any(|t| matches!(t.as_str(), "PreSync" | "Sync" | "PostSync" | "SyncFail" | "Skip"));
+        let argo_known = argo.iter().any(|t| {
+            matches!(
+                t.as_str(),
+                "PreSync" | "Sync" | "PostSync" | "SyncFail" | "Skip"
+            )
+        });
         let only_skip = argo_known && phases.is_empty();
         if only_skip {
             return vec![];
@@ -454,7 +573,8 @@ fn reference(objs: &[manifest::Object], dest: &str) -> BTreeMap<usize, Vec<Momen
                 .collect();
         }
         let hook = o.annotations.contains_key("argocd.argoproj.io/hook")
-            || helm.iter().any(|h| h != "crd-install") && o.annotations.contains_key("helm.sh/hook");
+            || helm.iter().any(|h| h != "crd-install")
+                && o.annotations.contains_key("helm.sh/hook");
         if !hook {
             return vec![Phase::Sync];
         }
@@ -465,9 +585,16 @@ fn reference(objs: &[manifest::Object], dest: &str) -> BTreeMap<usize, Vec<Momen
     let mut out: BTreeMap<usize, Vec<Moment>> = BTreeMap::new();
     for (i, o) in objs.iter().enumerate() {
         let w = wave_of(o);
-        out.insert(i, phases_of(o).into_iter().map(|phase| Moment { phase, wave: w }).collect());
+        out.insert(
+            i,
+            phases_of(o)
+                .into_iter()
+                .map(|phase| Moment { phase, wave: w })
+                .collect(),
+        );
     }
-    let earliest = |pred: &dyn Fn(&manifest::Object) -> bool, out: &BTreeMap<usize, Vec<Moment>>| {
+    let earliest = |pred: &dyn Fn(&manifest::Object) -> bool,
+                    out: &BTreeMap<usize, Vec<Moment>>| {
         objs.iter()
             .enumerate()
             .filter(|(_, o)| pred(o))
@@ -478,14 +605,18 @@ fn reference(objs: &[manifest::Object], dest: &str) -> BTreeMap<usize, Vec<Momen
         let dep_of: Option<Box<dyn Fn(&manifest::Object) -> bool>> = if o.kind == "Namespace" {
             let name = o.name.clone();
             let dest = dest.to_string();
-            Some(Box::new(move |x: &manifest::Object| x.kind != "Namespace" && x.namespace.as_deref().unwrap_or(&dest) == name))
+            Some(Box::new(move |x: &manifest::Object| {
+                x.kind != "Namespace" && x.namespace.as_deref().unwrap_or(&dest) == name
+            }))
         } else if o.kind == "CustomResourceDefinition" {
             Some(Box::new(|x: &manifest::Object| x.kind == "Widget"))
         } else {
             None
         };
         let Some(dep_of) = dep_of else { continue };
-        let Some(first_user) = earliest(&*dep_of, &out) else { continue };
+        let Some(first_user) = earliest(&*dep_of, &out) else {
+            continue;
+        };
         // Every task of the dependency that would come after its first user is applied with it.
         let moved: Vec<Moment> = out[&i]
             .iter()
@@ -553,9 +684,15 @@ fn go_module(module: &str) -> PathBuf {
         .current_dir(std::env::temp_dir())
         .output()
         .expect("go is required");
-    let v: serde_json::Value = serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("go mod download {module}: {e}: {}", String::from_utf8_lossy(&out.stderr)));
-    let dir = v["Dir"].as_str().unwrap_or_else(|| panic!("go mod download {module}: {v}"));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "go mod download {module}: {e}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    let dir = v["Dir"]
+        .as_str()
+        .unwrap_or_else(|| panic!("go mod download {module}: {v}"));
     PathBuf::from(dir)
 }
 
@@ -599,12 +736,20 @@ fn lint_clean(files: &[PathBuf]) -> (usize, usize) {
         manifest::parse(&f.display().to_string(), &text, false, &mut objs)
             .unwrap_or_else(|e| panic!("{e}"));
         let report = lint::lint(&objs, &Options::default()).unwrap();
-        assert!(report.findings.is_empty(), "{}: {:#?}", f.display(), report.findings);
+        assert!(
+            report.findings.is_empty(),
+            "{}: {:#?}",
+            f.display(),
+            report.findings
+        );
         let index = references::Index::new(&objs, "");
         refs += references::references(&objs, "", &index).len();
         objects += objs.len();
     }
-    eprintln!("{} files, {objects} objects, {refs} references, 0 findings", files.len());
+    eprintln!(
+        "{} files, {objects} objects, {refs} references, 0 findings",
+        files.len()
+    );
     (objects, refs)
 }
 
@@ -625,7 +770,10 @@ fn argo_cd_install_manifests_are_clean() {
     let (objects, refs) = lint_clean(&files);
     // The graph is not empty: Deployments read ConfigMaps and Secrets, run as
     // ServiceAccounts and reach Services (argocd-redis, argocd-repo-server) by DNS.
-    assert!(objects > 200 && refs > 100, "{objects} objects, {refs} references");
+    assert!(
+        objects > 200 && refs > 100,
+        "{objects} objects, {refs} references"
+    );
 }
 
 #[test]
@@ -640,14 +788,25 @@ fn cloudnative_pg_samples_and_config_are_clean() {
         let dir = dir.unwrap().path();
         let r = lint::lint_sources(&[Source::Path(dir.clone())], &Options::default())
             .unwrap_or_else(|e| panic!("{e}"));
-        assert!(r.findings.is_empty(), "{}: {:#?}", dir.display(), r.findings);
+        assert!(
+            r.findings.is_empty(),
+            "{}: {:#?}",
+            dir.display(),
+            r.findings
+        );
     }
 }
 
 #[test]
 fn argo_cd_3_2_ships_health_checks_only_for_the_kinds_lint_assumes() {
     let argocd = argocd_module();
-    let has = |gk: &str| argocd.join("resource_customizations").join(gk).join("health.lua").exists();
+    let has = |gk: &str| {
+        argocd
+            .join("resource_customizations")
+            .join(gk)
+            .join("health.lua")
+            .exists()
+    };
     for gk in lint::argocd_cm::BUILT_IN {
         assert!(has(gk), "{gk} has no built-in health in this Argo CD");
     }
@@ -657,6 +816,9 @@ fn argo_cd_3_2_ships_health_checks_only_for_the_kinds_lint_assumes() {
         "argoproj.io/Application",
         "wavegate.dev/WaveGate",
     ] {
-        assert!(!has(gk), "{gk} has a built-in health check now: update lint::argocd_cm::BUILT_IN");
+        assert!(
+            !has(gk),
+            "{gk} has a built-in health check now: update lint::argocd_cm::BUILT_IN"
+        );
     }
 }

@@ -331,7 +331,10 @@ fn workload_of(pod: &PodView) -> Option<&str> {
 
 /// The pod's labels a reader needs to see the mismatch: the selector's keys, keys that hold a
 /// selector value, and the usual identity keys.
-pub(crate) fn relevant_labels<'a>(selector: &Labels, labels: &'a Labels) -> Vec<(&'a str, &'a str)> {
+pub(crate) fn relevant_labels<'a>(
+    selector: &Labels,
+    labels: &'a Labels,
+) -> Vec<(&'a str, &'a str)> {
     let values: BTreeSet<&str> = selector.iter().map(|(_, v)| v).collect();
     labels
         .iter()

@@ -116,6 +116,12 @@ mod tests {
 
     #[test]
     fn a_file_without_a_configmap_is_bad_input() {
-        assert!(ArgocdCm::parse("cm.yaml", "apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n").is_err());
+        assert!(
+            ArgocdCm::parse(
+                "cm.yaml",
+                "apiVersion: v1\nkind: Secret\nmetadata: {name: x}\n"
+            )
+            .is_err()
+        );
     }
 }

@@ -170,7 +170,12 @@ pub fn parse(
                 "unrendered template (`{{ … }}`): lint rendered manifests (helm template, kustomize build, argocd app manifests)",
             ));
         }
-        let body = doc.lines.iter().map(|(_, l)| *l).collect::<Vec<_>>().join("\n");
+        let body = doc
+            .lines
+            .iter()
+            .map(|(_, l)| *l)
+            .collect::<Vec<_>>()
+            .join("\n");
         let value: Value = match serde_yaml::from_str(&body) {
             Ok(v) => v,
             Err(e) => {
@@ -293,7 +298,11 @@ fn text_field(
             line,
             format!("{field} must be a string, not {other}"),
         )),
-        _ => Err(InputError::at(file, line, format!("object without {field}"))),
+        _ => Err(InputError::at(
+            file,
+            line,
+            format!("object without {field}"),
+        )),
     }
 }
 
@@ -365,7 +374,10 @@ const BUILT_IN: &[(&str, &[&str])] = &[
         "rbac.authorization.k8s.io",
         &["ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"],
     ),
-    ("policy", &["PodDisruptionBudget", "Eviction", "PodSecurityPolicy"]),
+    (
+        "policy",
+        &["PodDisruptionBudget", "Eviction", "PodSecurityPolicy"],
+    ),
     ("autoscaling", &["HorizontalPodAutoscaler", "Scale"]),
     (
         "storage.k8s.io",
@@ -396,7 +408,10 @@ const BUILT_IN: &[(&str, &[&str])] = &[
     ("discovery.k8s.io", &["EndpointSlice"]),
     ("node.k8s.io", &["RuntimeClass"]),
     ("events.k8s.io", &["Event"]),
-    ("certificates.k8s.io", &["CertificateSigningRequest", "ClusterTrustBundle"]),
+    (
+        "certificates.k8s.io",
+        &["CertificateSigningRequest", "ClusterTrustBundle"],
+    ),
     (
         "flowcontrol.apiserver.k8s.io",
         &["FlowSchema", "PriorityLevelConfiguration"],
@@ -478,7 +493,10 @@ fn documents(text: &str) -> Vec<Document<'_>> {
         // `---` (optionally followed by content we do not support, e.g. a tag) starts a
         // document; `...` ends one.
         let marker = line.starts_with("---")
-            && line[3..].chars().next().is_none_or(|c| c == ' ' || c == '\t');
+            && line[3..]
+                .chars()
+                .next()
+                .is_none_or(|c| c == ' ' || c == '\t');
         if marker || line.trim_end() == "..." {
             flush(&mut current, first, &mut docs);
             first = n + 1;
@@ -510,7 +528,10 @@ mod tests {
         .unwrap();
         assert_eq!(objects.len(), 2);
         assert_eq!((objects[0].line, objects[0].name.as_str()), (3, "a"));
-        assert_eq!((objects[1].line, objects[1].describe().as_str()), (9, "Secret x/b"));
+        assert_eq!(
+            (objects[1].line, objects[1].describe().as_str()),
+            (9, "Secret x/b")
+        );
     }
 
     #[test]
@@ -526,7 +547,10 @@ mod tests {
         let e = read_text("apiVersion: v1\nkind: Service\nmetadata:\n  name: x\n  labels:\n    {{- include \"labels\" . | nindent 4 }}\n").unwrap_err();
         assert_eq!(e.line, 6, "{e}");
         assert!(e.message.contains("unrendered template"), "{e}");
-        let e = read_text("apiVersion: v1\nkind: Service\nmetadata:\n  name: \"{{ .Release.Name }}-join\"\n").unwrap_err();
+        let e = read_text(
+            "apiVersion: v1\nkind: Service\nmetadata:\n  name: \"{{ .Release.Name }}-join\"\n",
+        )
+        .unwrap_err();
         assert!(e.message.contains("unrendered"), "{e}");
     }
 
@@ -538,11 +562,13 @@ mod tests {
 
     #[test]
     fn misspelt_built_in_kind_is_bad_input_with_a_suggestion() {
-        let e = read_text("apiVersion: apps/v1\nkind: Deploymnet\nmetadata: {name: a}\n")
-            .unwrap_err();
+        let e =
+            read_text("apiVersion: apps/v1\nkind: Deploymnet\nmetadata: {name: a}\n").unwrap_err();
         assert!(e.message.contains("did you mean Deployment?"), "{e}");
         // Kinds of other groups come from CRDs the lint cannot see.
-        assert!(read_text("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: a}\n").is_ok());
+        assert!(
+            read_text("apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: a}\n").is_ok()
+        );
     }
 
     #[test]
@@ -561,7 +587,9 @@ mod tests {
 
     #[test]
     fn hooks_named_at_sync_time_use_generate_name() {
-        let objects = read_text("apiVersion: batch/v1\nkind: Job\nmetadata: {generateName: migrate-}\n").unwrap();
+        let objects =
+            read_text("apiVersion: batch/v1\nkind: Job\nmetadata: {generateName: migrate-}\n")
+                .unwrap();
         assert_eq!(objects[0].name, "migrate-");
     }
 }

@@ -65,15 +65,33 @@ impl Rule {
     /// One line, for `--help`, SARIF and docs.
     pub fn summary(self) -> &'static str {
         match self {
-            Rule::LaterWave => "An object needs something that Argo CD applies only in a later wave or phase.",
-            Rule::SameWave => "An object needs another object to be ready (or to exist before it starts), but both are applied in the same wave.",
-            Rule::NotAwaited => "An object needs another to be ready, and nothing between them waits for it: Argo CD has no health check for its kind and no WaveGate checks it.",
-            Rule::MissingJoinService => "A CockroachDB CrdbCluster's pods join through <name>-join, which the manifests do not create before it.",
-            Rule::SelectorMatchesNothing => "A Service's selector matches no pod template, while a template nearly matches.",
-            Rule::GateInLastWave => "A WaveGate is in the last wave of the sync, where Argo CD waits for nothing.",
-            Rule::GateChecksLaterObject => "A WaveGate checks an object that Argo CD applies only after the gate's wave.",
-            Rule::GateNeedsLua => "A WaveGate (or an annotation-mode object) needs a health check that the given argocd-cm does not have.",
-            Rule::AppOfAppsWithoutHealth => "Child Applications sit in sync waves, but Argo CD has no health check for argoproj.io/Application.",
+            Rule::LaterWave => {
+                "An object needs something that Argo CD applies only in a later wave or phase."
+            }
+            Rule::SameWave => {
+                "An object needs another object to be ready (or to exist before it starts), but both are applied in the same wave."
+            }
+            Rule::NotAwaited => {
+                "An object needs another to be ready, and nothing between them waits for it: Argo CD has no health check for its kind and no WaveGate checks it."
+            }
+            Rule::MissingJoinService => {
+                "A CockroachDB CrdbCluster's pods join through <name>-join, which the manifests do not create before it."
+            }
+            Rule::SelectorMatchesNothing => {
+                "A Service's selector matches no pod template, while a template nearly matches."
+            }
+            Rule::GateInLastWave => {
+                "A WaveGate is in the last wave of the sync, where Argo CD waits for nothing."
+            }
+            Rule::GateChecksLaterObject => {
+                "A WaveGate checks an object that Argo CD applies only after the gate's wave."
+            }
+            Rule::GateNeedsLua => {
+                "A WaveGate (or an annotation-mode object) needs a health check that the given argocd-cm does not have."
+            }
+            Rule::AppOfAppsWithoutHealth => {
+                "Child Applications sit in sync waves, but Argo CD has no health check for argoproj.io/Application."
+            }
         }
     }
 
@@ -156,7 +174,9 @@ impl GateTarget {
             kind.clone(),
             format!("{kind}s"),
             format!("{kind}es"),
-            kind.strip_suffix('y').map(|k| format!("{k}ies")).unwrap_or_default(),
+            kind.strip_suffix('y')
+                .map(|k| format!("{k}ies"))
+                .unwrap_or_default(),
         ];
         o.group == group && plurals.iter().any(|p| p == plural)
     }
@@ -208,7 +228,10 @@ pub fn findings(
                 .map(|l| (l.file.clone(), l.line))
                 .unwrap_or_default()
         };
-        key(a).cmp(&key(b)).then_with(|| a.rule.cmp(&b.rule)).then_with(|| a.message.cmp(&b.message))
+        key(a)
+            .cmp(&key(b))
+            .then_with(|| a.rule.cmp(&b.rule))
+            .then_with(|| a.message.cmp(&b.message))
     });
     out.dedup();
     Ok(out)
@@ -281,8 +304,17 @@ fn gates(objects: &[Object], dest: &str, first: &[Option<Moment>]) -> Vec<Gate> 
         let Some(at) = first[i] else { continue };
         let ns = o.ns(dest);
         let mut targets = Vec::new();
-        for c in o.at(&["spec", "checks"]).and_then(Value::as_array).into_iter().flatten() {
-            let check = c.get("name").and_then(Value::as_str).unwrap_or("?").to_string();
+        for c in o
+            .at(&["spec", "checks"])
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+        {
+            let check = c
+                .get("name")
+                .and_then(Value::as_str)
+                .unwrap_or("?")
+                .to_string();
             let kinds = [
                 ("service", "Service".to_string(), false),
                 ("cnpgDatabase", format!("{CNPG}/Database"), false),
@@ -487,7 +519,10 @@ fn reference_rules(cx: &Cx<'_>, refs: &[Reference], out: &mut Vec<Finding>) {
             suppressed: None,
         };
         if producer.is(CNPG, "Database") {
-            if let Some(cluster) = producer.at(&["spec", "cluster", "name"]).and_then(Value::as_str) {
+            if let Some(cluster) = producer
+                .at(&["spec", "cluster", "name"])
+                .and_then(Value::as_str)
+            {
                 db_findings.insert((c, cluster.to_string(), rule));
             }
             out.push(finding);
@@ -574,7 +609,10 @@ fn selector_rule(cx: &Cx<'_>, out: &mut Vec<Finding>) {
         let Some(candidates) = by_ns.get(o.ns(cx.dest)) else {
             continue;
         };
-        if candidates.iter().any(|(_, l, _)| l.matches(selector.iter())) {
+        if candidates
+            .iter()
+            .any(|(_, l, _)| l.matches(selector.iter()))
+        {
             continue;
         }
         // Only a template that nearly matches is evidence of a mistake: pods that match
@@ -582,7 +620,10 @@ fn selector_rule(cx: &Cx<'_>, out: &mut Vec<Finding>) {
         let best = candidates
             .iter()
             .filter_map(|(t, l, w)| Some((near_match_score(&selector, &o.name, l, *w)?, *t, l)))
-            .max_by(|a, b| a.0.cmp(&b.0).then_with(|| cx.objects[b.1].name.cmp(&cx.objects[a.1].name)));
+            .max_by(|a, b| {
+                a.0.cmp(&b.0)
+                    .then_with(|| cx.objects[b.1].name.cmp(&cx.objects[a.1].name))
+            });
         let Some((_, t, labels)) = best else { continue };
         let target = &cx.objects[t];
         let wanted = format_labels(selector.iter());
@@ -598,10 +639,11 @@ fn selector_rule(cx: &Cx<'_>, out: &mut Vec<Finding>) {
         let fix = if fixed.is_empty() {
             relabel
         } else {
-            let lines: String = fixed.iter().map(|(k, v)| format!("    {k}: {v}\n")).collect();
-            format!(
-                "select the template's labels:\n  selector:\n{lines}or {relabel}"
-            )
+            let lines: String = fixed
+                .iter()
+                .map(|(k, v)| format!("    {k}: {v}\n"))
+                .collect();
+            format!("select the template's labels:\n  selector:\n{lines}or {relabel}")
         };
         out.push(Finding {
             rule: Rule::SelectorMatchesNothing,
@@ -672,7 +714,10 @@ fn gate_rules(cx: &Cx<'_>, last: Option<Moment>, out: &mut Vec<Finding>) {
     let Some(cm) = cx.cm else { return };
     let mut needs: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for g in cx.gates {
-        needs.entry(format!("{WAVEGATE}/WaveGate")).or_default().push(g.object);
+        needs
+            .entry(format!("{WAVEGATE}/WaveGate"))
+            .or_default()
+            .push(g.object);
     }
     for (i, o) in cx.objects.iter().enumerate() {
         if o.annotations.get(ANNOTATE).is_some_and(|v| v == "true") && cx.first[i].is_some() {
@@ -769,7 +814,11 @@ fn silences(objects: &[Object]) -> Result<BTreeMap<(usize, Rule), String>, Input
         let Some(value) = o.annotations.get(IGNORE_ANNOTATION) else {
             continue;
         };
-        for entry in value.split(['\n', ';']).map(str::trim).filter(|e| !e.is_empty()) {
+        for entry in value
+            .split(['\n', ';'])
+            .map(str::trim)
+            .filter(|e| !e.is_empty())
+        {
             let bad = |message: String| InputError {
                 file: o.file.to_string(),
                 line: o.line,

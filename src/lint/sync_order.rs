@@ -375,7 +375,10 @@ mod tests {
         );
         assert_eq!(
             got,
-            ["PreSync hook wave 0:Pod/both", "wave 0:CustomResourceDefinition/c"]
+            [
+                "PreSync hook wave 0:Pod/both",
+                "wave 0:CustomResourceDefinition/c"
+            ]
         );
     }
 
@@ -384,7 +387,10 @@ mod tests {
         let got = order(
             "apiVersion: batch/v1\nkind: Job\nmetadata: {name: j, annotations: {argocd.argoproj.io/hook: \"PostSync,SyncFail\", helm.sh/hook: pre-install}}\n",
         );
-        assert_eq!(got, ["PostSync hook wave 0:Job/j", "SyncFail hook wave 0:Job/j"]);
+        assert_eq!(
+            got,
+            ["PostSync hook wave 0:Job/j", "SyncFail hook wave 0:Job/j"]
+        );
     }
 
     #[test]
