@@ -514,6 +514,9 @@ fn spec() -> impl Strategy<Value = Spec> {
         })
 }
 
+/// Which objects use a dependency (a Namespace's, a CRD's).
+type Users = Box<dyn Fn(&manifest::Object) -> bool>;
+
 /// The reference: each object's moments, computed from the rules as the Argo CD docs state
 /// them ("Sync phases and waves"), not from the implementation's data flow:
 /// - phases: a hook runs in each phase it names (Argo CD's annotation wins over Helm's), `Skip`
@@ -602,7 +605,7 @@ fn reference(objs: &[manifest::Object], dest: &str) -> BTreeMap<usize, Vec<Momen
             .min()
     };
     for (i, o) in objs.iter().enumerate() {
-        let dep_of: Option<Box<dyn Fn(&manifest::Object) -> bool>> = if o.kind == "Namespace" {
+        let dep_of: Option<Users> = if o.kind == "Namespace" {
             let name = o.name.clone();
             let dest = dest.to_string();
             Some(Box::new(move |x: &manifest::Object| {

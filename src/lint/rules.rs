@@ -580,7 +580,9 @@ fn selector_rule(cx: &Cx<'_>, out: &mut Vec<Finding>) {
         return;
     }
     let mut strings = Interner::default();
-    let mut by_ns: BTreeMap<&str, Vec<(usize, Labels, Option<&str>)>> = BTreeMap::new();
+    // Per namespace: (object, pod template labels, owning workload).
+    type Candidates<'a> = Vec<(usize, Labels, Option<&'a str>)>;
+    let mut by_ns: BTreeMap<&str, Candidates<'_>> = BTreeMap::new();
     for t in &templates {
         let labels = Labels::of(&t.labels, &mut strings);
         by_ns
