@@ -1,10 +1,10 @@
-//! `wavegate lint` on a large rendered set: `--objects` (default 5,000) objects in 250
-//! namespaces, each namespace an application as Helm charts render it (Deployments that mount
+//! `wavegate lint` on a large rendered set: `--objects` (default 5,000) objects in
+//! namespaces of 19 objects, each an application as Helm charts render it (Deployments that mount
 //! ConfigMaps and Secrets, run as ServiceAccounts, reach Services and a CNPG Cluster by DNS and
 //! use its Databases, selected by Services, behind WaveGates), in sync waves, read from YAML
 //! text: parsing, ordering, the reference graph and every rule, on one thread. No cluster.
 //!
-//! Usage: `cargo bench --bench lint -- [--objects 5000] [--runs 5]`
+//! Usage: `cargo bench --bench lint_objects -- [--objects 5000] [--runs 5]`
 //! Prints `BENCH lint objects=… findings=… best_ms=… median_ms=… cpu_ms=…` for scripts/bench.sh.
 
 use std::time::Instant;
@@ -18,7 +18,7 @@ fn arg(name: &str, default: usize) -> usize {
         .map_or(default, |v| v.parse().expect("a number"))
 }
 
-/// One application: 20 objects.
+/// One application: 19 objects.
 fn app(ns: &str) -> String {
     let mut docs = vec![format!(
         "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: {ns}\n"
@@ -55,7 +55,7 @@ fn app(ns: &str) -> String {
 fn main() {
     let objects = arg("--objects", 5000);
     let runs = arg("--runs", 5).max(1);
-    let apps = objects.div_ceil(20);
+    let apps = objects.div_ceil(19);
     let text: String = (0..apps)
         .map(|i| app(&format!("team-{i:04}")))
         .collect::<Vec<_>>()
