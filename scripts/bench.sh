@@ -10,6 +10,7 @@
 #      the CPU of an uncached ask at 10 pods vs 30,010 pods in one process (benches/memory.rs --cluster)
 #   6. pod Ready / Database applied → WaveGate status Healthy (benches/readiness.rs)
 #   7. 1,000 WaveGates on one shared Service: settled writes, one change → every gate (benches/gates.rs)
+#   8. `wavegate lint` of 5,000 rendered objects on one core (benches/lint_objects.rs; no cluster)
 #
 #   scripts/bench.sh          # a few minutes once built; raw output under target/bench/<time>/
 #
@@ -84,6 +85,7 @@ readiness_bin=$(bench_bin readiness)
 coalescing_bin=$(bench_bin coalescing)
 memory_bin=$(bench_bin memory)
 gates_bin=$(bench_bin gates)
+lint_bin=$(bench_bin lint_objects)
 wavegate=$here/target/release/wavegate
 
 step "seeds and a bench identity for wavegate"
@@ -318,6 +320,9 @@ gates=${BENCH_GATES:-1000}
 step "7. $gates WaveGates on one shared Service: settled writes, a pod's change → every gate"
 "$gates_bin" --gates "$gates" --settle 60 | tee "$out/gates.txt" >&2
 
+step "8. wavegate lint on 5,000 rendered objects (one core, no cluster)"
+taskset -c 0 "$lint_bin" --objects 5000 --runs 5 | tee "$out/lint.txt" >&2
+
 # ---------------------------------------------------------------------------------------------
 step "docs/benchmarks.md"
 ok() { # value <=|>= target → ✅ or ❌
@@ -401,6 +406,7 @@ $(latency_row readiness.database.gate "Database applied → WaveGate \`status.he
 $(gate_row Progressing)
 $(gate_row Healthy)
 | the same $(bench_line "$g" gates_floor gates) status writes made directly (floor) | p95 **$(bench_line "$g" gates_floor p95_ms) ms** (p50 $(bench_line "$g" gates_floor p50_ms), max $(bench_line "$g" gates_floor max_ms)) | — | the controller stopped; each gate's status patched by server-side apply as wavegate does, $(bench_line "$g" gates_floor concurrency) at a time, seen on the same watch: what the API server alone takes for that many writes on this machine, the bound on the two rows above |
+| \`wavegate lint\`, $(bench_line "$out/lint.txt" lint objects) objects | **$(bench_line "$out/lint.txt" lint median_ms) ms** $(ok "$(bench_line "$out/lint.txt" lint median_ms)" '<=' 1000) (best $(bench_line "$out/lint.txt" lint best_ms) ms, $(bench_line "$out/lint.txt" lint cpu_ms) ms CPU per run; $(bench_line "$out/lint.txt" lint findings) findings) | ≤ 1 s on one core | median of $(bench_line "$out/lint.txt" lint runs) runs pinned to one core (\`taskset -c 0\`): applications of 19 objects as charts render them, one per namespace (Deployments reading ConfigMaps, Secrets, ServiceAccounts, Services and a CNPG Cluster by DNS and its Database, Services selecting them, WaveGates), parsed from YAML text, ordered, referenced and judged by every rule; benches/lint_objects.rs |
 | memory (RSS), issue 11's cluster | **$(mib "$(bench_line "$mc" memory.cluster rss_after_kib)") MiB** $(ok "$(mib "$(bench_line "$mc" memory.cluster rss_after_kib)")" '<=' 64) with $(bench_line "$mc" memory.cluster pods) pods, $(bench_line "$mc" memory.cluster services) Services, $(bench_line "$mc" memory.cluster slices) EndpointSlices and $(bench_line "$mc" memory.cluster gates) WaveGates cached (peak $(mib "$(bench_line "$mc" memory.cluster hwm_kib)") MiB; $(mib "$(bench_line "$mc" memory.cluster rss_small_kib)") MiB before them, with 10 pods); **$(bench_line "$mc" memory.cluster bytes_per_pod) bytes per pod**, its Service, slice and gate share included | ≤ 64 MiB | on a private control plane (tests/support/private_control_plane.rs), a release \`wavegate serve --verdict-ttl 1ms\`; 30 namespaces of Deployment-like pods without status (3 per Service), the EndpointSlices kube-controller-manager publishes for the Services, one \`service\` check per WaveGate; VmRSS once \`wavegate_cached_objects\` equals what the API server lists for each kind and the gate controller has written every gate ($(bench_line "$mc" memory.cluster cached_s) s after the first create; cached: $(bench_line "$mc" memory.cluster cached)); benches/memory.rs \`--cluster\` |
 | uncached ask, 10 pods → 30,010 pods in the cluster | **$(bench_line "$mc" ask.small cpu_us) → $(bench_line "$mc" ask.cluster cpu_us) µs CPU/ask, ×$(bench_line "$mc" ask.ratio cluster_vs_small)** $(ok "$(bench_line "$mc" ask.ratio cluster_vs_small)" '<=' 1.5) ($(bench_line "$mc" ask.small evaluated_pct)% / $(bench_line "$mc" ask.cluster evaluated_pct)% of asks evaluated; $(bench_line "$mc" ask.small asks_per_s) / $(bench_line "$mc" ask.cluster asks_per_s) asks/s); contrast: a Service in a namespace of 1,000 pods, $(bench_line "$mc" ask.namespace-1000 cpu_us) µs | ≤ 1.5× | same run and process as the row above: a Service with 10 Ready pods asked with one of 1,000 \`minReady\` values in turn (every ask evaluated), 32 at a time from an in-process client, before the cluster is built and after it is cached; wavegate's CPU from \`/proc/PID/task/*/schedstat\` ÷ asks; \`--resync 1h\` so no periodic gate evaluation falls into the window |
 | memory (RSS) | $(mib "$rss_start") MiB after start; **$(mib "$rss_after") MiB** with $((2 * mem_pods)) pods and $mem_pods endpoints cached. Per pod: **$(bench_line "$m" memory.not-ready bytes_per_pod) bytes** (pod cache alone), **$(bench_line "$m" memory bytes_per_pod) bytes** with its endpoint | — | VmRSS of B (\`/proc/PID/status\`) after its warm-up and wrk runs ($(mib "$rss_nr_before") MiB), after $mem_pods Deployment-like pods with kubelet-like status but not Ready and without IP ($(mib "$rss_nr_after") MiB), then after $mem_pods more marked Ready, which kube-controller-manager publishes as endpoints ($(mib "$rss_after") MiB; peak $(mib "$(bench_line "$m" memory hwm_kib)") MiB); each counted as cached once the Service verdict names all $mem_pods pods / endpoints ($(bench_line "$m" memory.not-ready cached_s) s and $(bench_line "$m" memory cached_s) s after the first create); benches/memory.rs |

@@ -6,6 +6,8 @@ use crate::cache::{Cache, WatchLimits};
 use crate::clusters::{Clusters, Source};
 use crate::evaluate::{EvalConfig, Evaluator};
 use crate::health::{HealthStatus, Verdict, printable, printable_lines};
+/// `wavegate lint`: rendered manifests in, findings out (src/lint/).
+pub use crate::lint::command::{LintArgs, run as lint};
 use crate::metrics::Metrics;
 use crate::probe::{Credentials, Scheme, TlsSettings};
 use crate::progress::{Progress, Row, is_live};

@@ -8,9 +8,10 @@
 //!    named; what the cache keeps of pods, Services and EndpointSlices;
 //! 2. [`metrics`], [`checks`], `table`, `store_index` — counters; the pure check functions;
 //!    kubectl-style tables; the views' store;
-//! 3. [`ask`], [`cache`], [`probe`], [`written`], [`leader`], [`events`], `progress` — what to
-//!    check; the watch cache; CockroachDB probes; what the writers share; which replica writes;
-//!    which Event a transition deserves; `wavegate wait`'s output;
+//! 3. [`ask`], [`cache`], [`probe`], [`written`], [`leader`], [`events`], `progress`, [`lint`] —
+//!    what to check; the watch cache; CockroachDB probes; what the writers share; which replica
+//!    writes; which Event a transition deserves; `wavegate wait`'s output; wave order and
+//!    readiness found in rendered manifests;
 //! 4. [`deps`] — which cached objects a verdict was read from;
 //! 5. [`evaluate`], [`policy`], [`queue`] — reads → verdicts; what a gate may check; the
 //!    reconcile queue;
@@ -34,6 +35,7 @@ pub mod events;
 pub mod gate;
 pub mod health;
 pub mod leader;
+pub mod lint;
 pub mod metrics;
 pub mod policy;
 pub mod probe;

@@ -1,6 +1,6 @@
 use clap::{Parser, Subcommand, ValueEnum};
 use std::process::ExitCode;
-use wavegate::cli::{self, CheckArgs, ServeArgs, WaitArgs};
+use wavegate::cli::{self, CheckArgs, LintArgs, ServeArgs, WaitArgs};
 
 /// Truthful readiness for Argo CD sync waves.
 #[derive(Parser)]
@@ -37,6 +37,11 @@ enum Command {
     Wait(WaitArgs),
     /// Print the WaveGate CustomResourceDefinition (YAML), as in deploy/crd/.
     Crd,
+    /// Find wrong wave order and unreachable readiness in rendered manifests, before a sync.
+    ///
+    /// Exit codes: 0 no findings, 1 findings, 2 bad input (invalid YAML, unknown kinds,
+    /// unrendered templates, unknown rules).
+    Lint(LintArgs),
 }
 
 fn main() -> ExitCode {
@@ -59,6 +64,7 @@ fn main() -> ExitCode {
             Command::Serve(a) => cli::serve(a).await,
             Command::Check(a) => cli::check(a).await,
             Command::Wait(a) => cli::wait(a).await,
+            Command::Lint(a) => cli::lint(a),
             Command::Crd => match wavegate::gate::crd::crd_yaml() {
                 Ok(yaml) => {
                     print!("{yaml}");

@@ -107,7 +107,7 @@ impl Default for Labels {
 }
 
 impl Labels {
-    fn of(map: &BTreeMap<String, String>, strings: &mut Interner) -> Labels {
+    pub(crate) fn of(map: &BTreeMap<String, String>, strings: &mut Interner) -> Labels {
         // A BTreeMap iterates in key order already.
         let pairs = map
             .iter()

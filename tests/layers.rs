@@ -11,7 +11,7 @@ const LAYERS: &[&[&str]] = &[
     &["health", "resource", "views"],
     &["metrics", "checks", "table", "store_index"],
     &[
-        "ask", "cache", "probe", "written", "leader", "events", "progress",
+        "ask", "cache", "probe", "written", "leader", "events", "progress", "lint",
     ],
     &["deps"],
     &["evaluate", "policy", "queue"],

@@ -232,7 +232,7 @@ fn no_live_pods(
         .iter()
         .copied()
         .filter(|p| is_live(p))
-        .filter_map(|p| resemblance(selector, service, p).map(|r| (r, p)))
+        .filter_map(|p| resemblance(selector, service, &p.labels, workload_of(p)).map(|r| (r, p)))
         .collect();
     if near.is_empty() {
         // Nothing resembling the target exists yet: the workload is most likely being created
@@ -250,7 +250,7 @@ fn no_live_pods(
             format!(
                 "{} ({})",
                 pod_id(namespace, p),
-                format_labels(relevant_labels(selector, p).into_iter())
+                format_labels(relevant_labels(selector, &p.labels).into_iter())
             )
         })
         .collect();
@@ -287,11 +287,11 @@ fn no_live_pods(
 
 /// How much a pod looks like the Service's intended target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Resemblance {
+pub(crate) struct Resemblance {
     /// Evidence of a mistake, not just of a relative: the wanted value under another key, or a
     /// workload named like the Service.
-    strong: bool,
-    score: u32,
+    pub(crate) strong: bool,
+    pub(crate) score: u32,
 }
 
 /// A pod the EndpointSlice controller will publish (or is about to, once it has an IP).
@@ -310,7 +310,9 @@ fn is_ready(pod: &PodView) -> bool {
     super::ready_condition(pod).is_some_and(|c| &*c.status == "True")
 }
 
-/// How strongly a pod suggests it was meant to be selected, or `None` if it does not.
+/// How strongly a pod (its labels and the workload that owns it) suggests it was meant to be
+/// selected, or `None` if it does not. `wavegate lint` asks the same of pod templates in
+/// rendered manifests, so a review and a sync name the same intended target.
 ///
 /// A guess that turns into Degraded (after the grace) must be strict, or any shared label
 /// value (`app.kubernetes.io/instance=forgejo` on an unrelated pod) fails a sync whose workload
@@ -323,8 +325,12 @@ fn is_ready(pod: &PodView) -> bool {
 /// - its workload is named like the Service (a StatefulSet `forgejo`, a ReplicaSet
 ///   `forgejo-<pod-template-hash>` of a Deployment `forgejo`, or a pod `forgejo` without a
 ///   controller, which is its own workload), whatever its labels — strong.
-fn resemblance(selector: &Labels, service: &str, pod: &PodView) -> Option<Resemblance> {
-    let labels = &pod.labels;
+pub(crate) fn resemblance(
+    selector: &Labels,
+    service: &str,
+    labels: &Labels,
+    workload: Option<&str>,
+) -> Option<Resemblance> {
     let mut score = 0;
     let mut strong = false;
     let differing: Vec<(&str, &str)> = selector
@@ -340,7 +346,7 @@ fn resemblance(selector: &Labels, service: &str, pod: &PodView) -> Option<Resemb
             strong |= elsewhere;
         }
     }
-    if workload_of(pod).is_some_and(|w| w == service) {
+    if workload.is_some_and(|w| w == service) {
         score += 8;
         strong = true;
     }
@@ -365,9 +371,12 @@ fn workload_of(pod: &PodView) -> Option<&str> {
 
 /// The pod's labels a reader needs to see the mismatch: the selector's keys, keys that hold a
 /// selector value, and the usual identity keys.
-fn relevant_labels<'a>(selector: &Labels, pod: &'a PodView) -> Vec<(&'a str, &'a str)> {
+pub(crate) fn relevant_labels<'a>(
+    selector: &Labels,
+    labels: &'a Labels,
+) -> Vec<(&'a str, &'a str)> {
     let values: BTreeSet<&str> = selector.iter().map(|(_, v)| v).collect();
-    pod.labels
+    labels
         .iter()
         .filter(|(k, v)| {
             selector.contains_key(k) || values.contains(v) || IDENTITY_KEYS.contains(k)
@@ -375,7 +384,7 @@ fn relevant_labels<'a>(selector: &Labels, pod: &'a PodView) -> Vec<(&'a str, &'a
         .collect()
 }
 
-fn format_labels<'a>(labels: impl Iterator<Item = (&'a str, &'a str)>) -> String {
+pub(crate) fn format_labels<'a>(labels: impl Iterator<Item = (&'a str, &'a str)>) -> String {
     labels
         .map(|(k, v)| format!("{k}={v}"))
         .collect::<Vec<_>>()

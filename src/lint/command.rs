@@ -1,0 +1,123 @@
+//! `wavegate lint [PATH|-]…`: its flags, and what it prints and exits with.
+
+use super::{ArgocdCm, InputError, Options, Rule, Source, lint_sources, output};
+use clap::Args;
+use std::io::Read;
+use std::path::PathBuf;
+
+/// Exit code for findings.
+pub const EXIT_FINDINGS: u8 = 1;
+/// Exit code for input that cannot be linted (and bad flags).
+pub const EXIT_BAD_INPUT: u8 = 2;
+
+#[derive(Args, Debug)]
+pub struct LintArgs {
+    /// Rendered manifests: files, directories (read recursively: *.yaml, *.yml, *.json) or `-`
+    /// for stdin (`helm template … | wavegate lint -`). None: stdin.
+    pub paths: Vec<PathBuf>,
+    /// Output format: `text`, `json` or `sarif` (SARIF 2.1.0, for code-scanning annotations).
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
+    pub output: Format,
+    /// Do not run this rule (repeatable): later-wave, same-wave, not-awaited,
+    /// missing-join-service, selector-matches-nothing, gate-in-last-wave,
+    /// gate-checks-later-object, gate-needs-lua, app-of-apps-without-health.
+    #[arg(long = "ignore", value_name = "RULE")]
+    pub ignore: Vec<String>,
+    /// The argocd-cm ConfigMap Argo CD runs with: which health checks it adds
+    /// (resource.customizations.health.*). Without it, only Argo CD's built-in ones count.
+    #[arg(long = "argocd-cm", value_name = "FILE")]
+    pub argocd_cm: Option<PathBuf>,
+    /// The Application's destination namespace, for objects that name none.
+    #[arg(short = 'n', long = "namespace", default_value = "")]
+    pub namespace: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+    Sarif,
+}
+
+/// Run the lint; returns the exit code (0 clean, 1 findings, 2 bad input).
+pub fn run(args: LintArgs) -> u8 {
+    match report(args) {
+        Ok((text, code)) => {
+            print!("{text}");
+            code
+        }
+        Err(e) => {
+            eprintln!("wavegate lint: {e}");
+            EXIT_BAD_INPUT
+        }
+    }
+}
+
+fn report(args: LintArgs) -> Result<(String, u8), InputError> {
+    let mut ignore = std::collections::BTreeSet::new();
+    for id in &args.ignore {
+        let rule = Rule::parse(id).ok_or_else(|| InputError {
+            file: "--ignore".into(),
+            line: 0,
+            message: format!(
+                "unknown rule {id:?} (rules: {})",
+                Rule::ALL.map(Rule::id).join(", ")
+            ),
+        })?;
+        ignore.insert(rule);
+    }
+    let argocd_cm = match &args.argocd_cm {
+        None => None,
+        Some(path) => {
+            let file = path.display().to_string();
+            let text = std::fs::read_to_string(path).map_err(|e| InputError {
+                file: file.clone(),
+                line: 0,
+                message: format!("cannot read: {e}"),
+            })?;
+            Some(ArgocdCm::parse(&file, &text)?)
+        }
+    };
+    let mut sources = Vec::new();
+    let paths = if args.paths.is_empty() {
+        vec![PathBuf::from("-")]
+    } else {
+        args.paths
+    };
+    for path in paths {
+        if path.as_os_str() == "-" {
+            let mut text = String::new();
+            std::io::stdin()
+                .read_to_string(&mut text)
+                .map_err(|e| InputError {
+                    file: "<stdin>".into(),
+                    line: 0,
+                    message: format!("cannot read: {e}"),
+                })?;
+            sources.push(Source::Text {
+                name: "<stdin>".into(),
+                text,
+            });
+        } else if !path.exists() {
+            return Err(InputError {
+                file: path.display().to_string(),
+                line: 0,
+                message: "no such file or directory".into(),
+            });
+        } else {
+            sources.push(Source::Path(path));
+        }
+    }
+    let options = Options {
+        destination: args.namespace,
+        ignore,
+        argocd_cm,
+    };
+    let report = lint_sources(&sources, &options)?;
+    let text = match args.output {
+        Format::Text => output::text(&report),
+        Format::Json => output::json(&report) + "\n",
+        Format::Sarif => output::sarif(&report) + "\n",
+    };
+    Ok((text, report.exit_code()))
+}
