@@ -104,6 +104,14 @@ pub(crate) enum CacheError {
     AccessReview { what: String, error: String },
     #[error("discovery of {what} failed: {error}")]
     Discovery { what: String, error: String },
+    /// Pods, Services and EndpointSlices are kept only as compact views (`views`): a
+    /// full-object watch of them would hold every pod's environment and cost what the views
+    /// were made to save.
+    #[error("{0} are read only through wavegate's compact views, never as whole objects")]
+    CompactOnly(String),
+    /// Refused by the installer's policy (`--generic-kinds`).
+    #[error("{0}")]
+    NotAllowed(String),
 }
 
 /// An object changed somewhere wavegate watches. The gate controller re-evaluates gates that
@@ -587,6 +595,9 @@ impl Cache {
         namespace: &str,
     ) -> Result<Watch<Objects>, CacheError> {
         let what = kind.to_string();
+        if [Kind::PODS, Kind::SERVICES, Kind::ENDPOINT_SLICES].contains(kind) {
+            return Err(CacheError::CompactOnly(what));
+        }
         let scope = if namespace.is_empty() {
             None
         } else {
