@@ -1745,6 +1745,23 @@ mod tests {
         assert_eq!(script.lists_started.load(Ordering::SeqCst), 2);
     }
 
+    /// A view (the waves view, the timeline) that names a bare Pod must not start a
+    /// cluster-wide watch of whole pods (environment values included): refused before any
+    /// request, whatever the caller.
+    #[tokio::test]
+    async fn no_whole_object_watch_of_a_kind_with_a_compact_view() {
+        let script = Arc::new(Script::default());
+        one_pod(&script);
+        let cache = cache(fake_api(script.clone()).await);
+        for kind in [Kind::PODS, Kind::SERVICES, Kind::ENDPOINT_SLICES] {
+            let err = cache.object(&kind, NS, "web-0").await.unwrap_err();
+            assert!(matches!(err, CacheError::CompactOnly(_)), "{err}");
+            let err = cache.objects(&kind, None).await.unwrap_err();
+            assert!(matches!(err, CacheError::CompactOnly(_)), "{err}");
+        }
+        assert_eq!(script.lists_started.load(Ordering::SeqCst), 0);
+    }
+
     #[tokio::test]
     async fn readiness_covers_only_required_watches() {
         let script = Arc::new(Script::default());

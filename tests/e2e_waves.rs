@@ -140,3 +140,53 @@ async fn cluster_scoped_resource_in_a_wave_is_judged_not_missing() {
     assert_eq!(judged["name"], ns.as_str(), "{waves}");
     assert_ne!(judged["status"], "Missing", "{waves}");
 }
+
+/// An Application whose manifests list a bare Pod, a ConfigMap and a Secret: the waves view
+/// judges none of them by reading them (pods, ConfigMaps and Secrets are off the default
+/// --generic-kinds): the Pod is Unknown with the reason (Argo CD recorded no health), the
+/// ConfigMap and Secret, for which Argo CD has no health check, count once applied (Synced).
+#[tokio::test]
+async fn waves_view_reads_no_kind_the_policy_refuses() {
+    let client = cluster::client().await;
+    let ns = cluster::namespace(&client, "waves-policy").await;
+    apply(&client, app(&ns, "platform", "main")).await;
+    let mut parent = synced_against(&ns, "platform", "main");
+    parent["resources"] = json!([
+        {"group": "", "version": "v1", "kind": "Pod", "namespace": ns, "name": "debug",
+         "status": "Synced", "syncWave": 0},
+        {"group": "", "version": "v1", "kind": "ConfigMap", "namespace": ns, "name": "settings",
+         "status": "Synced", "syncWave": 0},
+        {"group": "", "version": "v1", "kind": "Secret", "namespace": ns, "name": "creds",
+         "status": "OutOfSync", "syncWave": 1}
+    ]);
+    set_status(&client, &ns, "platform", parent).await;
+
+    let wg = Wavegate::start(client.clone(), EvalConfig::default()).await;
+    let (code, waves) = wg
+        .get(&format!("/api/v1/applications/{ns}/platform/waves"))
+        .await;
+    assert_eq!(code, 200, "{waves}");
+    let find = |name: &str| -> Value {
+        waves["waves"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|w| w["resources"].as_array().unwrap().clone())
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in {waves}"))
+    };
+    let pod = find("debug");
+    assert_eq!(pod["status"], "Unknown", "{pod}");
+    assert!(pod["message"].as_str().unwrap().contains("--generic-kinds"), "{pod}");
+    assert_eq!(find("settings")["status"], "Healthy", "{waves}");
+    assert_eq!(find("creds")["status"], "Progressing", "{waves}");
+    // Nothing was read: no watch of pods, ConfigMaps or Secrets was started for it.
+    let metrics = wg.metrics.encode();
+    for kind in ["pods", "configmaps", "secrets"] {
+        let watched = metrics.lines().any(|l| {
+            (l.starts_with("wavegate_watch_restarts") || l.starts_with("wavegate_cached_objects"))
+                && l.contains(kind)
+        });
+        assert!(!watched, "a watch on {kind}:\n{metrics}");
+    }
+}
