@@ -159,39 +159,9 @@ fn ask_for(r: &ResourceRef) -> Option<Ask> {
     Some(Ask::with_defaults(target))
 }
 
-/// Whether Argo CD's comparison lists `r` as Synced (`status.resources[].status`).
-fn synced(app: &Value, r: &ResourceRef) -> bool {
-    app.pointer("/status/resources")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .find(|e| {
-            let s = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("");
-            s("group") == r.group
-                && s("kind") == r.kind
-                && s("namespace") == r.namespace
-                && s("name") == r.name
-        })
-        .and_then(|e| e.get("status"))
-        .and_then(Value::as_str)
-        == Some("Synced")
-}
-
-/// Kinds for which Argo CD has no health check at all (gitops-engine `pkg/health/health.go`,
-/// `GetHealthCheckFunc`, knows only Pods, Services and PVCs in the core group and nothing in
-/// RBAC; Argo CD's `resource_customizations` add none for them), so that a sync counts them
-/// done once applied.
-fn argocd_has_no_health_for(group: &str, kind: &str) -> bool {
-    match group {
-        "" => !matches!(kind, "Pod" | "Service" | "PersistentVolumeClaim"),
-        "rbac.authorization.k8s.io" => true,
-        _ => false,
-    }
-}
-
 /// Judge an object named by kind with the generic rules (no expressions), when the installer's
 /// policy allows reading that kind.
-async fn judge_kind(evaluator: &Evaluator, r: &ResourceRef, synced: bool) -> Verdict {
+async fn judge_kind(evaluator: &Evaluator, r: &ResourceRef) -> Verdict {
     let what = format!("{} {}/{}", r.kind, r.namespace, r.name);
     match evaluator.cache().plural_of(&r.group, &r.kind).await {
         Ok(plural) => {
@@ -201,21 +171,12 @@ async fn judge_kind(evaluator: &Evaluator, r: &ResourceRef, synced: bool) -> Ver
                 group: r.group.clone(),
                 plural: plural.clone(),
             };
+            // Never Healthy without reading it: existence is evidence wavegate lacks (the
+            // same kinds are off the shipped RBAC, whose access review refuses them alike).
             if let Err(why) = crate::policy::CheckPolicy::installed().allows_kind(&resource) {
-                // What Argo CD's own sync does with it, without reading it.
-                return match (argocd_has_no_health_for(&r.group, &r.kind), synced) {
-                    (true, true) => Verdict::healthy(format!(
-                        "{what} is applied (Synced), and Argo CD has no health check for a {}; \
-                         wavegate does not read it (not in --generic-kinds)",
-                        r.kind
-                    )),
-                    (true, false) => {
-                        Verdict::progressing(format!("{what} is not applied yet (not Synced)"))
-                    }
-                    (false, _) => Verdict::unknown(format!(
-                        "{what}: not judged, and Argo CD recorded no health for it: {why}"
-                    )),
-                };
+                return Verdict::unknown(format!(
+                    "{what}: not judged, and Argo CD recorded no health for it: {why}"
+                ));
             }
             let ask = Ask {
                 namespace: r.namespace.clone(),
@@ -307,8 +268,7 @@ async fn view_in(evaluator: &Evaluator, app: &Value) -> Waves {
         } else if let Some(v) = reported {
             (v, JudgedBy::Argocd)
         } else {
-            let synced = synced(app, &r);
-            (judge_kind(evaluator, &r, synced).await, JudgedBy::Kstatus)
+            (judge_kind(evaluator, &r).await, JudgedBy::Kstatus)
         };
         judged.push((
             wave,
