@@ -104,6 +104,14 @@ pub(crate) enum CacheError {
     AccessReview { what: String, error: String },
     #[error("discovery of {what} failed: {error}")]
     Discovery { what: String, error: String },
+    /// Pods, Services and EndpointSlices are kept only as compact views (`views`): a
+    /// full-object watch of them would hold every pod's environment and cost what the views
+    /// were made to save.
+    #[error("{0} are read only through wavegate's compact views, never as whole objects")]
+    CompactOnly(String),
+    /// Refused by the installer's policy (`--generic-kinds`).
+    #[error("{0}")]
+    NotAllowed(String),
 }
 
 /// An object changed somewhere wavegate watches. The gate controller re-evaluates gates that
@@ -587,6 +595,9 @@ impl Cache {
         namespace: &str,
     ) -> Result<Watch<Objects>, CacheError> {
         let what = kind.to_string();
+        if [Kind::PODS, Kind::SERVICES, Kind::ENDPOINT_SLICES].contains(kind) {
+            return Err(CacheError::CompactOnly(what));
+        }
         let scope = if namespace.is_empty() {
             None
         } else {
@@ -1748,6 +1759,23 @@ mod tests {
         // Read again: a new watch, listed afresh.
         cache.pods(NS).await.expect("a new watch after eviction");
         assert_eq!(script.lists_started.load(Ordering::SeqCst), 2);
+    }
+
+    /// A view (the waves view, the timeline) that names a bare Pod must not start a
+    /// cluster-wide watch of whole pods (environment values included): refused before any
+    /// request, whatever the caller.
+    #[tokio::test]
+    async fn no_whole_object_watch_of_a_kind_with_a_compact_view() {
+        let script = Arc::new(Script::default());
+        one_pod(&script);
+        let cache = cache(fake_api(script.clone()).await);
+        for kind in [Kind::PODS, Kind::SERVICES, Kind::ENDPOINT_SLICES] {
+            let err = cache.object(&kind, NS, "web-0").await.unwrap_err();
+            assert!(matches!(err, CacheError::CompactOnly(_)), "{err}");
+            let err = cache.objects(&kind, None).await.unwrap_err();
+            assert!(matches!(err, CacheError::CompactOnly(_)), "{err}");
+        }
+        assert_eq!(script.lists_started.load(Ordering::SeqCst), 0);
     }
 
     #[tokio::test]

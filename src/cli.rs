@@ -49,6 +49,12 @@ pub struct ClusterArgs {
     /// only to pods the CrdbCluster controls, over https verified with --crdb-ca-file.
     #[arg(long, env = "WAVEGATE_CRDB_CREDENTIALS_DIR")]
     pub crdb_credentials_dir: Option<PathBuf>,
+    /// Only these CrdbClusters (`namespace/name`, comma-separated) receive the credentials of
+    /// --crdb-credentials-dir; others are probed without. Empty: every CrdbCluster whose pods
+    /// prove their membership over verified TLS — safe only while the CA behind --crdb-ca-file
+    /// issues node certificates to no one else (see docs/security.md).
+    #[arg(long, env = "WAVEGATE_CRDB_CREDENTIALS_FOR", value_delimiter = ',')]
+    pub crdb_credentials_for: Vec<String>,
     /// How to reach CockroachDB nodes' HTTP port: `http` (insecure clusters) or `https`.
     #[arg(long, env = "WAVEGATE_CRDB_SCHEME", value_enum, default_value_t = Scheme::Http)]
     pub crdb_scheme: Scheme,
@@ -84,9 +90,15 @@ pub struct ServeArgs {
     /// Address to listen on.
     #[arg(long, env = "WAVEGATE_LISTEN", default_value = "0.0.0.0:8080")]
     pub listen: String,
-    /// File holding a bearer token that `/api/*` requests must present.
+    /// File holding a bearer token that `/api/*` requests must present (and `/metrics` on
+    /// the API port, unless --metrics-listen moves it).
     #[arg(long, env = "WAVEGATE_TOKEN_FILE")]
     pub token_file: Option<PathBuf>,
+    /// A second address serving `/metrics` (without the token), `/healthz` and `/readyz` for
+    /// monitoring and the kubelet; the API port then serves no `/metrics`. Open it to the
+    /// monitoring namespace only (deploy/'s NetworkPolicy does).
+    #[arg(long, env = "WAVEGATE_METRICS_LISTEN")]
+    pub metrics_listen: Option<String>,
     /// How often every WaveGate (and annotated object) is judged again without any change
     /// (grace periods and gate timeouts advance with time; changes are watched).
     #[arg(long, env = "WAVEGATE_RESYNC", default_value = "15s", value_parser = humantime::parse_duration)]
@@ -115,6 +127,8 @@ pub struct ServeArgs {
     pub clusters: ClustersArgs,
     #[command(flatten)]
     pub limits: crate::api::LimitArgs,
+    #[command(flatten)]
+    pub connections: crate::api::ConnectionArgs,
     #[command(flatten)]
     pub policy: crate::policy::PolicyArgs,
 }
@@ -170,6 +184,15 @@ pub struct ClustersArgs {
     /// added, removed or rebuilt within this long.
     #[arg(long, env = "WAVEGATE_CLUSTERS_RESYNC", default_value = "30s", value_parser = humantime::parse_duration)]
     pub clusters_resync: Duration,
+    /// Also use project-scoped cluster Secrets (those with a `project` key), which a project's
+    /// admins may create in Argo CD. Off: they are refused, so none can shadow or collide
+    /// with a cluster the installer added.
+    #[arg(long, env = "WAVEGATE_CLUSTERS_PROJECT_SCOPED")]
+    pub clusters_project_scoped: bool,
+    /// Also use cluster Secrets with `tlsClientConfig.insecure: true` (the API server's
+    /// certificate not verified). Off: they are refused.
+    #[arg(long, env = "WAVEGATE_CLUSTERS_ALLOW_INSECURE")]
+    pub clusters_allow_insecure: bool,
 }
 
 impl ClustersArgs {
@@ -197,6 +220,10 @@ impl ClustersArgs {
                     client: home.clone(),
                     namespace: self.clusters_namespace.clone(),
                     names: self.clusters_secrets.clone(),
+                    trust: crate::clusters::SecretTrust {
+                        project_scoped: self.clusters_project_scoped,
+                        insecure: self.clusters_allow_insecure,
+                    },
                 }))
             }
             Some(ClustersFrom::KubeconfigDir) => match &self.clusters_kubeconfig_dir {
@@ -358,7 +385,27 @@ impl ClusterArgs {
             })?),
             None => None,
         };
+        let mut credentials_for = BTreeSet::new();
+        for entry in self.crdb_credentials_for.iter().map(|s| s.trim()) {
+            if entry.is_empty() {
+                continue;
+            }
+            let (ns, name) = entry.split_once('/').ok_or_else(|| {
+                CliError::Usage(format!(
+                    "--crdb-credentials-for {entry:?}: expected <namespace>/<name>"
+                ))
+            })?;
+            crate::resource::validate_namespace(ns)?;
+            crate::resource::validate_name(name)?;
+            credentials_for.insert((ns.to_string(), name.to_string()));
+        }
+        if !credentials_for.is_empty() && crdb_credentials.is_none() {
+            return Err(CliError::Usage(
+                "--crdb-credentials-for needs --crdb-credentials-dir".into(),
+            ));
+        }
         Ok(EvalConfig {
+            crdb_credentials_for: (!credentials_for.is_empty()).then_some(credentials_for),
             crdb_scheme: self.crdb_scheme,
             crdb_tls: TlsSettings {
                 ca_pem,
@@ -566,6 +613,16 @@ pub async fn serve(args: ServeArgs) -> u8 {
             return fail(CliError::Failed(why));
         }
     };
+    let monitoring = match &args.metrics_listen {
+        None => None,
+        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
+            Ok(l) => Some(l),
+            Err(e) => {
+                let why = format!("cannot listen on {addr} (--metrics-listen): {e}");
+                return fail(CliError::Failed(why));
+            }
+        },
+    };
     // The writers: the gate controller, and annotation mode if asked for. With
     // --leader-elect only the replica holding the Lease runs them; every replica serves reads.
     let validity = (!args.status_validity.is_zero()).then_some(args.status_validity);
@@ -622,28 +679,50 @@ pub async fn serve(args: ServeArgs) -> u8 {
         }
         Err(e) => return fail(e),
     }
-    let mut state = AppState::new(evaluator, metrics)
+    let mut state = AppState::new(evaluator, metrics.clone())
         .with_clusters(clusters)
         .with_limits(args.limits.clone())
+        .with_argocd_namespace(&args.argocd_namespace)
         .with_policy(policy);
     if let Some(token) = token {
         state = state.with_token(token);
     }
-    tracing::info!(listen = %args.listen, "wavegate serving");
+    let mut monitoring_task = None;
+    if let Some(listener) = monitoring {
+        state = state.with_metrics_elsewhere();
+        let app = api::monitoring_router(state.clone());
+        // Its own small bounds: only Prometheus and the kubelet are let in.
+        let limits = api::ConnectionArgs {
+            max_connections: 16,
+            ..args.connections.clone()
+        };
+        let m = metrics.clone();
+        let refused = move || m.record_refusal("connections_monitoring");
+        let stop = stopping.clone();
+        let run = api::serve(listener, app, limits, refused, stop.cancelled_owned());
+        monitoring_task = Some(tokio::spawn(run));
+    }
+    tracing::info!(listen = %args.listen, metrics = ?args.metrics_listen, "wavegate serving");
     let app = api::router(state);
-    let shutdown = shutdown_signal();
-    let served = axum::serve(listener, app)
-        .with_graceful_shutdown(shutdown)
-        .await;
+    let m = metrics.clone();
+    let refused = move || m.record_refusal("connections");
+    api::serve(
+        listener,
+        app,
+        args.connections.clone(),
+        refused,
+        shutdown_signal(),
+    )
+    .await;
     stopping.cancel();
+    if let Some(task) = monitoring_task {
+        let _ = task.await;
+    }
     if let Some(task) = election_task {
         // Bounded: a release the API server does not answer only means the lease expires.
         let _ = tokio::time::timeout(2 * crate::leader::REQUEST_TIMEOUT, task).await;
     }
-    match served {
-        Ok(()) => 0,
-        Err(e) => fail(CliError::Failed(format!("server failed: {e}"))),
-    }
+    0
 }
 
 /// SIGTERM (what the kubelet sends) or Ctrl-C.

@@ -34,6 +34,8 @@ pub struct EvalConfig {
     pub crdb_scheme: probe::Scheme,
     pub crdb_tls: probe::TlsSettings,
     pub crdb_credentials: Option<Credentials>,
+    /// When set, only these CrdbClusters (`(namespace, name)`) receive `crdb_credentials`.
+    pub crdb_credentials_for: Option<std::collections::BTreeSet<(String, String)>>,
     // clusters-fix (review finding 3): CockroachDB checks are not probed, Unknown with this
     // reason. Set for remote clusters, whose pod IPs are not wavegate's network to reach.
     pub probes_refused: Option<String>,
@@ -51,6 +53,7 @@ impl Default for EvalConfig {
             crdb_scheme: probe::Scheme::Http,
             crdb_tls: probe::TlsSettings::default(),
             crdb_credentials: None,
+            crdb_credentials_for: None,
             probes_refused: None,
         }
     }
@@ -315,7 +318,8 @@ impl Evaluator {
             } => {
                 let obj = c.object(&Kind::new(group, plural), namespace, name).await?;
                 let kind = ask.resource().to_string();
-                let v = generic::check(&kind, namespace, name, obj.as_ref(), rule);
+                let (ns, n, rule) = (namespace.to_string(), name.to_string(), rule.clone());
+                let v = generic::check_off_runtime(kind, ns, n, obj, rule).await;
                 Found::seen(v.into(), Duration::ZERO, None)
             }
         })
@@ -364,6 +368,18 @@ impl Evaluator {
             return owners;
         };
         if self.config.crdb_credentials.is_none() {
+            return owners;
+        }
+        // Membership proven is what lets credentials go to a pod: a cluster the installer did
+        // not name proves none, so its pods are probed without them (with a CA shared across
+        // tenants, a tenant's own CrdbCluster can present correctly issued certificates).
+        let name = cluster
+            .pointer("/metadata/name")
+            .and_then(serde_json::Value::as_str)
+            .unwrap_or("");
+        if let Some(allowed) = &self.config.crdb_credentials_for
+            && !allowed.contains(&(namespace.to_string(), name.to_string()))
+        {
             return owners;
         }
         let (owner, kind) = if cluster.pointer("/spec/regions").is_some() {

@@ -437,6 +437,16 @@ async fn read(cache: &Cache, r: &ResourceRef) -> Result<Option<Value>, CacheErro
         }));
     }
     let plural = cache.plural_of(&r.group, &r.kind).await?;
+    // Only kinds the waves view may judge (see `waves::judge_kind`).
+    let generic = crate::resource::Resource::Generic {
+        group: r.group.clone(),
+        plural: plural.clone(),
+    };
+    if crate::resource::Resource::dedicated(&r.group, &r.kind).is_none() {
+        crate::policy::CheckPolicy::installed()
+            .allows_kind(&generic)
+            .map_err(CacheError::NotAllowed)?;
+    }
     cache
         .object(&Kind::new(&r.group, &plural), &r.namespace, &r.name)
         .await

@@ -308,6 +308,27 @@ pub struct ServiceView {
     pub publish_not_ready_addresses: bool,
     /// The latest `time` of Argo CD's managedFields entries.
     pub argocd_changed_at: Option<Time>,
+    /// The Argo CD application that manages it, as its tracking names it ([`tracked_by`]).
+    pub managed_by: Option<Arc<str>>,
+}
+
+/// Argo CD's tracking annotation and its default instance label (argo-cd
+/// `util/argo/resource_tracking.go`: the annotation `<app>:<group>/<kind>:<namespace>/<name>`
+/// is the default method since 3.0; label tracking writes the app's name into the label).
+pub const TRACKING_ID: &str = "argocd.argoproj.io/tracking-id";
+pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
+
+/// The application an object's tracking names: Argo CD's `InstanceName`, `<name>` for an
+/// Application in Argo CD's own namespace, `<namespace>_<name>` for one elsewhere. The
+/// annotation wins where both are set, as in Argo CD's annotation tracking.
+pub fn tracked_by<'a>(
+    annotation: impl FnOnce(&str) -> Option<&'a str>,
+    label: impl FnOnce(&str) -> Option<&'a str>,
+) -> Option<&'a str> {
+    match annotation(TRACKING_ID) {
+        Some(id) => id.split_once(':').map(|(app, _)| app),
+        None => label(INSTANCE_LABEL),
+    }
 }
 
 impl ServiceView {
@@ -343,6 +364,11 @@ impl ServiceView {
                 .filter(|f| f.manager.as_deref() == Some(ARGOCD_MANAGER))
                 .filter_map(|f| f.time.clone())
                 .max_by_key(|t| t.0),
+            managed_by: tracked_by(
+                |k| meta.annotations.as_ref()?.get(k).map(String::as_str),
+                |k| meta.labels.as_ref()?.get(k).map(String::as_str),
+            )
+            .map(|app| strings.get(app)),
         }
     }
 }

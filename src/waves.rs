@@ -159,11 +159,25 @@ fn ask_for(r: &ResourceRef) -> Option<Ask> {
     Some(Ask::with_defaults(target))
 }
 
-/// Judge an object named by kind with the generic rules (no expressions).
+/// Judge an object named by kind with the generic rules (no expressions), when the installer's
+/// policy allows reading that kind.
 async fn judge_kind(evaluator: &Evaluator, r: &ResourceRef) -> Verdict {
     let what = format!("{} {}/{}", r.kind, r.namespace, r.name);
     match evaluator.cache().plural_of(&r.group, &r.kind).await {
         Ok(plural) => {
+            // The health route's policy: a kind off `--generic-kinds` (pods, Secrets) is not
+            // read on an Application's behalf either — its manifests are not the installer's.
+            let resource = Resource::Generic {
+                group: r.group.clone(),
+                plural: plural.clone(),
+            };
+            // Never Healthy without reading it: existence is evidence wavegate lacks (the
+            // same kinds are off the shipped RBAC, whose access review refuses them alike).
+            if let Err(why) = crate::policy::CheckPolicy::installed().allows_kind(&resource) {
+                return Verdict::unknown(format!(
+                    "{what}: not judged, and Argo CD recorded no health for it: {why}"
+                ));
+            }
             let ask = Ask {
                 namespace: r.namespace.clone(),
                 name: r.name.clone(),

@@ -2,6 +2,8 @@
 //! wavegate is refused beyond the configured bounds — not queued (exactly the bound's share is
 //! served), with a JSON message and `Retry-After` — while `/healthz` keeps answering and memory
 //! stays flat across rounds. `--nocapture` prints the counts, the slowest refusal and RSS.
+//! Two attacks that need no token are measured the same way: connections that never finish
+//! their headers, and JSONPath expressions built to explode.
 //!
 //! No real API server: wavegate's client points at a loopback stand-in that allows every access
 //! review and answers nothing else usefully, so a watch never syncs and every admitted health ask
@@ -55,9 +57,27 @@ async fn serve() -> String {
         request_timeout: Duration::from_secs(10),
         ..LimitArgs::default()
     });
+    // The flood opens more connections than the default --max-connections (256), which would
+    // close the excess at accept; this test is about the request bounds behind it.
+    let connections = api::ConnectionArgs {
+        max_connections: 1024,
+        ..api::ConnectionArgs::default()
+    };
+    serve_state(state, connections).await
+}
+
+/// `state` served by wavegate's own server loop (`wavegate serve`'s), with `connections`.
+async fn serve_state(state: AppState, connections: api::ConnectionArgs) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, api::router(state)).await.unwrap() });
+    let app = api::router(state);
+    tokio::spawn(api::serve(
+        listener,
+        app,
+        connections,
+        || {},
+        std::future::pending(),
+    ));
     url
 }
 
@@ -275,4 +295,144 @@ async fn kinds_chosen_by_callers_cost_the_api_server_almost_nothing() {
     let spent = hits.load(Ordering::SeqCst);
     eprintln!("load: 200 asks for an unserved allow-listed kind cost {spent} API requests");
     assert!(spent <= 3, "{spent} API requests for one kind");
+}
+
+/// `/healthz`'s latency, on a fresh connection (as the kubelet asks).
+async fn healthz_latency(url: &str) -> Option<Duration> {
+    let http = reqwest::Client::builder()
+        .pool_max_idle_per_host(0)
+        .timeout(Duration::from_secs(5))
+        .build()
+        .unwrap();
+    let started = Instant::now();
+    let resp = http.get(format!("{url}/healthz")).send().await.ok()?;
+    resp.status().is_success().then(|| started.elapsed())
+}
+
+/// 200 connections that send part of a request head (half 8 KiB and stall, half 256 KiB, more
+/// than --max-header-bytes) and then 200 requests whose `healthy=` expression is built to
+/// explode: connections are closed at the header timeout or refused over the head limit,
+/// expressions are refused before they run, `/healthz` keeps answering, memory comes back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_headers_and_costly_expressions_leave_healthz_answering() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let config = kube::Config::new(slow_api_server().await.parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let cache = Cache::new(client, None, Duration::from_millis(500), metrics.clone());
+    let evaluator = Evaluator::new(cache, EvalConfig::default(), metrics.clone()).unwrap();
+    let timeout = Duration::from_secs(3);
+    let url = serve_state(
+        AppState::new(evaluator, metrics),
+        api::ConnectionArgs {
+            header_read_timeout: timeout,
+            ..api::ConnectionArgs::default()
+        },
+    )
+    .await;
+    let addr = url.trim_start_matches("http://").to_string();
+    let before = rss_bytes();
+    let idle = healthz_latency(&url).await.expect("/healthz before");
+
+    // The header attack.
+    let mut held = Vec::new();
+    for i in 0..200 {
+        let Ok(mut s) = tokio::net::TcpStream::connect(&addr).await else {
+            continue;
+        };
+        let size = if i % 2 == 0 { 8 * 1024 } else { 256 * 1024 };
+        let mut head = b"GET /api/v1/gates HTTP/1.1\r\nHost: x\r\nX-Pad: ".to_vec();
+        head.resize(size, b'a');
+        let _ = tokio::time::timeout(Duration::from_millis(200), s.write_all(&head)).await;
+        held.push(s);
+    }
+    let during_headers = rss_bytes();
+    let healthz_during_headers = healthz_latency(&url).await;
+    let started = Instant::now();
+    let mut closed = 0;
+    for s in &mut held {
+        let mut buf = [0u8; 1024];
+        loop {
+            match tokio::time::timeout(timeout * 3, s.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => {
+                    closed += 1;
+                    break;
+                }
+                Ok(Ok(_)) => continue,
+                Err(_) => break,
+            }
+        }
+    }
+    let all_closed_after = started.elapsed();
+    drop(held);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let after_headers = rss_bytes();
+
+    // The expression attack: refused before any read, however many at once.
+    let union = format!("[{}]", ["*"; 30].join(","));
+    let attack = format!("$..{union}..{union}..{union}");
+    let http = reqwest::Client::new();
+    let started = Instant::now();
+    let asks = (0..200).map(|_| {
+        let (http, url, attack) = (http.clone(), url.clone(), attack.clone());
+        tokio::spawn(async move {
+            http.get(format!(
+                "{url}/api/v1/health/deployments.apps/cicd/forgejo?healthy={}",
+                percent(&attack)
+            ))
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+            .unwrap_or(0)
+        })
+    });
+    let probe = tokio::spawn({
+        let url = url.clone();
+        async move { healthz_latency(&url).await }
+    });
+    let codes: Vec<u16> = futures::future::join_all(asks)
+        .await
+        .into_iter()
+        .map(|r| r.unwrap())
+        .collect();
+    let expressions_took = started.elapsed();
+    let healthz_during_expressions = probe.await.unwrap();
+    let after_expressions = rss_bytes();
+
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    eprintln!(
+        "attacks: rss before {:.1} MiB; 200 stalled heads held {:.1} MiB, {closed} closed within \
+         {all_closed_after:?} (header timeout {timeout:?}), after {:.1} MiB; 200 exploding \
+         expressions answered in {expressions_took:?}, after {:.1} MiB; /healthz idle {idle:?}, \
+         during heads {healthz_during_headers:?}, during expressions {healthz_during_expressions:?}",
+        mib(before),
+        mib(during_headers),
+        mib(after_headers),
+        mib(after_expressions),
+    );
+    assert_eq!(
+        closed, 200,
+        "every stalled connection is closed by the server"
+    );
+    assert!(all_closed_after < timeout * 3, "{all_closed_after:?}");
+    assert!(
+        healthz_during_headers.is_some(),
+        "/healthz answers while 200 heads stall"
+    );
+    assert!(codes.iter().all(|c| *c == 400), "{codes:?}");
+    assert!(healthz_during_expressions.is_some());
+    assert!(
+        after_expressions.saturating_sub(before) < 32 * 1024 * 1024,
+        "memory after both attacks: +{:.1} MiB",
+        mib(after_expressions.saturating_sub(before))
+    );
+}
+
+fn percent(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
 }

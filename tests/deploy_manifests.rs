@@ -77,6 +77,57 @@ fn base_requires_the_api_token_by_default() {
     }
 }
 
+/// `/metrics` names every gate and cluster and needs no token on its own port: only the
+/// monitoring namespace may reach that port, Argo CD only the API port, and the probes use the
+/// monitoring port (where API clients cannot crowd them out).
+#[test]
+fn metrics_are_served_on_their_own_port_open_to_monitoring_only() {
+    for dir in [
+        "deploy/base",
+        "deploy/overlays/annotate",
+        "deploy/overlays/namespaced",
+        "deploy/overlays/clusters",
+    ] {
+        let objects = render(dir);
+        let args = deployment_args(&objects);
+        assert!(
+            args.iter().any(|a| a == "--metrics-listen=0.0.0.0:9090"),
+            "{dir}: {args:?}"
+        );
+        let d = objects.iter().find(|o| o["kind"] == "Deployment").unwrap();
+        let c = &d["spec"]["template"]["spec"]["containers"][0];
+        for probe in ["livenessProbe", "readinessProbe"] {
+            assert_eq!(c[probe]["httpGet"]["port"], "metrics", "{dir}: {probe}");
+        }
+        let policy = objects
+            .iter()
+            .find(|o| o["kind"] == "NetworkPolicy")
+            .unwrap();
+        let rules = policy["spec"]["ingress"].as_array().unwrap();
+        let from = |port: i64| -> Vec<String> {
+            rules
+                .iter()
+                .filter(|r| {
+                    r["ports"]
+                        .as_array()
+                        .unwrap()
+                        .iter()
+                        .any(|p| p["port"] == port)
+                })
+                .flat_map(|r| r["from"].as_array().unwrap().clone())
+                .map(|f| {
+                    f["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"]
+                        .as_str()
+                        .unwrap()
+                        .to_string()
+                })
+                .collect()
+        };
+        assert_eq!(from(9090), ["monitoring"], "{dir}");
+        assert_eq!(from(8080), ["argocd"], "{dir}");
+    }
+}
+
 #[test]
 fn annotation_mode_ships_the_admission_policy_that_narrows_its_patch() {
     let objects = render("deploy/overlays/annotate");

@@ -2,6 +2,9 @@
 //! (argo-cd server/extension/extension.go). On the real control plane: a user allowed to see
 //! Application `platform` gets its resources, its gate and its child application through the
 //! proxy — and a 403 with the reason for everything else wavegate can read, by path or in lists.
+//! What its Git repository lists (`status.resources`) does not widen that: an object counts as
+//! platform's only while its own tracking says so, and a child Application only in platform's
+//! project.
 
 #[path = "support/cluster.rs"]
 mod cluster;
@@ -38,10 +41,35 @@ fn install_wavegate_crd() {
     }
 }
 
+/// `object`, tracked by Argo CD as Application `ns/app`'s (an app outside Argo CD's namespace
+/// is `<ns>_<name>` in the tracking id, argo-cd `Application.InstanceName`).
+fn tracked(mut object: Value, app: &str) -> Value {
+    let ns = object["metadata"]["namespace"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    let name = object["metadata"]["name"].as_str().unwrap().to_string();
+    let kind = object["kind"].as_str().unwrap().to_string();
+    let group = object["apiVersion"]
+        .as_str()
+        .unwrap()
+        .rsplit_once('/')
+        .map(|(g, _)| g.to_string())
+        .unwrap_or_default();
+    object["metadata"]["annotations"] = json!({
+        "argocd.argoproj.io/tracking-id": format!("{ns}_{app}:{group}/{kind}:{ns}/{name}")
+    });
+    object
+}
+
 fn app(ns: &str, name: &str, resources: Value) -> Value {
+    app_in(ns, name, "default", resources)
+}
+
+fn app_in(ns: &str, name: &str, project: &str, resources: Value) -> Value {
     json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
            "metadata": {"name": name, "namespace": ns},
-           "spec": {"project": "default",
+           "spec": {"project": project,
                     "source": {"repoURL": "https://git.example.com/platform.git",
                                "path": name, "targetRevision": "main"},
                     "destination": {"server": "https://kubernetes.default.svc", "namespace": ns}},
@@ -104,12 +132,15 @@ async fn proxy_user_of_one_application_sees_only_what_belongs_to_it() {
     install_wavegate_crd();
     let ns = cluster::namespace(&client, "scope").await;
     for obj in [
-        service(&ns, "web"),
-        service(&ns, "billing"),
-        gate(&ns, "ready"),
-        gate(&ns, "other-gate"),
-        deployment(&ns, "api"),
-        deployment(&ns, "payroll"),
+        tracked(service(&ns, "web"), "platform"),
+        tracked(service(&ns, "billing"), "other"),
+        tracked(gate(&ns, "ready"), "platform"),
+        tracked(gate(&ns, "other-gate"), "other"),
+        tracked(gate(&ns, "listed-gate"), "other"),
+        tracked(deployment(&ns, "api"), "platform"),
+        tracked(deployment(&ns, "payroll"), "other"),
+        // Listed by platform's Git, never applied by it: no tracking at all.
+        deployment(&ns, "untracked"),
     ] {
         apply(&client, obj).await;
     }
@@ -123,15 +154,31 @@ async fn proxy_user_of_one_application_sees_only_what_belongs_to_it() {
                 r("", "Service", "web"),
                 r("wavegate.dev", "WaveGate", "ready"),
                 r("apps", "Deployment", "api"),
-                r("argoproj.io", "Application", "child")
+                r("argoproj.io", "Application", "child"),
+                // What platform's Git may list but does not own: another app's objects,
+                // an Application of another project, an object nobody tracks.
+                r("", "Service", "billing"),
+                r("wavegate.dev", "WaveGate", "listed-gate"),
+                r("apps", "Deployment", "untracked"),
+                r("argoproj.io", "Application", "finance"),
+                r("argoproj.io", "Application", "other")
             ]),
         ),
     )
     .await;
-    apply(&client, app(&ns, "child", json!([]))).await;
+    apply(&client, tracked(app(&ns, "child", json!([])), "platform")).await;
+    // Tracked as platform's (its Git created it), but in a project the user may not see.
     apply(
         &client,
-        app(&ns, "other", json!([r("", "Service", "billing")])),
+        tracked(app_in(&ns, "finance", "finance", json!([])), "platform"),
+    )
+    .await;
+    apply(
+        &client,
+        tracked(
+            app(&ns, "other", json!([r("", "Service", "billing")])),
+            "other",
+        ),
     )
     .await;
     let wg = Wavegate::start_in(client, EvalConfig::default(), &[&ns]).await;
@@ -160,6 +207,11 @@ async fn proxy_user_of_one_application_sees_only_what_belongs_to_it() {
         format!("/api/v1/gates/{ns}/other-gate"),
         format!("/api/v1/gates/{ns}/other-gate/wait?timeout=1s"),
         format!("/api/v1/applications/{ns}/other/waves"),
+        // Listed in platform's status.resources, but not platform's.
+        format!("/api/v1/gates/{ns}/listed-gate"),
+        format!("/api/v1/health/deployments.apps/{ns}/untracked"),
+        format!("/api/v1/health/applications.argoproj.io/{ns}/finance"),
+        format!("/api/v1/applications/{ns}/finance/waves"),
     ] {
         let (code, body) = proxied(&wg, &path, &me, "default").await;
         assert_eq!(code, 403, "{path}: {body}");
@@ -178,6 +230,13 @@ async fn proxy_user_of_one_application_sees_only_what_belongs_to_it() {
     assert_eq!(code, 200, "{body}");
     assert_eq!(names(&body["applications"]), ["child", "platform"]);
 
+    // Nothing outside the scoped API through the proxy: not the metrics (every gate and
+    // cluster name), not the probes, not the dashboard.
+    for path in ["/metrics", "/readyz", "/healthz", "/"] {
+        let (code, body) = proxied(&wg, path, &me, "default").await;
+        assert_eq!(code, 403, "{path}: {body}");
+    }
+
     // A project header that is not the application's, or an application that does not exist.
     let (code, body) = proxied(&wg, "/api/v1/waves", &me, "admin-project").await;
     assert_eq!(code, 403, "{body}");
@@ -187,5 +246,8 @@ async fn proxy_user_of_one_application_sees_only_what_belongs_to_it() {
     // Direct calls (token-guarded in the shipped deploy) are not scoped.
     let (code, body) = wg.get("/api/v1/gates").await;
     assert_eq!(code, 200, "{body}");
-    assert_eq!(names(&body["gates"]), ["other-gate", "ready"]);
+    assert_eq!(
+        names(&body["gates"]),
+        ["listed-gate", "other-gate", "ready"]
+    );
 }

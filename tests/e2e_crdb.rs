@@ -111,7 +111,7 @@ async fn credentials_reach_only_the_crdbclusters_own_pods_over_verified_tls() {
         }),
         ..EvalConfig::default()
     };
-    let wg = Wavegate::start(client.clone(), config).await;
+    let wg = Wavegate::start(client.clone(), config.clone()).await;
     let resource = "crdbclusters.crdb.cockroachlabs.com";
 
     // The cluster's own pods: the cluster ID is readable only after a login, so seeing it in
@@ -162,4 +162,16 @@ async fn credentials_reach_only_the_crdbclusters_own_pods_over_verified_tls() {
         let text = v.to_string();
         assert!(!text.contains(PASSWORD) && !text.contains(USER), "{text}");
     }
+
+    // --crdb-credentials-for names another cluster: roach's own pods, certificates and all,
+    // are probed without the credentials (a CA shared across tenants proves no membership).
+    let before = a.logins() + b.logins();
+    let config = EvalConfig {
+        crdb_credentials_for: Some([(ns.clone(), "payments".to_string())].into()),
+        ..config
+    };
+    let narrowed = Wavegate::start(client.clone(), config).await;
+    let v = narrowed.health(resource, &ns, "roach", "").await;
+    assert!(!message(&v).contains(ID_A), "{v}");
+    assert_eq!(a.logins() + b.logins(), before, "{v}");
 }

@@ -85,9 +85,15 @@ async fn child_healthy_before_syncing_new_revision_blocks_the_parents_wave() {
         waves["message"].as_str().unwrap().contains("forgejo"),
         "{waves}"
     );
-    // The ConfigMap does not exist: kstatus on the live object says Missing, not Healthy.
-    assert_eq!(
-        waves["waves"][1]["resources"][0]["status"], "Missing",
+    // The ConfigMap does not exist, and ConfigMaps are off --generic-kinds (and the shipped
+    // RBAC): not read, never Healthy — Unknown with the reason.
+    let config_map = &waves["waves"][1]["resources"][0];
+    assert_eq!(config_map["status"], "Unknown", "{waves}");
+    assert!(
+        config_map["message"]
+            .as_str()
+            .unwrap()
+            .contains("--generic-kinds"),
         "{waves}"
     );
 
@@ -139,4 +145,57 @@ async fn cluster_scoped_resource_in_a_wave_is_judged_not_missing() {
     let judged = &waves["waves"][0]["resources"][0];
     assert_eq!(judged["name"], ns.as_str(), "{waves}");
     assert_ne!(judged["status"], "Missing", "{waves}");
+}
+
+/// An Application whose manifests list a bare Pod, a ConfigMap and a Secret: the waves view
+/// reads none of them (pods have a compact view only, ConfigMaps and Secrets are off the default
+/// --generic-kinds) and, as Argo CD recorded no health for them, says so: Unknown with the
+/// reason, never Healthy.
+#[tokio::test]
+async fn waves_view_reads_no_kind_the_policy_refuses() {
+    let client = cluster::client().await;
+    let ns = cluster::namespace(&client, "waves-policy").await;
+    apply(&client, app(&ns, "platform", "main")).await;
+    let mut parent = synced_against(&ns, "platform", "main");
+    parent["resources"] = json!([
+        {"group": "", "version": "v1", "kind": "Pod", "namespace": ns, "name": "debug",
+         "status": "Synced", "syncWave": 0},
+        {"group": "", "version": "v1", "kind": "ConfigMap", "namespace": ns, "name": "settings",
+         "status": "Synced", "syncWave": 0},
+        {"group": "", "version": "v1", "kind": "Secret", "namespace": ns, "name": "creds",
+         "status": "OutOfSync", "syncWave": 1}
+    ]);
+    set_status(&client, &ns, "platform", parent).await;
+
+    let wg = Wavegate::start(client.clone(), EvalConfig::default()).await;
+    let (code, waves) = wg
+        .get(&format!("/api/v1/applications/{ns}/platform/waves"))
+        .await;
+    assert_eq!(code, 200, "{waves}");
+    let find = |name: &str| -> Value {
+        waves["waves"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|w| w["resources"].as_array().unwrap().clone())
+            .find(|r| r["name"] == name)
+            .unwrap_or_else(|| panic!("{name} not in {waves}"))
+    };
+    for name in ["debug", "settings", "creds"] {
+        let r = find(name);
+        assert_eq!(r["status"], "Unknown", "{r}");
+        assert!(
+            r["message"].as_str().unwrap().contains("--generic-kinds"),
+            "{r}"
+        );
+    }
+    // Nothing was read: no watch of pods, ConfigMaps or Secrets was started for it.
+    let metrics = wg.metrics.encode();
+    for kind in ["pods", "configmaps", "secrets"] {
+        let watched = metrics.lines().any(|l| {
+            (l.starts_with("wavegate_watch_restarts") || l.starts_with("wavegate_cached_objects"))
+                && l.contains(kind)
+        });
+        assert!(!watched, "a watch on {kind}:\n{metrics}");
+    }
 }

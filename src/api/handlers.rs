@@ -49,6 +49,8 @@ pub(crate) async fn health(
         state.metrics.record_refusal("kind_not_allowed");
         ApiError::Forbidden(e)
     })?;
+    // Bad parameters (an expression over its bounds) are refused before any discovery too.
+    let ask = Ask::from_params(Target::new(resource.clone(), &namespace, &name)?, &params)?;
     if let Resource::Generic { .. } = &resource {
         // An unknown kind is the caller's mistake (404), unlike a known CRD that is not
         // installed yet, which is a verdict (Unknown) because a later wave may install it.
@@ -64,7 +66,6 @@ pub(crate) async fn health(
                 e => ApiError::Unavailable(format!("cannot resolve {resource}: {e}")),
             })?;
     }
-    let ask = Ask::from_params(Target::new(resource, &namespace, &name)?, &params)?;
     cluster
         .unless_stopped(evaluator.judge(&ask))
         .await
@@ -83,8 +84,8 @@ pub(crate) async fn healthz() -> &'static str {
 /// unready alike and the API would go dark for the clusters that work. Its own verdicts are
 /// Unknown meanwhile, as Argo CD keeps working with one destination down.
 ///
-/// Counts only: `/readyz` needs no token and is reachable through the proxy, so cluster names,
-/// servers and errors stay behind the token at `/api/v1/clusters`.
+/// Counts only, never names or error text: `/readyz` needs no token, so cluster names, servers,
+/// kinds and errors stay behind the token at `/api/v1/clusters` (and in the log).
 pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     let remotes = state.clusters.remotes();
     let ready = remotes
@@ -107,11 +108,18 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
             format!("ok: {n} required watches synced\n{remote}"),
         )
             .into_response(),
-        Err(problems) => (
-            StatusCode::SERVICE_UNAVAILABLE,
-            format!("not ready:\n{}\n{remote}", problems.join("\n")),
-        )
-            .into_response(),
+        Err(problems) => {
+            tracing::debug!(?problems, "not ready");
+            (
+                StatusCode::SERVICE_UNAVAILABLE,
+                format!(
+                    "not ready: {} required watches not synced (details: wavegate's log at \
+                     debug level)\n{remote}",
+                    problems.len()
+                ),
+            )
+                .into_response()
+        }
     }
 }
 
@@ -169,10 +177,7 @@ pub(crate) async fn applications(
         Err(e) => return Err(ApiError::Unavailable(e.to_string())),
     };
     if let Some(Extension(scope)) = &scope {
-        apps.retain(|app| {
-            let s = |p: &str| app.pointer(p).and_then(Value::as_str).unwrap_or("");
-            scope.allows_application(s("/metadata/namespace"), s("/metadata/name"))
-        });
+        apps.retain(|app| scope.allows_application(app));
     }
     // A few at a time, in order: each view judges every resource of its application.
     let views: Vec<_> = apps
@@ -291,7 +296,13 @@ pub(crate) async fn gates(cluster: InCluster, scope: Scope) -> Result<Json<Value
         Err(e) => return Err(ApiError::Unavailable(e.to_string())),
     };
     if let Some(Extension(scope)) = &scope {
-        gates.retain(|g| scope.allows_gate(&g.namespace, &g.name));
+        let mut kept = Vec::new();
+        for g in gates {
+            if scope.allows_gate(&g.namespace, &g.name).await {
+                kept.push(g);
+            }
+        }
+        gates = kept;
     }
     Ok(Json(json!({ "gates": gates })))
 }

@@ -14,11 +14,13 @@ mod handlers;
 mod headers;
 mod limits;
 mod scope;
+mod serve;
 mod state;
 mod token;
 
 pub use error::ApiError;
 pub use limits::LimitArgs;
+pub use serve::{ConnectionArgs, serve};
 pub use state::AppState;
 pub use token::Token;
 
@@ -71,13 +73,36 @@ pub fn router(state: AppState) -> Router {
     let api = quick
         .merge(waits)
         .route_layer(from_fn_with_state(state.clone(), handlers::require_token));
-    Router::new()
+    let mut app = Router::new()
         .merge(api)
         .route("/", get(handlers::dashboard))
+        .route("/healthz", get(handlers::healthz))
+        .route("/readyz", get(handlers::readyz));
+    if state.metrics_on_api {
+        // Gate names and cluster names of every tenant: the token's, like the API (Argo CD's
+        // proxy sends the token too, which `scope::api_only` answers below).
+        app = app.route(
+            "/metrics",
+            get(handlers::metrics)
+                .route_layer(from_fn_with_state(state.clone(), handlers::require_token)),
+        );
+    }
+    app.fallback(handlers::not_found)
+        .layer(from_fn(scope::api_only))
+        .layer(from_fn(headers::security_headers))
+        .with_state(state)
+}
+
+/// The monitoring port (`--metrics-listen`): `/metrics` without a token, for the Prometheus
+/// that the NetworkPolicy lets in, and the kubelet's probes, which then cannot be crowded out
+/// by clients of the API port (`--max-connections`).
+pub fn monitoring_router(state: AppState) -> Router {
+    Router::new()
         .route("/healthz", get(handlers::healthz))
         .route("/readyz", get(handlers::readyz))
         .route("/metrics", get(handlers::metrics))
         .fallback(handlers::not_found)
+        .layer(from_fn(scope::api_only))
         .layer(from_fn(headers::security_headers))
         .with_state(state)
 }

@@ -11,7 +11,13 @@
 //!
 //! - the application itself and its waves;
 //! - the objects in its `status.resources` (what Argo CD shows in its resource tree), including
-//!   child Applications and their waves (app-of-apps) and WaveGates among them;
+//!   child Applications and their waves (app-of-apps) and WaveGates among them — but only
+//!   those that really are the application's: `status.resources` comes from the manifests in
+//!   its Git repository, which may list any object (another team's Service, an Application of
+//!   another project). So a listed object is served only while its own tracking (annotation
+//!   `argocd.argoproj.io/tracking-id` or label `app.kubernetes.io/instance`, which Argo CD
+//!   writes when it applies the object) names this application, and a child Application only
+//!   while it is also in the project Argo CD authorized the user for;
 //!
 //! and refuses everything else with 403. Routes are denied unless listed in [`AppScope::admit`],
 //! so a new route is closed behind the proxy until someone decides what it may show there.
@@ -22,7 +28,9 @@
 use super::{ApiError, AppState};
 use crate::cache::CacheError;
 use crate::clusters::{ClusterError, InUse};
+use crate::evaluate::Evaluator;
 use crate::resource::{self, Resource};
+use crate::views::tracked_by;
 use axum::extract::{FromRequestParts, MatchedPath, Path, Request, State};
 use axum::http::HeaderMap;
 use axum::middleware::Next;
@@ -50,7 +58,13 @@ struct Owned {
 pub(crate) struct AppScope {
     pub namespace: String,
     pub name: String,
+    /// The project Argo CD authorized the user for (and the application's own).
+    project: String,
+    /// How Argo CD's tracking names this application (its `InstanceName`).
+    instance: String,
     resources: Vec<Owned>,
+    /// Where Applications are read (the home cluster).
+    home: Option<Arc<Evaluator>>,
     /// Where its resources live: the object routes without `{cluster}` read this cluster
     /// (`cluster::InCluster`), since the same namespace and name in another cluster is
     /// another object.
@@ -139,9 +153,23 @@ impl AppScope {
         Ok(AppScope {
             namespace: namespace.to_string(),
             name: name.to_string(),
+            project: project.to_string(),
+            instance: instance_name(namespace, name, &state.argocd_namespace),
             resources: owned(&app),
+            home: Some(state.evaluator.clone()),
             destination: state.clusters.destination_of(&app),
         })
+    }
+
+    /// Whether an object's own tracking names this application.
+    fn manages(&self, object: &Value) -> bool {
+        let get = |field: &str, key: &str| {
+            object
+                .pointer(&format!("/metadata/{field}"))
+                .and_then(|m| m.get(key))
+                .and_then(Value::as_str)
+        };
+        tracked_by(|k| get("annotations", k), |k| get("labels", k)) == Some(self.instance.as_str())
     }
 
     /// The cluster its resources are read in, or 403 when wavegate does not judge it.
@@ -161,48 +189,114 @@ impl AppScope {
         })
     }
 
-    /// The application itself or one of its child Applications.
-    pub(crate) fn allows_application(&self, namespace: &str, name: &str) -> bool {
-        (namespace == self.namespace && name == self.name)
-            || self.owns(Resource::ARGO_GROUP, "Application", namespace, name)
+    /// The application itself, or one of its child Applications: listed in its resources,
+    /// tracked as its own, and in the project Argo CD authorized (`app` is the live object).
+    pub(crate) fn allows_application(&self, app: &Value) -> bool {
+        let s = |p: &str| app.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let (namespace, name) = (s("/metadata/namespace"), s("/metadata/name"));
+        if namespace == self.namespace && name == self.name {
+            return true;
+        }
+        let project = Some(s("/spec/project")).filter(|p| !p.is_empty());
+        self.owns(Resource::ARGO_GROUP, "Application", namespace, name)
+            && self.manages(app)
+            && project.unwrap_or("default") == self.project
     }
 
-    pub(crate) fn allows_gate(&self, namespace: &str, name: &str) -> bool {
-        self.owns("wavegate.dev", "WaveGate", namespace, name)
+    /// [`AppScope::allows_application`] for an Application named by the request.
+    async fn allows_application_named(&self, namespace: &str, name: &str) -> bool {
+        if namespace == self.namespace && name == self.name {
+            return true;
+        }
+        if !self.owns(Resource::ARGO_GROUP, "Application", namespace, name) {
+            return false;
+        }
+        let Some(home) = &self.home else { return false };
+        match home
+            .cache()
+            .object(&Resource::Application.kind(), namespace, name)
+            .await
+        {
+            Ok(Some(app)) => self.allows_application(&app),
+            _ => false,
+        }
     }
 
-    /// Whether an object named the kubectl way belongs to the application. A generic kind is
-    /// matched by asking discovery for the plural of each resource's kind (cached), only for
-    /// resources whose group, namespace and name already match.
+    /// A WaveGate listed in the application's resources and tracked as its own.
+    pub(crate) async fn allows_gate(&self, namespace: &str, name: &str) -> bool {
+        if !self.owns("wavegate.dev", "WaveGate", namespace, name) {
+            return false;
+        }
+        self.live_manages(&crate::gate::kind(), namespace, name)
+            .await
+    }
+
+    /// Whether the live object in the destination is tracked as this application's (absent
+    /// or unreadable: no, since nothing then vouches for it).
+    async fn live_manages(
+        &self,
+        kind: &crate::resource::Kind,
+        namespace: &str,
+        name: &str,
+    ) -> bool {
+        let Ok(destination) = &self.destination else {
+            return false;
+        };
+        match destination
+            .evaluator
+            .cache()
+            .object(kind, namespace, name)
+            .await
+        {
+            Ok(Some(object)) => self.manages(&object),
+            _ => false,
+        }
+    }
+
+    /// Whether an object named the kubectl way belongs to the application: listed in its
+    /// resources and tracked as its own. A generic kind is matched by asking discovery for
+    /// the plural of each resource's kind (cached), only for resources whose group, namespace
+    /// and name already match.
     async fn allows_object(&self, resource: &Resource, namespace: &str, name: &str) -> bool {
-        let kind = match resource {
-            Resource::Service => "Service",
-            Resource::CnpgDatabase => "Database",
-            Resource::CrdbCluster => "CrdbCluster",
-            Resource::Application => return self.allows_application(namespace, name),
+        let Ok(destination) = &self.destination else {
+            return false;
+        };
+        let cache = destination.evaluator.cache();
+        match resource {
+            Resource::Application => self.allows_application_named(namespace, name).await,
+            Resource::Service => {
+                // Read from the compact Service view (which keeps the tracking), never a
+                // full-object watch of Services.
+                self.owns("", "Service", namespace, name)
+                    && matches!(
+                        cache.service(namespace, name).await,
+                        Ok(Some(s)) if s.managed_by.as_deref() == Some(self.instance.as_str())
+                    )
+            }
+            Resource::CnpgDatabase | Resource::CrdbCluster => {
+                let kind = if *resource == Resource::CnpgDatabase {
+                    "Database"
+                } else {
+                    "CrdbCluster"
+                };
+                let (group, _) = resource.group_plural();
+                self.owns(group, kind, namespace, name)
+                    && self.live_manages(&resource.kind(), namespace, name).await
+            }
             Resource::Generic { group, plural } => {
                 for r in self
                     .resources
                     .iter()
                     .filter(|r| &r.group == group && r.namespace == namespace && r.name == name)
                 {
-                    let Ok(destination) = &self.destination else {
-                        return false;
-                    };
-                    let found = destination
-                        .evaluator
-                        .cache()
-                        .plural_of(group, &r.kind)
-                        .await;
+                    let found = cache.plural_of(group, &r.kind).await;
                     if found.as_deref() == Ok(plural.as_str()) {
-                        return true;
+                        return self.live_manages(&resource.kind(), namespace, name).await;
                     }
                 }
-                return false;
+                false
             }
-        };
-        let (group, _) = resource.group_plural();
-        self.owns(group, kind, namespace, name)
+        }
     }
 
     fn refuse(&self, what: &str) -> ApiError {
@@ -224,14 +318,17 @@ impl AppScope {
             // Lists are filtered by their handlers; the header's own application is in scope.
             "/api/v1/waves" | "/api/v1/applications" | "/api/v1/gates" => Ok(()),
             "/api/v1/applications/{namespace}/{name}/waves" => {
-                if self.allows_application(p("namespace"), p("name")) {
+                if self
+                    .allows_application_named(p("namespace"), p("name"))
+                    .await
+                {
                     Ok(())
                 } else {
                     Err(self.refuse(&format!("Application {}/{}", p("namespace"), p("name"))))
                 }
             }
             "/api/v1/gates/{namespace}/{name}" | "/api/v1/gates/{namespace}/{name}/wait" => {
-                if self.allows_gate(p("namespace"), p("name")) {
+                if self.allows_gate(p("namespace"), p("name")).await {
                     Ok(())
                 } else {
                     Err(self.refuse(&format!("WaveGate {}/{}", p("namespace"), p("name"))))
@@ -256,6 +353,16 @@ impl AppScope {
     }
 }
 
+/// Argo CD's `Application.InstanceName`: the name alone for an Application in Argo CD's own
+/// namespace, `<namespace>_<name>` otherwise (argo-cd `pkg/apis/application/v1alpha1/types.go`).
+fn instance_name(namespace: &str, name: &str, argocd_namespace: &str) -> String {
+    if namespace == argocd_namespace {
+        name.to_string()
+    } else {
+        format!("{namespace}_{name}")
+    }
+}
+
 /// Every entry of `status.resources`, hooks included (they are the application's too).
 fn owned(app: &Value) -> Vec<Owned> {
     let Some(list) = app.pointer("/status/resources").and_then(Value::as_array) else {
@@ -272,6 +379,24 @@ fn owned(app: &Value) -> Vec<Owned> {
             }
         })
         .collect()
+}
+
+/// Middleware on the whole server: a request that carries any of Argo CD's proxy headers came
+/// through argocd-server for one application, and reaches only the scoped API (`/api/*`,
+/// checked by [`authorize`]); the dashboard, the probes and `/metrics` are not for it.
+/// argocd-server forwards any subpath with the bearer token, so the token alone cannot tell.
+pub(crate) async fn api_only(req: Request, next: Next) -> Result<Response, ApiError> {
+    let h = req.headers();
+    let through_proxy = [APPLICATION_HEADER, PROJECT_HEADER, NAMESPACE_HEADER]
+        .iter()
+        .any(|k| h.contains_key(*k));
+    if through_proxy && !req.uri().path().starts_with("/api/") {
+        return Err(ApiError::Forbidden(format!(
+            "{} is not served through Argo CD's proxy extension",
+            req.uri().path()
+        )));
+    }
+    Ok(next.run(req).await)
 }
 
 /// Middleware on every API route: direct calls pass; proxied calls are scoped to their
@@ -371,24 +496,61 @@ mod tests {
         );
     }
 
-    #[test]
-    fn scope_is_the_app_its_resources_and_child_apps() {
-        let app = serde_json::json!({"status": {"resources": [
-            {"group": "", "kind": "Service", "namespace": "cicd", "name": "forgejo"},
-            {"group": "wavegate.dev", "kind": "WaveGate", "namespace": "cicd", "name": "ready"},
-            {"group": "argoproj.io", "kind": "Application", "namespace": "argocd", "name": "child"}
-        ]}});
-        let scope = AppScope {
+    fn scope_of(app: &Value) -> AppScope {
+        AppScope {
             namespace: "argocd".into(),
             name: "platform".into(),
-            resources: owned(&app),
+            project: "platform-team".into(),
+            instance: instance_name("argocd", "platform", "argocd"),
+            resources: owned(app),
+            home: None,
             destination: Err(ClusterError::UnknownName("x".into())),
-        };
-        assert!(scope.allows_application("argocd", "platform"));
-        assert!(scope.allows_application("argocd", "child"));
-        assert!(!scope.allows_application("argocd", "other"));
-        assert!(scope.allows_gate("cicd", "ready"));
-        assert!(!scope.allows_gate("cicd", "forgejo"));
-        assert!(!scope.allows_gate("prod", "ready"));
+        }
+    }
+
+    fn application(name: &str, project: &str, tracking: Option<&str>) -> Value {
+        let mut app = serde_json::json!({
+            "metadata": {"namespace": "argocd", "name": name},
+            "spec": {"project": project}
+        });
+        if let Some(id) = tracking {
+            app["metadata"]["annotations"] =
+                serde_json::json!({"argocd.argoproj.io/tracking-id": id});
+        }
+        app
+    }
+
+    #[test]
+    fn scope_is_the_app_and_its_own_child_apps_in_its_project() {
+        let app = serde_json::json!({"status": {"resources": [
+            {"group": "wavegate.dev", "kind": "WaveGate", "namespace": "cicd", "name": "ready"},
+            {"group": "argoproj.io", "kind": "Application", "namespace": "argocd", "name": "child"},
+            {"group": "argoproj.io", "kind": "Application", "namespace": "argocd", "name": "payroll"},
+            {"group": "argoproj.io", "kind": "Application", "namespace": "argocd", "name": "labelled"}
+        ]}});
+        let scope = scope_of(&app);
+        let id = "platform:argoproj.io/Application:argocd/child";
+        assert!(scope.allows_application(&application("platform", "platform-team", None)));
+        assert!(scope.allows_application(&application("child", "platform-team", Some(id))));
+        // Listed by the app's Git, but managed by another application.
+        let foreign = "finance:argoproj.io/Application:argocd/payroll";
+        assert!(!scope.allows_application(&application("payroll", "finance", Some(foreign))));
+        // Tracked as this app's, but in a project the user was not authorized for.
+        let id = "platform:argoproj.io/Application:argocd/payroll";
+        assert!(!scope.allows_application(&application("payroll", "finance", Some(id))));
+        // Not listed at all.
+        let id = "platform:argoproj.io/Application:argocd/other";
+        assert!(!scope.allows_application(&application("other", "platform-team", Some(id))));
+        // Label tracking.
+        let mut labelled = application("labelled", "platform-team", None);
+        labelled["metadata"]["labels"] =
+            serde_json::json!({"app.kubernetes.io/instance": "platform"});
+        assert!(scope.allows_application(&labelled));
+    }
+
+    #[test]
+    fn instance_names_follow_argo_cd() {
+        assert_eq!(instance_name("argocd", "web", "argocd"), "web");
+        assert_eq!(instance_name("team-a", "web", "argocd"), "team-a_web");
     }
 }

@@ -21,6 +21,12 @@ pub struct AppState {
     pub limits: Arc<Limits>,
     /// Which kinds generic checks may name.
     pub policy: Arc<CheckPolicy>,
+    /// Whether the API port serves `/metrics` (behind the token, when one is set); false when
+    /// a separate monitoring port does (`--metrics-listen`).
+    pub metrics_on_api: bool,
+    /// Argo CD's own namespace (`--argocd-namespace`): how its tracking names an Application
+    /// there (the name alone) and elsewhere (`<namespace>_<name>`).
+    pub argocd_namespace: String,
 }
 
 impl AppState {
@@ -33,7 +39,20 @@ impl AppState {
             token: None,
             limits: Arc::new(Limits::new(LimitArgs::default())),
             policy: Arc::new(CheckPolicy::default()),
+            metrics_on_api: true,
+            argocd_namespace: crate::gate::controller::DEFAULT_ARGOCD_NAMESPACE.into(),
         }
+    }
+
+    pub fn with_argocd_namespace(mut self, namespace: &str) -> AppState {
+        self.argocd_namespace = namespace.to_string();
+        self
+    }
+
+    /// `/metrics` only on [`super::monitoring_router`].
+    pub fn with_metrics_elsewhere(mut self) -> AppState {
+        self.metrics_on_api = false;
+        self
     }
 
     /// Judge the remote clusters of `clusters` too (its home must be this state's evaluator).

@@ -371,3 +371,66 @@ async fn readyz_gives_counts_of_remote_clusters_never_their_names_or_errors() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `?healthy=` with an expression over the bounds is the caller's mistake, answered at once
+/// with the limit it broke — before any discovery or read.
+#[tokio::test]
+async fn an_exploding_expression_is_a_400_naming_the_limit() {
+    let app = router(state(Duration::from_secs(5)));
+    let attack = crate::checks::generic::tests::exploding_expression();
+    let path = format!(
+        "/api/v1/health/deployments.apps/cicd/forgejo?healthy={}",
+        percent(&attack)
+    );
+    let started = Instant::now();
+    let (code, _, body) = call(&app, get(&path)).await;
+    assert_eq!(code, StatusCode::BAD_REQUEST, "{body}");
+    assert!(error_of(&body).contains("descendant segments"), "{body}");
+    assert!(started.elapsed() < Duration::from_secs(1));
+}
+
+fn percent(s: &str) -> String {
+    s.bytes()
+        .map(|b| match b {
+            b'a'..=b'z' | b'A'..=b'Z' | b'0'..=b'9' | b'-' | b'_' | b'.' => (b as char).to_string(),
+            _ => format!("%{b:02X}"),
+        })
+        .collect()
+}
+
+/// Expressions are evaluated on the blocking pool: with every async worker's time available,
+/// `/healthz` answers at once while costly (admitted) evaluations run. On a one-worker runtime
+/// an evaluation on the async worker would hold it for the whole evaluation.
+#[tokio::test(flavor = "current_thread")]
+async fn healthz_answers_while_expressions_evaluate() {
+    let items: Vec<Value> = (0..4_000)
+        .map(|i| serde_json::json!({"name": format!("c{i}"), "env": [{"name": "A", "value": "x"}]}))
+        .collect();
+    let object = serde_json::json!({"spec": {"items": items}});
+    let expr = "$..[*,*,*,*,*,*,*,*][*,*,*,*,*,*,*,*]";
+    let rule = crate::checks::generic::Rule::new(Some(expr.into()), None, None).unwrap();
+    let mut evaluations = Vec::new();
+    for _ in 0..4 {
+        let (o, r) = (Some(object.clone()), rule.clone());
+        evaluations.push(tokio::spawn(crate::checks::generic::check_off_runtime(
+            "widgets.example.com".into(),
+            "cicd".into(),
+            "big".into(),
+            o,
+            r,
+        )));
+    }
+    tokio::task::yield_now().await;
+    let app = router(state(Duration::from_millis(10)));
+    let started = Instant::now();
+    let (code, _, _) = call(&app, get("/healthz")).await;
+    let took = started.elapsed();
+    assert_eq!(code, StatusCode::OK);
+    let all = futures::future::join_all(evaluations).await;
+    let total = started.elapsed();
+    assert!(all.iter().all(|v| v.is_ok()));
+    assert!(
+        took < Duration::from_millis(100) && took * 5 < total,
+        "/healthz took {took:?} while evaluations took {total:?}"
+    );
+}

@@ -14,8 +14,21 @@
 //! Messages name the expression that matched, never the matched value: an expression can select
 //! any field of the object (a pod's environment, a Secret reference), and verdicts are shown to
 //! everyone who can see the gate or the Argo CD application.
+//!
+//! Expressions come from less trusted hands (anyone who may view an Argo CD application sends
+//! them through the proxy; a tenant writes them into its own WaveGate), and RFC 9535 evaluation
+//! is not bounded by the text's length: each descendant segment multiplies the nodes visited by
+//! the object's size, and each selector of a union repeats the whole remaining query (RFC 9535
+//! section 2.5: results are not de-duplicated), so `$..[*,*,*]..[*,*,*]..[*,*,*]` on one pod
+//! visits billions of nodes. [`Bounds`] therefore limits the parsed query, not only its text,
+//! to what keeps one evaluation linear in the object's size (times small constants), and
+//! [`check_off_runtime`] evaluates on the blocking pool behind a small semaphore so that even
+//! a slow one never holds an async worker (or `/healthz`).
 
-use jsonpath_rust::parser::model::JpQuery;
+use jsonpath_rust::parser::model::{
+    Comparable, Comparison, FilterAtom, FnArg, JpQuery, Literal, Segment, Selector, Test,
+    TestFunction,
+};
 use jsonpath_rust::parser::parse_json_path;
 use jsonpath_rust::query::js_path_process;
 use schemars::JsonSchema;
@@ -25,6 +38,8 @@ use serde_json::Value;
 use super::builtin;
 use crate::health::{HealthStatus, Verdict};
 use crate::resource::{InputError, Query};
+use std::sync::Arc;
+use tokio::sync::Semaphore;
 
 /// JSONPath (RFC 9535) expressions, each judged against the whole object as the API returns it.
 /// An expression holds when it selects at least one node and every selected node is `true` or
@@ -92,11 +107,7 @@ pub(crate) fn check(
     object: Option<&Value>,
     rule: &Rule,
 ) -> Verdict {
-    let id = if namespace.is_empty() {
-        format!("{kind} {name}")
-    } else {
-        format!("{kind} {namespace}/{name}")
-    };
+    let id = id(kind, namespace, name);
     let compiled = match Compiled::new(rule) {
         Ok(c) => c,
         Err(e) => return Verdict::unknown(format!("{id}: {e}")),
@@ -163,6 +174,14 @@ pub(crate) fn check(
             )),
         },
         None => own,
+    }
+}
+
+fn id(kind: &str, namespace: &str, name: &str) -> String {
+    if namespace.is_empty() {
+        format!("{kind} {name}")
+    } else {
+        format!("{kind} {namespace}/{name}")
     }
 }
 
@@ -267,6 +286,225 @@ fn explain(condition: &Value) -> String {
     }
 }
 
+/// What one expression may ask for. Each limit is named in the error that enforces it.
+pub(crate) struct Bounds;
+
+impl Bounds {
+    /// Bytes of one expression (also the CRD's `maxLength`). Real health expressions are a
+    /// path and a filter, well under 200 bytes.
+    pub(crate) const MAX_BYTES: usize = 512;
+    /// Descendant segments (`..`) in the whole expression, filters included: one keeps the
+    /// nodes visited linear in the object's size; two nest (every node's descendants).
+    const MAX_DESCENDANTS: usize = 1;
+    /// Selectors in one bracketed union (`[a,b,c]`).
+    const MAX_UNION: usize = 8;
+    /// The product of all unions' widths: how often a node can be selected again, since each
+    /// selector of a union runs the rest of the query once more.
+    const MAX_REPEATS: usize = 64;
+    /// Filters nested in filters.
+    const MAX_FILTER_DEPTH: usize = 3;
+    /// `match()`/`search()` calls: each compiles its pattern again for every node it tests.
+    const MAX_REGEX_CALLS: usize = 2;
+    /// Bytes of one regular expression literal.
+    const MAX_REGEX_BYTES: usize = 64;
+}
+
+/// What a parsed query asks for, summed over the whole tree.
+#[derive(Default)]
+struct Cost {
+    descendants: usize,
+    widest_union: usize,
+    repeats: usize,
+    filter_depth: usize,
+    regex_calls: usize,
+    longest_regex: usize,
+}
+
+impl Cost {
+    fn of(query: &JpQuery) -> Cost {
+        let mut cost = Cost {
+            repeats: 1,
+            ..Cost::default()
+        };
+        cost.segments(&query.segments, 0);
+        cost
+    }
+
+    fn segments(&mut self, segments: &[Segment], depth: usize) {
+        for s in segments {
+            self.segment(s, depth);
+        }
+    }
+
+    fn segment(&mut self, segment: &Segment, depth: usize) {
+        match segment {
+            Segment::Descendant(inner) => {
+                self.descendants += 1;
+                self.segment(inner, depth);
+            }
+            Segment::Selector(s) => self.selector(s, depth),
+            Segment::Selectors(list) => {
+                self.widest_union = self.widest_union.max(list.len());
+                self.repeats = self.repeats.saturating_mul(list.len().max(1));
+                for s in list {
+                    self.selector(s, depth);
+                }
+            }
+        }
+    }
+
+    fn selector(&mut self, selector: &Selector, depth: usize) {
+        if let Selector::Filter(f) = selector {
+            self.filter_depth = self.filter_depth.max(depth + 1);
+            self.filter(f, depth + 1);
+        }
+    }
+
+    fn filter(&mut self, filter: &jsonpath_rust::parser::model::Filter, depth: usize) {
+        use jsonpath_rust::parser::model::Filter;
+        match filter {
+            Filter::Or(list) | Filter::And(list) => list.iter().for_each(|f| self.filter(f, depth)),
+            Filter::Atom(atom) => match atom {
+                FilterAtom::Filter { expr, .. } => self.filter(expr, depth),
+                FilterAtom::Test { expr, .. } => self.test(expr, depth),
+                FilterAtom::Comparison(c) => {
+                    let (Comparison::Eq(a, b)
+                    | Comparison::Ne(a, b)
+                    | Comparison::Gt(a, b)
+                    | Comparison::Gte(a, b)
+                    | Comparison::Lt(a, b)
+                    | Comparison::Lte(a, b)) = c.as_ref();
+                    for side in [a, b] {
+                        if let Comparable::Function(f) = side {
+                            self.function(f, depth);
+                        }
+                    }
+                }
+            },
+        }
+    }
+
+    fn test(&mut self, test: &Test, depth: usize) {
+        match test {
+            Test::RelQuery(segments) => self.segments(segments, depth),
+            Test::AbsQuery(q) => self.segments(&q.segments, depth),
+            Test::Function(f) => self.function(f, depth),
+        }
+    }
+
+    fn function(&mut self, f: &TestFunction, depth: usize) {
+        let args: Vec<&FnArg> = match f {
+            TestFunction::Custom(_, args) => args.iter().collect(),
+            TestFunction::Length(a) => vec![a.as_ref()],
+            TestFunction::Value(a) | TestFunction::Count(a) => vec![a],
+            TestFunction::Search(a, b) | TestFunction::Match(a, b) => {
+                self.regex_calls += 1;
+                if let FnArg::Literal(Literal::String(p)) = b {
+                    self.longest_regex = self.longest_regex.max(p.len());
+                }
+                vec![a, b]
+            }
+        };
+        for a in args {
+            match a {
+                FnArg::Literal(_) => {}
+                FnArg::Test(t) => self.test(t, depth),
+                FnArg::Filter(f) => self.filter(f, depth),
+            }
+        }
+    }
+
+    /// The first limit this query is over, as the message that names it.
+    fn over(&self) -> Option<String> {
+        let b = |what: &str, n: usize, max: usize, advice: &str| {
+            (n > max).then(|| format!("has {n} {what}, more than the {max} allowed; {advice}"))
+        };
+        b(
+            "descendant segments (`..`)",
+            self.descendants,
+            Bounds::MAX_DESCENDANTS,
+            "name the path to the field instead",
+        )
+        .or_else(|| {
+            b(
+                "selectors in one union",
+                self.widest_union,
+                Bounds::MAX_UNION,
+                "use a filter",
+            )
+        })
+        .or_else(|| {
+            (self.repeats > Bounds::MAX_REPEATS).then(|| {
+                format!(
+                    "repeats every selected node {} times (the product of its unions' widths),                      more than the {} allowed",
+                    self.repeats,
+                    Bounds::MAX_REPEATS
+                )
+            })
+        })
+        .or_else(|| {
+            b(
+                "levels of nested filters",
+                self.filter_depth,
+                Bounds::MAX_FILTER_DEPTH,
+                "flatten the filter",
+            )
+        })
+        .or_else(|| {
+            (self.descendants > 0 && self.regex_calls > 0).then(|| {
+                "uses match()/search() together with a descendant segment (`..`), which compiles \
+                 the regular expression again for every node of the object; name the path to \
+                 the field instead"
+                    .to_string()
+            })
+        })
+        .or_else(|| {
+            b(
+                "match()/search() calls",
+                self.regex_calls,
+                Bounds::MAX_REGEX_CALLS,
+                "compare with == where you can",
+            )
+        })
+        .or_else(|| {
+            b(
+                "bytes in a regular expression",
+                self.longest_regex,
+                Bounds::MAX_REGEX_BYTES,
+                "shorten the pattern",
+            )
+        })
+    }
+}
+
+/// Evaluations running at once on the blocking pool, for every caller together: enough for
+/// gates and API reads to progress, few enough that costly expressions cannot take every core.
+const CONCURRENT_EVALUATIONS: usize = 2;
+
+static EVALUATIONS: std::sync::LazyLock<Arc<Semaphore>> =
+    std::sync::LazyLock::new(|| Arc::new(Semaphore::new(CONCURRENT_EVALUATIONS)));
+
+/// [`check`], off the async workers: on the blocking pool, at most [`CONCURRENT_EVALUATIONS`]
+/// at once (others wait their turn, within the caller's own timeout).
+pub(crate) async fn check_off_runtime(
+    kind: String,
+    namespace: String,
+    name: String,
+    object: Option<Value>,
+    rule: Rule,
+) -> Verdict {
+    let id = id(&kind, &namespace, &name);
+    let Ok(permit) = EVALUATIONS.clone().acquire_owned().await else {
+        return Verdict::unknown(format!("{id}: expression evaluation is shutting down"));
+    };
+    let judged = tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        check(&kind, &namespace, &name, object.as_ref(), &rule)
+    })
+    .await;
+    judged.unwrap_or_else(|e| Verdict::unknown(format!("{id}: evaluating the rule failed: {e}")))
+}
+
 struct Expr {
     source: String,
     query: JpQuery,
@@ -274,8 +512,19 @@ struct Expr {
 
 impl Expr {
     fn parse(which: &str, source: &str) -> Result<Self, String> {
+        if source.len() > Bounds::MAX_BYTES {
+            // Not quoted: the message would be as long as the expression.
+            return Err(format!(
+                "{which} expression is {} bytes long, more than the {} allowed",
+                source.len(),
+                Bounds::MAX_BYTES
+            ));
+        }
         let query = parse_json_path(source)
             .map_err(|e| format!("{which} expression `{source}` is not valid JSONPath: {e}"))?;
+        if let Some(why) = Cost::of(&query).over() {
+            return Err(format!("{which} expression `{source}` {why}"));
+        }
         Ok(Expr {
             source: source.to_owned(),
             query,
@@ -333,7 +582,7 @@ impl Compiled {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::health::HealthStatus;
 
@@ -569,6 +818,120 @@ mod tests {
             err.starts_with("degraded expression `status.phase`"),
             "{err}"
         );
+    }
+
+    /// The expression from the hostile review: nested descendant segments of wide unions, about
+    /// 200 bytes, which evaluated for seconds and allocated hundreds of MiB on one pod.
+    pub(crate) fn exploding_expression() -> String {
+        let union = format!("[{}]", ["*"; 30].join(","));
+        format!("${union}..{union}..{union}").replacen("$[", "$..[", 1)
+    }
+
+    #[test]
+    fn nested_descendants_of_wide_unions_are_refused_before_evaluation() {
+        let attack = exploding_expression();
+        assert!(attack.len() < 250, "{}", attack.len());
+        let err = validate(&rule(Some(&attack), None, None)).unwrap_err();
+        assert!(err.contains("descendant segments"), "{err}");
+        // Each limit on its own, each named.
+        let cases = [
+            ("$..a..b", "descendant segments"),
+            ("$..[?match(@.a,'x')]", "together with a descendant segment"),
+            (
+                "$.spec['a','b','c','d','e','f','g','h','i']",
+                "selectors in one union",
+            ),
+            (
+                "$[*,*,*,*][*,*,*,*][*,*,*,*][*,*]",
+                "repeats every selected node 128 times",
+            ),
+            ("$[?@[?@[?@[?@.a]]]]", "levels of nested filters"),
+            (
+                "$[?match(@.a,'x') && search(@.b,'y') && match(@.c,'z')]",
+                "match()/search() calls",
+            ),
+            (
+                "$[?match(@.a,'(a|aa)+(b|bb)+(c|cc)+(d|dd)+(e|ee)+(f|ff)+(g|gg)+(h|hh)+(i|ii)+(j|jj)+')]",
+                "bytes in a regular expression",
+            ),
+        ];
+        for (expr, limit) in cases {
+            let err = validate(&rule(None, Some(expr), None)).unwrap_err();
+            assert!(
+                err.starts_with(&format!("progressing expression `{expr}`")) && err.contains(limit),
+                "{expr}: {err}"
+            );
+        }
+        // A gate or a request with it is never judged Healthy.
+        let v = deployment(ROLLED_OUT, &rule(Some(&attack), None, None));
+        assert_eq!(v.status, HealthStatus::Unknown, "{}", v.message);
+    }
+
+    #[test]
+    fn a_union_of_many_repeated_names_is_refused_by_length() {
+        let attack = format!(
+            "$[{}]",
+            std::iter::repeat_n("'a'", 100_000)
+                .collect::<Vec<_>>()
+                .join(",")
+        );
+        let started = std::time::Instant::now();
+        let err = Rule::new(Some(attack), None, None).unwrap_err().to_string();
+        assert!(
+            err.contains("bytes long, more than the 512 allowed"),
+            "{err}"
+        );
+        assert!(
+            !err.contains("'a','a'"),
+            "the expression is not echoed: {err}"
+        );
+        assert!(started.elapsed() < std::time::Duration::from_millis(50));
+    }
+
+    #[test]
+    fn everyday_expressions_stay_within_the_bounds() {
+        for expr in [
+            AVAILABLE,
+            "$..conditions[?@.type=='Ready' && @.status=='True']",
+            "$.status.conditions[?@.type=='Ready' || @.type=='Available'][?@.status=='True']",
+            "$[?@.status.phase=='Bound']",
+            "$[?@.status.readyReplicas >= 2]",
+            "$.status[?match(@.phase, 'Succeeded|Running')]",
+            "$.spec.containers[0,1]",
+        ] {
+            assert_eq!(validate(&rule(Some(expr), None, None)), Ok(()), "{expr}");
+        }
+    }
+
+    /// The costliest expressions the bounds admit, on a large object, end: one descendant
+    /// segment with a filter and 64 repeats; regular expressions on one wide array. (The
+    /// refused ones ran for minutes and gigabytes; the bound here only guards against that,
+    /// the cost itself is measured in benches/expressions.rs.)
+    #[test]
+    fn the_costliest_admitted_expressions_end() {
+        let items: Vec<Value> = (0..2_000)
+            .map(|i| serde_json::json!({"name": format!("c{i}"), "env": [{"name": "A", "value": "x"}]}))
+            .collect();
+        let object = serde_json::json!({"metadata": {"name": "big"}, "spec": {"items": items}});
+        for expr in [
+            "$..[?@.name=='c1' || @.value=='x'][*,*,*,*,*,*,*,*][*,*,*,*,*,*,*,*]",
+            "$.spec.items[?match(@.name,'c1[0-9]+') && search(@.name,'9')].env[*,*,*,*,*,*,*,*]",
+        ] {
+            let started = std::time::Instant::now();
+            let v = check(
+                "Widget",
+                "cicd",
+                "big",
+                Some(&object),
+                &rule(Some(expr), None, None),
+            );
+            assert_ne!(v.status, HealthStatus::Unknown, "{expr}: {}", v.message);
+            assert!(
+                started.elapsed() < std::time::Duration::from_secs(30),
+                "{expr}: {:?}",
+                started.elapsed()
+            );
+        }
     }
 
     #[test]

@@ -12,7 +12,7 @@
 mod source;
 
 pub use source::{
-    Destination, FromSecret, SECRET_TYPE_CLUSTER, SECRET_TYPE_LABEL, SourceError,
+    Destination, FromSecret, SECRET_TYPE_CLUSTER, SECRET_TYPE_LABEL, SecretTrust, SourceError,
     from_argocd_secret, from_kubeconfig_file, normalize_server,
 };
 
@@ -104,6 +104,7 @@ pub enum Source {
         client: kube::Client,
         namespace: String,
         names: Vec<String>,
+        trust: SecretTrust,
     },
     /// A mounted directory, one kubeconfig file per cluster named after it (see
     /// [`Source::kubeconfig_dir`]).
@@ -392,13 +393,33 @@ fn unambiguous(
     (usable, aliases, refused)
 }
 
+/// Most bytes one response of a remote cluster's API server may carry (a list, or a watch
+/// stream until it is reopened). Honest servers page lists (kube's watcher asks for 500
+/// objects a page); a hostile or broken one that sends an endless body would otherwise be
+/// buffered whole, since a list is read completely before it is parsed.
+pub(crate) const MAX_RESPONSE_BYTES: usize = 64 * 1024 * 1024;
+
+/// A client whose every response body ends in an error after `max` bytes.
+pub(crate) fn bounded_client(
+    config: kube::Config,
+    max: usize,
+) -> Result<kube::Client, ClusterError> {
+    use kube::client::{ClientBuilder, DynBody};
+    let limit = tower::util::MapResponseLayer::new(move |resp: http::Response<Box<DynBody>>| {
+        resp.map(|body| http_body_util::Limited::new(body, max))
+    });
+    Ok(ClientBuilder::try_from(config)
+        .map_err(|e| ClusterError::Connect(e.to_string()))?
+        .with_layer(&limit)
+        .build())
+}
+
 async fn connect(d: &Destination, build: &Build) -> Result<Cluster, ClusterError> {
     let config =
         kube::Config::from_custom_kubeconfig(d.kubeconfig.clone(), &KubeConfigOptions::default())
             .await
             .map_err(|e| ClusterError::Connect(e.to_string()))?;
-    let client =
-        kube::Client::try_from(config).map_err(|e| ClusterError::Connect(e.to_string()))?;
+    let client = bounded_client(config, MAX_RESPONSE_BYTES)?;
     let evaluator = build(d, client).map_err(ClusterError::Build)?;
     Ok(Cluster {
         name: d.name.clone(),
@@ -453,6 +474,7 @@ impl Source {
                 client,
                 namespace,
                 names,
+                trust,
             } => {
                 let api: Api<Secret> = Api::namespaced(client.clone(), namespace);
                 let secrets = if names.is_empty() {
@@ -504,7 +526,7 @@ impl Source {
                                 "Secret {namespace}/{}",
                                 s.metadata.name.as_deref().unwrap_or("")
                             );
-                            let entry = match from_argocd_secret(&s) {
+                            let entry = match from_argocd_secret(&s, *trust) {
                                 Ok(FromSecret::Home(name)) => Ok(Entry::Home(name)),
                                 Ok(FromSecret::Remote(d)) => Ok(Entry::Remote(d)),
                                 Err(e) => Err(e),

@@ -220,10 +220,22 @@ pub enum FromSecret {
     Home(String),
 }
 
+/// How far cluster Secrets are trusted (`wavegate serve --clusters-*` flags).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SecretTrust {
+    /// Accept project-scoped cluster Secrets (a `project` key): Argo CD lets a project's
+    /// admins create them (argo-cd `util/db/cluster.go`, `secretToCluster` reads `project`;
+    /// project-scoped clusters, "Project scoped Repositories and Clusters" in its docs), so
+    /// they come from less trusted hands than the installer's own.
+    pub project_scoped: bool,
+    /// Accept `tlsClientConfig.insecure: true` (no verification of the API server).
+    pub insecure: bool,
+}
+
 /// One Argo CD cluster Secret → a destination (argo-cd `util/db/cluster.go` `secretToCluster`:
 /// `server`, `name` (defaulting to the server, as `clusterToSecret` writes it), `namespaces`
 /// (comma-separated), `config`).
-pub fn from_argocd_secret(secret: &Secret) -> Result<FromSecret, SourceError> {
+pub fn from_argocd_secret(secret: &Secret, trust: SecretTrust) -> Result<FromSecret, SourceError> {
     let labelled = secret
         .metadata
         .labels
@@ -234,6 +246,17 @@ pub fn from_argocd_secret(secret: &Secret) -> Result<FromSecret, SourceError> {
         return Err(SourceError::Invalid(format!(
             "not labelled {SECRET_TYPE_LABEL}={SECRET_TYPE_CLUSTER}, so it is not an Argo CD \
              cluster Secret"
+        )));
+    }
+    // Before anything else is read: a project's admin may name it like a production cluster
+    // (or give its server), and a refused duplicate would take the real one down with it.
+    if let Some(project) = text(secret, "project")?.filter(|p| !p.trim().is_empty())
+        && !trust.project_scoped
+    {
+        return Err(SourceError::Unsupported(format!(
+            "is scoped to project {:?}, and project-scoped cluster Secrets are ignored unless \
+             --clusters-project-scoped is set",
+            project.chars().take(63).collect::<String>()
         )));
     }
     let server = text(secret, "server")?
@@ -282,6 +305,13 @@ pub fn from_argocd_secret(secret: &Secret) -> Result<FromSecret, SourceError> {
         ))
     })?;
     let kubeconfig = kubeconfig_of(&name, &server, &config)?;
+    if config.tls_client_config.insecure && !trust.insecure {
+        return Err(SourceError::Unsupported(
+            "sets tlsClientConfig.insecure (the API server is not verified), which wavegate \
+             refuses unless --clusters-allow-insecure is set"
+                .into(),
+        ));
+    }
     let print = fingerprint(&[name.as_bytes(), server.as_bytes(), raw.as_bytes()])
         ^ fingerprint(&[format!("{namespaces:?}").as_bytes()]);
     Ok(FromSecret::Remote(Box::new(Destination {
@@ -512,14 +542,14 @@ mod tests {
     }
 
     fn refused(s: &Secret) -> String {
-        match from_argocd_secret(s) {
+        match from_argocd_secret(s, SecretTrust::default()) {
             Err(e) => e.to_string(),
             Ok(d) => panic!("accepted: {d:?}"),
         }
     }
 
     fn remote(s: &Secret) -> Destination {
-        match from_argocd_secret(s) {
+        match from_argocd_secret(s, SecretTrust::default()) {
             Ok(FromSecret::Remote(d)) => *d,
             other => panic!("not a remote destination: {other:?}"),
         }
@@ -551,6 +581,54 @@ mod tests {
         assert!(user.token.is_some() && user.client_certificate_data.is_none());
     }
 
+    /// A project's admin creates a cluster Secret named like production: ignored unless the
+    /// installer opts in, so it can neither shadow nor collide with the real one.
+    #[test]
+    fn project_scoped_secrets_are_refused_unless_opted_in() {
+        let config = format!(r#"{{"bearerToken":"abc","tlsClientConfig":{{"caData":"{CA}"}}}}"#);
+        let s = secret(&[
+            ("name", "prod"),
+            ("server", "https://10.0.0.1:6443"),
+            ("config", &config),
+            ("project", "team-a"),
+        ]);
+        let why = refused(&s);
+        assert!(
+            why.contains("project \"team-a\"") && why.contains("--clusters-project-scoped"),
+            "{why}"
+        );
+        let trusting = SecretTrust {
+            project_scoped: true,
+            ..SecretTrust::default()
+        };
+        assert!(matches!(
+            from_argocd_secret(&s, trusting),
+            Ok(FromSecret::Remote(d)) if d.name == "prod"
+        ));
+    }
+
+    #[test]
+    fn insecure_clusters_are_refused_unless_allowed() {
+        let s = secret(&[
+            ("name", "lab"),
+            ("server", "https://10.0.0.9:6443"),
+            (
+                "config",
+                r#"{"bearerToken":"abc","tlsClientConfig":{"insecure":true}}"#,
+            ),
+        ]);
+        let why = refused(&s);
+        assert!(why.contains("--clusters-allow-insecure"), "{why}");
+        let trusting = SecretTrust {
+            insecure: true,
+            ..SecretTrust::default()
+        };
+        assert!(matches!(
+            from_argocd_secret(&s, trusting),
+            Ok(FromSecret::Remote(_))
+        ));
+    }
+
     #[test]
     fn a_secret_without_a_name_is_named_after_its_server() {
         let d = remote(&secret(&[
@@ -566,13 +644,17 @@ mod tests {
             ("name", "in-cluster"),
             ("server", "https://kubernetes.default.svc"),
         ]);
-        assert!(matches!(from_argocd_secret(&s), Ok(FromSecret::Home(n)) if n == "in-cluster"));
+        assert!(
+            matches!(from_argocd_secret(&s, SecretTrust::default()), Ok(FromSecret::Home(n)) if n == "in-cluster")
+        );
         // Renamed (Argo CD allows it): the name is kept, the settings skipped.
         let s = secret(&[
             ("name", "home"),
             ("server", "https://kubernetes.default.svc/"),
         ]);
-        assert!(matches!(from_argocd_secret(&s), Ok(FromSecret::Home(n)) if n == "home"));
+        assert!(
+            matches!(from_argocd_secret(&s, SecretTrust::default()), Ok(FromSecret::Home(n)) if n == "home")
+        );
     }
 
     #[test]

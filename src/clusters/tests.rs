@@ -389,3 +389,43 @@ async fn a_renamed_home_cluster_resolves_to_home() {
     assert!(Arc::ptr_eq(&got.evaluator, clusters.home()));
     assert!(clusters.lookup("local").is_some() && clusters.lookup("other").is_none());
 }
+
+/// A hostile remote API server answers a list with a body that never ends. The client stops
+/// reading at the bound with an error, instead of buffering it until memory runs out.
+#[tokio::test]
+async fn a_remote_list_body_that_never_ends_is_cut_at_the_bound() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let sent = Arc::new(AtomicUsize::new(0));
+    let counter = sent.clone();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            let sent = counter.clone();
+            tokio::spawn(async move {
+                let mut head = [0u8; 4096];
+                let _ = socket.read(&mut head).await;
+                let start = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\n\
+                             transfer-encoding: chunked\r\n\r\n";
+                if socket.write_all(start.as_bytes()).await.is_err() {
+                    return;
+                }
+                let chunk = format!("10000\r\n{}\r\n", "x".repeat(0x10000));
+                while socket.write_all(chunk.as_bytes()).await.is_ok() {
+                    sent.fetch_add(0x10000, Ordering::SeqCst);
+                }
+            });
+        }
+    });
+    let config = kube::Config::new(url.parse().unwrap());
+    let client = bounded_client(config, 1024 * 1024).unwrap();
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::all(client);
+    let listed = tokio::time::timeout(Duration::from_secs(10), api.list(&ListParams::default()))
+        .await
+        .expect("the list ends at the bound, not never");
+    assert!(listed.is_err());
+    // What the server got to send before the client stopped reading: the bound plus what the
+    // sockets buffer, far from unbounded.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let sent = sent.load(Ordering::SeqCst);
+    assert!(sent < 32 * 1024 * 1024, "{sent} bytes were read");
+}

@@ -164,13 +164,16 @@ pub struct ResourceCheck {
     /// (compare it in a filter: `$[?@.status.phase=='Bound']`). Checked after the kind's own
     /// rule (Argo CD's for built-in kinds, kstatus for the rest), which it can only make stricter.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
     pub healthy: Option<String>,
     /// JSONPath that holds while the object is still progressing (same typing as `healthy`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
     pub progressing: Option<String>,
     /// JSONPath that holds when the object has definitely failed (same typing as `healthy`).
     /// Messages name the expression, never the matched value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 512))]
     pub degraded: Option<String>,
 }
 
