@@ -188,10 +188,8 @@ async fn a_cancelled_ask_does_not_drop_probes_another_ask_waits_on() {
     let wg = Wavegate::start_in(client.clone(), config, &[&ns]).await;
     let resource = "crdbclusters.crdb.cockroachlabs.com";
     // The first ask starts the probes and is cancelled half-way through them.
-    let first = tokio::time::timeout(
-        Duration::from_millis(700),
-        wg.get(&format!("/api/v1/health/{resource}/{ns}/slow")),
-    );
+    let path = format!("/api/v1/health/{resource}/{ns}/slow");
+    let first = tokio::time::timeout(Duration::from_millis(700), wg.get(&path));
     let second = async {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let started = std::time::Instant::now();
