@@ -282,7 +282,11 @@ impl Sender {
     fn eligible(&self) -> impl Iterator<Item = usize> + '_ {
         (0..self.held.len()).filter(|&i| {
             let object = self.held[i].pending.object();
-            !self.held.iter().take(i).any(|h| h.pending.object() == object)
+            !self
+                .held
+                .iter()
+                .take(i)
+                .any(|h| h.pending.object() == object)
         })
     }
 
@@ -385,8 +389,7 @@ impl Sender {
             action: p.action.to_string(),
             secondary: None,
         };
-        match tokio::time::timeout(PUBLISH_TIMEOUT, recorder.publish(&event, &p.regarding)).await
-        {
+        match tokio::time::timeout(PUBLISH_TIMEOUT, recorder.publish(&event, &p.regarding)).await {
             Ok(Ok(())) => Sent::Yes,
             Ok(Err(e)) if may_pass(&e) => Sent::Refused(e.to_string()),
             Ok(Err(e)) => Sent::Rejected(e.to_string()),
@@ -408,9 +411,7 @@ async fn sleep_until_or_forever(due: Option<Instant>) {
 /// namespace being deleted, 409, 422) would be refused again.
 fn may_pass(e: &kube::Error) -> bool {
     match e {
-        kube::Error::Api(status) => {
-            matches!(status.code, 403 | 408 | 429) || status.code >= 500
-        }
+        kube::Error::Api(status) => matches!(status.code, 403 | 408 | 429) || status.code >= 500,
         _ => true,
     }
 }
@@ -797,7 +798,10 @@ mod sender_tests {
             attempts(&api).len() == policy.backlog + 5
         })
         .await;
-        until("the overflow given up", || metrics.events_with("dropped") == 5).await;
+        until("the overflow given up", || {
+            metrics.events_with("dropped") == 5
+        })
+        .await;
         assert_eq!(metrics.events_with("retried") as usize, policy.backlog);
     }
 
