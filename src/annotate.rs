@@ -26,7 +26,7 @@ use crate::resource::{InputError, Resource, Target};
 use crate::written::{self, DEFAULT_STATUS_VALIDITY, FIELD_MANAGER};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Map, Value, json};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use thiserror::Error;
@@ -68,11 +68,20 @@ pub(crate) enum AnnotateError {
 /// Resource, namespace, name.
 type Key = (Resource, String, String);
 
+/// wavegate's annotations as last written on an object, with the resourceVersion they were
+/// written over.
+type Written = (Option<String>, BTreeMap<String, String>);
+
 struct Annotator {
     validity: Option<Duration>,
     evaluator: Arc<Evaluator>,
     metrics: Arc<Metrics>,
     index: Mutex<DepIndex<Key>>,
+    /// The annotations last written per object: until the watch delivers our patch, the cache
+    /// still holds the object as it was, and comparing with that would send the same patch (and
+    /// its Event) again when a dependency changes meanwhile — what the gate controller's
+    /// `written` memory does for statuses.
+    written: Mutex<HashMap<Key, Written>>,
     events: events::Publisher,
 }
 
@@ -90,18 +99,36 @@ pub async fn run_with(
     resync: Duration,
     validity: Option<Duration>,
 ) {
+    run_debounced(evaluator, metrics, resync, validity, queue::DEBOUNCE).await
+}
+
+/// [`run_with`], with how long changes are coalesced before a reconcile. Shorter than the
+/// default (20 ms), a reconcile woken right after wavegate's own patch reads the cache before
+/// the watch has delivered that patch: what a busy API server does to the default, made
+/// certain (tests/e2e_annotate.rs).
+pub async fn run_debounced(
+    evaluator: Arc<Evaluator>,
+    metrics: Arc<Metrics>,
+    resync: Duration,
+    validity: Option<Duration>,
+    debounce: Duration,
+) {
     let changes = evaluator.cache().subscribe();
     let annotator = Arc::new(Annotator {
-        events: events::Publisher::new(evaluator.cache().client().clone()),
+        events: events::Publisher::new(evaluator.cache().client().clone(), metrics.clone()),
         evaluator,
         metrics: metrics.clone(),
         index: Mutex::default(),
+        written: Mutex::default(),
         validity,
     });
     tracing::info!(
         "annotation mode started (watching services, CNPG databases, CrdbClusters, Argo CD applications)"
     );
-    let config = QueueConfig::new("annotations", resync);
+    let config = QueueConfig {
+        debounce,
+        ..QueueConfig::new("annotations", resync)
+    };
     queue::run(annotator, changes, config, metrics).await;
 }
 
@@ -166,12 +193,16 @@ impl Annotator {
             .object(&kind.kind(), ns, name)
             .await?
         else {
-            self.set_deps(key, None);
+            self.forget(key);
             return Ok(None);
         };
-        let current = annotations_of(&object);
+        let rv = object
+            .pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        let current = self.current_annotations(key, &rv, annotations_of(&object));
         if !concerns_us(&current) {
-            self.set_deps(key, None);
+            self.forget(key);
             return Ok(None);
         }
         let (wanted, requeue, event) = if opted_in(&current) {
@@ -201,7 +232,8 @@ impl Annotator {
                 let until = valid_until(&current, &wanted, validity, now);
                 wanted.insert(VALID_UNTIL.into(), until.to_string());
             }
-            // Compared with the annotation the object carries, not with memory (src/events.rs).
+            // Compared with the annotation the object carries (or our own write the cache has
+            // not shown yet), never with an older memory (src/events.rs).
             let old = events::parse_status(current.get(STATUS).map(String::as_str));
             let event = events::transition(old, verdict.status, &verdict.message, false);
             (wanted, requeue, event)
@@ -211,6 +243,9 @@ impl Annotator {
         };
         if let Some(patch) = annotation_patch(&current, &wanted) {
             self.write(kind, (ns, name), patch).await?;
+            if let Ok(mut w) = self.written.lock() {
+                w.insert(key.clone(), (rv, wanted.clone()));
+            }
             if let Some(t) = event {
                 let ar = self.api_resource(kind).await?;
                 let regarding = events::reference(&object, &ar.api_version, &ar.kind);
@@ -218,6 +253,24 @@ impl Annotator {
             }
         }
         Ok(requeue)
+    }
+
+    /// The object's annotations as far as wavegate knows them (see [`as_written`]).
+    fn current_annotations(
+        &self,
+        key: &Key,
+        rv: &Option<String>,
+        cached: BTreeMap<String, String>,
+    ) -> BTreeMap<String, String> {
+        let written = self.written.lock().ok().and_then(|w| w.get(key).cloned());
+        as_written(cached, rv, written.as_ref())
+    }
+
+    fn forget(&self, key: &Key) {
+        self.set_deps(key, None);
+        if let Ok(mut w) = self.written.lock() {
+            w.remove(key);
+        }
     }
 
     fn set_deps(&self, key: &Key, ask: Option<&Ask>) {
@@ -256,6 +309,27 @@ impl Annotator {
     async fn api_resource(&self, kind: &Resource) -> Result<ApiResource, AnnotateError> {
         Ok(self.evaluator.cache().discover(&kind.kind()).await?)
     }
+}
+
+/// `cached` (an object's annotations, read at resourceVersion `rv`) with wavegate's own as last
+/// written, while the cache still shows the object at the resourceVersion that write was made
+/// over; once the cache shows any other version, what it shows.
+fn as_written(
+    mut cached: BTreeMap<String, String>,
+    rv: &Option<String>,
+    written: Option<&Written>,
+) -> BTreeMap<String, String> {
+    if let Some((written_over, ours)) = written
+        && written_over == rv
+    {
+        for k in WRITTEN {
+            match ours.get(k) {
+                Some(v) => cached.insert(k.to_string(), v.clone()),
+                None => cached.remove(k),
+            };
+        }
+    }
+    cached
 }
 
 fn annotations_of(object: &Value) -> BTreeMap<String, String> {
@@ -447,5 +521,62 @@ mod tests {
         assert_eq!(valid_until(&current, &wanted, validity, 1091), 1271);
         let changed = ann(&[(STATUS, "Progressing"), (MESSAGE, "0 ready")]);
         assert_eq!(valid_until(&current, &changed, validity, 1010), 1190);
+    }
+
+    /// What `annotate` decides for one reconcile: the patch and the Event, given the cached
+    /// object (annotations at `rv`) and the memory of the last write, which it updates.
+    fn reconcile(
+        memory: &mut Option<Written>,
+        cached: &BTreeMap<String, String>,
+        rv: &str,
+        verdict: &Verdict,
+    ) -> (bool, bool) {
+        let rv = Some(rv.to_string());
+        let current = as_written(cached.clone(), &rv, memory.as_ref());
+        let wanted = wanted_annotations(verdict, None);
+        let old = events::parse_status(current.get(STATUS).map(String::as_str));
+        let event = events::transition(old, verdict.status, &verdict.message, false);
+        match annotation_patch(&current, &wanted) {
+            Some(_) => {
+                *memory = Some((rv, wanted));
+                (true, event.is_some())
+            }
+            None => (false, false),
+        }
+    }
+
+    #[test]
+    fn a_change_before_the_cache_shows_our_patch_repeats_neither_patch_nor_event() {
+        let mut memory = None;
+        let progressing = Verdict::progressing("0 of 1 ready");
+        let healthy = Verdict::healthy("1 ready endpoint");
+        let at_rv7 = ann(&[(OPT_IN, "true")]);
+        // The first verdict: one patch, one Event (over resourceVersion 7).
+        assert_eq!(
+            reconcile(&mut memory, &at_rv7, "7", &progressing),
+            (true, true)
+        );
+        // A pod changes before the watch delivers the patch: the cache still shows rv 7.
+        assert_eq!(
+            reconcile(&mut memory, &at_rv7, "7", &progressing),
+            (false, false)
+        );
+        // The patch arrives (rv 8): nothing to do.
+        let mut at_rv8 = at_rv7.clone();
+        at_rv8.extend(wanted_annotations(&progressing, None));
+        assert_eq!(
+            reconcile(&mut memory, &at_rv8, "8", &progressing),
+            (false, false)
+        );
+        // The verdict changes: one patch and one Event, and again none while the cache lags.
+        assert_eq!(reconcile(&mut memory, &at_rv8, "8", &healthy), (true, true));
+        assert_eq!(
+            reconcile(&mut memory, &at_rv8, "8", &healthy),
+            (false, false)
+        );
+        // Someone else changed our annotations since (rv 9): the object, not memory, counts.
+        let mut at_rv9 = at_rv8.clone();
+        at_rv9.insert(STATUS.into(), "Degraded".into());
+        assert_eq!(reconcile(&mut memory, &at_rv9, "9", &healthy), (true, true));
     }
 }

@@ -533,6 +533,12 @@ impl Cache {
         }
     }
 
+    /// How long a first read waits for a new watch to list (`--sync-wait`): what a view that
+    /// reads many kinds at once gives all of its reads together.
+    pub(crate) fn sync_wait(&self) -> Duration {
+        self.sync_wait
+    }
+
     async fn read<R>(&self, w: &Watch<R>) -> Result<(), CacheError> {
         w.health.touch();
         let listed = w.health.listed.notified();

@@ -114,9 +114,16 @@ pub struct Evaluator {
     /// When each persistent failure was first seen, by ask and object identity (UID and
     /// generation), so a grace period belongs to one object at one spec.
     failing_since: Mutex<HashMap<FailureKey, Observed>>,
-    prober: probe::Prober,
+    prober: Arc<probe::Prober>,
+    /// Probes running, by the probe cache's key: each runs as a task of its own, so an ask
+    /// that goes away (its HTTP request cancelled) does not cancel a probe other asks wait on,
+    /// and an ask that takes over the probe cache's wait joins the same probe.
+    probing: Arc<Mutex<HashMap<String, (u64, SharedProbe)>>>,
     metrics: Arc<Metrics>,
 }
+
+type SharedProbe =
+    futures::future::Shared<futures::future::BoxFuture<'static, cockroach::PodProbe>>;
 
 impl Evaluator {
     pub fn new(
@@ -140,7 +147,8 @@ impl Evaluator {
                 .max_capacity(MAX_CACHED_PROBES)
                 .build(),
             failing_since: Mutex::default(),
-            prober,
+            prober: Arc::new(prober),
+            probing: Arc::default(),
             cache,
             config,
             metrics,
@@ -149,6 +157,12 @@ impl Evaluator {
 
     pub(crate) fn cache(&self) -> &Arc<Cache> {
         &self.cache
+    }
+
+    /// The longest one judgement should need: a watch's first list (`--sync-wait`), then a
+    /// probe round (the probe timeout).
+    pub(crate) fn patience(&self) -> Duration {
+        self.cache.sync_wait() + self.config.probe_timeout
     }
 
     /// How often something waiting on a CockroachDB check is judged again: probes are not
@@ -340,18 +354,74 @@ impl Evaluator {
             target.pod, target.uid, target.ip, target.port, target.controlled_by_cluster
         );
         self.probes
-            .get_with(key, async {
-                let started = Instant::now();
-                let p = self.prober.probe(namespace, cluster, target).await;
-                self.metrics
-                    .probe_seconds
-                    .observe(started.elapsed().as_secs_f64());
-                if matches!(p.readiness, cockroach::Readiness::Unreachable(_)) {
-                    self.metrics.probe_errors.inc();
-                }
-                p
-            })
+            .get_with(key.clone(), self.probing(key, namespace, cluster, target))
             .await
+    }
+
+    /// The running probe of `key`, or a new one.
+    async fn probing(
+        &self,
+        key: String,
+        namespace: &str,
+        cluster: &str,
+        target: &cockroach::ProbeTarget,
+    ) -> cockroach::PodProbe {
+        use futures::FutureExt;
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let running = {
+            let mut probing = self.probing.lock().unwrap_or_else(|p| p.into_inner());
+            match probing.get(&key) {
+                Some((_, running)) => running.clone(),
+                None => {
+                    let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let (prober, metrics, cache, all) = (
+                        self.prober.clone(),
+                        self.metrics.clone(),
+                        self.probes.clone(),
+                        self.probing.clone(),
+                    );
+                    let (ns, cl, t, k) = (
+                        namespace.to_string(),
+                        cluster.to_string(),
+                        target.clone(),
+                        key.clone(),
+                    );
+                    let task = tokio::spawn(async move {
+                        let started = Instant::now();
+                        let p = prober.probe(&ns, &cl, &t).await;
+                        metrics
+                            .probe_seconds
+                            .observe(started.elapsed().as_secs_f64());
+                        if matches!(p.readiness, cockroach::Readiness::Unreachable(_)) {
+                            metrics.probe_errors.inc();
+                        }
+                        // Cached even when every ask that waited for it has gone.
+                        cache.insert(k.clone(), p.clone()).await;
+                        let mut all = all.lock().unwrap_or_else(|p| p.into_inner());
+                        if all.get(&k).is_some_and(|(i, _)| *i == id) {
+                            all.remove(&k);
+                        }
+                        p
+                    });
+                    let pod = target.pod.clone();
+                    let running = async move {
+                        task.await.unwrap_or_else(|e| {
+                            cockroach::PodProbe::bare(
+                                &pod,
+                                cockroach::Readiness::Unreachable(format!(
+                                    "the probe stopped: {e}"
+                                )),
+                            )
+                        })
+                    }
+                    .boxed()
+                    .shared();
+                    probing.insert(key, (id, running.clone()));
+                    running
+                }
+            }
+        };
+        running.await
     }
 
     /// What proves CockroachDB pods' membership, read only when there are credentials to

@@ -61,6 +61,9 @@ pub struct WriterLabel {
 /// first failure.
 pub const WRITERS: [&str; 2] = ["gate", "annotate"];
 
+/// The outcomes of [`Metrics::events`], created at 0.
+pub const EVENT_OUTCOMES: [&str; 3] = ["sent", "retried", "dropped"];
+
 pub struct Metrics {
     registry: Registry,
     pub asks: Family<ResourceLabel, Counter>,
@@ -88,6 +91,9 @@ pub struct Metrics {
     pub write_errors: Family<WriterLabel, Counter>,
     /// CockroachDB pod probes without a usable answer (the "probe errors" alert).
     pub probe_errors: Counter,
+    /// Kubernetes Events by outcome: `sent`, `retried` (refused, tried again later), `dropped`
+    /// (given up: refused for good, retries or backlog exhausted).
+    pub events: Family<OutcomeLabel, Counter>,
     /// clusters-fix: the gates with a `gate_health` series, by cluster (the family cannot be
     /// listed, and a stopped cluster's series must be removed).
     gates_shown: std::sync::Mutex<
@@ -186,8 +192,21 @@ impl Default for Metrics {
             "CockroachDB pod probes without a usable answer (refused, timed out, garbage)",
             probe_errors.clone(),
         );
+        let events = Family::<OutcomeLabel, Counter>::default();
+        for outcome in EVENT_OUTCOMES {
+            let _ = events.get_or_create(&OutcomeLabel {
+                outcome: outcome.to_string(),
+            });
+        }
+        registry.register(
+            "events",
+            "Kubernetes Events by outcome (sent, retried: refused and tried again, dropped: \
+             given up)",
+            events.clone(),
+        );
         Metrics {
             registry,
+            events,
             leader,
             reconcile_errors,
             gate_health,
@@ -249,6 +268,24 @@ impl Metrics {
                 writer: writer.to_string(),
             })
             .inc();
+    }
+
+    /// One Event `outcome` (one of [`EVENT_OUTCOMES`]).
+    pub(crate) fn record_event(&self, outcome: &str) {
+        self.events
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.to_string(),
+            })
+            .inc();
+    }
+
+    /// How many Events had `outcome` so far.
+    pub fn events_with(&self, outcome: &str) -> u64 {
+        self.events
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.to_string(),
+            })
+            .get()
     }
 
     // clusters-fix (review finding 6): a `cluster` label, and a stopped cluster's series cleared.

@@ -137,12 +137,161 @@ const MAX_VARS_BYTES: usize = 4 << 20;
 const MAX_SMALL_BYTES: usize = 64 << 10;
 const MAX_VERIFIED_CLIENTS: usize = 64;
 
-/// At most this many pods are probed at once, across all clusters and asks. A 100-node
-/// cluster judged cold is then ~7 waves of probe rounds, not 300 connections opened at once
-/// against the nodes (and wavegate's own sockets); a round waiting for its turn does not use
-/// up its timeout. Each round is at most three concurrent requests (and, with credentials, a
-/// login before and a logout after the cluster read).
+/// At most this many pods are probed at once, across all clusters and asks (and all clusters
+/// wavegate judges: every [`Prober`] shares them). A 100-node cluster judged cold is then ~7
+/// waves of probe rounds, not 300 connections opened at once against the nodes (and wavegate's
+/// own sockets); a round waiting for its turn does not use up its timeout. Each round is at
+/// most three concurrent requests (and, with credentials, a login before and a logout after
+/// the cluster read). The slots are shared fairly ([`ProbeRounds`]).
 pub const MAX_CONCURRENT_ROUNDS: usize = 16;
+
+/// The probe rounds in flight, shared fairly between CrdbClusters: a freed slot goes to a
+/// waiting round of the destination cluster (a [`Prober`]) holding the fewest slots, and within
+/// it of the CrdbCluster holding the fewest, oldest first. First come, first served would let
+/// a CrdbCluster whose pods blackhole take every slot for as many probe timeouts as it has
+/// pods over the bound, and every other cluster's verdict would wait behind them; shared like
+/// this, another cluster waits at most for the slots the blackholed one held when it asked —
+/// one probe timeout — and then gets its share.
+pub struct ProbeRounds {
+    capacity: usize,
+    state: Mutex<RoundsState>,
+}
+
+/// Whose round: the destination cluster (one per [`Prober`]) and the CrdbCluster in it.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Flow {
+    source: u64,
+    cluster: String,
+}
+
+#[derive(Default)]
+struct RoundsState {
+    in_use: usize,
+    by_flow: HashMap<Flow, usize>,
+    by_source: HashMap<u64, usize>,
+    waiting: std::collections::VecDeque<Waiter>,
+}
+
+struct Waiter {
+    flow: Flow,
+    turn: tokio::sync::oneshot::Sender<Turn>,
+}
+
+/// One slot, held while a round runs; given back when dropped.
+struct Turn {
+    rounds: Option<Arc<ProbeRounds>>,
+    flow: Flow,
+}
+
+impl Drop for Turn {
+    fn drop(&mut self) {
+        if let Some(rounds) = self.rounds.take() {
+            let mut state = rounds.lock();
+            state.give_back(&self.flow);
+            rounds.hand_out(&mut state);
+        }
+    }
+}
+
+impl RoundsState {
+    fn take(&mut self, flow: &Flow) {
+        self.in_use += 1;
+        *self.by_flow.entry(flow.clone()).or_default() += 1;
+        *self.by_source.entry(flow.source).or_default() += 1;
+    }
+
+    fn give_back(&mut self, flow: &Flow) {
+        self.in_use = self.in_use.saturating_sub(1);
+        fn down<K: Eq + std::hash::Hash>(map: &mut HashMap<K, usize>, key: &K) {
+            if let Some(n) = map.get_mut(key) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    map.remove(key);
+                }
+            }
+        }
+        down(&mut self.by_flow, flow);
+        down(&mut self.by_source, &flow.source);
+    }
+
+    /// The waiting round to go next: fewest slots held by its destination cluster, then by
+    /// its CrdbCluster, then the oldest.
+    fn next(&self) -> Option<usize> {
+        let held = |w: &Waiter| {
+            (
+                self.by_source.get(&w.flow.source).copied().unwrap_or(0),
+                self.by_flow.get(&w.flow).copied().unwrap_or(0),
+            )
+        };
+        (0..self.waiting.len()).min_by_key(|&i| (held(&self.waiting[i]), i))
+    }
+}
+
+impl ProbeRounds {
+    pub fn new(capacity: usize) -> Arc<ProbeRounds> {
+        Arc::new(ProbeRounds {
+            capacity: capacity.max(1),
+            state: Mutex::default(),
+        })
+    }
+
+    /// The rounds every [`Prober`] of this process shares.
+    pub fn shared() -> Arc<ProbeRounds> {
+        static SHARED: std::sync::OnceLock<Arc<ProbeRounds>> = std::sync::OnceLock::new();
+        SHARED
+            .get_or_init(|| ProbeRounds::new(MAX_CONCURRENT_ROUNDS))
+            .clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, RoundsState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Wait for a slot for a round of `flow`. A caller that stops waiting leaves no slot
+    /// behind: a slot handed to it meanwhile is given back when its `Turn` is dropped.
+    async fn turn(self: &Arc<Self>, flow: Flow) -> Turn {
+        let (sender, receiver) = tokio::sync::oneshot::channel();
+        {
+            let mut state = self.lock();
+            state.waiting.push_back(Waiter {
+                flow: flow.clone(),
+                turn: sender,
+            });
+            self.hand_out(&mut state);
+        }
+        // The sender is dropped unanswered only if the waiter list were dropped, which
+        // `self` keeps; a round without a slot is still bounded by its timeout.
+        receiver.await.unwrap_or(Turn { rounds: None, flow })
+    }
+
+    /// Hand free slots to waiting rounds, fairly.
+    fn hand_out(self: &Arc<Self>, state: &mut RoundsState) {
+        // Rounds whose caller stopped waiting are not served.
+        state.waiting.retain(|w| !w.turn.is_closed());
+        while state.in_use < self.capacity {
+            let Some(i) = state.next() else { break };
+            let Some(w) = state.waiting.remove(i) else {
+                break;
+            };
+            state.take(&w.flow);
+            let turn = Turn {
+                rounds: Some(self.clone()),
+                flow: w.flow.clone(),
+            };
+            if let Err(mut unwanted) = w.turn.send(turn) {
+                // Its caller went away just now: the slot is free again (given back here,
+                // under the lock, not by the Turn's drop).
+                unwanted.rounds = None;
+                state.give_back(&w.flow);
+            }
+        }
+    }
+
+    #[cfg(test)]
+    fn in_use(&self) -> usize {
+        self.lock().in_use
+    }
+}
 
 /// Asks CockroachDB pods about themselves. Holds the one secret wavegate has, and decides per
 /// pod whether it may have it: only a pod the plan proved is controlled by the named
@@ -159,8 +308,10 @@ pub struct Prober {
     /// One name-verifying client per server name (one per CrdbCluster), built on first use.
     verified: Mutex<HashMap<String, reqwest::Client>>,
     timeout: Duration,
-    /// [`MAX_CONCURRENT_ROUNDS`] permits; one is held for each probe round.
-    rounds: tokio::sync::Semaphore,
+    /// Slots for probe rounds, shared with every other prober of the process.
+    rounds: Arc<ProbeRounds>,
+    /// This prober's destination cluster, as the fair share of [`ProbeRounds`] knows it.
+    source: u64,
 }
 
 impl Prober {
@@ -213,8 +364,15 @@ impl Prober {
             credentials,
             verified: Mutex::default(),
             timeout,
-            rounds: tokio::sync::Semaphore::new(MAX_CONCURRENT_ROUNDS),
+            rounds: ProbeRounds::shared(),
+            source: next_source(),
         })
+    }
+
+    /// This prober with rounds of its own instead of the process's.
+    pub fn with_rounds(mut self, rounds: Arc<ProbeRounds>) -> Prober {
+        self.rounds = rounds;
+        self
     }
 
     /// Probe one pod of CrdbCluster `namespace/cluster`; returns within the timeout whatever
@@ -249,9 +407,11 @@ impl Prober {
             ),
             (None, client) => (client.unwrap_or_else(|| self.client.clone()), None, None),
         };
-        // The semaphore is never closed, so acquiring fails only in theory; a round without
-        // a permit is still bounded by its timeout.
-        let _turn = self.rounds.acquire().await;
+        let flow = Flow {
+            source: self.source,
+            cluster: format!("{namespace}/{cluster}"),
+        };
+        let _turn = self.rounds.turn(flow).await;
         let mut probe =
             probe_pod_with(&client, self.scheme, target, credentials, self.timeout).await;
         if let Some(note) = withheld
@@ -280,6 +440,12 @@ impl Prober {
         clients.insert(server_name.to_string(), client.clone());
         Ok(client)
     }
+}
+
+/// A number per [`Prober`]: one per destination cluster.
+fn next_source() -> u64 {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
 }
 
 /// No redirects (a node has no business sending us elsewhere), no proxies from the environment
@@ -697,6 +863,85 @@ fn transport_error(error: &reqwest::Error) -> String {
     match root {
         Some(root) => bounded(&format!("{kind}: {root}")),
         None => kind.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod rounds_tests {
+    use super::*;
+    use futures::FutureExt;
+
+    type Waiting<'a> = std::pin::Pin<Box<dyn std::future::Future<Output = Turn> + Send + 'a>>;
+
+    fn flow(source: u64, cluster: &str) -> Flow {
+        Flow {
+            source,
+            cluster: cluster.into(),
+        }
+    }
+
+    /// A turn that is already granted, or `None` while it waits.
+    fn granted(f: &mut Waiting<'_>) -> Option<Turn> {
+        f.as_mut().now_or_never()
+    }
+
+    #[tokio::test]
+    async fn a_freed_slot_goes_to_the_cluster_holding_fewest_not_to_the_oldest_waiter() {
+        let rounds = ProbeRounds::new(2);
+        let noisy = flow(0, "prod/blackhole");
+        let quiet = flow(0, "prod/quiet");
+        let mut held: Vec<Turn> = vec![
+            rounds.turn(noisy.clone()).await,
+            rounds.turn(noisy.clone()).await,
+        ];
+        let mut noisy_waiting: Vec<_> = (0..3)
+            .map(|_| Box::pin(rounds.turn(noisy.clone())) as Waiting<'_>)
+            .collect();
+        for w in &mut noisy_waiting {
+            assert!(granted(w).is_none());
+        }
+        let mut quiet_waiting: Waiting<'_> = Box::pin(rounds.turn(quiet.clone()));
+        assert!(granted(&mut quiet_waiting).is_none());
+        drop(held.remove(0));
+        // The quiet cluster's round, though it asked last.
+        let quiet_turn = granted(&mut quiet_waiting).expect("quiet's round got the freed slot");
+        assert!(noisy_waiting.iter_mut().all(|w| granted(w).is_none()));
+        assert_eq!(rounds.in_use(), 2);
+        drop(quiet_turn);
+        assert!(
+            granted(&mut noisy_waiting[0]).is_some(),
+            "then the oldest noisy round"
+        );
+    }
+
+    #[tokio::test]
+    async fn destination_clusters_share_before_their_crdbclusters_do() {
+        let rounds = ProbeRounds::new(2);
+        let mut held = vec![
+            rounds.turn(flow(1, "a/one")).await,
+            rounds.turn(flow(1, "a/one")).await,
+        ];
+        // Cluster 1 holds both slots; its other CrdbCluster asked first, cluster 2 after.
+        let mut w1 = Box::pin(rounds.turn(flow(1, "a/two"))) as Waiting<'_>;
+        assert!(granted(&mut w1).is_none());
+        let mut w2 = Box::pin(rounds.turn(flow(2, "a/one"))) as Waiting<'_>;
+        assert!(granted(&mut w2).is_none());
+        drop(held.remove(0));
+        assert!(granted(&mut w1).is_none());
+        assert!(granted(&mut w2).is_some());
+    }
+
+    #[tokio::test]
+    async fn a_caller_that_stops_waiting_takes_no_slot() {
+        let rounds = ProbeRounds::new(1);
+        let first = rounds.turn(flow(0, "a/b")).await;
+        let mut gone = Box::pin(rounds.turn(flow(0, "a/c"))) as Waiting<'_>;
+        assert!(granted(&mut gone).is_none());
+        drop(gone);
+        drop(first);
+        assert_eq!(rounds.in_use(), 0);
+        let _next = rounds.turn(flow(0, "a/d")).await;
+        assert_eq!(rounds.in_use(), 1);
     }
 }
 

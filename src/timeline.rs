@@ -34,9 +34,11 @@ use crate::cache::{ARGOCD_MANAGER, Cache, CacheError};
 use crate::health::HealthStatus;
 use crate::resource::{Kind, ResourceRef};
 use crate::waves::{JudgedBy, Waves};
+use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use serde::Serialize;
 use serde_json::Value;
+use std::collections::HashMap;
 
 /// A waves view with the timeline of the same sync: what the per-application waves endpoints
 /// answer (the fields of `Waves` plus `timeline`, so older clients read it unchanged).
@@ -181,16 +183,23 @@ pub(crate) fn gate_ready_since(gate: &Value) -> Option<Timestamp> {
         .and_then(|c| time_at(c, "/lastTransitionTime"))
 }
 
-/// One `syncResult.resources[]` entry: the non-hook result for `r`, if the sync reached it.
-fn sync_result<'a>(results: &'a [Value], r: &ResourceRef) -> Option<&'a Value> {
-    let s = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-    results.iter().find(|x| {
-        s(x, "hookType").is_empty()
-            && s(x, "group") == r.group
-            && s(x, "kind") == r.kind
-            && s(x, "namespace") == r.namespace
-            && s(x, "name") == r.name
-    })
+/// Group, kind, namespace, name: how a sync result names its resource.
+type ResultKey<'a> = (&'a str, &'a str, &'a str, &'a str);
+
+/// The non-hook `syncResult.resources[]` entries by the resource they are about, so that each
+/// resource of the view finds its result in constant time (an Application of 2,000 resources
+/// would otherwise scan 2,000 results 2,000 times). The first entry for a resource wins, as a
+/// scan in order would find it.
+fn sync_results(results: &[Value]) -> HashMap<ResultKey<'_>, &Value> {
+    fn s<'v>(v: &'v Value, k: &str) -> &'v str {
+        v.get(k).and_then(Value::as_str).unwrap_or("")
+    }
+    let mut out = HashMap::with_capacity(results.len());
+    for x in results.iter().filter(|x| s(x, "hookType").is_empty()) {
+        let key = (s(x, "group"), s(x, "kind"), s(x, "namespace"), s(x, "name"));
+        out.entry(key).or_insert(x);
+    }
+    out
 }
 
 fn sync_window(app: &Value) -> Option<(SyncWindow, Timestamp, Option<Timestamp>)> {
@@ -220,10 +229,10 @@ pub(crate) fn build(
     now: Timestamp,
 ) -> Timeline {
     let window = sync_window(app);
-    let results: Vec<Value> = app
+    let results = app
         .pointer("/status/operationState/syncResult/resources")
         .and_then(Value::as_array)
-        .cloned()
+        .map(|r| sync_results(r))
         .unwrap_or_default();
     let running = window.as_ref().is_some_and(|(w, ..)| w.phase == "Running");
     let mut out = Vec::new();
@@ -235,7 +244,13 @@ pub(crate) fn build(
         for j in &wave.resources {
             let r = &j.resource;
             let facts = live(r);
-            let result = sync_result(&results, r);
+            let key = (
+                r.group.as_str(),
+                r.kind.as_str(),
+                r.namespace.as_str(),
+                r.name.as_str(),
+            );
+            let result = results.get(&key).copied();
             let (applied, applied_at) = match (&window, result) {
                 (None, _) => (ApplyState::Unknown, None),
                 (Some(_), None) if running => (ApplyState::Pending, None),
@@ -376,51 +391,74 @@ pub(crate) fn build(
 
 /// The timeline of `app`'s last sync, with its live objects read from the cache.
 pub(crate) async fn of(cache: &Cache, app: &Value, waves: &Waves, now: Timestamp) -> Timeline {
-    let live = gather(cache, waves).await;
-    let find = |r: &ResourceRef| {
-        live.iter()
-            .find(|(x, _)| x == r)
-            .map(|(_, l)| l.clone())
-            .unwrap_or_default()
-    };
+    let live: HashMap<ResourceRef, Live> = gather(cache, waves).await.into_iter().collect();
+    let find = |r: &ResourceRef| live.get(r).cloned().unwrap_or_default();
     build(app, waves, find, now)
 }
 
+/// Live objects read at once for one timeline. Reads are of the watch cache (memory), except
+/// the first read of a kind whose watch is still listing, which waits for that list: reads of
+/// one kind share that wait, reads of several kinds overlap theirs.
+pub(crate) const READS_AT_ONCE: usize = 32;
+
 /// Read, for each resource of the view, what the timeline needs from its live object. Only
 /// objects wavegate already read to judge them are looked up again (same watches, no new kinds):
-/// a resource judged by Argo CD's recorded health stays unread.
+/// a resource judged by Argo CD's recorded health stays unread. All reads together wait at most
+/// `--sync-wait` for watches that are still listing — never that wait once per resource.
 pub(crate) async fn gather(cache: &Cache, waves: &Waves) -> Vec<(ResourceRef, Live)> {
-    let mut out = Vec::new();
-    for j in waves.waves.iter().flat_map(|w| &w.resources) {
-        let r = &j.resource;
-        let live = match j.judged_by {
-            JudgedBy::Argocd => Live {
-                unread: Some(
-                    "wavegate does not watch this kind (Argo CD's health was used)".into(),
-                ),
+    let deadline = tokio::time::Instant::now() + cache.sync_wait();
+    let reads: Vec<_> = waves
+        .waves
+        .iter()
+        .flat_map(|w| &w.resources)
+        .map(|j| {
+            let read = (j.judged_by != JudgedBy::Argocd).then(|| read(cache, &j.resource));
+            live_of(&j.resource, read, deadline)
+        })
+        .collect();
+    futures::stream::iter(reads)
+        .buffered(READS_AT_ONCE)
+        .collect()
+        .await
+}
+
+/// What one read found, given up at `deadline`; `None`: not read (judged by Argo CD).
+async fn live_of<Fut>(
+    r: &ResourceRef,
+    read: Option<Fut>,
+    deadline: tokio::time::Instant,
+) -> (ResourceRef, Live)
+where
+    Fut: std::future::Future<Output = Result<Option<Value>, CacheError>>,
+{
+    let live = match read {
+        None => Live {
+            unread: Some("wavegate does not watch this kind (Argo CD's health was used)".into()),
+            ..Live::default()
+        },
+        Some(read) => match tokio::time::timeout_at(deadline, read).await {
+            Ok(Ok(Some(object))) => Live {
+                argocd_changed_at: argocd_changed_at(&object),
+                healthy_since: (r.group == "wavegate.dev" && r.kind == "WaveGate")
+                    .then(|| gate_ready_since(&object))
+                    .flatten(),
+                unread: None,
+            },
+            Ok(Ok(None)) => Live {
+                unread: Some("does not exist".into()),
                 ..Live::default()
             },
-            _ => match read(cache, r).await {
-                Ok(Some(object)) => Live {
-                    argocd_changed_at: argocd_changed_at(&object),
-                    healthy_since: (r.group == "wavegate.dev" && r.kind == "WaveGate")
-                        .then(|| gate_ready_since(&object))
-                        .flatten(),
-                    unread: None,
-                },
-                Ok(None) => Live {
-                    unread: Some("does not exist".into()),
-                    ..Live::default()
-                },
-                Err(e) => Live {
-                    unread: Some(e.to_string()),
-                    ..Live::default()
-                },
+            Ok(Err(e)) => Live {
+                unread: Some(e.to_string()),
+                ..Live::default()
             },
-        };
-        out.push((r.clone(), live));
-    }
-    out
+            Err(_) => Live {
+                unread: Some("not read within --sync-wait (its watch is still listing)".into()),
+                ..Live::default()
+            },
+        },
+    };
+    (r.clone(), live)
 }
 
 async fn read(cache: &Cache, r: &ResourceRef) -> Result<Option<Value>, CacheError> {
@@ -738,5 +776,92 @@ mod tests {
         );
         assert_eq!(gate_ready_since(&gate("False")), None);
         assert_eq!(gate_ready_since(&json!({})), None);
+    }
+
+    fn many_waves(n: usize) -> Waves {
+        let judged = (0..n)
+            .map(|i| {
+                let kind = if i % 2 == 0 { "ConfigMap" } else { "Service" };
+                let mut j = judged("", kind, &format!("r-{i:04}"), HealthStatus::Healthy);
+                j.judged_by = JudgedBy::Kstatus;
+                ((i % 20) as i64, j)
+            })
+            .collect();
+        assemble("argocd", "big", Verdict::healthy("ok"), judged)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn reads_that_each_wait_for_a_listing_watch_wait_once_together_not_in_turn() {
+        // 200 resources whose reads each wait the whole --sync-wait (5 s) for a watch that
+        // never lists: in turn, 1,000 s; together, the one wait.
+        let waves = many_waves(200);
+        let sync_wait = std::time::Duration::from_secs(5);
+        let started = tokio::time::Instant::now();
+        // What `gather` does, with a read that waits for a watch that never lists.
+        let reads: Vec<_> = waves
+            .waves
+            .iter()
+            .flat_map(|w| &w.resources)
+            .map(|j| {
+                let read = async {
+                    tokio::time::sleep(sync_wait * 2).await;
+                    Ok(None)
+                };
+                live_of(&j.resource, Some(read), started + sync_wait)
+            })
+            .collect();
+        let live: Vec<_> = futures::stream::iter(reads)
+            .buffered(READS_AT_ONCE)
+            .collect()
+            .await;
+        assert!(
+            started.elapsed() <= sync_wait + std::time::Duration::from_millis(10),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(live.len(), 200);
+        assert!(live.iter().all(|(_, l)| {
+            l.unread
+                .as_deref()
+                .is_some_and(|u| u.contains("not read within --sync-wait"))
+        }));
+        // In the view's order, each with its own answer.
+        let names: Vec<&str> = live.iter().map(|(r, _)| r.name.as_str()).collect();
+        let expected: Vec<&str> = waves
+            .waves
+            .iter()
+            .flat_map(|w| &w.resources)
+            .map(|j| j.resource.name.as_str())
+            .collect();
+        assert_eq!(names, expected);
+    }
+
+    #[test]
+    fn two_thousand_resources_find_their_sync_results_and_live_objects() {
+        let n = 2000;
+        let waves = many_waves(n);
+        let results: Vec<Value> = (0..n)
+            .map(|i| {
+                let kind = if i % 2 == 0 { "ConfigMap" } else { "Service" };
+                result("", kind, &format!("r-{i:04}"))
+            })
+            .collect();
+        let mut app = mid_sync();
+        app["status"]["operationState"]["syncResult"]["resources"] = Value::from(results);
+        let live = |_: &ResourceRef| Live {
+            argocd_changed_at: Some(t("2026-12-01T03:00:02Z")),
+            ..Live::default()
+        };
+        let tl = build(&app, &waves, live, t("2026-12-01T03:02:00Z"));
+        assert_eq!(tl.waves.len(), 20);
+        assert!(tl.waves.iter().all(|w| w.applied == ApplyState::Applied));
+        assert_eq!(
+            tl.waves
+                .iter()
+                .flat_map(|w| &w.resources)
+                .filter(|r| r.sync_result.as_deref() == Some("Synced"))
+                .count(),
+            n
+        );
     }
 }

@@ -12,6 +12,7 @@ use crate::gate::crd::WaveGate;
 use crate::gate::view::Gate;
 use crate::health::{HealthStatus, Verdict, worst_of};
 use crate::resource::{Kind, Resource, ResourceRef, Target};
+use futures::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
 
@@ -237,7 +238,13 @@ pub(crate) async fn view(clusters: &Clusters, app: &Value) -> Waves {
     }
 }
 
-/// [`view`] in one cluster.
+/// Resources judged at once for one view. Most verdicts come from the watch cache or the
+/// verdict cache; the first ask of a kind may wait for its watch to list, and a CockroachDB
+/// check for its probes: those waits overlap instead of adding up.
+pub(crate) const JUDGED_AT_ONCE: usize = 32;
+
+/// [`view`] in one cluster. All judgements together wait at most the evaluator's patience
+/// (`--sync-wait` plus a probe timeout); a resource not judged by then is Unknown, saying so.
 async fn view_in(evaluator: &Evaluator, app: &Value) -> Waves {
     let namespace = app
         .pointer("/metadata/namespace")
@@ -248,39 +255,78 @@ async fn view_in(evaluator: &Evaluator, app: &Value) -> Waves {
         .and_then(Value::as_str)
         .unwrap_or("");
     let health = crate::checks::application::check(namespace, name, Some(app));
-    let mut judged = Vec::new();
-    let gate_kind: Kind = crate::gate::kind();
-    for (r, wave, reported) in managed_resources(app) {
-        let (verdict, by) = if let Some(ask) = ask_for(&r) {
-            (evaluator.judge(&ask).await, JudgedBy::Wavegate)
-        } else if r.group == gate_kind.group && r.kind == <WaveGate as kube::Resource>::kind(&()) {
-            let gate = evaluator
-                .cache()
-                .object(&gate_kind, &r.namespace, &r.name)
-                .await;
-            match gate {
-                Ok(g) => (gate_verdict(g.as_ref(), &r), JudgedBy::Wavegate),
-                Err(e) => (
-                    Verdict::unknown(format!("WaveGate {}/{}: {e}", r.namespace, r.name)),
-                    JudgedBy::Wavegate,
-                ),
-            }
-        } else if let Some(v) = reported {
-            (v, JudgedBy::Argocd)
-        } else {
-            (judge_kind(evaluator, &r).await, JudgedBy::Kstatus)
-        };
-        judged.push((
-            wave,
-            JudgedResource {
-                resource: r,
-                status: verdict.status,
-                message: verdict.message,
-                judged_by: by,
-            },
-        ));
-    }
+    let deadline = tokio::time::Instant::now() + evaluator.patience();
+    let judging: Vec<_> = managed_resources(app)
+        .into_iter()
+        .map(|(r, wave, reported)| judge_by(evaluator, r, wave, reported, deadline))
+        .collect();
+    let judged = futures::stream::iter(judging)
+        .buffered(JUDGED_AT_ONCE)
+        .collect()
+        .await;
     assemble(namespace, name, health, judged)
+}
+
+/// [`judge_one`], given up at `deadline`.
+async fn judge_by(
+    evaluator: &Evaluator,
+    r: ResourceRef,
+    wave: i64,
+    reported: Option<Verdict>,
+    deadline: tokio::time::Instant,
+) -> (i64, JudgedResource) {
+    let (verdict, by) =
+        match tokio::time::timeout_at(deadline, judge_one(evaluator, &r, reported)).await {
+            Ok(judged) => judged,
+            Err(_) => (
+                Verdict::unknown(format!(
+                    "{} {}/{} was not judged within {} (--sync-wait and the probe timeout: its \
+                     watch is still listing or its probes have not answered)",
+                    r.kind,
+                    r.namespace,
+                    r.name,
+                    humantime::format_duration(evaluator.patience())
+                )),
+                JudgedBy::Wavegate,
+            ),
+        };
+    (
+        wave,
+        JudgedResource {
+            resource: r,
+            status: verdict.status,
+            message: verdict.message,
+            judged_by: by,
+        },
+    )
+}
+
+/// The verdict for one resource of an Application, and who gave it.
+async fn judge_one(
+    evaluator: &Evaluator,
+    r: &ResourceRef,
+    reported: Option<Verdict>,
+) -> (Verdict, JudgedBy) {
+    let gate_kind: Kind = crate::gate::kind();
+    if let Some(ask) = ask_for(r) {
+        (evaluator.judge(&ask).await, JudgedBy::Wavegate)
+    } else if r.group == gate_kind.group && r.kind == <WaveGate as kube::Resource>::kind(&()) {
+        let gate = evaluator
+            .cache()
+            .object(&gate_kind, &r.namespace, &r.name)
+            .await;
+        match gate {
+            Ok(g) => (gate_verdict(g.as_ref(), r), JudgedBy::Wavegate),
+            Err(e) => (
+                Verdict::unknown(format!("WaveGate {}/{}: {e}", r.namespace, r.name)),
+                JudgedBy::Wavegate,
+            ),
+        }
+    } else if let Some(v) = reported {
+        (v, JudgedBy::Argocd)
+    } else {
+        (judge_kind(evaluator, r).await, JudgedBy::Kstatus)
+    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@ mod cluster;
 
 use cluster::{Wavegate, apply, eventually, pod, set_pod_ready};
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::events::v1::Event;
 use kube::api::Api;
 use serde_json::json;
 use std::time::Duration;
@@ -98,4 +99,110 @@ async fn opted_in_service_carries_the_verdict_and_loses_it_with_the_opt_in() {
         }
     })
     .await;
+}
+
+/// A dependency that changes all the time (here: a label on the selected pod, every few
+/// milliseconds) wakes the object again right after each of wavegate's patches, usually before
+/// the watch has delivered that patch back. Each verdict change is still one patch and one
+/// Event: wavegate remembers what it wrote over which resourceVersion, as the gate controller
+/// does, instead of comparing with the cache's older copy.
+#[tokio::test]
+async fn a_busy_dependency_does_not_repeat_the_patch_or_its_event() {
+    let client = cluster::client().await;
+    let ns = cluster::namespace(&client, "annotate-once").await;
+    pod(&client, &ns, "web-0", json!({"app": "web"})).await;
+    apply(
+        &client,
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": ns,
+                            "annotations": {"wavegate.dev/annotate": "true"}},
+               "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}),
+    )
+    .await;
+    let wg = Wavegate::start_in(client.clone(), EvalConfig::default(), &[&ns]).await;
+    // No resync in the window: every reconcile is woken by a change. No debounce: a change
+    // during a reconcile runs it again at once, before the watch can deliver its patch.
+    tokio::spawn(wavegate::annotate::run_debounced(
+        wg.evaluator.clone(),
+        wg.metrics.clone(),
+        Duration::from_secs(600),
+        Some(Duration::from_secs(180)),
+        Duration::ZERO,
+    ));
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let status_is = |want: &'static str| {
+        let services = services.clone();
+        async move {
+            eventually(Duration::from_secs(20), want, || async {
+                let s = services.get("web").await.map_err(|e| e.to_string())?;
+                let status = s
+                    .metadata
+                    .annotations
+                    .as_ref()
+                    .and_then(|a| a.get("wavegate.dev/health-status").cloned());
+                match status.as_deref() {
+                    Some(s) if s == want => Ok(()),
+                    other => Err(format!("{other:?}")),
+                }
+            })
+            .await
+        }
+    };
+    status_is("Progressing").await;
+    // Let the first write's own watch event come back before counting.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let writes_before = wg.metrics.annotation_writes.get();
+
+    let busy = {
+        let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(client.clone(), &ns);
+        tokio::spawn(async move {
+            for tick in 0u64.. {
+                let patch = json!({"metadata": {"labels": {"tick": tick.to_string()}}});
+                let _ = pods
+                    .patch(
+                        "web-0",
+                        &kube::api::PatchParams::default(),
+                        &kube::api::Patch::Merge(&patch),
+                    )
+                    .await;
+                tokio::time::sleep(Duration::from_millis(2)).await;
+            }
+        })
+    };
+    const CHANGES: usize = 4;
+    for i in 0..CHANGES {
+        let ready = i % 2 == 0;
+        set_pod_ready(&client, &ns, "web-0", "10.244.7.9", ready).await;
+        status_is(if ready { "Healthy" } else { "Progressing" }).await;
+        // The woken reconciles after the patch run while the pod keeps changing.
+        tokio::time::sleep(Duration::from_millis(700)).await;
+    }
+    busy.abort();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+
+    let writes = wg.metrics.annotation_writes.get() - writes_before;
+    assert_eq!(
+        writes, CHANGES as u64,
+        "{CHANGES} verdict changes should be {CHANGES} annotation patches"
+    );
+    let events: Vec<String> = Api::<Event>::namespaced(client.clone(), &ns)
+        .list(&Default::default())
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .filter(|e| {
+            e.regarding
+                .as_ref()
+                .is_some_and(|r| r.kind.as_deref() == Some("Service"))
+                && e.reporting_controller.as_deref() == Some("wavegate")
+        })
+        .map(|e| e.reason.unwrap_or_default())
+        .collect();
+    // The first verdict, then one per change.
+    assert_eq!(
+        events.len(),
+        1 + CHANGES,
+        "one Event per verdict change: {events:?}"
+    );
 }

@@ -98,3 +98,110 @@ async fn a_hundred_node_cluster_is_probed_once_per_pod_with_bounded_concurrency(
     // The 20 ms answers made rounds overlap: the bound, not luck, kept the peak down.
     assert!(peak > 1, "rounds never overlapped: the test proves nothing");
 }
+
+/// A CrdbCluster of `pods` ready pods whose pod IPs are `{prefix}.1…`, served by `fleet`.
+async fn crdb_cluster(client: &kube::Client, ns: &str, name: &str, fleet: &Fleet, prefix: &str) {
+    let pods = fleet.nodes.len();
+    apply(
+        client,
+        json!({"apiVersion": "crdb.cockroachlabs.com/v1beta1", "kind": "CrdbCluster",
+               "metadata": {"name": name, "namespace": ns},
+               "spec": {"regions": [{"code": "local", "nodes": pods, "cloudProvider": "k3d",
+                                      "namespace": ns}],
+                        "template": {"spec": {"httpPort": fleet.port}}}}),
+    )
+    .await;
+    for i in 1..=pods {
+        let pod_name = format!("{name}-{i}");
+        pod(
+            client,
+            ns,
+            &pod_name,
+            json!({"crdb.cockroachlabs.com/cluster": name}),
+        )
+        .await;
+        set_pod_ready(client, ns, &pod_name, &format!("{prefix}.{i}"), true).await;
+    }
+}
+
+/// A noisy neighbour: CrdbCluster `blackhole` has 48 pods that accept connections and never
+/// answer, three times the probe bound, so its rounds fill every slot for three probe timeouts
+/// in a row. CrdbCluster `quiet`, asked right after it, must not wait behind all of them: its
+/// verdict comes within one probe timeout (the slots `blackhole` holds when it asks) plus its own
+/// answers.
+#[tokio::test]
+async fn a_blackholed_cluster_delays_another_clusters_verdict_by_at_most_one_probe_timeout() {
+    const TIMEOUT: Duration = Duration::from_secs(2);
+    let client = cluster::client().await;
+    let ns = cluster::namespace(&client, "fair-probes").await;
+    let blackhole = Fleet::start([127, 0, 94], 48, 0, Duration::from_secs(3600)).await;
+    let quiet = Fleet::start([127, 0, 95], 3, 0, Duration::ZERO).await;
+    crdb_cluster(&client, &ns, "blackhole", &blackhole, "127.0.94").await;
+    crdb_cluster(&client, &ns, "quiet", &quiet, "127.0.95").await;
+    let config = EvalConfig {
+        probe_timeout: TIMEOUT,
+        ..EvalConfig::default()
+    };
+    let wg = Wavegate::start_in(client.clone(), config, &[&ns]).await;
+    let resource = "crdbclusters.crdb.cockroachlabs.com";
+    // Warm the caches (pods, CrdbClusters) with an ask that probes nothing slow.
+    let v = wg.health(resource, &ns, "quiet", "").await;
+    assert_eq!(v["status"], "Healthy", "{v}");
+    tokio::time::sleep(Duration::from_secs(3)).await; // past the probe TTL (2 s)
+
+    let noisy = wg.health(resource, &ns, "blackhole", "");
+    let asked = async {
+        // After the blackholed rounds have taken every slot.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let started = std::time::Instant::now();
+        let v = wg.health(resource, &ns, "quiet", "").await;
+        (v, started.elapsed())
+    };
+    let (noisy, (v, took)) = tokio::join!(noisy, asked);
+    assert_eq!(v["status"], "Healthy", "{v}");
+    assert_ne!(noisy["status"], "Healthy", "{noisy}");
+    assert!(
+        took < TIMEOUT + Duration::from_millis(1500),
+        "quiet's verdict took {took:?}, behind {} blackholed probe rounds (probe timeout {TIMEOUT:?})",
+        blackhole.nodes.len()
+    );
+    assert!(
+        blackhole.peak_rounds_in_flight() >= MAX_CONCURRENT_ROUNDS / 2,
+        "the blackholed cluster never held the slots: the test proves nothing"
+    );
+}
+
+/// An ask that goes away (a hook Job killed, a browser tab closed) while its probes run does
+/// not take them down with it: another ask for the same cluster, waiting on the same probes,
+/// gets their answer, and no pod is probed twice.
+#[tokio::test]
+async fn a_cancelled_ask_does_not_drop_probes_another_ask_waits_on() {
+    let client = cluster::client().await;
+    let ns = cluster::namespace(&client, "cancelled-ask").await;
+    let slow = Fleet::start([127, 0, 96], 3, 0, Duration::from_millis(1500)).await;
+    crdb_cluster(&client, &ns, "slow", &slow, "127.0.96").await;
+    let config = EvalConfig {
+        probe_ttl: Duration::from_secs(120),
+        probe_timeout: Duration::from_secs(5),
+        ..EvalConfig::default()
+    };
+    let wg = Wavegate::start_in(client.clone(), config, &[&ns]).await;
+    let resource = "crdbclusters.crdb.cockroachlabs.com";
+    // The first ask starts the probes and is cancelled half-way through them.
+    let path = format!("/api/v1/health/{resource}/{ns}/slow");
+    let first = tokio::time::timeout(Duration::from_millis(700), wg.get(&path));
+    let second = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        let started = std::time::Instant::now();
+        let v = wg.health(resource, &ns, "slow", "").await;
+        (v, started.elapsed())
+    };
+    let (first, (v, took)) = tokio::join!(first, second);
+    assert!(first.is_err(), "the first ask was meant to be cancelled");
+    assert_eq!(v["status"], "Healthy", "{v}");
+    assert_eq!(
+        slow.rounds(),
+        [1, 1, 1],
+        "each pod probed once (the second ask took {took:?})"
+    );
+}

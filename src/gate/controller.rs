@@ -112,7 +112,7 @@ pub async fn run_with(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, settings
     let resync = settings.resync;
     let changes = evaluator.cache().subscribe();
     let gates = Arc::new(Gates {
-        events: events::Publisher::new(evaluator.cache().client().clone()),
+        events: events::Publisher::new(evaluator.cache().client().clone(), metrics.clone()),
         evaluator,
         metrics: metrics.clone(),
         index: Mutex::default(),
