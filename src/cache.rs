@@ -601,7 +601,11 @@ impl Cache {
         namespace: &str,
     ) -> Result<Watch<Objects>, CacheError> {
         let what = kind.to_string();
-        if [Kind::PODS, Kind::SERVICES, Kind::ENDPOINT_SLICES].contains(kind) {
+        // Whole pods carry environment values and slices are only ever read compactly; a view
+        // that names one must not start a cluster-wide watch of them. Whole Services stay
+        // readable: annotation mode patches the Service itself and needs its annotations and
+        // resourceVersion, and a Service's spec holds nothing a pod's env would.
+        if [Kind::PODS, Kind::ENDPOINT_SLICES].contains(kind) {
             return Err(CacheError::CompactOnly(what));
         }
         let scope = if namespace.is_empty() {
@@ -1775,7 +1779,7 @@ mod tests {
         let script = Arc::new(Script::default());
         one_pod(&script);
         let cache = cache(fake_api(script.clone()).await);
-        for kind in [Kind::PODS, Kind::SERVICES, Kind::ENDPOINT_SLICES] {
+        for kind in [Kind::PODS, Kind::ENDPOINT_SLICES] {
             let err = cache.object(&kind, NS, "web-0").await.unwrap_err();
             assert!(matches!(err, CacheError::CompactOnly(_)), "{err}");
             let err = cache.objects(&kind, None).await.unwrap_err();

@@ -399,6 +399,13 @@ impl ClusterArgs {
             crate::resource::validate_name(name)?;
             credentials_for.insert((ns.to_string(), name.to_string()));
         }
+        // Given but naming no cluster (`--crdb-credentials-for=`, an empty list rendered by a
+        // template) must not fall open to "every CrdbCluster".
+        if !self.crdb_credentials_for.is_empty() && credentials_for.is_empty() {
+            return Err(CliError::Usage(
+                "--crdb-credentials-for names no CrdbCluster: give <namespace>/<name>,… or leave it out".into(),
+            ));
+        }
         if !credentials_for.is_empty() && crdb_credentials.is_none() {
             return Err(CliError::Usage(
                 "--crdb-credentials-for needs --crdb-credentials-dir".into(),

@@ -300,7 +300,14 @@ impl Evaluator {
                 let mut unanswered = None;
                 let f = match cockroach::plan(namespace, name, cluster.as_ref(), &pods, &params) {
                     Err(f) => f,
-                    Ok(plan) => {
+                    Ok(mut plan) => {
+                        // A pod whose controller is the CrdbCluster itself counts as a member
+                        // whatever the owners say: the installer's list must hold there too.
+                        if !self.credentials_allowed(namespace, name) {
+                            for t in &mut plan.targets {
+                                t.controlled_by_cluster = false;
+                            }
+                        }
                         let probes = futures::future::join_all(
                             plan.targets.iter().map(|t| self.probe(namespace, name, t)),
                         )
@@ -374,16 +381,18 @@ impl Evaluator {
                 Some((_, running)) => running.clone(),
                 None => {
                     let id = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let (prober, metrics, cache, all) = (
+                    let (prober, metrics, cache, all, done) = (
                         self.prober.clone(),
                         self.metrics.clone(),
                         self.probes.clone(),
                         self.probing.clone(),
+                        self.probing.clone(),
                     );
-                    let (ns, cl, t, k) = (
+                    let (ns, cl, t, k, key_done) = (
                         namespace.to_string(),
                         cluster.to_string(),
                         target.clone(),
+                        key.clone(),
                         key.clone(),
                     );
                     let task = tokio::spawn(async move {
@@ -397,15 +406,16 @@ impl Evaluator {
                         }
                         // Cached even when every ask that waited for it has gone.
                         cache.insert(k.clone(), p.clone()).await;
-                        let mut all = all.lock().unwrap_or_else(|p| p.into_inner());
-                        if all.get(&k).is_some_and(|(i, _)| *i == id) {
-                            all.remove(&k);
-                        }
+                        forget(&done, &k, id);
                         p
                     });
                     let pod = target.pod.clone();
                     let running = async move {
-                        task.await.unwrap_or_else(|e| {
+                        let outcome = task.await;
+                        // Also here: a probe task that panicked never reached its own
+                        // `forget`, and must not stay "running" for as long as its pod lives.
+                        forget(&all, &key_done, id);
+                        outcome.unwrap_or_else(|e| {
                             cockroach::PodProbe::bare(
                                 &pod,
                                 cockroach::Readiness::Unreachable(format!(
@@ -447,9 +457,7 @@ impl Evaluator {
             .pointer("/metadata/name")
             .and_then(serde_json::Value::as_str)
             .unwrap_or("");
-        if let Some(allowed) = &self.config.crdb_credentials_for
-            && !allowed.contains(&(namespace.to_string(), name.to_string()))
-        {
+        if !self.credentials_allowed(namespace, name) {
             return owners;
         }
         let (owner, kind) = if cluster.pointer("/spec/regions").is_some() {
@@ -461,6 +469,15 @@ impl Evaluator {
             owners.record(kind, &found);
         }
         owners
+    }
+
+    /// Whether the installer lets this CrdbCluster's members receive the DB Console
+    /// credentials (`--crdb-credentials-for`; unset: every CrdbCluster).
+    fn credentials_allowed(&self, namespace: &str, name: &str) -> bool {
+        self.config
+            .crdb_credentials_for
+            .as_ref()
+            .is_none_or(|allowed| allowed.contains(&(namespace.to_string(), name.to_string())))
     }
 
     fn lasted(&self, key: &FailureKey, now: Instant) -> Duration {
@@ -573,6 +590,15 @@ fn cache_verdict(ask: &Ask, e: &CacheError) -> Verdict {
         | CacheError::Relisting { .. }
         | CacheError::AccessReview { .. } => Verdict::progressing(msg),
         _ => Verdict::unknown(msg),
+    }
+}
+
+/// Drops `key` from the running probes if it is still the probe `id` (a newer one may have
+/// taken its place).
+fn forget(probing: &Mutex<HashMap<String, (u64, SharedProbe)>>, key: &str, id: u64) {
+    let mut probing = probing.lock().unwrap_or_else(|p| p.into_inner());
+    if probing.get(key).is_some_and(|(i, _)| *i == id) {
+        probing.remove(key);
     }
 }
 
