@@ -66,22 +66,66 @@ pub(crate) fn managed_resources(app: &Value) -> Vec<(ResourceRef, i64, Option<Ve
         .filter(|r| !r.get("hook").and_then(Value::as_bool).unwrap_or(false))
         .map(|r| {
             let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            let resource = ResourceRef {
+                group: s("group"),
+                version: s("version"),
+                kind: s("kind"),
+                namespace: s("namespace"),
+                name: s("name"),
+            };
             let reported = r
                 .get("health")
-                .and_then(|h| serde_json::from_value::<Verdict>(h.clone()).ok());
+                .and_then(|h| serde_json::from_value::<Verdict>(h.clone()).ok())
+                .or_else(|| without_health_check(&resource, &s("status")));
             (
-                ResourceRef {
-                    group: s("group"),
-                    version: s("version"),
-                    kind: s("kind"),
-                    namespace: s("namespace"),
-                    name: s("name"),
-                },
+                resource,
                 r.get("syncWave").and_then(Value::as_i64).unwrap_or(0),
                 reported,
             )
         })
         .collect()
+}
+
+/// Kinds gitops-engine has no health check for (pkg/health/health.go `GetHealthCheckFunc`, and
+/// no Lua of Argo CD's resource_customizations): Argo CD counts one done as soon as it is applied.
+/// From 3.0 Argo CD records no per-resource health in `status.resources`, so its sync status is
+/// what it knows of them.
+const NO_HEALTH_CHECK: &[(&str, &str)] = &[
+    ("", "ConfigMap"),
+    ("", "Secret"),
+    ("", "Namespace"),
+    ("", "ServiceAccount"),
+    ("", "LimitRange"),
+    ("", "ResourceQuota"),
+    ("rbac.authorization.k8s.io", "Role"),
+    ("rbac.authorization.k8s.io", "RoleBinding"),
+    ("rbac.authorization.k8s.io", "ClusterRole"),
+    ("rbac.authorization.k8s.io", "ClusterRoleBinding"),
+    ("networking.k8s.io", "NetworkPolicy"),
+];
+
+/// Argo CD's own view of a kind it never health-checks: done once applied as desired (Synced),
+/// waiting otherwise. Never read from the cluster (a ConfigMap's or Secret's data is not the
+/// waves view's to hold).
+fn without_health_check(r: &ResourceRef, sync_status: &str) -> Option<Verdict> {
+    if !NO_HEALTH_CHECK.contains(&(r.group.as_str(), r.kind.as_str())) {
+        return None;
+    }
+    let what = format!("{} {}/{}", r.kind, r.namespace, r.name);
+    Some(if sync_status == "Synced" {
+        Verdict::healthy(format!(
+            "{what}: Argo CD has no health check for this kind and reports it applied as desired (Synced)"
+        ))
+    } else {
+        Verdict::progressing(format!(
+            "{what}: Argo CD has no health check for this kind and reports it {} (not applied as desired yet)",
+            if sync_status.is_empty() {
+                "without a sync status"
+            } else {
+                sync_status
+            }
+        ))
+    })
 }
 
 /// Group judged resources into waves in ascending order and find the first blocking one.
@@ -409,6 +453,25 @@ mod tests {
             HealthStatus::Progressing
         );
         assert_eq!(gate_verdict(None, &r).status, HealthStatus::Missing);
+    }
+
+    #[test]
+    fn kinds_argo_cd_never_health_checks_follow_their_sync_status_never_their_data() {
+        let app = serde_json::json!({"status": {"resources": [
+            {"group": "", "version": "v1", "kind": "ConfigMap", "namespace": "cicd", "name": "next-app", "status": "Synced", "syncWave": 5},
+            {"group": "", "version": "v1", "kind": "ConfigMap", "namespace": "cicd", "name": "later", "status": "OutOfSync", "syncWave": 6},
+            {"group": "", "version": "v1", "kind": "Pod", "namespace": "cicd", "name": "bare", "status": "Synced", "syncWave": 6}]}});
+        let listed = managed_resources(&app);
+        let health = |name: &str| {
+            listed
+                .iter()
+                .find(|(r, _, _)| r.name == name)
+                .and_then(|(_, _, v)| v.as_ref().map(|v| v.status))
+        };
+        assert_eq!(health("next-app"), Some(HealthStatus::Healthy));
+        assert_eq!(health("later"), Some(HealthStatus::Progressing));
+        // A Pod has a health check in Argo CD: Synced says nothing about it being Ready.
+        assert_eq!(health("bare"), None);
     }
 
     #[test]

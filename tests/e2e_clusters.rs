@@ -234,7 +234,12 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
     }
 
     // A WaveGate in the second cluster is judged and written there, and home has none.
-    apply(&remote, gate(&ns, "web-up", "web")).await;
+    // Argo CD's tracking id names the Application `by-name` that deploys it (what the proxy
+    // scope checks below: a listed object is served only while it is really that app's).
+    let mut web_up = gate(&ns, "web-up", "web");
+    web_up["metadata"]["annotations"] = json!({"argocd.argoproj.io/tracking-id":
+        format!("{ns}_by-name:wavegate.dev/WaveGate:{ns}/web-up")});
+    apply(&remote, web_up).await;
     set_pod_ready(&remote, &ns, "web-0", "10.97.1.1", true).await;
     eventually(WAIT, "second's gate Healthy, written in second", || async {
         let g = gates(&remote, &ns)
@@ -325,6 +330,16 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
     // The waves view judges an Application's resources in its destination cluster: a
     // Service `db` exists only in the second cluster.
     service(&remote, &ns, "db", "db").await;
+    let tracked = json!({"metadata": {"annotations": {"argocd.argoproj.io/tracking-id":
+        format!("{ns}_by-name:/Service:{ns}/db")}}});
+    Api::<k8s_openapi::api::core::v1::Service>::namespaced(remote.clone(), &ns)
+        .patch(
+            "db",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&tracked),
+        )
+        .await
+        .unwrap();
     let app = |name: &str, destination: Value| {
         json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
                "metadata": {"name": name, "namespace": ns},
