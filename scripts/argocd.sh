@@ -111,6 +111,11 @@ cmd_build() {
   export GOTOOLCHAIN="${WAVEGATE_GOTOOLCHAIN:-auto}"
   mkdir -p "$CACHE/build-logs" "$ARGOCD_BIN"
   local modfile=()
+  # One build of this binary at a time (test.sh starts the pinned release's build early and the
+  # version matrix asks for it again): the second waits here and then finds it built, instead of
+  # replacing the module copy under a running `go build`.
+  exec 7>"$ARGOCD_BIN/.build.lock"
+  flock 7
   # The UI's webpack build runs before the Go build lock is taken: it does not hold up other
   # Go builds waiting on that lock.
   if [[ ! -x "$ARGOCD" && "$WITH_UI" == 1 ]]; then
@@ -143,7 +148,7 @@ cmd_build() {
   for name in argocd-application-controller argocd-repo-server argocd-server; do
     ln -sfn argocd "$ARGOCD_BIN/$name"
   done
-  exec 9>&-
+  exec 9>&- 7>&-
 }
 
 build_cpu() { # /usr/bin/time -v log -> ", CPU <user+sys>s"
