@@ -820,7 +820,7 @@ pub(crate) mod tests {
         );
     }
 
-    /// The expression from the hostile review: nested descendant segments of wide unions, about
+    /// An expression that explodes without the bounds: nested descendant segments of wide unions, about
     /// 200 bytes, which evaluated for seconds and allocated hundreds of MiB on one pod.
     pub(crate) fn exploding_expression() -> String {
         let union = format!("[{}]", ["*"; 30].join(","));
