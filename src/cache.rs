@@ -30,6 +30,7 @@
 //! not a watch that never syncs), bounded in number, and stopped when nobody has read them for a
 //! while.
 
+use crate::locks::lock;
 use crate::metrics::{Metrics, ResourceLabel};
 use crate::resource::Kind;
 use crate::store_index::{Bucket, StoreIndex, StoreWriter};
@@ -50,7 +51,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::fmt::Debug;
 use std::hash::Hash;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use thiserror::Error;
 use tokio::sync::{Notify, broadcast};
@@ -164,12 +165,6 @@ struct WatchHealth {
     /// Wakes the watch's task to drop its stream and relist (a heartbeat's word).
     relist_now: Notify,
     last_read: Mutex<Instant>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    // Nothing is left half-updated under these locks, so a panic elsewhere does not poison
-    // the data they guard.
-    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl WatchHealth {

@@ -11,6 +11,7 @@ use crate::cache::{Cache, CacheError};
 use crate::checks::{application, cnpg, cockroach, generic, service};
 use crate::deps::Dep;
 use crate::health::{Finding, Verdict};
+use crate::locks::lock;
 use crate::metrics::{Metrics, ResourceLabel};
 use crate::probe::{self, Credentials};
 use crate::resource::{Kind, Resource};
@@ -376,7 +377,7 @@ impl Evaluator {
         use futures::FutureExt;
         static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
         let running = {
-            let mut probing = self.probing.lock().unwrap_or_else(|p| p.into_inner());
+            let mut probing = lock(&self.probing);
             match probing.get(&key) {
                 Some((_, running)) => running.clone(),
                 None => {
@@ -481,16 +482,11 @@ impl Evaluator {
     }
 
     fn lasted(&self, key: &FailureKey, now: Instant) -> Duration {
-        match self.failing_since.lock() {
-            Ok(mut m) => observe(&mut m, key, now),
-            Err(_) => Duration::ZERO,
-        }
+        observe(&mut lock(&self.failing_since), key, now)
     }
 
     fn forget(&self, key: &FailureKey) {
-        if let Ok(mut m) = self.failing_since.lock() {
-            m.remove(key);
-        }
+        lock(&self.failing_since).remove(key);
     }
 }
 
@@ -596,7 +592,7 @@ fn cache_verdict(ask: &Ask, e: &CacheError) -> Verdict {
 /// Drops `key` from the running probes if it is still the probe `id` (a newer one may have
 /// taken its place).
 fn forget(probing: &Mutex<HashMap<String, (u64, SharedProbe)>>, key: &str, id: u64) {
-    let mut probing = probing.lock().unwrap_or_else(|p| p.into_inner());
+    let mut probing = lock(probing);
     if probing.get(key).is_some_and(|(i, _)| *i == id) {
         probing.remove(key);
     }

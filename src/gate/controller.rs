@@ -6,13 +6,14 @@
 //! one per namespace with `--namespaces`), so the controller adds one watch to the API server.
 
 use super::crd::{WaveGate, WaveGateStatus};
-use super::judge::{self, ask_of, gate_health, invalid_check, next_status};
+use super::decide::{Inputs, Rules, SyncClock, decide, health_of};
+use super::judge::{self, ask_of, invalid_check};
 use crate::ask::{Ask, Check};
 use crate::cache::{CacheError, Change};
 use crate::deps::{Dep, DepIndex};
 use crate::evaluate::{Evaluator, Judgement, reads};
 use crate::events;
-use crate::health::{HealthStatus, Verdict};
+use crate::locks::lock;
 use crate::metrics::Metrics;
 use crate::queue::{self, QueueConfig, Reconcile};
 use crate::resource::Kind;
@@ -132,10 +133,7 @@ impl Reconcile<GateKey> for Gates {
         if change.kind == super::kind() {
             return vec![(change.namespace.clone(), change.name.clone())];
         }
-        self.index
-            .lock()
-            .map(|idx| idx.affected(change))
-            .unwrap_or_default()
+        lock(&self.index).affected(change)
     }
 
     async fn all(&self) -> Vec<GateKey> {
@@ -185,17 +183,15 @@ impl Gates {
         let managed_by = judge::managing_application(&gate, &self.settings.argocd_namespace);
         // Register what the gate reads before reading it: a change that lands while the
         // checks are being judged then wakes the gate again instead of waiting for the resync.
-        if let Ok(mut idx) = self.index.lock() {
-            let mut deps: Vec<_> = asks
-                .iter()
-                .filter_map(|(_, a)| a.as_ref().ok())
-                .flat_map(reads)
-                .collect();
-            if let Some((app_ns, app)) = &managed_by {
-                deps.push(Dep::object(APPLICATIONS, app_ns, app));
-            }
-            idx.set(key.clone(), deps);
+        let mut deps: Vec<_> = asks
+            .iter()
+            .filter_map(|(_, a)| a.as_ref().ok())
+            .flat_map(reads)
+            .collect();
+        if let Some((app_ns, app)) = &managed_by {
+            deps.push(Dep::object(APPLICATIONS, app_ns, app));
         }
+        lock(&self.index).set(key.clone(), deps);
         let judged: Vec<_> = futures::future::join_all(asks.iter().map(|(n, ask)| async move {
             let j = match ask {
                 Ok(ask) => self.evaluator.judge_fresh(ask).await,
@@ -224,70 +220,20 @@ impl Gates {
         // proof that nothing is syncing the gate.
         let applications = self.settings.applications.as_ref().unwrap_or(cache);
         let now = k8s_openapi::jiff::Timestamp::now();
-        let (sync_started, clock_blind) = match &managed_by {
+        let sync = match &managed_by {
             Some((app_ns, app)) => match applications.object(&APPLICATIONS, app_ns, app).await {
-                Ok(Some(found)) => (self.attempt_started(key, &found, now), None),
-                Ok(None) => (
-                    None,
-                    Some(format!(
-                        "cannot tell when the sync started: Application {app_ns}/{app}, which \
-                         the gate's tracking id or instance label names, was not found"
-                    )),
-                ),
-                Err(e) => (
-                    None,
-                    Some(format!(
-                        "cannot tell when the sync of Application {app_ns}/{app} started: {e}"
-                    )),
-                ),
+                Ok(Some(found)) => SyncClock::Read(self.attempt_started(key, &found, now)),
+                Ok(None) => SyncClock::Blind(format!(
+                    "cannot tell when the sync started: Application {app_ns}/{app}, which the \
+                     gate's tracking id or instance label names, was not found"
+                )),
+                Err(e) => SyncClock::Blind(format!(
+                    "cannot tell when the sync of Application {app_ns}/{app} started: {e}"
+                )),
             },
-            None => (None, None),
+            None => SyncClock::Unmanaged,
         };
-
-        let timeout = gate.spec.timeout.as_deref().and_then(|t| {
-            judge::parse_timeout(t)
-                .inspect_err(|e| tracing::warn!(gate = %format!("{ns}/{name}"), "{e}; ignoring it"))
-                .ok()
-                .map(|d| (t, d))
-        });
         let rv = gate.resource_version();
-        let stored = self.current_status(key, &rv, gate.status.as_ref());
-        let since = judge::waiting_since(&gate, stored.as_ref(), sync_started);
-        let waited = judge::waited(since, now);
-        let health = match &clock_blind {
-            Some(why) => {
-                let v = gate_health(&verdicts, &blind, None, waited);
-                match timeout {
-                    Some((spelled, limit)) if !v.is_healthy() && waited >= limit => {
-                        Verdict::progressing(format!(
-                            "{}; the {spelled} timeout is not applied: {why}",
-                            v.message
-                        ))
-                    }
-                    _ => v,
-                }
-            }
-            None => gate_health(&verdicts, &blind, timeout, waited),
-        };
-        let timed_out = clock_blind.is_none()
-            && health.status == HealthStatus::Degraded
-            && timeout.is_some_and(|(_, limit)| waited >= limit);
-        let status = next_status(
-            &gate,
-            stored.as_ref(),
-            verdicts,
-            health,
-            since,
-            now,
-            self.settings.status_validity,
-        );
-
-        self.metrics
-            .set_gate_health(&self.settings.cluster, ns, name, Some(status_of(&status)));
-        let mut requeue = judge::until_timeout(status_of(&status), timeout.map(|(_, d)| d), waited)
-            // One more second: the API server keeps whole seconds, so `since` can be up
-            // to a second later than the moment waiting began.
-            .map(|d| d + Duration::from_secs(1));
         let probing = asks.iter().any(|(_, a)| {
             matches!(
                 a,
@@ -297,44 +243,46 @@ impl Gates {
                 })
             )
         });
-        if probing && status_of(&status) != HealthStatus::Healthy {
-            let recheck = self.evaluator.probe_recheck();
-            requeue = Some(requeue.map_or(recheck, |d| d.min(recheck)));
+        let inputs = Inputs {
+            gate: &gate,
+            verdicts,
+            blind,
+            stored: self.current_status(key, &rv, gate.status.as_ref()),
+            sync,
+            probing,
+        };
+        let rules = Rules {
+            status_validity: self.settings.status_validity,
+            probe_recheck: self.evaluator.probe_recheck(),
+        };
+        let decision = decide(inputs, &rules, now);
+        if let Some(why) = &decision.ignored_timeout {
+            tracing::warn!(gate = %format!("{ns}/{name}"), "{why}; ignoring it");
         }
-
-        if stored.as_ref() != Some(&status) {
+        self.metrics
+            .set_gate_health(&self.settings.cluster, ns, name, Some(decision.health()));
+        if decision.write {
             // The write is conditional on the version the status was computed from (or the one
             // our own last write produced, while the cache has not caught up with it): a status
             // computed before this replica froze or lost its lease, or before Argo CD changed
             // the spec, is refused (409) rather than written over what another writer or a new
             // generation put there; the retry judges again on the current object.
             let precondition = self.precondition(key, &rv);
-            let produced = self.write(&gate, &status, precondition).await?;
-            // Compared with the status the object carried, not with memory (src/events.rs).
-            let old = stored
-                .as_ref()
-                .and_then(|s| s.health.as_ref())
-                .map(|h| h.status);
-            let event = status
-                .health
-                .as_ref()
-                .and_then(|new| events::transition(old, new.status, &new.message, timed_out));
-            if let Ok(mut w) = self.written.lock() {
-                w.insert(
-                    key.clone(),
-                    Written {
-                        over: rv,
-                        status,
-                        produced,
-                    },
-                );
-            }
-            if let Some(t) = event {
+            let produced = self.write(&gate, &decision.status, precondition).await?;
+            lock(&self.written).insert(
+                key.clone(),
+                Written {
+                    over: rv,
+                    status: decision.status,
+                    produced,
+                },
+            );
+            if let Some(t) = decision.event {
                 let regarding = gate.object_ref(&());
                 self.events.publish(t, events::JUDGE_GATE, regarding);
             }
         }
-        Ok(requeue)
+        Ok(decision.requeue)
     }
 
     /// When the managing Application's current sync attempt began, remembering when a retry
@@ -345,8 +293,10 @@ impl Gates {
         app: &serde_json::Value,
         now: k8s_openapi::jiff::Timestamp,
     ) -> Option<k8s_openapi::jiff::Timestamp> {
-        let mut clocks = self.attempts.lock().ok()?;
-        clocks.entry(key.clone()).or_default().started(app, now)
+        lock(&self.attempts)
+            .entry(key.clone())
+            .or_default()
+            .started(app, now)
     }
 
     /// The status to compare with: what we wrote, while the cache has not caught up with it.
@@ -356,7 +306,7 @@ impl Gates {
         rv: &Option<String>,
         cached: Option<&WaveGateStatus>,
     ) -> Option<WaveGateStatus> {
-        let written = self.written.lock().ok()?.get(key).cloned();
+        let written = lock(&self.written).get(key).cloned();
         match written {
             Some(w) if &w.over == rv => Some(w.status),
             _ => cached.cloned(),
@@ -366,7 +316,7 @@ impl Gates {
     /// The resourceVersion a write must find: what our last write produced while the cache
     /// still shows the version it was written over, else the cached one.
     fn precondition(&self, key: &GateKey, rv: &Option<String>) -> Option<String> {
-        let written = self.written.lock().ok()?.get(key).cloned();
+        let written = lock(&self.written).get(key).cloned();
         match written {
             Some(w) if &w.over == rv => w.produced,
             _ => rv.clone(),
@@ -400,7 +350,7 @@ impl Gates {
         self.metrics.gate_status_writes.inc();
         tracing::info!(
             gate = %format!("{}/{}", gate.namespace().unwrap_or_default(), gate.name_any()),
-            health = %status_of(status),
+            health = %health_of(status),
             "gate status written"
         );
         Ok(written.resource_version())
@@ -409,20 +359,8 @@ impl Gates {
     fn forget(&self, key: &GateKey) {
         self.metrics
             .set_gate_health(&self.settings.cluster, &key.0, &key.1, None);
-        if let Ok(mut idx) = self.index.lock() {
-            idx.remove(key);
-        }
-        if let Ok(mut w) = self.written.lock() {
-            w.remove(key);
-        }
-        if let Ok(mut a) = self.attempts.lock() {
-            a.remove(key);
-        }
+        lock(&self.index).remove(key);
+        lock(&self.written).remove(key);
+        lock(&self.attempts).remove(key);
     }
-}
-
-fn status_of(s: &WaveGateStatus) -> HealthStatus {
-    s.health
-        .as_ref()
-        .map_or(HealthStatus::Unknown, |h| h.status)
 }

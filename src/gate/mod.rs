@@ -1,5 +1,6 @@
 //! WaveGates: the custom resource Argo CD waits on ([`crd`]), the pure rules that turn check
-//! verdicts into its status ([`judge`]), the controller that writes that status
+//! verdicts into its status ([`judge`]), what to do with one gate — status, requeue, Event —
+//! decided from what was read ([`decide`]), the controller that reads, decides and writes
 //! ([`controller`]), and the view the HTTP API and `wavegate wait` serve ([`view`]).
 //!
 //! To run the controller in-process (e.g. in a test): `gate::run(evaluator, metrics, resync)`;
@@ -8,6 +9,7 @@
 
 pub mod controller;
 pub mod crd;
+mod decide;
 pub mod judge;
 pub(crate) mod view;
 

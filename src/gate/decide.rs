@@ -1,0 +1,357 @@
+//! What the gate controller does with one WaveGate, decided from what it read: the status to
+//! write (if the stored one is not already it), when to look again, and the Event to send.
+//! Pure (no I/O, no clock: the caller passes `now`), so the controller is read → decide →
+//! write and every rule here — the timeout, the clock-blind rule, the requeue, the Event — is a
+//! unit test (compare controller-rs, whose `reconcile` returns an `Action`).
+
+use super::crd::{WaveGate, WaveGateStatus};
+use super::judge::{gate_health, next_status, parse_timeout, until_timeout, waited, waiting_since};
+use crate::events::{self, Transition};
+use crate::health::{HealthStatus, Verdict};
+use k8s_openapi::jiff::Timestamp;
+use std::collections::HashMap;
+use std::time::Duration;
+
+/// What the controller knows about the sync that is applying the gate.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) enum SyncClock {
+    /// No Argo CD Application manages the gate (no tracking id, no instance label).
+    Unmanaged,
+    /// The managing Application was read: when its current sync attempt began, `None` when no
+    /// operation runs.
+    Read(Option<Timestamp>),
+    /// The managing Application could not be read or was not found, and why. wavegate then
+    /// cannot tell when this sync attempt started: measuring the timeout from the gate's
+    /// history could fail a new sync for an old one's wait, so the timeout is not applied.
+    Blind(String),
+}
+
+/// Everything [`decide`] needs that the controller read.
+pub(crate) struct Inputs<'a> {
+    pub gate: &'a WaveGate,
+    /// Each check's verdict, by check name, in spec order.
+    pub verdicts: Vec<(String, Verdict)>,
+    /// Checks wavegate could not see (check name → why): see [`gate_health`].
+    pub blind: HashMap<String, String>,
+    /// The status to compare with: what the object carries, or what this controller wrote
+    /// while the cache has not caught up with it.
+    pub stored: Option<WaveGateStatus>,
+    pub sync: SyncClock,
+    /// A check is answered by probing (CockroachDB): a verdict that is not Healthy is looked at
+    /// again after the probe's recheck interval, as nothing in the API server announces a change.
+    pub probing: bool,
+}
+
+/// How the controller runs, as far as a decision is concerned.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Rules {
+    /// How long a written verdict counts (`health.validUntil`); `None`: forever.
+    pub status_validity: Option<Duration>,
+    /// How soon a probed, not yet Healthy gate is judged again.
+    pub probe_recheck: Duration,
+}
+
+/// What to do.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Decision {
+    /// The status the gate should carry.
+    pub status: WaveGateStatus,
+    /// Whether it differs from the stored one, so it must be written.
+    pub write: bool,
+    /// When to judge again without any change; `None`: at the next change or resync.
+    pub requeue: Option<Duration>,
+    /// The Event the transition deserves, sent only after the write succeeded.
+    pub event: Option<Transition>,
+    /// A `spec.timeout` that does not parse: the gate is judged without it, and the controller
+    /// logs why.
+    pub ignored_timeout: Option<String>,
+}
+
+impl Decision {
+    /// The health the decided status carries.
+    pub(crate) fn health(&self) -> HealthStatus {
+        health_of(&self.status)
+    }
+}
+
+/// The health a status carries, `Unknown` before any verdict.
+pub(crate) fn health_of(s: &WaveGateStatus) -> HealthStatus {
+    s.health
+        .as_ref()
+        .map_or(HealthStatus::Unknown, |h| h.status)
+}
+
+pub(crate) fn decide(inputs: Inputs<'_>, rules: &Rules, now: Timestamp) -> Decision {
+    let Inputs {
+        gate,
+        verdicts,
+        blind,
+        stored,
+        sync,
+        probing,
+    } = inputs;
+    let (timeout, ignored_timeout) = match gate.spec.timeout.as_deref() {
+        None => (None, None),
+        Some(t) => match parse_timeout(t) {
+            Ok(d) => (Some((t, d)), None),
+            Err(e) => (None, Some(e)),
+        },
+    };
+    let sync_started = match &sync {
+        SyncClock::Read(started) => *started,
+        SyncClock::Unmanaged | SyncClock::Blind(_) => None,
+    };
+    let since = waiting_since(gate, stored.as_ref(), sync_started);
+    let waited = waited(since, now);
+    let (health, timed_out) = match &sync {
+        SyncClock::Blind(why) => {
+            let v = gate_health(&verdicts, &blind, None, waited);
+            let v = match timeout {
+                Some((spelled, limit)) if !v.is_healthy() && waited >= limit => {
+                    Verdict::progressing(format!(
+                        "{}; the {spelled} timeout is not applied: {why}",
+                        v.message
+                    ))
+                }
+                _ => v,
+            };
+            (v, false)
+        }
+        SyncClock::Unmanaged | SyncClock::Read(_) => {
+            let v = gate_health(&verdicts, &blind, timeout, waited);
+            let timed_out = v.status == HealthStatus::Degraded
+                && timeout.is_some_and(|(_, limit)| waited >= limit);
+            (v, timed_out)
+        }
+    };
+    let status = next_status(
+        gate,
+        stored.as_ref(),
+        verdicts,
+        health,
+        since,
+        now,
+        rules.status_validity,
+    );
+    let health = health_of(&status);
+    let mut requeue = until_timeout(health, timeout.map(|(_, d)| d), waited)
+        // One more second: the API server keeps whole seconds, so `since` can be up to a
+        // second later than the moment waiting began.
+        .map(|d| d + Duration::from_secs(1));
+    if probing && health != HealthStatus::Healthy {
+        requeue = Some(requeue.map_or(rules.probe_recheck, |d| d.min(rules.probe_recheck)));
+    }
+    let write = stored.as_ref() != Some(&status);
+    // Compared with the status the object carried, not with memory (src/events.rs).
+    let event = write
+        .then(|| {
+            let old = stored
+                .as_ref()
+                .and_then(|s| s.health.as_ref())
+                .map(|h| h.status);
+            let new = status.health.as_ref()?;
+            events::transition(old, new.status, &new.message, timed_out)
+        })
+        .flatten();
+    Decision {
+        status,
+        write,
+        requeue,
+        event,
+        ignored_timeout,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gate::crd::{GateCheck, ServiceCheck, WaveGateSpec};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+    use kube::api::ObjectMeta;
+
+    const RULES: Rules = Rules {
+        status_validity: Some(Duration::from_secs(180)),
+        probe_recheck: Duration::from_secs(5),
+    };
+
+    fn ts(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    /// A gate `ddb/databases-created` at generation 1 with a 10-minute timeout, created at
+    /// 06:00:00.
+    fn gate(timeout: Option<&str>) -> WaveGate {
+        let mut g = WaveGate::new(
+            "databases-created",
+            WaveGateSpec {
+                timeout: timeout.map(Into::into),
+                checks: vec![GateCheck {
+                    name: "http".into(),
+                    service: Some(ServiceCheck {
+                        name: "forgejo".into(),
+                        namespace: None,
+                        min_ready: None,
+                    }),
+                    ..GateCheck::default()
+                }],
+            },
+        );
+        g.metadata = ObjectMeta {
+            namespace: Some("ddb".into()),
+            generation: Some(1),
+            creation_timestamp: Some(Time(ts("2026-11-30T06:00:00Z"))),
+            ..g.metadata
+        };
+        g
+    }
+
+    fn waiting() -> Vec<(String, Verdict)> {
+        vec![("http".into(), Verdict::progressing("no ready endpoints"))]
+    }
+
+    fn inputs(gate: &WaveGate, stored: Option<WaveGateStatus>, sync: SyncClock) -> Inputs<'_> {
+        Inputs {
+            gate,
+            verdicts: waiting(),
+            blind: HashMap::new(),
+            stored,
+            sync,
+            probing: false,
+        }
+    }
+
+    #[test]
+    fn a_first_verdict_is_written_with_its_event_and_a_requeue_at_the_timeout() {
+        let g = gate(Some("10m"));
+        let d = decide(
+            inputs(&g, None, SyncClock::Unmanaged),
+            &RULES,
+            ts("2026-11-30T06:04:00Z"),
+        );
+        assert_eq!(d.health(), HealthStatus::Progressing);
+        assert!(d.write);
+        assert_eq!(d.event.as_ref().map(|e| e.reason), Some("Progressing"));
+        // 6 minutes left, plus the API server's whole second.
+        assert_eq!(d.requeue, Some(Duration::from_secs(361)));
+    }
+
+    #[test]
+    fn the_same_status_again_is_neither_written_nor_announced() {
+        let g = gate(Some("10m"));
+        let now = ts("2026-11-30T06:04:00Z");
+        let first = decide(inputs(&g, None, SyncClock::Unmanaged), &RULES, now);
+        let again = decide(
+            inputs(&g, Some(first.status.clone()), SyncClock::Unmanaged),
+            &RULES,
+            now,
+        );
+        assert!(!again.write);
+        assert_eq!(again.event, None);
+        assert_eq!(again.status, first.status);
+    }
+
+    #[test]
+    fn the_timeout_fires_with_a_timed_out_event_and_no_requeue() {
+        let g = gate(Some("10m"));
+        let d = decide(
+            inputs(&g, None, SyncClock::Read(None)),
+            &RULES,
+            ts("2026-11-30T06:10:00Z"),
+        );
+        assert_eq!(d.health(), HealthStatus::Degraded);
+        let event = d.event.expect("an event");
+        assert_eq!(event.reason, "TimedOut");
+        assert!(event.warning);
+        assert_eq!(d.requeue, None);
+    }
+
+    #[test]
+    fn a_blind_sync_clock_never_times_out() {
+        let g = gate(Some("10m"));
+        let why = "Application argocd/forgejo was not found".to_string();
+        let d = decide(
+            inputs(&g, None, SyncClock::Blind(why.clone())),
+            &RULES,
+            ts("2026-11-30T07:00:00Z"),
+        );
+        assert_eq!(d.health(), HealthStatus::Progressing);
+        let message = &d.status.health.as_ref().unwrap().message;
+        assert!(
+            message.contains("the 10m timeout is not applied"),
+            "{message}"
+        );
+        assert!(message.contains(&why), "{message}");
+        assert_ne!(d.event.map(|e| e.reason), Some("TimedOut"));
+    }
+
+    #[test]
+    fn a_new_sync_attempt_gets_the_full_timeout() {
+        let g = gate(Some("10m"));
+        // Waiting since creation (06:00); the attempt that applies the gate began at 06:55.
+        let d = decide(
+            inputs(&g, None, SyncClock::Read(Some(ts("2026-11-30T06:55:00Z")))),
+            &RULES,
+            ts("2026-11-30T07:00:00Z"),
+        );
+        assert_eq!(d.health(), HealthStatus::Progressing);
+        assert_eq!(d.requeue, Some(Duration::from_secs(301)));
+        let unmanaged = decide(
+            inputs(&g, None, SyncClock::Unmanaged),
+            &RULES,
+            ts("2026-11-30T07:00:00Z"),
+        );
+        assert_eq!(unmanaged.health(), HealthStatus::Degraded);
+    }
+
+    #[test]
+    fn a_probed_gate_is_looked_at_again_at_the_recheck_interval() {
+        let g = gate(Some("10m"));
+        let mut i = inputs(&g, None, SyncClock::Unmanaged);
+        i.probing = true;
+        let d = decide(i, &RULES, ts("2026-11-30T06:04:00Z"));
+        assert_eq!(d.requeue, Some(RULES.probe_recheck));
+
+        let no_timeout = gate(None);
+        let mut i = inputs(&no_timeout, None, SyncClock::Unmanaged);
+        i.probing = true;
+        assert_eq!(
+            decide(i, &RULES, ts("2026-11-30T06:04:00Z")).requeue,
+            Some(RULES.probe_recheck)
+        );
+
+        let mut i = inputs(&g, None, SyncClock::Unmanaged);
+        i.probing = true;
+        i.verdicts = vec![("http".into(), Verdict::healthy("3 ready endpoints"))];
+        assert_eq!(decide(i, &RULES, ts("2026-11-30T06:04:00Z")).requeue, None);
+    }
+
+    #[test]
+    fn an_unparsable_timeout_is_ignored_and_reported() {
+        let g = gate(Some("ten minutes"));
+        let d = decide(
+            inputs(&g, None, SyncClock::Unmanaged),
+            &RULES,
+            ts("2026-11-30T09:00:00Z"),
+        );
+        assert_eq!(d.health(), HealthStatus::Progressing);
+        assert_eq!(d.requeue, None);
+        assert!(
+            d.ignored_timeout
+                .as_deref()
+                .is_some_and(|e| e.contains("ten minutes")),
+            "{:?}",
+            d.ignored_timeout
+        );
+    }
+
+    #[test]
+    fn a_blind_check_holds_the_timeout_but_the_gate_still_writes() {
+        let g = gate(Some("10m"));
+        let mut i = inputs(&g, None, SyncClock::Read(None));
+        i.blind = HashMap::from([("http".to_string(), "the cache is relisting".to_string())]);
+        let d = decide(i, &RULES, ts("2026-11-30T06:30:00Z"));
+        assert_eq!(d.health(), HealthStatus::Progressing);
+        assert!(d.write);
+        assert_ne!(d.event.map(|e| e.reason), Some("TimedOut"));
+    }
+}
