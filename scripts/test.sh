@@ -82,6 +82,8 @@ for v in $argocd_e2e; do
     WAVEGATE_ARGOCD_VERSION=$v tests/argocd/ui.sh
     step "no custom Lua: a Sync hook Job running wavegate wait holds and releases a wave (real Argo CD $v)"
     WAVEGATE_ARGOCD_VERSION=$v tests/argocd/no-lua.sh
+    step "wavegate lint's apply order is the one real Argo CD $v applies (creation times of a synced app)"
+    WAVEGATE_ARGOCD_VERSION=$v tests/argocd/order.sh
     step "installed by Argo CD: Applications from the Helm chart and the Kustomize base (real Argo CD $v)"
     WAVEGATE_ARGOCD_VERSION=$v tests/argocd/install.sh
   fi

@@ -36,6 +36,7 @@ pub mod gate;
 pub mod health;
 pub mod leader;
 pub mod lint;
+mod live_lint;
 pub(crate) mod locks;
 pub mod metrics;
 pub mod policy;

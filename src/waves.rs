@@ -11,6 +11,7 @@ use crate::evaluate::Evaluator;
 use crate::gate::crd::WaveGate;
 use crate::gate::view::Gate;
 use crate::health::{HealthStatus, Verdict, worst_of};
+use crate::live_lint::LiveLint;
 use crate::resource::{Kind, Resource, ResourceRef, Target};
 use futures::StreamExt;
 use serde::Serialize;
@@ -54,6 +55,10 @@ pub(crate) struct Waves {
     pub blocking_wave: Option<i64>,
     pub message: String,
     pub waves: Vec<Wave>,
+    /// `wavegate lint`'s findings on the live objects (see `live_lint`), when asked for one
+    /// Application.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lint: Option<LiveLint>,
 }
 
 /// The resources of an Application with their waves, skipping hooks (they run during a sync
@@ -193,6 +198,7 @@ pub(crate) fn assemble(
         blocking_wave: blocking.map(|w| w.wave),
         message,
         waves,
+        lint: None,
     }
 }
 
@@ -280,6 +286,19 @@ pub(crate) async fn view(clusters: &Clusters, app: &Value) -> Waves {
             assemble(namespace, name, health, judged)
         }
     }
+}
+
+/// [`view`], with `wavegate lint`'s findings on the Application's live objects.
+pub(crate) async fn view_with_findings(clusters: &Clusters, app: &Value) -> Waves {
+    let mut waves = view(clusters, app).await;
+    waves.lint = Some(match clusters.of_application(app) {
+        Ok(evaluator) => crate::live_lint::of(&evaluator, app).await,
+        Err(why) => LiveLint {
+            findings: Vec::new(),
+            note: Some(format!("not linted: {why}")),
+        },
+    });
+    waves
 }
 
 /// Resources judged at once for one view. Most verdicts come from the watch cache or the

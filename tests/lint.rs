@@ -102,17 +102,20 @@ fn seed_000_as_reported_finds_the_join_service_created_after_the_pods() {
 }
 
 #[test]
-fn seed_000_scenario_has_the_join_service_in_the_crdbcluster_wave() {
-    // The live scenario applies the join Service with the CrdbCluster: the same race.
+fn join_service_in_the_crdbcluster_wave_is_applied_first() {
+    // The live scenario has the join Service in the CrdbCluster's wave. gitops-engine applies a
+    // wave one run of a kind after another, in its kind order (Service is in it, CrdbCluster is
+    // not, so it comes last): the Service is stored before the CrdbCluster is applied. The real
+    // Argo CD does so (tests/argocd/order.sh): no finding.
     let r = lint_files(
         &["tests/scenarios/seed-000-cockroachdb.yaml"],
         &Options::default(),
     );
-    let same = r
-        .active()
-        .find(|f| f.rule == Rule::SameWave)
-        .expect("same-wave");
-    assert!(same.message.contains("CrdbCluster prod/cockroachdb (wave 0) starts pods that join through Service cockroachdb-join"), "{}", same.message);
+    assert!(
+        !r.active().any(|f| f.rule == Rule::SameWave),
+        "{:#?}",
+        r.findings
+    );
 }
 
 #[test]

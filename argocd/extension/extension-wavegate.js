@@ -445,8 +445,30 @@
                   h('td', { style: S.td }, h(Badge, { status: r.status, testid: 'wavegate-resource-status' })),
                   h('td', { style: S.td }, r.message || ''),
                   h('td', { style: { ...S.td, whiteSpace: 'nowrap' } }, r.judgedBy || ''));
-              }));
-          })));
+              }),
+              findingsOf(w, wave.wave).map(FindingRow));
+          }),
+          findingsOf(w, null).length || (w.lint && w.lint.note) ? h('tbody', { key: 'lint', 'data-testid': 'wavegate-lint-other' },
+            findingsOf(w, null).map(FindingRow),
+            w.lint && w.lint.note ? h('tr', null, h('td', { colSpan: 4, style: { ...S.td, ...S.muted }, 'data-testid': 'wavegate-lint-note' }, 'lint: ' + w.lint.note)) : null) : null));
+  }
+
+  // `wavegate lint`'s findings on the live objects (the `lint` of a waves answer), shown in the
+  // wave of the object to change.
+  function findingsOf(w, wave) {
+    var all = (w.lint && w.lint.findings) || [];
+    var waves = (w.waves || []).map(function (x) { return x.wave; });
+    return all.filter(function (f) { return wave === null ? waves.indexOf(f.wave) < 0 : f.wave === wave; });
+  }
+
+  function FindingRow(f, i) {
+    return h('tr', { key: 'f' + i + f.rule + f.message, 'data-testid': 'wavegate-finding-' + f.rule, 'data-level': f.level },
+      h('td', { colSpan: 4, style: { ...S.td, background: '#fff8c5' } },
+        h('strong', { style: { color: f.level === 'error' ? '#8a1712' : '#6b3d00' } }, 'lint ' + f.level + ' [' + f.rule + ']'), ' ',
+        h('span', { 'data-testid': 'wavegate-finding-message' }, f.message),
+        h('details', null, h('summary', null, 'why, and the fix'),
+          h('p', { style: { margin: '0.3em 0' } }, f.why),
+          h('pre', { style: { whiteSpace: 'pre-wrap', margin: '0.3em 0', fontFamily: 'monospace' } }, f.fix))));
   }
 
   function WavesPanel(props) {

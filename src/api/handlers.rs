@@ -245,7 +245,7 @@ async fn waves_of(
             e => ApiError::Unavailable(e.to_string()),
         })?
         .ok_or_else(|| ApiError::NotFound(format!("Application {namespace}/{name} not found")))?;
-    let waves = waves::view(&state.clusters, &app).await;
+    let waves = waves::view_with_findings(&state.clusters, &app).await;
     let now = k8s_openapi::jiff::Timestamp::now();
     // The live objects are in the Application's destination cluster.
     let timeline = match state.clusters.of_application(&app) {

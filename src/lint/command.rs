@@ -15,7 +15,9 @@ pub struct LintArgs {
     /// Rendered manifests: files, directories (read recursively: *.yaml, *.yml, *.json) or `-`
     /// for stdin (`helm template … | wavegate lint -`). None: stdin.
     pub paths: Vec<PathBuf>,
-    /// Output format: `text`, `json` or `sarif` (SARIF 2.1.0, for code-scanning annotations).
+    /// Output format: `text`, `json`, `sarif` (SARIF 2.1.0, for code-scanning annotations), or
+    /// `order`: no findings, the order Argo CD applies the objects in, one line per object and
+    /// phase (`PHASE WAVE KIND NAMESPACE/NAME`).
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Text)]
     pub output: Format,
     /// Do not run this rule (repeatable): later-wave, same-wave, not-awaited,
@@ -37,6 +39,7 @@ pub enum Format {
     Text,
     Json,
     Sarif,
+    Order,
 }
 
 /// Run the lint; returns the exit code (0 clean, 1 findings, 2 bad input).
@@ -113,11 +116,16 @@ fn report(args: LintArgs) -> Result<(String, u8), InputError> {
         ignore,
         argocd_cm,
     };
+    if args.output == Format::Order {
+        let objects = super::manifest::read(&sources)?;
+        return Ok((output::order(&objects, &options.destination), 0));
+    }
     let report = lint_sources(&sources, &options)?;
     let text = match args.output {
         Format::Text => output::text(&report),
         Format::Json => output::json(&report) + "\n",
         Format::Sarif => output::sarif(&report) + "\n",
+        Format::Order => String::new(),
     };
     Ok((text, report.exit_code()))
 }

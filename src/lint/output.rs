@@ -53,6 +53,26 @@ pub fn text(report: &Report) -> String {
     out
 }
 
+/// The order Argo CD applies `objects` in (`sync_order`): one line per object and phase,
+/// `PHASE WAVE KIND NAMESPACE/NAME` (`-` for no namespace), moment by moment. Within one moment
+/// the lines follow gitops-engine's kind order, but Argo CD applies all of a moment at once.
+pub fn order(objects: &[super::Object], destination: &str) -> String {
+    let mut out = String::new();
+    for t in super::sync_order::sync_tasks(objects, destination) {
+        let o = &objects[t.object];
+        let ns = o.ns(destination);
+        out.push_str(&format!(
+            "{} {} {} {}/{}\n",
+            t.at.phase,
+            t.at.wave,
+            o.group_kind(),
+            if ns.is_empty() { "-" } else { ns },
+            o.name
+        ));
+    }
+    out
+}
+
 pub fn json(report: &Report) -> String {
     serde_json::to_string_pretty(report).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
 }

@@ -200,12 +200,20 @@ pub fn findings(
     let first = first_applied(input.tasks, objects.len());
     let last = last_moment(input.tasks);
     let gates = gates(objects, dest, &first);
+    let mut position = vec![None; objects.len()];
+    for (i, t) in input.tasks.iter().enumerate() {
+        if position[t.object].is_none() && first[t.object] == Some(t.at) {
+            position[t.object] = Some(i);
+        }
+    }
     let cx = Cx {
         objects,
         dest,
         first: &first,
         gates: &gates,
         cm: input.argocd_cm,
+        tasks: input.tasks,
+        position,
     };
     let mut out = Vec::new();
     reference_rules(&cx, references, &mut out);
@@ -243,9 +251,25 @@ struct Cx<'a> {
     first: &'a [Option<Moment>],
     gates: &'a [Gate],
     cm: Option<&'a ArgocdCm>,
+    tasks: &'a [Task],
+    /// Each object's first task in `tasks` (at its `first` moment).
+    position: Vec<Option<usize>>,
 }
 
 impl Cx<'_> {
+    /// Whether Argo CD has stored `p` before it applies `c`, both in one moment: gitops-engine
+    /// applies a moment's tasks in runs of one kind, one run after another (`runTasks`: "Only
+    /// wait if the type of the next task is different than the previous type", each run through
+    /// `processCreateTasks`), so an earlier run is applied before a later one starts — but no
+    /// health is waited for between them.
+    fn applied_before(&self, p: usize, c: usize) -> bool {
+        let (Some(a), Some(b)) = (self.position[p], self.position[c]) else {
+            return false;
+        };
+        let kind = |i: usize| self.objects[self.tasks[i].object].kind.as_str();
+        a < b && (a..b).any(|i| kind(i) != kind(i + 1))
+    }
+
     fn location(&self, i: usize) -> Location {
         let o = &self.objects[i];
         Location {
@@ -428,7 +452,9 @@ fn reference_rules(cx: &Cx<'_>, refs: &[Reference], out: &mut Vec<Finding>) {
         let Some(pm) = cx.first[p] else { continue };
         let rule = if pm > cm {
             Rule::LaterWave
-        } else if pm == cm && r.need >= Need::ExistsFirst {
+        } else if pm == cm
+            && (r.need == Need::Ready || (r.need == Need::ExistsFirst && !cx.applied_before(p, c)))
+        {
             Rule::SameWave
         } else if pm < cm
             && r.need == Need::Ready
@@ -471,21 +497,21 @@ fn reference_rules(cx: &Cx<'_>, refs: &[Reference], out: &mut Vec<Finding>) {
                 (why, fix)
             }
             Rule::SameWave if r.need == Need::ExistsFirst => (
-                "Argo CD applies one wave's objects all at once, so the consumer may start before this exists; a CockroachDB node that cannot resolve its join address within seconds initialises a cluster of its own (seed 000: two one-node clusters).".to_string(),
+                "Argo CD applies this object only with or after the consumer's kind in their wave, so the consumer may start before this exists; a CockroachDB node that cannot resolve its join address within seconds initialises a cluster of its own (seed 000: two one-node clusters).".to_string(),
                 format!(
                     "move {p_desc} to an earlier wave:\n  metadata:\n    annotations:\n{}",
                     placement(at_wave(cm, cm.wave - 1)).replace("    ", "      ")
                 ),
             ),
             Rule::SameWave if waits => (
-                format!("Argo CD applies one wave's objects all at once: {c_desc} starts before {p_desc} is ready."),
+                format!("Argo CD waits for no object's health within a wave: {c_desc} starts before {p_desc} is ready."),
                 format!(
                     "move {c_desc} (and what must follow it) to wave {}: Argo CD waits for {p_desc}'s health before it starts that wave",
                     pm.wave + 1
                 ),
             ),
             Rule::SameWave => (
-                format!("Argo CD applies one wave's objects all at once: {c_desc} starts before the operator has made {p_desc} ready, and crashes or retries until it is."),
+                format!("Argo CD waits for no object's health within a wave: {c_desc} starts before the operator has made {p_desc} ready, and crashes or retries until it is."),
                 format!(
                     "insert this WaveGate in wave {} and move {c_desc} (and what must follow it) to wave {}:\n{}",
                     pm.wave + 1,

@@ -18,10 +18,12 @@
 //!   CRD before the first object of its kind (`adjustDeps`), giving them that object's phase
 //!   and wave.
 //!
-//! `pkg/sync/sync_context.go` then applies one (phase, wave) at a time — every object of it
-//! concurrently (`processCreateTasks` starts a goroutine per task), so the kind order within a
-//! wave is no ordering at all — and starts the next only when all of it is healthy; after the
-//! last (phase, wave) it waits for nothing (`finalWave`).
+//! `pkg/sync/sync_context.go` then applies one (phase, wave) at a time and starts the next only
+//! when all of it is healthy; after the last (phase, wave) it waits for nothing (`finalWave`).
+//! Within one (phase, wave), `runTasks` applies the tasks in runs of one kind, in the order
+//! above, one run after another (the objects of a run concurrently, `processCreateTasks`): an
+//! earlier kind is stored before a later kind is applied, but nothing waits for its health.
+//! The real Argo CD 3.2.11 does exactly this (tests/argocd/order.sh).
 
 use super::manifest::Object;
 use serde::Serialize;

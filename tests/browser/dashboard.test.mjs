@@ -3,7 +3,8 @@
 // Needs (see README.md): WAVEGATE_URL, KUBECONFIG for the cluster that wavegate watches, and the
 // seed scenario "forgejo selector": Service cicd/forgejo selects app=forgejo while its only pod
 // cicd/forgejo-0 is labelled app=gitea; WaveGate cicd/forgejo-ready checks that Service (check
-// forgejo-http); Application argocd/platform has the Service in wave 1 and the gate in wave 2.
+// forgejo-http); Application argocd/platform has the Service in wave 1, the gate in wave 2, and
+// Forgejo's Deployment in wave 3 with the CNPG Database and Cluster it uses.
 import { describe, test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -88,6 +89,18 @@ describe('dashboard', () => {
     assert.match(await blocking.textContent(), /Blocking wave: 1/);
     assert.match(await blocking.textContent(), /forgejo/, 'the blocking line gives the reason');
     assert.notEqual(await page.locator(`${APP} [data-testid="wave-1"]`).getAttribute('data-status'), 'Healthy');
+    // wavegate lint on the live objects, beside the waves they hold: Forgejo uses database
+    // forgejo, which is in its own wave 3; the Service of wave 1 selects no pod template.
+    const sameWave = page.locator(`${APP} [data-testid="wave-3"] [data-testid="finding-same-wave"] [data-testid="finding-message"]`);
+    const waves = (await apiGet(BASE, 'api/v1/applications/argocd/platform/waves')).body;
+    const apiSameWave = ((waves.lint || {}).findings || []).find(f => f.rule === 'same-wave');
+    assert.ok(apiSameWave, `the API reports the same-wave finding: ${JSON.stringify(waves.lint)}`);
+    await eventually(async () => (await sameWave.textContent({ timeout: 1000 })) === apiSameWave.message,
+      { what: 'the same-wave finding shown in wave 3 as the API words it' });
+    assert.match(apiSameWave.message, /Deployment cicd\/forgejo \(wave 3\) uses database forgejo of Cluster pg.*Database ddb\/forgejo is applied in wave 3/);
+    const selectorFinding = page.locator(`${APP} [data-testid="wave-1"] [data-testid="finding-selector-matches-nothing"]`);
+    assert.equal(await selectorFinding.count(), 1, 'the selector finding is shown in the Service\'s wave 1');
+    assert.match(await selectorFinding.textContent(), /app=forgejo.*gitea/);
     await screenshot(page, 'dashboard-before-fix');
 
     // Fix the scenario the way a person would; the page must follow by itself.
@@ -102,6 +115,9 @@ describe('dashboard', () => {
     assert.equal(await page.locator(`${GATE} [data-testid="check-forgejo-http"]`).getAttribute('data-status'), 'Healthy');
     await eventually(async () => (await blocking.getAttribute('data-wave', { timeout: 1000 })) !== '1',
       { ms: 10000, what: 'wave 1 no longer blocking' });
+    await eventually(async () => (await selectorFinding.count()) === 0,
+      { ms: 10000, what: 'the selector finding gone once the selector matches the pod template' });
+    assert.equal(await sameWave.count(), 1, 'the same-wave finding stays: the selector fix does not move Forgejo');
     assert.match(await page.getByTestId('last-updated').textContent(), /Last updated/);
     await screenshot(page, 'dashboard-after-fix');
     console.log(`# gate turned Healthy on the page ${took} ms after the fix`);

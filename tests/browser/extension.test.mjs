@@ -122,6 +122,20 @@ describe('Argo CD UI extension', () => {
       const w = await json('api/v1/waves', PROXY_HEADERS);
       return (await page.locator(PANEL).getAttribute('data-wave')) === (w.blockingWave == null ? 'none' : String(w.blockingWave));
     }, { ms: 15000, what: 'the status panel to show wavegate\'s blocking wave' });
+    // wavegate lint on the live objects, each finding beside the wave of the object to change,
+    // worded exactly as the API says (seed 001: Forgejo in its Database's wave 3).
+    await eventually(async () => {
+      const w = await json(`api/v1/applications/${APP.namespace}/${APP.name}/waves`);
+      const key = f => JSON.stringify([f.wave, f.rule, f.message]);
+      const want = ((w.lint || {}).findings || []).map(f => ({ wave: f.wave, rule: f.rule, message: f.message }));
+      const shown = await page.evaluate(root => [...document.querySelectorAll(root + ' tbody[data-testid^="wavegate-wave-"] tr[data-testid^="wavegate-finding-"]')].map(tr => ({
+        wave: Number(tr.closest('tbody').getAttribute('data-testid').replace('wavegate-wave-', '')),
+        rule: tr.getAttribute('data-testid').replace('wavegate-finding-', ''),
+        message: tr.querySelector('[data-testid="wavegate-finding-message"]').textContent,
+      })), WAVES_TAB);
+      return want.some(f => f.rule === 'same-wave' && f.wave === 3 && /uses database forgejo of Cluster pg/.test(f.message))
+        && JSON.stringify(shown.map(key).sort()) === JSON.stringify(want.map(key).sort());
+    }, { ms: 15000, what: 'the Waves tab to show wavegate lint\'s findings beside their waves, same-wave in wave 3' });
     const panelText = await page.locator(PANEL).textContent();
     assert.match(panelText, /wave \d+ is blocking|all waves truly healthy/);
     await screenshot(page, 'extension-tabs-and-status-panel');

@@ -1,0 +1,410 @@
+//! `wavegate lint`'s rules on a live Application: the objects it lists in `status.resources`,
+//! read from the watch cache of its destination cluster, stand in for `argocd app manifests`.
+//!
+//! Only what the rules need is read, under the same policy as the waves view:
+//! - pod templates of workloads (Deployment, StatefulSet, …), only for kinds the installer's
+//!   `--generic-kinds` allows (the same kinds the waves view judges);
+//! - a Service's type and selector, a CNPG Database's `spec.name` and `spec.cluster`, a
+//!   WaveGate's `spec.checks` — the fields wavegate's checks on them already read;
+//! - nothing of a Pod, Secret or ConfigMap but its kind, name and wave from the Application's
+//!   status (no watch of them is started; a reference that only their data or a bare Pod's spec
+//!   carries is not seen);
+//! - every other object by kind, name and wave alone.
+//!
+//! Waves are the ones Argo CD recorded (`syncWave`); hooks are not listed there, so every object
+//! is in the Sync phase. Argo CD's argocd-cm is not read (a ConfigMap): the rules count only
+//! Argo CD's built-in health checks, as `wavegate lint` does without `--argocd-cm`.
+
+use crate::cache::Cache;
+use crate::evaluate::Evaluator;
+use crate::lint::references::CNPG;
+use crate::lint::rules::IGNORE_ANNOTATION;
+use crate::lint::sync_order::SYNC_WAVE;
+use crate::lint::{Finding, Object, Options, Rule};
+use crate::policy::CheckPolicy;
+use crate::resource::{Kind, Resource, ResourceRef};
+use futures::StreamExt;
+use serde::Serialize;
+use serde_json::{Map, Value, json};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// One finding about a live Application.
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct LiveFinding {
+    pub rule: Rule,
+    pub level: &'static str,
+    /// The wave of the object to change first (the one that needs the other), where the
+    /// dashboard shows the finding.
+    pub wave: Option<i64>,
+    pub message: String,
+    pub why: String,
+    pub fix: String,
+    /// The objects involved, the one to change first, with their waves.
+    pub objects: Vec<LiveObject>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub(crate) struct LiveObject {
+    pub object: String,
+    pub wave: Option<i64>,
+}
+
+/// The findings, and what could not be seen.
+#[derive(Debug, Clone, Default, Serialize)]
+pub(crate) struct LiveLint {
+    pub findings: Vec<LiveFinding>,
+    /// Which objects lint saw only in part, and why (`None`: every object as the rules need).
+    pub note: Option<String>,
+}
+
+/// Kinds whose pod template the rules read (`references::pod_template`), and their plural.
+const WORKLOADS: &[(&str, &str, &str)] = &[
+    ("apps", "Deployment", "deployments"),
+    ("apps", "StatefulSet", "statefulsets"),
+    ("apps", "DaemonSet", "daemonsets"),
+    ("apps", "ReplicaSet", "replicasets"),
+    ("batch", "Job", "jobs"),
+    ("batch", "CronJob", "cronjobs"),
+    ("", "ReplicationController", "replicationcontrollers"),
+    ("argoproj.io", "Rollout", "rollouts"),
+];
+
+/// What lint reads of one object.
+#[derive(Debug, Default)]
+struct Seen {
+    labels: BTreeMap<String, String>,
+    annotations: BTreeMap<String, String>,
+    body: Value,
+    /// Why it is seen in part, when lint would have read more.
+    partly: Option<String>,
+}
+
+impl Seen {
+    fn partly(why: impl Into<String>) -> Seen {
+        Seen {
+            partly: Some(why.into()),
+            ..Seen::default()
+        }
+    }
+
+    /// Keep only `fields` of an object read whole from the cache, and its lint-ignore
+    /// annotation (a silenced finding stays silent on the live Application).
+    fn of(object: &Value, fields: &[&str]) -> Seen {
+        let mut spec = Map::new();
+        for f in fields {
+            if let Some(v) = object.pointer(&format!("/spec/{f}")) {
+                spec.insert((*f).to_string(), v.clone());
+            }
+        }
+        let mut annotations = BTreeMap::new();
+        if let Some(v) = object
+            .pointer("/metadata/annotations")
+            .and_then(|a| a.get(IGNORE_ANNOTATION))
+            .and_then(Value::as_str)
+        {
+            annotations.insert(IGNORE_ANNOTATION.to_string(), v.to_string());
+        }
+        Seen {
+            annotations,
+            body: json!({ "spec": spec }),
+            ..Seen::default()
+        }
+    }
+}
+
+/// Read what the rules need of one resource of the Application.
+async fn read(cache: &Cache, policy: &CheckPolicy, r: ResourceRef) -> Seen {
+    let what = format!("{} {}/{}", r.kind, r.namespace, r.name);
+    let from_cache = |e: crate::cache::CacheError| Seen::partly(format!("{what}: {e}"));
+    match (r.group.as_str(), r.kind.as_str()) {
+        ("", "Secret" | "ConfigMap") => {
+            Seen::partly(format!("{what}: name only ({}s are never read)", r.kind))
+        }
+        // Not even the compact pod view: the waves view starts no watch of pods for an
+        // Application's bare Pod, and neither does its lint.
+        ("", "Pod") => Seen::partly(format!("{what}: name only (pods are not read)")),
+        ("", "Service") => match cache.service(&r.namespace, &r.name).await {
+            Ok(Some(s)) => {
+                let selector: Map<String, Value> = s
+                    .selector
+                    .iter()
+                    .flat_map(|l| l.iter())
+                    .map(|(k, v)| (k.to_string(), Value::from(v)))
+                    .collect();
+                let mut spec = json!({ "selector": selector });
+                if let Some(t) = &s.type_ {
+                    spec["type"] = Value::from(&**t);
+                }
+                Seen {
+                    body: json!({ "spec": spec }),
+                    ..Seen::default()
+                }
+            }
+            Ok(None) => Seen::default(),
+            Err(e) => from_cache(e),
+        },
+        (CNPG, "Database") => {
+            let kind = Kind::fixed(Resource::CNPG_GROUP, "databases");
+            match cache.object(&kind, &r.namespace, &r.name).await {
+                Ok(Some(o)) => Seen::of(&o, &["name", "cluster"]),
+                Ok(None) => Seen::default(),
+                Err(e) => from_cache(e),
+            }
+        }
+        (group, kind)
+            if group == crate::gate::kind().group
+                && kind == <crate::gate::crd::WaveGate as kube::Resource>::kind(&()) =>
+        {
+            match cache
+                .object(&crate::gate::kind(), &r.namespace, &r.name)
+                .await
+            {
+                Ok(Some(o)) => Seen::of(&o, &["checks"]),
+                Ok(None) => Seen::default(),
+                Err(e) => from_cache(e),
+            }
+        }
+        (group, kind) => {
+            let Some((_, _, plural)) = WORKLOADS.iter().find(|(g, k, _)| (*g, *k) == (group, kind))
+            else {
+                // Nothing of it is read by the rules but its kind, name and wave.
+                return Seen::default();
+            };
+            let resource = Resource::Generic {
+                group: group.to_string(),
+                plural: plural.to_string(),
+            };
+            if let Err(why) = policy.allows_kind(&resource) {
+                return Seen::partly(format!("{what}: not read: {why}"));
+            }
+            match cache
+                .object(&Kind::new(group, plural), &r.namespace, &r.name)
+                .await
+            {
+                Ok(Some(o)) => Seen::of(&o, &["template", "jobTemplate"]),
+                Ok(None) => Seen::default(),
+                Err(e) => from_cache(e),
+            }
+        }
+    }
+}
+
+/// The object lint sees for a listed resource.
+fn object(r: &ResourceRef, wave: i64, seen: Seen) -> Object {
+    let mut annotations = seen.annotations;
+    annotations.insert(SYNC_WAVE.to_string(), wave.to_string());
+    Object {
+        file: Arc::from(""),
+        line: 0,
+        api_version: if r.group.is_empty() {
+            r.version.clone()
+        } else {
+            format!("{}/{}", r.group, r.version)
+        },
+        group: r.group.clone(),
+        kind: r.kind.clone(),
+        name: r.name.clone(),
+        namespace: (!r.namespace.is_empty()).then(|| r.namespace.clone()),
+        labels: seen.labels,
+        annotations,
+        body: seen.body,
+    }
+}
+
+/// Lint the objects of `resources` (with the waves Argo CD recorded); `unread` says which
+/// were seen only in part.
+pub(crate) fn lint(objects: &[Object], destination: &str, unread: Vec<String>) -> LiveLint {
+    let options = Options {
+        destination: destination.to_string(),
+        ..Options::default()
+    };
+    let mut note = summarise(&unread, objects.len());
+    let findings = match crate::lint::lint(objects, &options) {
+        Ok(report) => report.active().map(live).collect(),
+        Err(e) => {
+            note = Some(format!("not linted: {}", e.message));
+            Vec::new()
+        }
+    };
+    LiveLint { findings, note }
+}
+
+fn live(f: &Finding) -> LiveFinding {
+    LiveFinding {
+        rule: f.rule,
+        level: f.level,
+        wave: f.locations.first().and_then(|l| l.wave),
+        message: f.message.clone(),
+        why: f.why.clone(),
+        fix: f.fix.clone(),
+        objects: f
+            .locations
+            .iter()
+            .map(|l| LiveObject {
+                object: l.object.clone(),
+                wave: l.wave,
+            })
+            .collect(),
+    }
+}
+
+/// Objects seen in part, shortly: the first few reasons and how many more.
+fn summarise(unread: &[String], total: usize) -> Option<String> {
+    const SHOWN: usize = 5;
+    if unread.is_empty() {
+        return None;
+    }
+    let mut s = format!(
+        "{} of {total} objects seen in part, so references only they carry are not seen: {}",
+        unread.len(),
+        unread[..unread.len().min(SHOWN)].join("; ")
+    );
+    if unread.len() > SHOWN {
+        s.push_str(&format!("; and {} more", unread.len() - SHOWN));
+    }
+    Some(s)
+}
+
+/// Reads at once; most come from watches the waves view has just read.
+const READ_AT_ONCE: usize = 32;
+
+/// Lint the live objects of `app` in the cluster `evaluator` judges, within its patience.
+pub(crate) async fn of(evaluator: &Evaluator, app: &Value) -> LiveLint {
+    let destination = app
+        .pointer("/spec/destination/namespace")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    let resources = crate::waves::managed_resources(app);
+    let policy = CheckPolicy::installed();
+    let cache = evaluator.cache();
+    let reads: Vec<_> = resources
+        .iter()
+        .map(|(r, _, _)| read(cache, policy, r.clone()))
+        .collect();
+    let reading = futures::stream::iter(reads)
+        .buffered(READ_AT_ONCE)
+        .collect::<Vec<_>>();
+    let Ok(seen) = tokio::time::timeout(evaluator.patience(), reading).await else {
+        return LiveLint {
+            findings: Vec::new(),
+            note: Some(format!(
+                "not linted: the objects were not read within {} (--sync-wait and the probe timeout)",
+                humantime::format_duration(evaluator.patience())
+            )),
+        };
+    };
+    let mut unread = Vec::new();
+    let objects: Vec<Object> = resources
+        .iter()
+        .zip(seen)
+        .map(|((r, wave, _), mut seen)| {
+            if let Some(why) = seen.partly.take() {
+                unread.push(why);
+            }
+            object(r, *wave, seen)
+        })
+        .collect();
+    lint(&objects, &destination, unread)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn listed(group: &str, kind: &str, ns: &str, name: &str) -> ResourceRef {
+        ResourceRef {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            namespace: ns.into(),
+            name: name.into(),
+        }
+    }
+
+    fn forgejo(db_wave: i64, app_wave: i64) -> Vec<Object> {
+        let deployment = json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "forgejo", "namespace": "cicd"},
+            "spec": {"replicas": 0, "template": {
+                "metadata": {"labels": {"app": "gitea"}},
+                "spec": {"containers": [{"name": "forgejo", "image": "forgejo", "env": [
+                    {"name": "FORGEJO__database__HOST", "value": "pg-rw.ddb.svc.cluster.local:5432"},
+                    {"name": "FORGEJO__database__NAME", "value": "forgejo"}]}]}}}});
+        let database =
+            json!({"spec": {"name": "forgejo", "owner": "forgejo", "cluster": {"name": "pg"}}});
+        vec![
+            object(&listed("", "Pod", "cicd", "forgejo-0"), 0, Seen::default()),
+            object(
+                &listed("", "Service", "cicd", "forgejo"),
+                1,
+                Seen {
+                    body: json!({"spec": {"selector": {"app": "forgejo"}}}),
+                    ..Seen::default()
+                },
+            ),
+            object(
+                &listed(CNPG, "Database", "ddb", "forgejo"),
+                db_wave,
+                Seen::of(&database, &["name", "cluster"]),
+            ),
+            object(
+                &listed(CNPG, "Cluster", "ddb", "pg"),
+                db_wave,
+                Seen::default(),
+            ),
+            object(
+                &listed("apps", "Deployment", "cicd", "forgejo"),
+                app_wave,
+                Seen::of(&deployment, &["template", "jobTemplate"]),
+            ),
+        ]
+    }
+
+    #[test]
+    fn forgejo_in_the_wave_of_its_database_is_found_on_the_live_objects() {
+        let found = lint(&forgejo(3, 3), "cicd", Vec::new());
+        let same = found
+            .findings
+            .iter()
+            .find(|f| f.rule == Rule::SameWave)
+            .expect("a same-wave finding");
+        assert_eq!(same.wave, Some(3));
+        assert!(
+            same.message.contains("uses database forgejo of Cluster pg")
+                && same
+                    .message
+                    .contains("Database ddb/forgejo is applied in wave 3"),
+            "{}",
+            same.message
+        );
+        // The Deployment's pod template is the near match.
+        let selector = found
+            .findings
+            .iter()
+            .find(|f| f.rule == Rule::SelectorMatchesNothing)
+            .expect("a selector finding");
+        assert_eq!(selector.wave, Some(1));
+    }
+
+    #[test]
+    fn forgejo_in_a_later_wave_than_its_database_is_not_a_same_wave_finding() {
+        let found = lint(&forgejo(3, 5), "cicd", Vec::new());
+        assert!(
+            !found.findings.iter().any(|f| f.rule == Rule::SameWave),
+            "{:?}",
+            found.findings
+        );
+    }
+
+    #[test]
+    fn objects_seen_in_part_are_said_and_bounded() {
+        let unread: Vec<String> = (0..8)
+            .map(|i| format!("Secret cicd/s{i}: name only"))
+            .collect();
+        let note = lint(&forgejo(3, 3), "cicd", unread)
+            .note
+            .unwrap_or_default();
+        assert!(note.contains("and 3 more"), "{note}");
+    }
+}
