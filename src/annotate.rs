@@ -68,9 +68,61 @@ pub(crate) enum AnnotateError {
 /// Resource, namespace, name.
 type Key = (Resource, String, String);
 
-/// wavegate's annotations as last written on an object, with the resourceVersion they were
-/// written over.
-type Written = (Option<String>, BTreeMap<String, String>);
+/// wavegate's annotations as last written on an object, and the resourceVersions at which the
+/// cache does not show them yet.
+#[derive(Clone, Debug, Default)]
+struct Written {
+    /// The version the last write was made over and, while the cache still showed an older one,
+    /// the versions wavegate's own earlier writes produced: a cache still at one of these lags
+    /// behind the last write.
+    behind: Vec<String>,
+    /// The version the last write produced (the patch response's).
+    produced: Option<String>,
+    ours: BTreeMap<String, String>,
+}
+
+/// Versions remembered per object: each is a write of wavegate's own the watch had not
+/// delivered when the next one was made; more than a few means the watch is far behind, and the
+/// oldest is the one least likely to be shown still.
+const BEHIND_AT_MOST: usize = 8;
+
+impl Written {
+    /// Whether the cache, showing the object at `rv`, has not caught up with the last write.
+    fn lags(&self, rv: &Option<String>) -> bool {
+        rv.as_ref().is_some_and(|rv| self.behind.contains(rv))
+    }
+
+    /// The memory after writing `ours` over what the cache showed at `rv`, producing
+    /// `produced`. While the cache lagged behind the previous write, it may still show that
+    /// write's result (or the versions before it): those stay behind the new one too.
+    fn after(
+        previous: Option<&Written>,
+        rv: &Option<String>,
+        produced: Option<String>,
+        ours: BTreeMap<String, String>,
+    ) -> Written {
+        let mut behind = match previous {
+            Some(p) if p.lags(rv) => {
+                let mut b = p.behind.clone();
+                b.extend(p.produced.clone());
+                b
+            }
+            _ => Vec::new(),
+        };
+        if let Some(rv) = rv
+            && !behind.contains(rv)
+        {
+            behind.push(rv.clone());
+        }
+        let excess = behind.len().saturating_sub(BEHIND_AT_MOST);
+        behind.drain(..excess);
+        Written {
+            behind,
+            produced,
+            ours,
+        }
+    }
+}
 
 struct Annotator {
     validity: Option<Duration>,
@@ -242,9 +294,10 @@ impl Annotator {
             (BTreeMap::new(), None, None)
         };
         if let Some(patch) = annotation_patch(&current, &wanted) {
-            self.write(kind, (ns, name), patch).await?;
+            let produced = self.write(kind, (ns, name), patch).await?;
             if let Ok(mut w) = self.written.lock() {
-                w.insert(key.clone(), (rv, wanted.clone()));
+                let after = Written::after(w.get(key), &rv, produced, wanted);
+                w.insert(key.clone(), after);
             }
             if let Some(t) = event {
                 let ar = self.api_resource(kind).await?;
@@ -287,7 +340,7 @@ impl Annotator {
         kind: &Resource,
         (ns, name): (&str, &str),
         patch: Value,
-    ) -> Result<(), AnnotateError> {
+    ) -> Result<Option<String>, AnnotateError> {
         let ar = self.api_resource(kind).await?;
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.evaluator.cache().client().clone(), ns, &ar);
@@ -295,12 +348,13 @@ impl Annotator {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
-        api.patch(name, &params, &Patch::Merge(&patch))
+        let written = api
+            .patch(name, &params, &Patch::Merge(&patch))
             .await
             .inspect_err(|_| self.metrics.record_write_error("annotate"))?;
         self.metrics.annotation_writes.inc();
         tracing::info!(object = %format!("{kind} {ns}/{name}"), "annotations written");
-        Ok(())
+        Ok(written.metadata.resource_version)
     }
 
     /// The served version of `kind` (objects read from a watch list carry no apiVersion, and
@@ -312,18 +366,19 @@ impl Annotator {
 }
 
 /// `cached` (an object's annotations, read at resourceVersion `rv`) with wavegate's own as last
-/// written, while the cache still shows the object at the resourceVersion that write was made
-/// over; once the cache shows any other version, what it shows.
+/// written, while the cache still shows the object at a version that write supersedes (the one
+/// it was made over, or one an earlier write of ours produced); once the cache shows any other
+/// version (the write itself, or someone else's change after it), what it shows.
 fn as_written(
     mut cached: BTreeMap<String, String>,
     rv: &Option<String>,
     written: Option<&Written>,
 ) -> BTreeMap<String, String> {
-    if let Some((written_over, ours)) = written
-        && written_over == rv
+    if let Some(written) = written
+        && written.lags(rv)
     {
         for k in WRITTEN {
-            match ours.get(k) {
+            match written.ours.get(k) {
                 Some(v) => cached.insert(k.to_string(), v.clone()),
                 None => cached.remove(k),
             };
@@ -524,12 +579,14 @@ mod tests {
     }
 
     /// What `annotate` decides for one reconcile: the patch and the Event, given the cached
-    /// object (annotations at `rv`) and the memory of the last write, which it updates.
+    /// object (annotations at `rv`) and the memory of the last write, which it updates with
+    /// the resourceVersion the patch `produces`.
     fn reconcile(
         memory: &mut Option<Written>,
         cached: &BTreeMap<String, String>,
         rv: &str,
         verdict: &Verdict,
+        produces: &str,
     ) -> (bool, bool) {
         let rv = Some(rv.to_string());
         let current = as_written(cached.clone(), &rv, memory.as_ref());
@@ -538,7 +595,8 @@ mod tests {
         let event = events::transition(old, verdict.status, &verdict.message, false);
         match annotation_patch(&current, &wanted) {
             Some(_) => {
-                *memory = Some((rv, wanted));
+                let produced = Some(produces.to_string());
+                *memory = Some(Written::after(memory.as_ref(), &rv, produced, wanted));
                 (true, event.is_some())
             }
             None => (false, false),
@@ -551,32 +609,86 @@ mod tests {
         let progressing = Verdict::progressing("0 of 1 ready");
         let healthy = Verdict::healthy("1 ready endpoint");
         let at_rv7 = ann(&[(OPT_IN, "true")]);
-        // The first verdict: one patch, one Event (over resourceVersion 7).
+        // The first verdict: one patch, one Event (over resourceVersion 7, producing 8).
         assert_eq!(
-            reconcile(&mut memory, &at_rv7, "7", &progressing),
+            reconcile(&mut memory, &at_rv7, "7", &progressing, "8"),
             (true, true)
         );
         // A pod changes before the watch delivers the patch: the cache still shows rv 7.
         assert_eq!(
-            reconcile(&mut memory, &at_rv7, "7", &progressing),
+            reconcile(&mut memory, &at_rv7, "7", &progressing, "-"),
             (false, false)
         );
         // The patch arrives (rv 8): nothing to do.
         let mut at_rv8 = at_rv7.clone();
         at_rv8.extend(wanted_annotations(&progressing, None));
         assert_eq!(
-            reconcile(&mut memory, &at_rv8, "8", &progressing),
+            reconcile(&mut memory, &at_rv8, "8", &progressing, "-"),
             (false, false)
         );
         // The verdict changes: one patch and one Event, and again none while the cache lags.
-        assert_eq!(reconcile(&mut memory, &at_rv8, "8", &healthy), (true, true));
         assert_eq!(
-            reconcile(&mut memory, &at_rv8, "8", &healthy),
+            reconcile(&mut memory, &at_rv8, "8", &healthy, "9"),
+            (true, true)
+        );
+        assert_eq!(
+            reconcile(&mut memory, &at_rv8, "8", &healthy, "-"),
             (false, false)
         );
-        // Someone else changed our annotations since (rv 9): the object, not memory, counts.
+        // Someone else changed our annotations since (rv 10): the object, not memory, counts.
+        let mut at_rv10 = at_rv8.clone();
+        at_rv10.insert(STATUS.into(), "Degraded".into());
+        assert_eq!(
+            reconcile(&mut memory, &at_rv10, "10", &healthy, "11"),
+            (true, true)
+        );
+    }
+
+    #[test]
+    fn two_writes_before_the_cache_shows_the_first_do_not_repeat_the_second() {
+        let mut memory = None;
+        let waiting = Verdict::progressing("0 of 1 ready");
+        let unpublished = Verdict::progressing("1 ready, its endpoint not yet published");
+        let healthy = Verdict::healthy("1 ready endpoint");
+        let at_rv7 = ann(&[(OPT_IN, "true")]);
+        assert_eq!(
+            reconcile(&mut memory, &at_rv7, "7", &waiting, "8"),
+            (true, true)
+        );
+        // The cache shows the first patch (rv 8).
+        let mut at_rv8 = at_rv7.clone();
+        at_rv8.extend(wanted_annotations(&waiting, None));
+        // The pod turns Ready: a new message (rv 9), then, before the cache shows rv 9, the
+        // endpoint is published: Healthy (rv 10), written while the cache still shows rv 8.
+        assert_eq!(
+            reconcile(&mut memory, &at_rv8, "8", &unpublished, "9"),
+            (true, false)
+        );
+        assert_eq!(
+            reconcile(&mut memory, &at_rv8, "8", &healthy, "10"),
+            (true, true)
+        );
+        // The cache now shows rv 9, wavegate's own intermediate write: Healthy is already
+        // written over it, so neither the patch nor its Event is sent again.
         let mut at_rv9 = at_rv8.clone();
-        at_rv9.insert(STATUS.into(), "Degraded".into());
-        assert_eq!(reconcile(&mut memory, &at_rv9, "9", &healthy), (true, true));
+        at_rv9.extend(wanted_annotations(&unpublished, None));
+        assert_eq!(
+            reconcile(&mut memory, &at_rv9, "9", &healthy, "-"),
+            (false, false)
+        );
+        // Then rv 10, the Healthy write itself.
+        let mut at_rv10 = at_rv9.clone();
+        at_rv10.extend(wanted_annotations(&healthy, None));
+        assert_eq!(
+            reconcile(&mut memory, &at_rv10, "10", &healthy, "-"),
+            (false, false)
+        );
+        // Someone else's change after that (rv 11) is what counts again.
+        let mut at_rv11 = at_rv10.clone();
+        at_rv11.remove(STATUS);
+        assert_eq!(
+            reconcile(&mut memory, &at_rv11, "11", &healthy, "12"),
+            (true, true)
+        );
     }
 }
