@@ -16,6 +16,7 @@ const LAYERS: &[&[&str]] = &[
     &["deps"],
     &["evaluate", "policy", "queue"],
     &["gate", "annotate", "clusters"],
+    &["live_lint"],
     &["waves"],
     &["timeline"],
     &["api"],
