@@ -269,19 +269,24 @@ fn summarise(unread: &[String], total: usize) -> Option<String> {
 /// Reads at once; most come from watches the waves view has just read.
 const READ_AT_ONCE: usize = 32;
 
-/// Lint the live objects of `app` in the cluster `evaluator` judges, within its patience.
-pub(crate) async fn of(evaluator: &Evaluator, app: &Value) -> LiveLint {
+/// Lint the live objects of `app` in the cluster `evaluator` judges, within its patience:
+/// `resources` are the ones it manages with their waves (the waves view's reading of
+/// `status.resources`, hooks left out).
+pub(crate) async fn of(
+    evaluator: &Evaluator,
+    app: &Value,
+    resources: &[(ResourceRef, i64)],
+) -> LiveLint {
     let destination = app
         .pointer("/spec/destination/namespace")
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let resources = crate::waves::managed_resources(app);
     let policy = CheckPolicy::installed();
     let cache = evaluator.cache();
     let reads: Vec<_> = resources
         .iter()
-        .map(|(r, _, _)| read(cache, policy, r.clone()))
+        .map(|(r, _)| read(cache, policy, r.clone()))
         .collect();
     let reading = futures::stream::iter(reads)
         .buffered(READ_AT_ONCE)
@@ -299,7 +304,7 @@ pub(crate) async fn of(evaluator: &Evaluator, app: &Value) -> LiveLint {
     let objects: Vec<Object> = resources
         .iter()
         .zip(seen)
-        .map(|((r, wave, _), mut seen)| {
+        .map(|((r, wave), mut seen)| {
             if let Some(why) = seen.partly.take() {
                 unread.push(why);
             }

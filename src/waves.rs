@@ -292,7 +292,13 @@ pub(crate) async fn view(clusters: &Clusters, app: &Value) -> Waves {
 pub(crate) async fn view_with_findings(clusters: &Clusters, app: &Value) -> Waves {
     let mut waves = view(clusters, app).await;
     waves.lint = Some(match clusters.of_application(app) {
-        Ok(evaluator) => crate::live_lint::of(&evaluator, app).await,
+        Ok(evaluator) => {
+            let resources: Vec<_> = managed_resources(app)
+                .into_iter()
+                .map(|(r, wave, _)| (r, wave))
+                .collect();
+            crate::live_lint::of(&evaluator, app, &resources).await
+        }
         Err(why) => LiveLint {
             findings: Vec::new(),
             note: Some(format!("not linted: {why}")),
