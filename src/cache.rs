@@ -81,6 +81,15 @@ const HEARTBEAT_RETRY: Duration = Duration::from_secs(1);
 /// `queue::run`): a Deployment rollout of a few hundred pods fits.
 const CHANGE_FEED_CAPACITY: usize = 4096;
 
+/// How long a watch stopped at the object bound waits before listing again: each try makes the
+/// API server send (and wavegate parse) up to the bound again.
+const OVER_BOUND_RETRY: Duration = Duration::from_secs(60);
+
+/// Unscoped (no `--namespaces`), reads of one namespace start a watch of that namespace only,
+/// until this many namespaces of one kind are watched; then one cluster-wide watch costs the
+/// API server and wavegate less than more namespaced ones would.
+const NAMESPACES_PER_KIND: usize = 8;
+
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub(crate) enum CacheError {
     #[error("namespace {0} is not watched by this wavegate (see --namespaces)")]
@@ -137,6 +146,11 @@ pub(crate) struct WatchLimits {
     /// for the new watch request without a deadline. A missed heartbeat turns every watch to
     /// relisting, so reads stop being served as fresh within twice this.
     pub heartbeat: Duration,
+    /// At most this many objects in all of this cache's watches together (`None`: no bound).
+    /// Set for remote clusters, whose API servers may be less trusted than the home one: a
+    /// watch whose objects would pass it is stopped and emptied, its reads say why (Unknown /
+    /// Progressing, never Healthy), and it is retried after [`OVER_BOUND_RETRY`].
+    pub max_objects: Option<usize>,
 }
 
 impl Default for WatchLimits {
@@ -145,6 +159,7 @@ impl Default for WatchLimits {
             idle: Duration::from_secs(600),
             max_on_demand: 64,
             heartbeat: Duration::from_secs(5),
+            max_objects: None,
         }
     }
 }
@@ -189,6 +204,13 @@ impl WatchHealth {
         if *phase != Phase::Listing {
             *phase = Phase::Relisting(error);
         }
+    }
+
+    /// Stopped for a reason that outlasts a list (the object bound): reads give it, even
+    /// before the first list completed.
+    fn stopped(&self, error: String) {
+        *lock(&self.phase) = Phase::Relisting(error);
+        self.listed.notify_waiters();
     }
 
     fn listed(&self) {
@@ -252,6 +274,8 @@ pub struct Cache {
     /// with why it could not be started last time, if it could not.
     required: Mutex<BTreeMap<String, Option<CacheError>>>,
     on_demand: AtomicUsize,
+    /// Objects held by all watches (see `WatchLimits::max_objects`).
+    held: Arc<AtomicUsize>,
     /// When the API server last answered the heartbeat.
     heard: Mutex<Instant>,
     changes: broadcast::Sender<Change>,
@@ -318,6 +342,7 @@ impl Cache {
                 .build(),
             required: Mutex::default(),
             on_demand: AtomicUsize::new(0),
+            held: Arc::default(),
             heard: Mutex::new(Instant::now()),
             changes,
             metrics,
@@ -430,6 +455,19 @@ impl Cache {
         Ok(w.reader.in_namespace(namespace))
     }
 
+    /// One pod's view (`None` when it does not exist).
+    pub(crate) async fn pod(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<PodView>>, CacheError> {
+        let w = self
+            .typed_watch::<Pod, _>(&self.pods, Kind::PODS, namespace, PodView::project, None)
+            .await?;
+        self.read(&w).await?;
+        Ok(w.reader.get(namespace, name))
+    }
+
     pub(crate) async fn service(
         &self,
         namespace: &str,
@@ -518,13 +556,38 @@ impl Cache {
         Ok(out)
     }
 
-    /// Which watch a namespace's reads go to: the cluster-wide one, or the namespace's own when
-    /// scoped. An empty namespace means "all" and is only valid unscoped.
-    fn scope(&self, namespace: &str) -> Result<Option<String>, CacheError> {
+    /// Which watch of `what` (in `set`) a namespace's reads go to. Scoped (`--namespaces`): the
+    /// namespace's own, and none outside the list. Unscoped: the cluster-wide one when the
+    /// process requires the kind everywhere or one runs already; otherwise the namespace's
+    /// own, so that a read about one namespace does not make wavegate hold (and the API server
+    /// send) every namespace's objects of the kind — up to [`NAMESPACES_PER_KIND`] namespaces.
+    fn scope_in<R>(
+        &self,
+        set: &WatchSet<R>,
+        what: &str,
+        namespace: &str,
+    ) -> Result<Option<String>, CacheError> {
         match &self.namespaces {
-            None => Ok(None),
             Some(list) if list.contains(namespace) => Ok(Some(namespace.to_string())),
             Some(_) => Err(CacheError::NamespaceNotWatched(namespace.to_string())),
+            None => {
+                if lock(&self.required).contains_key(what) {
+                    return Ok(None);
+                }
+                let watches = lock(set);
+                let own = (what.to_string(), Some(namespace.to_string()));
+                if watches.contains_key(&(what.to_string(), None)) {
+                    return Ok(None);
+                }
+                if watches.contains_key(&own) {
+                    return Ok(own.1);
+                }
+                let scoped = watches
+                    .keys()
+                    .filter(|(w, s)| w == what && s.is_some())
+                    .count();
+                Ok((scoped < NAMESPACES_PER_KIND).then_some(own.1).flatten())
+            }
         }
     }
 
@@ -575,7 +638,7 @@ impl Cache {
             + 'static,
         V: crate::views::View,
     {
-        let scope = self.scope(namespace)?;
+        let scope = self.scope_in(set, &kind.to_string(), namespace)?;
         let key = (kind.to_string(), scope.clone());
         if let Some(w) = lock(set).get(&key) {
             return Ok(w.clone());
@@ -606,7 +669,7 @@ impl Cache {
         let scope = if namespace.is_empty() {
             None
         } else {
-            self.scope(namespace)?
+            self.scope_in(&self.dynamic, &what, namespace)?
         };
         let key = (what.clone(), scope.clone());
         if let Some(w) = lock(&self.dynamic).get(&key) {
@@ -844,6 +907,8 @@ impl Cache {
             changes: self.changes.clone(),
             metrics: self.metrics.clone(),
             listed: Vec::new(),
+            held: self.held.clone(),
+            max_objects: self.limits.max_objects,
         };
         let task = tokio::spawn(run.run()).abort_handle();
         Watch {
@@ -922,6 +987,9 @@ struct Reflect<K: KubeResource + Clone + 'static, S> {
     /// this watch are refused, so whoever reacted at once would read nothing, judge "relisting"
     /// and wait for its retry backoff or the resync to hear of the object again.
     listed: Vec<(String, String)>,
+    /// Objects held by every watch of this cache, and the bound on them.
+    held: Arc<AtomicUsize>,
+    max_objects: Option<usize>,
 }
 
 /// A stopped watch (evicted, or its cache dropped) holds nothing any more.
@@ -931,6 +999,8 @@ impl<K: KubeResource + Clone + 'static, S> Drop for Reflect<K, S> {
             .cached_objects
             .get_or_create(&ResourceLabel::new(&self.kind.to_string()))
             .dec_by(self.counted);
+        self.held
+            .fetch_sub(self.counted.max(0) as usize, Ordering::AcqRel);
     }
 }
 
@@ -952,11 +1022,11 @@ where
             // either the API server went silent (the list will wait or fail on its own) or it
             // answers again after a silence, and the sooner the relist, the shorter the time
             // nothing can be judged.
-            let (error, told) = loop {
+            let (error, told, over) = loop {
                 let event = tokio::select! {
                     event = stream.next() => event,
                     () = self.health.relist_now.notified() => match self.health.phase() {
-                        Phase::Relisting(reason) => break (reason, true),
+                        Phase::Relisting(reason) => break (reason, true, false),
                         _ => continue,
                     },
                 };
@@ -965,10 +1035,12 @@ where
                         if matches!(event, watcher::Event::InitDone) {
                             backoff = RELIST_FIRST_DELAY;
                         }
-                        self.apply(event);
+                        if let Err(why) = self.apply(event) {
+                            break (why, false, true);
+                        }
                     }
-                    Some(Err(e)) => break (e.to_string(), false),
-                    None => break ("the watch stream ended".to_string(), false),
+                    Some(Err(e)) => break (e.to_string(), false, false),
+                    None => break ("the watch stream ended".to_string(), false, false),
                 }
             };
             tracing::warn!(watch = %self.label, error = %error, "watch failed; relisting");
@@ -976,6 +1048,14 @@ where
                 .watch_errors
                 .get_or_create(&ResourceLabel::new(&self.kind.to_string()))
                 .inc();
+            if over {
+                self.empty();
+                // Said even during the first list: the reason reads must give.
+                self.health.stopped(error);
+                tokio::time::sleep(OVER_BOUND_RETRY).await;
+                backoff = RELIST_FIRST_DELAY;
+                continue;
+            }
             self.health.failed(error);
             if told {
                 backoff = RELIST_FIRST_DELAY;
@@ -989,7 +1069,23 @@ where
         }
     }
 
-    fn apply(&mut self, event: watcher::Event<K>) {
+    /// Apply one event; `Err` with the reason when the objects held would pass the bound.
+    fn apply(&mut self, event: watcher::Event<K>) -> Result<(), String> {
+        if let (Some(max), watcher::Event::InitApply(_) | watcher::Event::Apply(_)) =
+            (self.max_objects, &event)
+        {
+            // A list in progress is buffered beside what the store still holds.
+            let held = self.held.load(Ordering::Acquire) + self.listed.len() + 1;
+            if held > max {
+                return Err(format!(
+                    "this cluster's watches would hold more than {max} objects \
+                     (--max-cluster-objects), so wavegate stopped the watch of {} and retries \
+                     it every {}",
+                    self.label,
+                    humantime::format_duration(OVER_BOUND_RETRY)
+                ));
+            }
+        }
         let touched = match &event {
             watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
                 Some((o.namespace().unwrap_or_default(), o.name_any()))
@@ -1033,6 +1129,19 @@ where
             }
             tracing::info!(watch = %self.label, "watch synced");
         }
+        Ok(())
+    }
+
+    /// Drop every object this watch holds (an empty list replaces them), after it hit the
+    /// bound: a watch that cannot be read whole holds nothing.
+    fn empty(&mut self) {
+        self.listed.clear();
+        let _ = self.sink.apply(watcher::Event::Init);
+        let _ = self.sink.apply(watcher::Event::InitDone);
+        self.count();
+        let label = ResourceLabel::new(&self.kind.to_string());
+        self.metrics.objects_over_bound.get_or_create(&label).inc();
+        tracing::warn!(watch = %self.label, "stopped at --max-cluster-objects; retrying later");
     }
 
     /// Follow the store's size in `wavegate_cached_objects` (several watches of one kind, one
@@ -1044,6 +1153,13 @@ where
                 .cached_objects
                 .get_or_create(&ResourceLabel::new(&self.kind.to_string()))
                 .inc_by(now - self.counted);
+            if now > self.counted {
+                self.held
+                    .fetch_add((now - self.counted) as usize, Ordering::AcqRel);
+            } else {
+                self.held
+                    .fetch_sub((self.counted - now) as usize, Ordering::AcqRel);
+            }
             self.counted = now;
         }
     }
@@ -1781,6 +1897,88 @@ mod tests {
             assert!(matches!(err, CacheError::CompactOnly(_)), "{err}");
         }
         assert_eq!(script.lists_started.load(Ordering::SeqCst), 0);
+    }
+
+    /// Without --namespaces, a read about one namespace watches that namespace, not the
+    /// cluster: the stand-in API server serves pods of `shop` only, so a cluster-wide watch
+    /// would never list. Past 8 namespaces of one kind, one cluster-wide watch takes over.
+    #[tokio::test]
+    async fn on_demand_watches_cover_only_the_namespace_asked_for() {
+        let script = Arc::new(Script::default());
+        one_pod(&script);
+        let cache = Cache::with_limits(
+            fake_api(script.clone()).await,
+            None,
+            Duration::from_millis(500),
+            WatchLimits::default(),
+            Arc::new(Metrics::default()),
+        );
+        let pods = cache.pods(NS).await.expect("a watch of shop alone");
+        assert_eq!(pods.len(), 1);
+        let scopes = |c: &Cache| -> Vec<Option<String>> {
+            lock(&c.pods).keys().map(|(_, s)| s.clone()).collect()
+        };
+        assert_eq!(scopes(&cache), [Some(NS.to_string())]);
+        for i in 1..NAMESPACES_PER_KIND {
+            let _ = cache.pods(&format!("team-{i}")).await;
+        }
+        assert!(
+            scopes(&cache).iter().all(Option::is_some),
+            "{:?}",
+            scopes(&cache)
+        );
+        let _ = cache.pods("one-too-many").await;
+        assert!(scopes(&cache).contains(&None), "{:?}", scopes(&cache));
+    }
+
+    /// A remote cluster that lists more objects than `max_objects` is not held: the watch is
+    /// emptied, and reads say why (so a verdict is Unknown/Progressing, never Healthy).
+    #[tokio::test]
+    async fn a_cluster_over_its_object_bound_is_not_held_and_says_why() {
+        let script = Arc::new(Script::default());
+        script.lists.lock().unwrap().push_back(ListReply {
+            pods: 5,
+            ready: true,
+            resource_version: "1",
+            hold: None,
+        });
+        let metrics = Arc::new(Metrics::default());
+        let limits = WatchLimits {
+            max_objects: Some(3),
+            ..WatchLimits::default()
+        };
+        let cache = Cache::with_limits(
+            fake_api(script.clone()).await,
+            Some(BTreeSet::from([NS.to_string()])),
+            Duration::from_secs(2),
+            limits,
+            metrics.clone(),
+        );
+        let err = cache.pods(NS).await.unwrap_err();
+        assert!(
+            err.to_string()
+                .contains("more than 3 objects (--max-cluster-objects)"),
+            "{err}"
+        );
+        assert_eq!(cache.held.load(Ordering::SeqCst), 0, "nothing held");
+        let text = metrics.encode();
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("wavegate_objects_over_bound_total") && l.ends_with(" 1")),
+            "{text}"
+        );
+        // Within the bound, the same cluster is read as usual.
+        let script = Arc::new(Script::default());
+        one_pod(&script);
+        let cache = Cache::with_limits(
+            fake_api(script).await,
+            Some(BTreeSet::from([NS.to_string()])),
+            Duration::from_secs(2),
+            limits,
+            Arc::new(Metrics::default()),
+        );
+        assert_eq!(cache.pods(NS).await.expect("within the bound").len(), 1);
+        assert_eq!(cache.held.load(Ordering::SeqCst), 1);
     }
 
     #[tokio::test]

@@ -83,6 +83,12 @@ pub struct ClusterArgs {
     /// answered Unknown with the reason.
     #[arg(long, env = "WAVEGATE_MAX_WATCHES", default_value = "64")]
     pub max_watches: usize,
+    /// At most this many objects held for one remote cluster (all its watches together); a
+    /// watch that would pass it is stopped and emptied, and what needs it is Unknown with the
+    /// reason until it fits (metric `wavegate_objects_over_bound`). The home cluster is not
+    /// bounded.
+    #[arg(long, env = "WAVEGATE_MAX_CLUSTER_OBJECTS", default_value = "100000")]
+    pub max_cluster_objects: usize,
 }
 
 #[derive(Args, Debug)]
@@ -114,6 +120,16 @@ pub struct ServeArgs {
     /// that Application's running sync restarts the gate's timeout.
     #[arg(long, env = "WAVEGATE_ARGOCD_NAMESPACE", default_value = crate::gate::controller::DEFAULT_ARGOCD_NAMESPACE)]
     pub argocd_namespace: String,
+    /// argocd-cm's `application.resourceTrackingMethod` (empty there means `annotation`):
+    /// how Argo CD marks the objects an Application manages, which decides what a user that
+    /// Argo CD's proxy authorized for one application may see of the objects it lists.
+    #[arg(
+        long,
+        env = "WAVEGATE_TRACKING_METHOD",
+        value_enum,
+        default_value = "annotation"
+    )]
+    pub tracking_method: crate::views::TrackingMethod,
     /// How long a verdict wavegate writes (WaveGate `status.health.validUntil`, annotation
     /// `wavegate.dev/valid-until`) counts for Argo CD unless wavegate confirms it again; it is
     /// confirmed at half this. 0: forever (a stopped wavegate's last verdict then counts).
@@ -467,7 +483,7 @@ async fn evaluator(
 ) -> Result<Arc<Evaluator>, CliError> {
     let config = cluster.eval_config()?;
     let client = kube_client().await?;
-    evaluator_of(cluster, config, client, namespaces, metrics)
+    evaluator_of(cluster, config, client, namespaces, None, metrics)
 }
 
 /// An evaluator over its own cache of the cluster `client` reaches.
@@ -476,11 +492,13 @@ fn evaluator_of(
     config: EvalConfig,
     client: kube::Client,
     namespaces: Option<BTreeSet<String>>,
+    max_objects: Option<usize>,
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Evaluator>, CliError> {
     let limits = WatchLimits {
         idle: cluster.watch_idle,
         max_on_demand: cluster.max_watches,
+        max_objects,
         ..WatchLimits::default()
     };
     let cache = Cache::with_limits(
@@ -513,6 +531,9 @@ async fn clusters(
             config.clone(),
             client,
             d.namespaces.clone(),
+            // A remote API server (a project admin's cluster Secret, with opt-in) is bounded in
+            // what it can make wavegate hold.
+            Some(cluster_args.max_cluster_objects),
             metrics.clone(),
         )
         .map_err(|e| e.to_string())?;
@@ -690,6 +711,7 @@ pub async fn serve(args: ServeArgs) -> u8 {
         .with_clusters(clusters)
         .with_limits(args.limits.clone())
         .with_argocd_namespace(&args.argocd_namespace)
+        .with_tracking_method(args.tracking_method)
         .with_policy(policy);
     if let Some(token) = token {
         state = state.with_token(token);
@@ -698,11 +720,9 @@ pub async fn serve(args: ServeArgs) -> u8 {
     if let Some(listener) = monitoring {
         state = state.with_metrics_elsewhere();
         let app = api::monitoring_router(state.clone());
-        // Its own small bounds: only Prometheus and the kubelet are let in.
-        let limits = api::ConnectionArgs {
-            max_connections: 16,
-            ..args.connections.clone()
-        };
+        // Its own small bounds: only Prometheus and the kubelet are let in, and nothing they
+        // share the namespace with may hold its places (see `api::serve`).
+        let limits = args.connections.monitoring();
         let m = metrics.clone();
         let refused = move || m.record_refusal("connections_monitoring");
         let stop = stopping.clone();

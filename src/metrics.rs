@@ -74,6 +74,9 @@ pub struct Metrics {
     pub watch_errors: Family<ResourceLabel, Counter>,
     /// Objects held by the watch caches, by resource (what their memory grows with).
     pub cached_objects: Family<ResourceLabel, Gauge>,
+    /// Watches stopped and emptied because a cluster's objects would pass
+    /// `--max-cluster-objects`, by resource.
+    pub objects_over_bound: Family<ResourceLabel, Counter>,
     pub gate_status_writes: Counter,
     pub annotation_writes: Counter,
     /// API requests refused before a handler answered them: `unauthorized`, `out_of_scope`
@@ -111,6 +114,7 @@ impl Default for Metrics {
         let watch_restarts = Family::<ResourceLabel, Counter>::default();
         let watch_errors = Family::<ResourceLabel, Counter>::default();
         let cached_objects = Family::<ResourceLabel, Gauge>::default();
+        let objects_over_bound = Family::<ResourceLabel, Counter>::default();
         let gate_status_writes = Counter::default();
         let annotation_writes = Counter::default();
         registry.register("asks", "Health asks by resource", asks.clone());
@@ -139,6 +143,12 @@ impl Default for Metrics {
             "cached_objects",
             "Objects held by the watch caches, by resource",
             cached_objects.clone(),
+        );
+        registry.register(
+            "objects_over_bound",
+            "Watches stopped because a remote cluster's objects would pass \
+             --max-cluster-objects, by resource",
+            objects_over_bound.clone(),
         );
         registry.register(
             "gate_status_writes",
@@ -219,6 +229,7 @@ impl Default for Metrics {
             watch_restarts,
             watch_errors,
             cached_objects,
+            objects_over_bound,
             gate_status_writes,
             annotation_writes,
             api_refusals,

@@ -412,8 +412,13 @@ pub(crate) async fn gather(cache: &Cache, waves: &Waves) -> Vec<(ResourceRef, Li
         .iter()
         .flat_map(|w| &w.resources)
         .map(|j| {
-            let read = (j.judged_by != JudgedBy::Argocd).then(|| read(cache, &j.resource));
-            live_of(&j.resource, read, deadline)
+            let read = matches!(j.judged_by, JudgedBy::Wavegate | JudgedBy::Kstatus)
+                .then(|| read(cache, &j.resource));
+            let unread = match j.judged_by {
+                JudgedBy::OutOfScope => "not read: the application lists it but does not manage it",
+                _ => "wavegate does not watch this kind (Argo CD's health was used)",
+            };
+            live_of(&j.resource, read, unread, deadline)
         })
         .collect();
     futures::stream::iter(reads)
@@ -426,6 +431,7 @@ pub(crate) async fn gather(cache: &Cache, waves: &Waves) -> Vec<(ResourceRef, Li
 async fn live_of<Fut>(
     r: &ResourceRef,
     read: Option<Fut>,
+    unread: &str,
     deadline: tokio::time::Instant,
 ) -> (ResourceRef, Live)
 where
@@ -433,7 +439,7 @@ where
 {
     let live = match read {
         None => Live {
-            unread: Some("wavegate does not watch this kind (Argo CD's health was used)".into()),
+            unread: Some(unread.into()),
             ..Live::default()
         },
         Some(read) => match tokio::time::timeout_at(deadline, read).await {
@@ -461,18 +467,27 @@ where
     (r.clone(), live)
 }
 
+/// The metadata the timeline reads, from a compact view's record of Argo CD's latest change.
+fn changed_at_only(at: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>) -> Value {
+    let entries: Vec<Value> = at
+        .iter()
+        .map(|t| serde_json::json!({"manager": ARGOCD_MANAGER, "time": t}))
+        .collect();
+    serde_json::json!({ "metadata": { "managedFields": entries } })
+}
+
 async fn read(cache: &Cache, r: &ResourceRef) -> Result<Option<Value>, CacheError> {
     if r.group.is_empty() && r.kind == "Service" {
         // The cache keeps of a Service only Argo CD's latest change, which is all read here.
         let svc = cache.service(&r.namespace, &r.name).await?;
-        return Ok(svc.map(|s| {
-            let entries: Vec<Value> = s
-                .argocd_changed_at
-                .iter()
-                .map(|t| serde_json::json!({"manager": ARGOCD_MANAGER, "time": t}))
-                .collect();
-            serde_json::json!({ "metadata": { "managedFields": entries } })
-        }));
+        return Ok(svc.map(|s| changed_at_only(s.argocd_changed_at.as_ref())));
+    }
+    if r.group.is_empty() && r.kind == "Pod" {
+        // Likewise a bare Pod that Argo CD applied: its compact view keeps that time.
+        let pod = cache.pod(&r.namespace, &r.name).await?;
+        return Ok(
+            pod.map(|p| changed_at_only(p.argocd.as_ref().and_then(|a| a.changed_at.as_ref())))
+        );
     }
     let plural = cache.plural_of(&r.group, &r.kind).await?;
     // Only kinds the waves view may judge (see `waves::judge_kind`).
@@ -807,7 +822,7 @@ mod tests {
                     tokio::time::sleep(sync_wait * 2).await;
                     Ok(None)
                 };
-                live_of(&j.resource, Some(read), started + sync_wait)
+                live_of(&j.resource, Some(read), "", started + sync_wait)
             })
             .collect();
         let live: Vec<_> = futures::stream::iter(reads)

@@ -254,6 +254,19 @@ pub struct PodView {
     /// `status.podIP`: the only address a probe may go to.
     pub ip: Option<Box<str>>,
     pub ready: Option<ReadyCondition>,
+    /// `spec.restartPolicy` is `Always` (the default): what Argo CD's Pod health reads to tell
+    /// a server from a run-to-completion pod.
+    pub restarts_always: bool,
+    /// What Argo CD wrote on it, for a pod Argo CD applied itself (a bare Pod in an
+    /// Application's manifests); boxed, since most pods (a workload's) have none.
+    pub argocd: Option<Box<ArgoMarks>>,
+}
+
+/// When Argo CD last changed an object, and which application's its tracking says it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgoMarks {
+    pub changed_at: Option<Time>,
+    pub tracking: Tracking,
 }
 
 impl PodView {
@@ -278,6 +291,19 @@ impl PodView {
                     status: strings.get(&c.status),
                     reason: c.reason.as_deref().map(|r| strings.get(r)),
                 }),
+            restarts_always: pod
+                .spec
+                .as_ref()
+                .and_then(|s| s.restart_policy.as_deref())
+                .is_none_or(|p| p == "Always"),
+            argocd: {
+                let marks = ArgoMarks {
+                    changed_at: argocd_changed_at(meta),
+                    tracking: tracking_of(meta, "", "Pod", strings),
+                };
+                (marks.changed_at.is_some() || marks.tracking != Tracking::default())
+                    .then(|| Box::new(marks))
+            },
         }
     }
 }
@@ -308,8 +334,8 @@ pub struct ServiceView {
     pub publish_not_ready_addresses: bool,
     /// The latest `time` of Argo CD's managedFields entries.
     pub argocd_changed_at: Option<Time>,
-    /// The Argo CD application that manages it, as its tracking names it ([`tracked_by`]).
-    pub managed_by: Option<Arc<str>>,
+    /// Which Argo CD application manages it ([`Tracking`]).
+    pub tracking: Tracking,
 }
 
 /// Argo CD's tracking annotation and its default instance label (argo-cd
@@ -318,17 +344,147 @@ pub struct ServiceView {
 pub const TRACKING_ID: &str = "argocd.argoproj.io/tracking-id";
 pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 
-/// The application an object's tracking names: Argo CD's `InstanceName`, `<name>` for an
-/// Application in Argo CD's own namespace, `<namespace>_<name>` for one elsewhere. The
-/// annotation wins where both are set, as in Argo CD's annotation tracking.
-pub fn tracked_by<'a>(
-    annotation: impl FnOnce(&str) -> Option<&'a str>,
-    label: impl FnOnce(&str) -> Option<&'a str>,
-) -> Option<&'a str> {
-    match annotation(TRACKING_ID) {
-        Some(id) => id.split_once(':').map(|(app, _)| app),
-        None => label(INSTANCE_LABEL),
+/// argocd-cm `application.resourceTrackingMethod`: which of an object's marks Argo CD reads to
+/// tell which application manages it (argo-cd `util/argo/resource_tracking.go` `GetAppName`;
+/// an empty setting is `annotation`, `util/settings/settings.go` `GetTrackingMethod`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+pub enum TrackingMethod {
+    /// The tracking-id annotation only (Argo CD 3.x's default).
+    #[default]
+    Annotation,
+    /// The instance label only (Argo CD 2.x's default).
+    Label,
+    /// Both are written, but `GetAppName` reads the annotation only: the label, which Git can
+    /// set on any object (and which Helm charts set on every object they render), decides
+    /// nothing.
+    #[value(name = "annotation+label")]
+    AnnotationAndLabel,
+}
+
+/// An object's tracking marks, as Argo CD's ownership check reads them: the application its
+/// tracking-id names, kept only when the id's group, kind, namespace and name are the object's
+/// own (argo-cd `controller/state.go` `isSelfReferencedObj`: an id copied onto another object
+/// does not make it managed), and its instance label.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Tracking {
+    pub annotation: Option<Arc<str>>,
+    pub label: Option<Arc<str>>,
+}
+
+impl Tracking {
+    /// The application (Argo CD's `InstanceName`: `<name>` in Argo CD's own namespace,
+    /// `<namespace>_<name>` elsewhere) that manages the object, under `method`.
+    pub fn app(&self, method: TrackingMethod) -> Option<&str> {
+        match method {
+            TrackingMethod::Label => self.label.as_deref(),
+            TrackingMethod::Annotation | TrackingMethod::AnnotationAndLabel => {
+                self.annotation.as_deref()
+            }
+        }
     }
+
+    /// `id` and `label` of an object of `group`/`kind` named `namespace`/`name`.
+    pub fn of(
+        id: Option<&str>,
+        label: Option<&str>,
+        object: ObjectId<'_>,
+        strings: &mut Interner,
+    ) -> Tracking {
+        Tracking {
+            annotation: id
+                .and_then(|id| app_of_id(id, object))
+                .map(|app| strings.get(app)),
+            label: label.map(|l| strings.get(l)),
+        }
+    }
+}
+
+/// What a tracking id must name: an object's group, kind, namespace (`""` when cluster-scoped)
+/// and name.
+#[derive(Debug, Clone, Copy)]
+pub struct ObjectId<'a> {
+    pub group: &'a str,
+    pub kind: &'a str,
+    pub namespace: &'a str,
+    pub name: &'a str,
+}
+
+/// The application a tracking id names, if the rest of the id names `object` (argo-cd
+/// `ParseAppInstanceValue`: `<app>:<group>/<kind>:<namespace>/<name>`; `isSelfReferencedObj`:
+/// a cluster-scoped object matches any namespace in the id).
+pub fn app_of_id<'a>(id: &'a str, object: ObjectId<'_>) -> Option<&'a str> {
+    let mut parts = id.splitn(3, ':');
+    let (app, group_kind, ns_name) = (parts.next()?, parts.next()?, parts.next()?);
+    let (group, kind) = split_exactly_once(group_kind)?;
+    let (namespace, name) = split_exactly_once(ns_name)?;
+    let same = group == object.group
+        && kind == object.kind
+        && name == object.name
+        && (object.namespace.is_empty() || namespace == object.namespace);
+    same.then_some(app)
+}
+
+/// `a/b` with exactly one `/` (Argo CD's `strings.Split` into exactly two parts).
+fn split_exactly_once(s: &str) -> Option<(&str, &str)> {
+    let (a, b) = s.split_once('/')?;
+    (!b.contains('/')).then_some((a, b))
+}
+
+/// The application a JSON object's tracking names under `method`, given what the object is
+/// (`group`/`kind`: the kind it was read as; the API server does not always echo it).
+pub fn managing_app<'a>(
+    object: &'a serde_json::Value,
+    group: &str,
+    kind: &str,
+    method: TrackingMethod,
+) -> Option<&'a str> {
+    let meta = object.get("metadata")?;
+    let s = |field: &str, key: &str| meta.get(field)?.get(key)?.as_str();
+    match method {
+        TrackingMethod::Label => s("labels", INSTANCE_LABEL),
+        TrackingMethod::Annotation | TrackingMethod::AnnotationAndLabel => {
+            let str_of = |k: &str| meta.get(k).and_then(serde_json::Value::as_str);
+            let id = ObjectId {
+                group,
+                kind,
+                namespace: str_of("namespace").unwrap_or(""),
+                name: str_of("name").unwrap_or(""),
+            };
+            app_of_id(s("annotations", TRACKING_ID)?, id)
+        }
+    }
+}
+
+/// An object's tracking marks from its metadata.
+fn tracking_of(meta: &ObjectMeta, group: &str, kind: &str, strings: &mut Interner) -> Tracking {
+    let id = ObjectId {
+        group,
+        kind,
+        namespace: meta.namespace.as_deref().unwrap_or(""),
+        name: meta.name.as_deref().unwrap_or(""),
+    };
+    Tracking::of(
+        meta.annotations
+            .as_ref()
+            .and_then(|a| a.get(TRACKING_ID))
+            .map(String::as_str),
+        meta.labels
+            .as_ref()
+            .and_then(|l| l.get(INSTANCE_LABEL))
+            .map(String::as_str),
+        id,
+        strings,
+    )
+}
+
+/// The latest `time` of Argo CD's managedFields entries: when Argo CD last changed the object.
+fn argocd_changed_at(meta: &ObjectMeta) -> Option<Time> {
+    meta.managed_fields
+        .iter()
+        .flatten()
+        .filter(|f| f.manager.as_deref() == Some(ARGOCD_MANAGER))
+        .filter_map(|f| f.time.clone())
+        .max_by_key(|t| t.0)
 }
 
 impl ServiceView {
@@ -357,18 +513,8 @@ impl ServiceView {
                 .map(|s| Labels::of(s, strings)),
             publish_not_ready_addresses: spec.and_then(|s| s.publish_not_ready_addresses)
                 == Some(true),
-            argocd_changed_at: meta
-                .managed_fields
-                .iter()
-                .flatten()
-                .filter(|f| f.manager.as_deref() == Some(ARGOCD_MANAGER))
-                .filter_map(|f| f.time.clone())
-                .max_by_key(|t| t.0),
-            managed_by: tracked_by(
-                |k| meta.annotations.as_ref()?.get(k).map(String::as_str),
-                |k| meta.labels.as_ref()?.get(k).map(String::as_str),
-            )
-            .map(|app| strings.get(app)),
+            argocd_changed_at: argocd_changed_at(meta),
+            tracking: tracking_of(meta, "", "Service", strings),
         }
     }
 }

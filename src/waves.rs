@@ -13,6 +13,7 @@ use crate::gate::view::Gate;
 use crate::health::{HealthStatus, Verdict, worst_of};
 use crate::live_lint::LiveLint;
 use crate::resource::{Kind, Resource, ResourceRef, Target};
+use crate::views::{TrackingMethod, managing_app};
 use futures::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
@@ -27,6 +28,115 @@ pub(crate) enum JudgedBy {
     Kstatus,
     /// The health Argo CD recorded in the Application's status.
     Argocd,
+    /// Not judged: through Argo CD's proxy, an object the Application lists but does not
+    /// manage (see [`ViewScope`]); nothing of it was read for the view.
+    #[serde(rename = "outofscope")]
+    OutOfScope,
+}
+
+/// What a view may read on behalf of a user whom Argo CD's proxy authorized for one
+/// Application and project. `status.resources` comes from the application's Git repository,
+/// which may list any object (another team's Service, an Application of another project), so a
+/// listed object that exists is judged only while its own tracking names the viewed
+/// application, and a child Application only while it is also in the authorized project.
+/// Otherwise the view shows the health Argo CD recorded for it, if any, and reads nothing.
+#[derive(Debug, Clone)]
+pub(crate) struct ViewScope {
+    /// The project Argo CD authorized the user for.
+    pub project: String,
+    /// Argo CD's namespace (how its tracking names an Application there and elsewhere).
+    pub argocd_namespace: String,
+    pub method: TrackingMethod,
+}
+
+/// Argo CD's `Application.InstanceName`: the name alone for an Application in Argo CD's own
+/// namespace, `<namespace>_<name>` otherwise (argo-cd `pkg/apis/application/v1alpha1/types.go`).
+pub(crate) fn instance_name(namespace: &str, name: &str, argocd_namespace: &str) -> String {
+    if namespace == argocd_namespace {
+        name.to_string()
+    } else {
+        format!("{namespace}_{name}")
+    }
+}
+
+/// [`ViewScope`] for the view of one application.
+struct Scoped<'a> {
+    scope: &'a ViewScope,
+    /// The viewed application's `InstanceName`.
+    instance: String,
+}
+
+impl Scoped<'_> {
+    /// `Err(why)` when `r` exists and is not the viewed application's to show. An object that
+    /// does not exist is judged (Missing): Argo CD's own tree shows that much already. A read
+    /// that fails is judged too, and says so without naming anything of the object.
+    async fn admits(&self, evaluator: &Evaluator, r: &ResourceRef) -> Result<(), String> {
+        let cache = evaluator.cache();
+        let (group, kind) = (r.group.as_str(), r.kind.as_str());
+        let method = self.scope.method;
+        let managed = if group.is_empty() && kind == "Service" {
+            match cache.service(&r.namespace, &r.name).await {
+                Ok(Some(s)) => Some(s.tracking.app(method) == Some(self.instance.as_str())),
+                _ => None,
+            }
+        } else if group.is_empty() && kind == "Pod" {
+            match cache.pod(&r.namespace, &r.name).await {
+                Ok(Some(p)) => Some(
+                    p.argocd.as_ref().and_then(|a| a.tracking.app(method))
+                        == Some(self.instance.as_str()),
+                ),
+                _ => None,
+            }
+        } else {
+            let live_kind = match Resource::dedicated(group, kind) {
+                Some(resource) => resource.kind(),
+                None if group == crate::gate::kind().group && kind == "WaveGate" => {
+                    crate::gate::kind()
+                }
+                None => {
+                    let Ok(plural) = cache.plural_of(group, kind).await else {
+                        return Ok(());
+                    };
+                    let generic = Resource::Generic {
+                        group: group.to_string(),
+                        plural: plural.clone(),
+                    };
+                    // The policy before any read: a refused kind is not watched to find out
+                    // whose it is (`judge_kind` then says it is not judged).
+                    if crate::policy::CheckPolicy::installed()
+                        .allows_kind(&generic)
+                        .is_err()
+                    {
+                        return Ok(());
+                    }
+                    Kind::new(group, &plural)
+                }
+            };
+            match cache.object(&live_kind, &r.namespace, &r.name).await {
+                Ok(Some(object)) => Some(
+                    managing_app(&object, group, kind, method) == Some(self.instance.as_str())
+                        && (kind != "Application" || group != Resource::ARGO_GROUP || {
+                            let project = object
+                                .pointer("/spec/project")
+                                .and_then(Value::as_str)
+                                .filter(|p| !p.is_empty())
+                                .unwrap_or("default");
+                            project == self.scope.project
+                        }),
+                ),
+                _ => None,
+            }
+        };
+        match managed {
+            Some(false) => Err(format!(
+                "{kind} {}/{} is not shown: it is listed by Application {}, but it is not \
+                 that application's own object (its Argo CD tracking does not name it, or it \
+                 is in another project)",
+                r.namespace, r.name, self.instance
+            )),
+            _ => Ok(()),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -264,9 +374,9 @@ fn gate_verdict(gate: Option<&Value>, r: &ResourceRef) -> Verdict {
 /// Judge every resource of `app` in its destination cluster and assemble the view. A
 /// destination wavegate does not judge makes every resource Unknown with the reason: judging
 /// them in another cluster would read other objects of the same names.
-pub(crate) async fn view(clusters: &Clusters, app: &Value) -> Waves {
+pub(crate) async fn view(clusters: &Clusters, app: &Value, scope: Option<&ViewScope>) -> Waves {
     match clusters.of_application(app) {
-        Ok(evaluator) => view_in(&evaluator, app).await,
+        Ok(evaluator) => view_in(&evaluator, app, scope).await,
         Err(why) => {
             let s = |p: &str| app.pointer(p).and_then(Value::as_str).unwrap_or("");
             let (namespace, name) = (s("/metadata/namespace"), s("/metadata/name"));
@@ -288,15 +398,40 @@ pub(crate) async fn view(clusters: &Clusters, app: &Value) -> Waves {
     }
 }
 
-/// [`view`], with `wavegate lint`'s findings on the Application's live objects.
-pub(crate) async fn view_with_findings(clusters: &Clusters, app: &Value) -> Waves {
-    let mut waves = view(clusters, app).await;
+/// [`view`], with `wavegate lint`'s findings on the Application's live objects. Through Argo
+/// CD's proxy (`scope`), lint reads only the objects the view may read: the viewed
+/// application's own.
+pub(crate) async fn view_with_findings(
+    clusters: &Clusters,
+    app: &Value,
+    scope: Option<&ViewScope>,
+) -> Waves {
+    let mut waves = view(clusters, app, scope).await;
     waves.lint = Some(match clusters.of_application(app) {
         Ok(evaluator) => {
-            let resources: Vec<_> = managed_resources(app)
-                .into_iter()
-                .map(|(r, wave, _)| (r, wave))
-                .collect();
+            let s = |p: &str| app.pointer(p).and_then(Value::as_str).unwrap_or("");
+            let scoped = scope.map(|scope| Scoped {
+                scope,
+                instance: instance_name(
+                    s("/metadata/namespace"),
+                    s("/metadata/name"),
+                    &scope.argocd_namespace,
+                ),
+            });
+            let admitted = managed_resources(app).into_iter().map(|(r, wave, _)| {
+                let (scoped, evaluator) = (scoped.as_ref(), &evaluator);
+                async move {
+                    match scoped {
+                        Some(scoped) if scoped.admits(evaluator, &r).await.is_err() => None,
+                        _ => Some((r, wave)),
+                    }
+                }
+            });
+            let resources: Vec<_> = futures::stream::iter(admitted)
+                .buffered(JUDGED_AT_ONCE)
+                .filter_map(std::future::ready)
+                .collect()
+                .await;
             crate::live_lint::of(&evaluator, app, &resources).await
         }
         Err(why) => LiveLint {
@@ -314,7 +449,7 @@ pub(crate) const JUDGED_AT_ONCE: usize = 32;
 
 /// [`view`] in one cluster. All judgements together wait at most the evaluator's patience
 /// (`--sync-wait` plus a probe timeout); a resource not judged by then is Unknown, saying so.
-async fn view_in(evaluator: &Evaluator, app: &Value) -> Waves {
+async fn view_in(evaluator: &Evaluator, app: &Value, scope: Option<&ViewScope>) -> Waves {
     let namespace = app
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
@@ -325,9 +460,15 @@ async fn view_in(evaluator: &Evaluator, app: &Value) -> Waves {
         .unwrap_or("");
     let health = crate::checks::application::check(namespace, name, Some(app));
     let deadline = tokio::time::Instant::now() + evaluator.patience();
+    let scoped = scope.map(|scope| Scoped {
+        scope,
+        instance: instance_name(namespace, name, &scope.argocd_namespace),
+    });
     let judging: Vec<_> = managed_resources(app)
         .into_iter()
-        .map(|(r, wave, reported)| judge_by(evaluator, r, wave, reported, deadline))
+        .map(|(r, wave, reported)| {
+            judge_by(evaluator, r, wave, reported, scoped.as_ref(), deadline)
+        })
         .collect();
     let judged = futures::stream::iter(judging)
         .buffered(JUDGED_AT_ONCE)
@@ -342,23 +483,24 @@ async fn judge_by(
     r: ResourceRef,
     wave: i64,
     reported: Option<Verdict>,
+    scoped: Option<&Scoped<'_>>,
     deadline: tokio::time::Instant,
 ) -> (i64, JudgedResource) {
-    let (verdict, by) =
-        match tokio::time::timeout_at(deadline, judge_one(evaluator, &r, reported)).await {
-            Ok(judged) => judged,
-            Err(_) => (
-                Verdict::unknown(format!(
-                    "{} {}/{} was not judged within {} (--sync-wait and the probe timeout: its \
+    let judged = judge_scoped(evaluator, &r, reported, scoped);
+    let (verdict, by) = match tokio::time::timeout_at(deadline, judged).await {
+        Ok(judged) => judged,
+        Err(_) => (
+            Verdict::unknown(format!(
+                "{} {}/{} was not judged within {} (--sync-wait and the probe timeout: its \
                      watch is still listing or its probes have not answered)",
-                    r.kind,
-                    r.namespace,
-                    r.name,
-                    humantime::format_duration(evaluator.patience())
-                )),
-                JudgedBy::Wavegate,
-            ),
-        };
+                r.kind,
+                r.namespace,
+                r.name,
+                humantime::format_duration(evaluator.patience())
+            )),
+            JudgedBy::Wavegate,
+        ),
+    };
     (
         wave,
         JudgedResource {
@@ -370,6 +512,34 @@ async fn judge_by(
     )
 }
 
+/// [`judge_one`], through Argo CD's proxy when `scoped`: an object that is read to be judged
+/// is first checked to be the viewed application's own.
+async fn judge_scoped(
+    evaluator: &Evaluator,
+    r: &ResourceRef,
+    reported: Option<Verdict>,
+    scoped: Option<&Scoped<'_>>,
+) -> (Verdict, JudgedBy) {
+    let reads = ask_for(r).is_some() || is_gate(r) || is_pod(r) || reported.is_none();
+    if let (Some(scoped), true) = (scoped, reads)
+        && let Err(why) = scoped.admits(evaluator, r).await
+    {
+        return match reported {
+            Some(v) => (v, JudgedBy::Argocd),
+            None => (Verdict::unknown(why), JudgedBy::OutOfScope),
+        };
+    }
+    judge_one(evaluator, r, reported).await
+}
+
+fn is_gate(r: &ResourceRef) -> bool {
+    r.group == crate::gate::kind().group && r.kind == <WaveGate as kube::Resource>::kind(&())
+}
+
+fn is_pod(r: &ResourceRef) -> bool {
+    r.group.is_empty() && r.kind == "Pod"
+}
+
 /// The verdict for one resource of an Application, and who gave it.
 async fn judge_one(
     evaluator: &Evaluator,
@@ -379,7 +549,19 @@ async fn judge_one(
     let gate_kind: Kind = crate::gate::kind();
     if let Some(ask) = ask_for(r) {
         (evaluator.judge(&ask).await, JudgedBy::Wavegate)
-    } else if r.group == gate_kind.group && r.kind == <WaveGate as kube::Resource>::kind(&()) {
+    } else if is_pod(r) {
+        // From the compact pod view every Service check reads too; never the whole pod.
+        match evaluator.cache().pod(&r.namespace, &r.name).await {
+            Ok(pod) => (
+                crate::checks::pod::check(&r.namespace, &r.name, pod.as_deref()),
+                JudgedBy::Wavegate,
+            ),
+            Err(e) => (
+                Verdict::unknown(format!("Pod {}/{}: {e}", r.namespace, r.name)),
+                JudgedBy::Wavegate,
+            ),
+        }
+    } else if is_gate(r) {
         let gate = evaluator
             .cache()
             .object(&gate_kind, &r.namespace, &r.name)

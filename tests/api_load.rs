@@ -436,3 +436,124 @@ fn percent(s: &str) -> String {
         })
         .collect()
 }
+
+/// The monitoring port (`--metrics-listen`) has 16 places, and the NetworkPolicy lets the whole
+/// monitoring namespace in. A pod there (127.0.0.2) tries to hold every place and keep holding
+/// it: 32 connections, half idle, half pipelining requests and never reading the answers, each
+/// reopened a second after the server closes it. The kubelet's `/healthz` on a fresh connection must
+/// still be answered (refused, the kubelet restarts the pod), and the stalled connections must be
+/// closed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_cannot_hold_the_monitoring_port() {
+    use std::sync::atomic::Ordering;
+    use tokio::io::AsyncWriteExt;
+    let config = kube::Config::new(slow_api_server().await.parse().unwrap());
+    let client = kube::Client::try_from(config).unwrap();
+    let metrics = Arc::new(Metrics::default());
+    let cache = Cache::new(client, None, Duration::from_millis(500), metrics.clone());
+    let evaluator = Evaluator::new(cache, EvalConfig::default(), metrics.clone()).unwrap();
+    let state = AppState::new(evaluator, metrics).with_metrics_elsewhere();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let url = format!("http://{addr}");
+    let limits = api::ConnectionArgs::default().monitoring();
+    tokio::spawn(api::serve(
+        listener,
+        api::monitoring_router(state),
+        limits.clone(),
+        || {},
+        std::future::pending(),
+    ));
+    let before = rss_bytes();
+    let idle = healthz_latency(&url).await.expect("/healthz before");
+
+    // 32 attackers, each reopening its connection a second after the server closes it.
+    let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let reopened = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut attackers = Vec::new();
+    for i in 0..32 {
+        let (stop, reopened) = (stop.clone(), reopened.clone());
+        attackers.push(tokio::spawn(async move {
+            let pipelined = b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".repeat(4096);
+            while !stop.load(Ordering::SeqCst) {
+                // From the attacking pod's own address; the kubelet probes from another.
+                let socket = tokio::net::TcpSocket::new_v4().unwrap();
+                socket.bind("127.0.0.2:0".parse().unwrap()).unwrap();
+                let Ok(mut s) = socket.connect(addr).await else {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                    continue;
+                };
+                if i % 2 == 1 {
+                    // Never read: the answers fill both socket buffers, then the server's
+                    // write waits forever, and so does its read of the next request.
+                    loop {
+                        match tokio::time::timeout(
+                            Duration::from_millis(500),
+                            s.write_all(&pipelined),
+                        )
+                        .await
+                        {
+                            Ok(Ok(())) => continue,
+                            Ok(Err(_)) => break,
+                            Err(_) => {}
+                        }
+                        if stop.load(Ordering::SeqCst) {
+                            return;
+                        }
+                        // Stuck: wait until the server closes it.
+                        let mut b = [0u8; 1];
+                        let _ = tokio::time::timeout(Duration::from_secs(30), s.peek(&mut b)).await;
+                        break;
+                    }
+                } else {
+                    // Idle: connected, sends nothing, until the server closes it.
+                    let mut b = [0u8; 1];
+                    let _ = tokio::time::timeout(Duration::from_secs(30), s.peek(&mut b)).await;
+                }
+                reopened.fetch_add(1, Ordering::SeqCst);
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
+        }));
+    }
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let during = rss_bytes();
+    // The kubelet: a probe every 500 ms for 12 s (past the 5 s stall bound, twice).
+    let mut latencies = Vec::new();
+    let mut refused = 0;
+    for _ in 0..24 {
+        match healthz_latency(&url).await {
+            Some(l) => latencies.push(l),
+            None => refused += 1,
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    stop.store(true, Ordering::SeqCst);
+    let closed = reopened.load(Ordering::SeqCst);
+    for a in attackers {
+        a.abort();
+    }
+    latencies.sort();
+    let mib = |b: u64| b as f64 / (1024.0 * 1024.0);
+    eprintln!(
+        "monitoring port: rss before {:.1} MiB, during {:.1} MiB; 32 reopening slow clients \
+         (16 places); /healthz idle {idle:?}, during: {} of 24 answered, median {:?}, max {:?}, \
+         {refused} refused; the server closed {closed} attacker connections",
+        mib(before),
+        mib(during),
+        latencies.len(),
+        latencies.get(latencies.len() / 2),
+        latencies.last(),
+    );
+    assert_eq!(
+        refused, 0,
+        "/healthz refused while slow clients hold the port"
+    );
+    assert!(
+        latencies.iter().all(|l| *l < Duration::from_secs(1)),
+        "{latencies:?}"
+    );
+    assert!(
+        closed >= 32,
+        "stalled connections were closed and reopened: {closed}"
+    );
+}

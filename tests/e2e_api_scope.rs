@@ -251,3 +251,180 @@ async fn proxy_user_of_one_application_sees_only_what_belongs_to_it() {
         ["listed-gate", "other-gate", "ready"]
     );
 }
+
+/// Server-side apply as Argo CD does (field manager `argocd-controller`), so the API server
+/// stamps the time the timeline reads.
+async fn apply_as_argocd(client: &kube::Client, obj: Value) {
+    use kube::api::{Api, DynamicObject, Patch, PatchParams};
+    let ns = obj["metadata"]["namespace"].as_str().unwrap().to_string();
+    let name = obj["metadata"]["name"].as_str().unwrap().to_string();
+    let ar = cluster::api_resource("", "v1", "Service", "services");
+    Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &ar)
+        .patch(
+            &name,
+            &PatchParams::apply("argocd-controller").force(),
+            &Patch::Apply(&obj),
+        )
+        .await
+        .unwrap();
+}
+
+/// An application `platform` whose Git lists, beside its own Service `web`: another app's
+/// Service, a Service carrying an id copied from `web`, a Deployment with only the instance label,
+/// an Application of another project that platform's Git created, and a Secret. Services are
+/// applied as Argo CD applies them (field manager `argocd-controller`), and a sync is running.
+async fn platform_listing_more_than_it_manages() -> (String, Wavegate) {
+    let client = cluster::client().await;
+    install_wavegate_crd();
+    let ns = cluster::namespace(&client, "scope-waves").await;
+    let mine = format!("{ns}_platform");
+    apply_as_argocd(&client, tracked(service(&ns, "web"), "platform")).await;
+    apply_as_argocd(&client, tracked(service(&ns, "billing"), "other")).await;
+    let mut copied = service(&ns, "copied");
+    copied["metadata"]["annotations"] = json!({
+        "argocd.argoproj.io/tracking-id": format!("{mine}:/Service:{ns}/web")
+    });
+    apply_as_argocd(&client, copied).await;
+    let mut labelled = deployment(&ns, "labelled");
+    labelled["metadata"]["labels"] = json!({"app.kubernetes.io/instance": mine});
+    apply(&client, labelled).await;
+    apply(
+        &client,
+        tracked(app_in(&ns, "finance", "finance", json!([])), "platform"),
+    )
+    .await;
+    apply(
+        &client,
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "creds", "namespace": ns},
+               "stringData": {"password": "hunter2"}}),
+    )
+    .await;
+    let r = |group: &str, kind: &str, name: &str| {
+        json!({"group": group, "version": "v1", "kind": kind, "namespace": ns, "name": name,
+               "status": "Synced", "syncWave": 0})
+    };
+    let mut platform = app(
+        &ns,
+        "platform",
+        json!([
+            r("", "Service", "web"),
+            r("", "Service", "billing"),
+            r("", "Service", "copied"),
+            r("apps", "Deployment", "labelled"),
+            r("argoproj.io", "Application", "finance"),
+            r("", "Secret", "creds")
+        ]),
+    );
+    let result = |kind: &str, name: &str| {
+        json!({"group": "", "version": "v1", "kind": kind, "namespace": ns, "name": name,
+               "status": "Synced", "syncPhase": "Sync"})
+    };
+    platform["status"]["operationState"] = json!({
+        "phase": "Running", "startedAt": "2020-01-01T00:00:00Z", "message": "waiting",
+        "syncResult": {"revision": "main", "resources": [
+            result("Service", "web"), result("Service", "billing"), result("Service", "copied")
+        ]}
+    });
+    apply(&client, platform).await;
+    let wg = Wavegate::start_in(client, EvalConfig::default(), &[&ns]).await;
+    (ns, wg)
+}
+
+/// The waves view and the timeline, asked through the proxy, judge and read only the objects
+/// the authorized application really manages; what its Git lists beyond that is shown as
+/// listed, unjudged and unread.
+#[tokio::test]
+async fn proxied_waves_and_timeline_judge_only_what_the_application_manages() {
+    let (ns, wg) = platform_listing_more_than_it_manages().await;
+    let me = format!("{ns}:platform");
+    for path in [
+        "/api/v1/waves".to_string(),
+        format!("/api/v1/applications/{ns}/platform/waves"),
+    ] {
+        let (code, body) = proxied(&wg, &path, &me, "default").await;
+        assert_eq!(code, 200, "{path}: {body}");
+        let listed: Vec<&Value> = body["waves"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .collect();
+        let find = |name: &str| -> &Value {
+            listed
+                .iter()
+                .find(|r| r["name"] == name)
+                .unwrap_or_else(|| panic!("{name} not in {body}"))
+        };
+        // Its own Service: judged by wavegate.
+        assert_eq!(find("web")["judgedBy"], "wavegate", "{body}");
+        for name in ["billing", "copied", "labelled", "finance"] {
+            let shown = find(name);
+            assert_eq!(shown["judgedBy"], "outofscope", "{path} {name}: {shown}");
+            assert_eq!(shown["status"], "Unknown", "{name}: {shown}");
+            assert!(
+                shown["message"].as_str().unwrap().contains("is not shown"),
+                "{name}: {shown}"
+            );
+        }
+        // The timeline reads Argo CD's apply time of its own Service only.
+        let times: Vec<&Value> = body["timeline"]["waves"][0]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .collect();
+        let applied_at = |name: &str| {
+            times
+                .iter()
+                .find(|r| r["name"] == name)
+                .map(|r| r["appliedAt"].clone())
+                .unwrap_or_else(|| panic!("{name} not in the timeline: {body}"))
+        };
+        assert!(applied_at("web").is_string(), "{body}");
+        assert!(applied_at("billing").is_null(), "{body}");
+        assert!(applied_at("copied").is_null(), "{body}");
+    }
+}
+
+/// Under Argo CD 3.x's annotation tracking, an object is the application's only when its
+/// tracking-id names it whole: not by an id copied from another object, not by the instance label
+/// alone (`--tracking-method label` would count that). And a kind off `--generic-kinds` is
+/// refused before anything is read or watched to find out whose it is.
+#[tokio::test]
+async fn proxied_health_follows_the_tracking_method_and_the_policy_first() {
+    let (ns, wg) = platform_listing_more_than_it_manages().await;
+    let me = format!("{ns}:platform");
+    let (code, body) = proxied(
+        &wg,
+        &format!("/api/v1/health/services/{ns}/web"),
+        &me,
+        "default",
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    for path in [
+        format!("/api/v1/health/services/{ns}/copied"),
+        format!("/api/v1/health/deployments.apps/{ns}/labelled"),
+    ] {
+        let (code, body) = proxied(&wg, &path, &me, "default").await;
+        assert_eq!(code, 403, "{path}: {body}");
+    }
+
+    // The Secret platform lists: refused by the policy, and never watched.
+    let (code, body) = proxied(
+        &wg,
+        &format!("/api/v1/health/secrets/{ns}/creds"),
+        &me,
+        "default",
+    )
+    .await;
+    assert_eq!(code, 403, "{body}");
+    assert!(
+        body["error"].as_str().unwrap().contains("--generic-kinds"),
+        "{body}"
+    );
+    let metrics = wg.metrics.encode();
+    let watched = metrics.lines().any(|l| {
+        (l.starts_with("wavegate_watch_restarts") || l.starts_with("wavegate_cached_objects"))
+            && l.contains("secrets")
+    });
+    assert!(!watched, "a watch on Secrets:\n{metrics}");
+}

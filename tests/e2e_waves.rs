@@ -143,9 +143,9 @@ async fn cluster_scoped_resource_in_a_wave_is_judged_not_missing() {
 }
 
 /// An Application whose manifests list a bare Pod, a ConfigMap and a Secret: the waves view
-/// reads none of them (pods have a compact view only, ConfigMaps and Secrets are off the default
-/// --generic-kinds) and, as Argo CD recorded no health for them, says so: Unknown with the
-/// reason, never Healthy.
+/// reads no whole object of them (a pod is judged from the compact pod view the cache keeps
+/// anyway; ConfigMaps and Secrets are off the default --generic-kinds and follow the sync status
+/// Argo CD recorded), and never says Healthy about what it did not see.
 #[tokio::test]
 async fn waves_view_reads_no_kind_the_policy_refuses() {
     let client = cluster::client().await;
@@ -176,29 +176,82 @@ async fn waves_view_reads_no_kind_the_policy_refuses() {
             .find(|r| r["name"] == name)
             .unwrap_or_else(|| panic!("{name} not in {waves}"))
     };
-    // The bare Pod: Argo CD health-checks pods, and recorded none; not read, so Unknown.
+    // The bare Pod, from the compact pod view: it does not exist.
     let debug = find("debug");
-    assert_eq!(debug["status"], "Unknown", "{debug}");
-    assert!(
-        debug["message"]
-            .as_str()
-            .unwrap()
-            .contains("--generic-kinds"),
-        "{debug}"
-    );
+    assert_eq!(debug["status"], "Missing", "{debug}");
+    assert_eq!(debug["judgedBy"], "wavegate", "{debug}");
     // ConfigMaps and Secrets have no health check in Argo CD: its sync status stands, unread.
     assert_eq!(find("settings")["status"], "Healthy", "{waves}");
     assert_eq!(find("creds")["status"], "Progressing", "{waves}");
     for name in ["settings", "creds"] {
         assert_eq!(find(name)["judgedBy"], "argocd", "{waves}");
     }
-    // Nothing was read: no watch of pods, ConfigMaps or Secrets was started for it.
+    // Nothing else was read: no watch of ConfigMaps or Secrets was started for it, and pods
+    // are only ever watched as compact views (`cache::no_whole_object_watch_of_a_kind_with_a_compact_view`).
     let metrics = wg.metrics.encode();
-    for kind in ["pods", "configmaps", "secrets"] {
+    for kind in ["configmaps", "secrets"] {
         let watched = metrics.lines().any(|l| {
             (l.starts_with("wavegate_watch_restarts") || l.starts_with("wavegate_cached_objects"))
                 && l.contains(kind)
         });
         assert!(!watched, "a watch on {kind}:\n{metrics}");
     }
+}
+
+/// A bare Pod that Argo CD applied (field manager `argocd-controller`) is judged as Argo CD
+/// judges pods, from the compact view: Progressing until Ready, then Healthy — and the timeline
+/// dates its wave from Argo CD's managedFields time instead of "apply time unknown".
+#[tokio::test]
+async fn a_bare_pod_in_the_waves_is_judged_from_the_pod_view_and_dated() {
+    let client = cluster::client().await;
+    let ns = cluster::namespace(&client, "waves-pod").await;
+    let pod = json!({"apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "migrate", "namespace": ns,
+                     "annotations": {"argocd.argoproj.io/tracking-id": format!("{ns}_platform:/Pod:{ns}/migrate")}},
+        "spec": {"nodeName": "wavegate-node",
+                 "containers": [{"name": "main", "image": "example.invalid/app:1"}]}});
+    let ar = cluster::api_resource("", "v1", "Pod", "pods");
+    Api::<DynamicObject>::namespaced_with(client.clone(), &ns, &ar)
+        .patch(
+            "migrate",
+            &PatchParams::apply("argocd-controller").force(),
+            &Patch::Apply(&pod),
+        )
+        .await
+        .unwrap();
+    apply(&client, app(&ns, "platform", "main")).await;
+    let mut parent = synced_against(&ns, "platform", "main");
+    parent["resources"] = json!([
+        {"group": "", "version": "v1", "kind": "Pod", "namespace": ns, "name": "migrate",
+         "status": "Synced", "syncWave": 0}
+    ]);
+    parent["operationState"] = json!({
+        "phase": "Running", "startedAt": "2020-01-01T00:00:00Z", "message": "waiting",
+        "syncResult": {"revision": "main", "resources": [
+            {"group": "", "version": "v1", "kind": "Pod", "namespace": ns, "name": "migrate",
+             "status": "Synced", "syncPhase": "Sync"}]}});
+    set_status(&client, &ns, "platform", parent).await;
+
+    let wg = Wavegate::start(client.clone(), EvalConfig::default()).await;
+    let path = format!("/api/v1/applications/{ns}/platform/waves");
+    let (code, waves) = wg.get(&path).await;
+    assert_eq!(code, 200, "{waves}");
+    let judged = &waves["waves"][0]["resources"][0];
+    assert_eq!(judged["status"], "Progressing", "{waves}");
+    assert_eq!(judged["judgedBy"], "wavegate", "{waves}");
+    let wave = &waves["timeline"]["waves"][0];
+    assert_eq!(wave["applied"], "applied", "{wave}");
+    assert!(wave["appliedAt"].is_string(), "{wave}");
+
+    cluster::set_pod_ready(&client, &ns, "migrate", "10.244.9.9", true).await;
+    eventually(Duration::from_secs(10), "the bare Pod Healthy", || async {
+        let (_, waves) = wg.get(&path).await;
+        let judged = waves["waves"][0]["resources"][0].clone();
+        if judged["status"] == "Healthy" {
+            Ok(())
+        } else {
+            Err(judged.to_string())
+        }
+    })
+    .await;
 }

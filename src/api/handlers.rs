@@ -179,10 +179,11 @@ pub(crate) async fn applications(
     if let Some(Extension(scope)) = &scope {
         apps.retain(|app| scope.allows_application(app));
     }
+    let view_scope = scope.as_ref().map(|Extension(s)| s.view_scope());
     // A few at a time, in order: each view judges every resource of its application.
     let views: Vec<_> = apps
         .iter()
-        .map(|app| waves::view(&state.clusters, app))
+        .map(|app| waves::view(&state.clusters, app, view_scope.as_ref()))
         .collect();
     let out: Vec<Value> = futures::stream::iter(views)
         .buffered(state.limits.applications_concurrency())
@@ -201,16 +202,18 @@ pub(crate) async fn applications(
 
 pub(crate) async fn application_waves(
     State(state): State<AppState>,
+    scope: Scope,
     path: Result<Path<(String, String)>, PathRejection>,
 ) -> Result<Json<WavesWithTimeline>, ApiError> {
     let Path((namespace, name)) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    waves_of(&state, &namespace, &name).await.map(Json)
+    waves_of(&state, &namespace, &name, scope).await.map(Json)
 }
 
 /// The proxy-extension entry: Argo CD names the application in `Argocd-Application-Name`
 /// (`<namespace>:<name>`) after checking the caller may see it.
 pub(crate) async fn header_waves(
     State(state): State<AppState>,
+    scope: Scope,
     headers: HeaderMap,
 ) -> Result<Json<WavesWithTimeline>, ApiError> {
     let value = headers
@@ -226,13 +229,16 @@ pub(crate) async fn header_waves(
             "Argocd-Application-Name {value:?}: expected <namespace>:<name>"
         ))
     })?;
-    waves_of(&state, namespace, name).await.map(Json)
+    waves_of(&state, namespace, name, scope).await.map(Json)
 }
 
+/// The waves view and timeline of one application; through Argo CD's proxy, reading only what
+/// the application really manages (`waves::ViewScope`).
 async fn waves_of(
     state: &AppState,
     namespace: &str,
     name: &str,
+    scope: Scope,
 ) -> Result<WavesWithTimeline, ApiError> {
     let target = Target::new(Resource::Application, namespace, name)?;
     let app = state
@@ -245,7 +251,8 @@ async fn waves_of(
             e => ApiError::Unavailable(e.to_string()),
         })?
         .ok_or_else(|| ApiError::NotFound(format!("Application {namespace}/{name} not found")))?;
-    let waves = waves::view_with_findings(&state.clusters, &app).await;
+    let view_scope = scope.as_ref().map(|Extension(s)| s.view_scope());
+    let waves = waves::view_with_findings(&state.clusters, &app, view_scope.as_ref()).await;
     let now = k8s_openapi::jiff::Timestamp::now();
     // The live objects are in the Application's destination cluster.
     let timeline = match state.clusters.of_application(&app) {

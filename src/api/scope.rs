@@ -14,10 +14,12 @@
 //!   child Applications and their waves (app-of-apps) and WaveGates among them — but only
 //!   those that really are the application's: `status.resources` comes from the manifests in
 //!   its Git repository, which may list any object (another team's Service, an Application of
-//!   another project). So a listed object is served only while its own tracking (annotation
-//!   `argocd.argoproj.io/tracking-id` or label `app.kubernetes.io/instance`, which Argo CD
-//!   writes when it applies the object) names this application, and a child Application only
-//!   while it is also in the project Argo CD authorized the user for;
+//!   another project). So a listed object is served only while its own tracking names this
+//!   application — under argocd-cm's tracking method (`--tracking-method`), the annotation
+//!   `argocd.argoproj.io/tracking-id` whose whole id names the object, or with `label` the label
+//!   `app.kubernetes.io/instance` (see `views::Tracking`) — and a child Application only while
+//!   it is also in the project Argo CD authorized the user for. The waves view and the timeline
+//!   apply the same rule to each object they would read (`waves::ViewScope`);
 //!
 //! and refuses everything else with 403. Routes are denied unless listed in [`AppScope::admit`],
 //! so a new route is closed behind the proxy until someone decides what it may show there.
@@ -30,7 +32,8 @@ use crate::cache::CacheError;
 use crate::clusters::{ClusterError, InUse};
 use crate::evaluate::Evaluator;
 use crate::resource::{self, Resource};
-use crate::views::tracked_by;
+use crate::views::{TrackingMethod, managing_app};
+use crate::waves::{ViewScope, instance_name};
 use axum::extract::{FromRequestParts, MatchedPath, Path, Request, State};
 use axum::http::HeaderMap;
 use axum::middleware::Next;
@@ -62,6 +65,11 @@ pub(crate) struct AppScope {
     project: String,
     /// How Argo CD's tracking names this application (its `InstanceName`).
     instance: String,
+    /// argocd-cm's tracking method, and Argo CD's namespace.
+    method: TrackingMethod,
+    argocd_namespace: String,
+    /// Which kinds generic checks may name: checked before anything is read.
+    policy: Arc<crate::policy::CheckPolicy>,
     resources: Vec<Owned>,
     /// Where Applications are read (the home cluster).
     home: Option<Arc<Evaluator>>,
@@ -155,21 +163,27 @@ impl AppScope {
             name: name.to_string(),
             project: project.to_string(),
             instance: instance_name(namespace, name, &state.argocd_namespace),
+            method: state.tracking_method,
+            argocd_namespace: state.argocd_namespace.clone(),
+            policy: state.policy.clone(),
             resources: owned(&app),
             home: Some(state.evaluator.clone()),
             destination: state.clusters.destination_of(&app),
         })
     }
 
-    /// Whether an object's own tracking names this application.
-    fn manages(&self, object: &Value) -> bool {
-        let get = |field: &str, key: &str| {
-            object
-                .pointer(&format!("/metadata/{field}"))
-                .and_then(|m| m.get(key))
-                .and_then(Value::as_str)
-        };
-        tracked_by(|k| get("annotations", k), |k| get("labels", k)) == Some(self.instance.as_str())
+    /// Whether an object of `group`/`kind` is tracked as this application's.
+    fn manages(&self, object: &Value, group: &str, kind: &str) -> bool {
+        managing_app(object, group, kind, self.method) == Some(self.instance.as_str())
+    }
+
+    /// What the waves view and the timeline of an application in this scope may read.
+    pub(crate) fn view_scope(&self) -> ViewScope {
+        ViewScope {
+            project: self.project.clone(),
+            argocd_namespace: self.argocd_namespace.clone(),
+            method: self.method,
+        }
     }
 
     /// The cluster its resources are read in, or 403 when wavegate does not judge it.
@@ -199,7 +213,7 @@ impl AppScope {
         }
         let project = Some(s("/spec/project")).filter(|p| !p.is_empty());
         self.owns(Resource::ARGO_GROUP, "Application", namespace, name)
-            && self.manages(app)
+            && self.manages(app, Resource::ARGO_GROUP, "Application")
             && project.unwrap_or("default") == self.project
     }
 
@@ -227,7 +241,7 @@ impl AppScope {
         if !self.owns("wavegate.dev", "WaveGate", namespace, name) {
             return false;
         }
-        self.live_manages(&crate::gate::kind(), namespace, name)
+        self.live_manages(&crate::gate::kind(), "WaveGate", namespace, name)
             .await
     }
 
@@ -236,6 +250,7 @@ impl AppScope {
     async fn live_manages(
         &self,
         kind: &crate::resource::Kind,
+        kind_name: &str,
         namespace: &str,
         name: &str,
     ) -> bool {
@@ -248,7 +263,7 @@ impl AppScope {
             .object(kind, namespace, name)
             .await
         {
-            Ok(Some(object)) => self.manages(&object),
+            Ok(Some(object)) => self.manages(&object, &kind.group, kind_name),
             _ => false,
         }
     }
@@ -270,7 +285,7 @@ impl AppScope {
                 self.owns("", "Service", namespace, name)
                     && matches!(
                         cache.service(namespace, name).await,
-                        Ok(Some(s)) if s.managed_by.as_deref() == Some(self.instance.as_str())
+                        Ok(Some(s)) if s.tracking.app(self.method) == Some(self.instance.as_str())
                     )
             }
             Resource::CnpgDatabase | Resource::CrdbCluster => {
@@ -281,7 +296,9 @@ impl AppScope {
                 };
                 let (group, _) = resource.group_plural();
                 self.owns(group, kind, namespace, name)
-                    && self.live_manages(&resource.kind(), namespace, name).await
+                    && self
+                        .live_manages(&resource.kind(), kind, namespace, name)
+                        .await
             }
             Resource::Generic { group, plural } => {
                 for r in self
@@ -291,7 +308,9 @@ impl AppScope {
                 {
                     let found = cache.plural_of(group, &r.kind).await;
                     if found.as_deref() == Ok(plural.as_str()) {
-                        return self.live_manages(&resource.kind(), namespace, name).await;
+                        return self
+                            .live_manages(&resource.kind(), &r.kind, namespace, name)
+                            .await;
                     }
                 }
                 false
@@ -337,6 +356,12 @@ impl AppScope {
             "/api/v1/health/{resource}/{namespace}/{name}" => {
                 let resource = Resource::parse(p("resource"))
                     .map_err(|e| ApiError::NotFound(e.to_string()))?;
+                // The installer's policy first, as the handler applies it: a kind off
+                // `--generic-kinds` is refused before anything is read (or watched) to find
+                // out whether the object is the application's.
+                self.policy
+                    .allows_kind(&resource)
+                    .map_err(ApiError::Forbidden)?;
                 if self
                     .allows_object(&resource, p("namespace"), p("name"))
                     .await
@@ -350,16 +375,6 @@ impl AppScope {
                 "{other} is not served through Argo CD's proxy extension"
             ))),
         }
-    }
-}
-
-/// Argo CD's `Application.InstanceName`: the name alone for an Application in Argo CD's own
-/// namespace, `<namespace>_<name>` otherwise (argo-cd `pkg/apis/application/v1alpha1/types.go`).
-fn instance_name(namespace: &str, name: &str, argocd_namespace: &str) -> String {
-    if namespace == argocd_namespace {
-        name.to_string()
-    } else {
-        format!("{namespace}_{name}")
     }
 }
 
@@ -502,6 +517,9 @@ mod tests {
             name: "platform".into(),
             project: "platform-team".into(),
             instance: instance_name("argocd", "platform", "argocd"),
+            method: TrackingMethod::Annotation,
+            argocd_namespace: "argocd".into(),
+            policy: Arc::default(),
             resources: owned(app),
             home: None,
             destination: Err(ClusterError::UnknownName("x".into())),
@@ -541,11 +559,39 @@ mod tests {
         // Not listed at all.
         let id = "platform:argoproj.io/Application:argocd/other";
         assert!(!scope.allows_application(&application("other", "platform-team", Some(id))));
-        // Label tracking.
+        // An id copied onto another object names that other object, not this one (Argo CD's
+        // `isSelfReferencedObj`).
+        let copied = "platform:argoproj.io/Application:argocd/child";
+        assert!(!scope.allows_application(&application("payroll", "platform-team", Some(copied))));
+        let wrong_kind = "platform:argoproj.io/AppProject:argocd/payroll";
+        assert!(!scope.allows_application(&application(
+            "payroll",
+            "platform-team",
+            Some(wrong_kind)
+        )));
+        // The instance label, which Git (or a Helm chart) can put on any object, counts only
+        // under argocd-cm's `label` tracking; Argo CD 3.x's default is the annotation.
         let mut labelled = application("labelled", "platform-team", None);
         labelled["metadata"]["labels"] =
             serde_json::json!({"app.kubernetes.io/instance": "platform"});
-        assert!(scope.allows_application(&labelled));
+        assert!(!scope.allows_application(&labelled));
+        let by_label = AppScope {
+            method: TrackingMethod::Label,
+            ..scope.clone()
+        };
+        assert!(by_label.allows_application(&labelled));
+        // And under `label`, the annotation alone does not count.
+        let id = "platform:argoproj.io/Application:argocd/child";
+        assert!(!by_label.allows_application(&application("child", "platform-team", Some(id))));
+        let both = AppScope {
+            method: TrackingMethod::AnnotationAndLabel,
+            ..scope.clone()
+        };
+        assert!(
+            !both.allows_application(&labelled),
+            "GetAppName reads the annotation only"
+        );
+        assert!(both.allows_application(&application("child", "platform-team", Some(id))));
     }
 
     #[test]

@@ -27,6 +27,8 @@ pub struct AppState {
     /// Argo CD's own namespace (`--argocd-namespace`): how its tracking names an Application
     /// there (the name alone) and elsewhere (`<namespace>_<name>`).
     pub argocd_namespace: String,
+    /// argocd-cm `application.resourceTrackingMethod` (`--tracking-method`).
+    pub tracking_method: crate::views::TrackingMethod,
 }
 
 impl AppState {
@@ -41,11 +43,17 @@ impl AppState {
             policy: Arc::new(CheckPolicy::default()),
             metrics_on_api: true,
             argocd_namespace: crate::gate::controller::DEFAULT_ARGOCD_NAMESPACE.into(),
+            tracking_method: crate::views::TrackingMethod::default(),
         }
     }
 
     pub fn with_argocd_namespace(mut self, namespace: &str) -> AppState {
         self.argocd_namespace = namespace.to_string();
+        self
+    }
+
+    pub fn with_tracking_method(mut self, method: crate::views::TrackingMethod) -> AppState {
+        self.tracking_method = method;
         self
     }
 

@@ -9,6 +9,7 @@ pub mod cockroach;
 #[cfg(test)]
 mod fixtures;
 pub(crate) mod generic;
+pub mod pod;
 pub mod service;
 
 use crate::views::{PodView, ReadyCondition};
