@@ -219,6 +219,16 @@ async fn gates_follow_seed_001_to_healthy_and_time_out_to_degraded() {
         "metadata": {"name": "pg", "namespace": ns}, "spec": {"instances": 1}}),
     )
     .await;
+    // CNPG's instance manager: the primary runs (a Cluster that never had one applied nothing).
+    patch_status(
+        &admin,
+        &cluster::api_resource("postgresql.cnpg.io", "v1", "Cluster", "clusters"),
+        &ns,
+        "pg",
+        json!({"instances": 1, "readyInstances": 1, "currentPrimary": "pg-1",
+               "targetPrimary": "pg-1"}),
+    )
+    .await;
     let db = apply(
         &admin,
         json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Database",
