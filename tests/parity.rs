@@ -701,6 +701,49 @@ proptest! {
         prop_assert!(disagreement.is_none(), "{}\n{}", disagreement.unwrap_or_default(),
             serde_json::to_string_pretty(&state.app).unwrap());
     }
+
+    /// Annotation mode: the verdict wavegate writes with the state it judged reads back as
+    /// written (the script renders the same judged state), and a verdict judged on another
+    /// state of the same generation is not believed.
+    #[test]
+    fn application_verdicts_in_annotation_mode_are_believed_only_for_the_state_they_judged(
+        state in application_state(),
+        other in application_state(),
+    ) {
+        let rust = application::check("argocd", "child", Some(&state.app));
+        let fresh = application_annotated(&state.app, &rust, &state.app);
+        let (status, message) = lua("argoproj.io/Application", &fresh);
+        prop_assert_eq!(status.as_str(), argo_view(rust.status),
+            "Rust {} ({}) but Lua {} ({})", rust.status, rust.message, status, message);
+        let judged_elsewhere = application::check("argocd", "child", Some(&other.app));
+        let stale = application_annotated(&state.app, &judged_elsewhere, &other.app);
+        let (status, message) = lua("argoproj.io/Application", &stale);
+        if application::judged_state(&other.app) != application::judged_state(&state.app) {
+            prop_assert_eq!(status.as_str(), "Progressing", "{}", message);
+        } else {
+            prop_assert_eq!(status.as_str(), argo_view(judged_elsewhere.status), "{}", message);
+        }
+    }
+}
+
+/// `app` carrying the annotations annotation mode writes for `verdict`, judged on `judged`
+/// (whose generation is `app`'s: the generation check is not what is tested here).
+fn application_annotated(app: &Value, verdict: &Verdict, judged: &Value) -> Value {
+    use wavegate::annotate::{JUDGED_STATE, OPT_IN, VALID_UNTIL, wanted_annotations};
+    let mut app = app.clone();
+    app["metadata"]["generation"] = 7.into();
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(OPT_IN.into(), "true".into());
+    for (k, v) in wanted_annotations(verdict, Some(7)) {
+        annotations.insert(k, v.into());
+    }
+    annotations.insert(
+        JUDGED_STATE.into(),
+        application::judged_state(judged).into(),
+    );
+    annotations.insert(VALID_UNTIL.into(), "4102444800".into());
+    app["metadata"]["annotations"] = Value::Object(annotations);
+    app
 }
 
 // ---- CNPG lifecycles, whole sequences ------------------------------------------------------
