@@ -114,6 +114,12 @@ impl Scenario {
                     .await;
                     generation = created.metadata.generation.unwrap_or(1);
                 }
+                // CNPG's instance manager records the primary it started (a Cluster that never
+                // had one cannot have applied the Database).
+                let ar = cluster::api_resource("postgresql.cnpg.io", "v1", "Cluster", "clusters");
+                let primary = json!({"instances": 1, "readyInstances": 1,
+                    "currentPrimary": "pg-1", "targetPrimary": "pg-1"});
+                cluster::patch_status(client, &ar, ns, "pg", primary).await;
                 generation
             }
         }

@@ -185,6 +185,10 @@ pod_status() { # ready(True|False) index
   printf '{"status":{"phase":"Running","podIP":"10.244.77.%d","podIPs":[{"ip":"10.244.77.%d"}],"conditions":[{"type":"Ready","status":"%s"},{"type":"ContainersReady","status":"%s"},{"type":"PodScheduled","status":"True"}]}}' "$2" "$2" "$1" "$1"
 }
 for i in $(seq 1 "$targets"); do patch_status "/api/v1/namespaces/$ns/pods/svc-$i-0" "$(pod_status False "$i")"; done
+# Play CNPG's instance manager: the Cluster's primary runs (a Cluster that never had one cannot
+# have applied a Database).
+patch_status "/apis/postgresql.cnpg.io/v1/namespaces/$ns/clusters/pg" \
+  '{"status":{"instances":1,"readyInstances":1,"currentPrimary":"pg-1","targetPrimary":"pg-1","phase":"Cluster in healthy state"}}'
 
 # Watching the bench namespace only: the shared control plane holds other tests' WaveGates,
 # whose status upkeep is no cost of these checks.

@@ -573,7 +573,8 @@ async fn remote_gate_controllers(
             }
             same
         });
-        for (name, c) in now.iter() {
+        // Only a cluster proven not to be home gets a writer (see `Clusters::proven_elsewhere`).
+        for (name, c) in now.iter().filter(|(_, c)| clusters.proven_elsewhere(c)) {
             if !running.contains_key(name) {
                 let run = crate::gate::controller::run_with(
                     c.evaluator.clone(),
@@ -658,7 +659,7 @@ pub async fn serve(args: ServeArgs) -> u8 {
         resync: args.resync,
         argocd_namespace: args.argocd_namespace.clone(),
         status_validity: validity,
-        applications: None,
+        home: None,
         cluster: crate::clusters::HOME.into(),
     };
     let clusters = match clusters(&args, evaluator.clone(), metrics.clone()).await {
@@ -676,7 +677,7 @@ pub async fn serve(args: ServeArgs) -> u8 {
         let gates = crate::gate::controller::run_with(ev.clone(), m.clone(), settings.clone());
         let mut started = vec![tokio::spawn(supervised("gate controller", gates)).abort_handle()];
         let at_home = crate::gate::controller::Settings {
-            applications: Some(ev.cache().clone()),
+            home: Some(ev.clone()),
             ..settings.clone()
         };
         let remote = remote_gate_controllers(all.clone(), m.clone(), at_home);

@@ -75,7 +75,8 @@ pub(crate) struct Judgement {
     pub judged_selector: Option<String>,
     /// What else the verdict was judged on, for the health script to compare with the object
     /// it reads: a Service's type and `publishNotReadyAddresses`
-    /// ([`service::judged_spec`]), a Database's status ([`cnpg::judged_status`]). From the
+    /// ([`service::judged_spec`]), a Database's status ([`cnpg::judged_status`]), an
+    /// Application's health, sync and operation ([`application::judged_state`]). From the
     /// same snapshot as the verdict, like `judged_selector`.
     pub judged_state: Option<String>,
 }
@@ -331,7 +332,10 @@ impl Evaluator {
             Check::Application => {
                 let app = c.object(&APPLICATIONS, namespace, name).await?;
                 let v = application::check(namespace, name, app.as_ref());
-                Found::seen(v.into(), Duration::ZERO, None)
+                Found {
+                    judged_state: app.as_ref().map(application::judged_state),
+                    ..Found::seen(v.into(), Duration::ZERO, None)
+                }
             }
             Check::Generic {
                 group,

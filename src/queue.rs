@@ -126,16 +126,67 @@ impl<K: Clone + Eq + Hash> Timers<K> {
     }
 }
 
+/// Where a queue hears of changes: its own cluster's feed and, for a remote cluster's gates,
+/// the home cluster's changes that `wanted` picks (Argo CD keeps Applications at home).
+pub(crate) struct Feed {
+    own: broadcast::Receiver<Change>,
+    other: Option<(broadcast::Receiver<Change>, Wanted)>,
+}
+
+/// Which of another cluster's changes a [`Feed`] passes on.
+type Wanted = fn(&Change) -> bool;
+
+impl From<broadcast::Receiver<Change>> for Feed {
+    fn from(own: broadcast::Receiver<Change>) -> Feed {
+        Feed { own, other: None }
+    }
+}
+
+impl Feed {
+    pub(crate) fn with_other(
+        own: broadcast::Receiver<Change>,
+        other: broadcast::Receiver<Change>,
+        wanted: Wanted,
+    ) -> Feed {
+        Feed {
+            own,
+            other: Some((other, wanted)),
+        }
+    }
+
+    /// The next change; closed when the own feed closes (another cluster's closing only
+    /// stops hearing from it). A lag on either is reported, so the queue reconciles all.
+    async fn recv(&mut self) -> Result<Change, broadcast::error::RecvError> {
+        use broadcast::error::RecvError;
+        loop {
+            let Some((other, wanted)) = self.other.as_mut() else {
+                return self.own.recv().await;
+            };
+            let from_other = tokio::select! {
+                r = self.own.recv() => return r,
+                r = other.recv() => r,
+            };
+            match from_other {
+                Ok(c) if wanted(&c) => return Ok(c),
+                Ok(_) => {}
+                Err(RecvError::Lagged(n)) => return Err(RecvError::Lagged(n)),
+                Err(RecvError::Closed) => self.other = None,
+            }
+        }
+    }
+}
+
 /// Drive `work` until the change channel closes.
 pub(crate) async fn run<K, R>(
     work: Arc<R>,
-    mut changes: broadcast::Receiver<Change>,
+    changes: impl Into<Feed>,
     cfg: QueueConfig,
     metrics: Arc<Metrics>,
 ) where
     K: Clone + Eq + Hash + Send + Sync + fmt::Debug + 'static,
     R: Reconcile<K>,
 {
+    let mut changes = changes.into();
     let permits = Arc::new(Semaphore::new(cfg.concurrency.max(1)));
     let mut dirty: HashSet<K> = HashSet::new();
     let mut running: HashMap<Id, K> = HashMap::new();

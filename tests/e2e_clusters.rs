@@ -47,7 +47,13 @@ impl Serve {
         let log = File::create(format!("{out}/e2e-clusters-{label}.log")).unwrap();
         let child = Command::new(env!("CARGO_BIN_EXE_wavegate"))
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
-            .args(["--resync", "1s", "--status-validity", "0"])
+            .args(["--status-validity", "0"])
+            // 1 s unless a test sets its own (to show what a change does without a resync).
+            .args(if args.contains(&"--resync") {
+                &[][..]
+            } else {
+                &["--resync", "1s"][..]
+            })
             .args(args)
             .stdin(Stdio::null())
             .stdout(log.try_clone().unwrap())
@@ -585,4 +591,206 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
         },
     )
     .await;
+}
+
+/// The shared control plane's own admin credentials, as a cluster Secret's config carries
+/// them, and the port its API server listens on.
+fn home_credentials() -> (Value, u16) {
+    let path = std::env::var("KUBECONFIG").expect("KUBECONFIG");
+    let kubeconfig: Value = serde_yaml::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let cluster = &kubeconfig["clusters"][0]["cluster"];
+    let server: http::Uri = cluster["server"].as_str().unwrap().parse().unwrap();
+    let token = kubeconfig["users"][0]["user"]["token"]
+        .as_str()
+        .expect("a bearer token in KUBECONFIG");
+    let config = json!({"bearerToken": token, "tlsClientConfig": {
+        "insecure": false, "caData": cluster["certificate-authority-data"]}});
+    (config, server.port_u16().unwrap())
+}
+
+/// Argo CD's cluster Secret for the home cluster, but by another address: `localhost` where the
+/// API server was reached as 127.0.0.1 (an external address, a load balancer's name in real
+/// installs). The same cluster, so one gate controller writes its WaveGates, not two.
+#[tokio::test]
+async fn a_secret_naming_home_by_another_address_is_home_and_starts_no_second_writer() {
+    let home = cluster::client().await;
+    let ns = cluster::namespace(&home, "clusters-alias").await;
+    service(&home, &ns, "web", "web").await;
+    pod(&home, &ns, "web-0", json!({"app": "web"})).await;
+    set_pod_ready(&home, &ns, "web-0", "10.96.3.1", true).await;
+    apply(&home, gate(&ns, "web-up", "web")).await;
+    let (config, port) = home_credentials();
+    let again = format!("https://localhost:{port}");
+    apply(
+        &home,
+        cluster_secret(&ns, "cluster-again", "again", &again, config),
+    )
+    .await;
+    let wavegate = Serve::start(
+        "alias",
+        &[
+            "--namespaces",
+            &ns,
+            "--clusters-from",
+            "argocd-secrets",
+            "--clusters-namespace",
+            &ns,
+            "--clusters-resync",
+            "1s",
+        ],
+    );
+
+    // Home's controller writes the gate; the Secret's name is home's, not a remote cluster.
+    eventually(WAIT, "home's gate Healthy", || async {
+        let g = gates(&home, &ns)
+            .get("web-up")
+            .await
+            .map_err(|e| e.to_string())?;
+        if g.data["status"]["health"]["status"] == "Healthy" {
+            Ok(())
+        } else {
+            Err(g.data["status"].to_string())
+        }
+    })
+    .await;
+    let listed = wavegate.clusters_ready(&["in-cluster"]).await;
+    assert!(!listed.to_string().contains("cluster-again"), "{listed}");
+    let by_alias = wavegate.service_status(Some("again"), &ns, "web").await;
+    assert!(by_alias.starts_with("Healthy"), "{by_alias}");
+    // An Application deploying to that address is deployed home.
+    let mut app = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": "by-alias", "namespace": ns},
+        "spec": {"project": "default", "destination": {"server": again, "namespace": ns},
+                 "source": {"repoURL": "https://git.example.com/x.git", "path": "x"}}});
+    app["status"] = json!({"resources": [{"group": "wavegate.dev", "version": "v1alpha1",
+        "kind": "WaveGate", "namespace": ns, "name": "web-up", "status": "Synced", "syncWave": 0}]});
+    apply(&home, app).await;
+    let (status, waves) = wavegate
+        .json(&format!("/api/v1/applications/{ns}/by-alias/waves"))
+        .await
+        .unwrap();
+    assert_eq!(status, 200, "{waves}");
+    assert_eq!(
+        waves["waves"][0]["resources"][0]["status"], "Healthy",
+        "{waves}"
+    );
+    // Three resyncs later, no second controller has judged home's gates under the other name.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let (_, metrics) = wavegate.get("/metrics").await.unwrap();
+    let home_series = format!(r#"wavegate_gate_health{{cluster="in-cluster",namespace="{ns}""#);
+    assert!(
+        metrics.contains(&home_series),
+        "{home_series} not in:\n{metrics}"
+    );
+    assert!(
+        !metrics.contains(r#"cluster="again""#),
+        "a second gate controller judged home's gates as cluster \"again\":\n{metrics}"
+    );
+}
+
+/// A WaveGate in a destination cluster whose check waits on an Application: Argo CD keeps its
+/// Applications in its own (home) cluster, so that is where the check reads it, and a change of
+/// it there wakes the gate at once (not at the next resync, 10 minutes here).
+#[tokio::test]
+async fn a_remote_gate_reads_its_application_at_home_and_wakes_on_its_changes() {
+    let home = cluster::client().await;
+    let second = PrivateControlPlane::up("clusters-apps");
+    let remote = second.admin().await;
+    let overlay = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/remote-cluster");
+    second.kubectl(&["apply", "--server-side", "-k", overlay.to_str().unwrap()]);
+    second.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd/wavegates.wavegate.dev",
+    ]);
+    let token = second.kubectl(&[
+        "-n",
+        "wavegate",
+        "create",
+        "token",
+        "wavegate",
+        "--duration=1h",
+    ]);
+    let ca = std::fs::read(second.state.join("pki/ca.crt")).unwrap();
+    let server = format!("https://127.0.0.1:{}", second.apiserver_port);
+    let ns = cluster::namespace(&home, "clusters-apps").await;
+    second.kubectl(&["create", "namespace", &ns]);
+    let config = json!({"bearerToken": token.trim(), "tlsClientConfig": {
+        "insecure": false,
+        "caData": base64::engine::general_purpose::STANDARD.encode(&ca)}});
+    apply(
+        &home,
+        cluster_secret(&ns, "cluster-second", "second", &server, config),
+    )
+    .await;
+
+    // The child Application, at home: Healthy, Synced, compared with its spec.
+    let source = json!({"repoURL": "https://git.example.com/x.git", "path": "child",
+                        "targetRevision": "main"});
+    let destination = json!({"name": "second", "namespace": ns});
+    let child = |health: &str| {
+        json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+               "metadata": {"name": "child", "namespace": ns},
+               "spec": {"project": "default", "destination": destination, "source": source},
+               "status": {"health": {"status": health},
+                          "sync": {"status": "Synced", "revision": "4f1c2a9e",
+                                   "comparedTo": {"source": source, "destination": destination}}}})
+    };
+    apply(&home, child("Healthy")).await;
+    let mut waits = gate(&ns, "child-done", "unused");
+    waits["spec"]["checks"] = json!([{"name": "child", "application": {"name": "child"}}]);
+    apply(&remote, waits).await;
+
+    let wavegate = Serve::start(
+        "remote-apps",
+        &[
+            "--namespaces",
+            &ns,
+            "--resync",
+            "10m",
+            "--clusters-from",
+            "argocd-secrets",
+            "--clusters-namespace",
+            &ns,
+            "--clusters-resync",
+            "1s",
+        ],
+    );
+    let health = || async {
+        let g = gates(&remote, &ns)
+            .get("child-done")
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>(g.data["status"]["health"].clone())
+    };
+    eventually(
+        WAIT,
+        "the remote gate reads its Application at home",
+        || async {
+            let h = health().await?;
+            if h["status"] == "Healthy" {
+                Ok(())
+            } else {
+                Err(h.to_string())
+            }
+        },
+    )
+    .await;
+    // Argo CD (at home) finds the child Progressing again: the gate follows within seconds.
+    apply(&home, child("Progressing")).await;
+    eventually(
+        Duration::from_secs(15),
+        "a home Application change wakes the remote gate",
+        || async {
+            let h = health().await?;
+            if h["status"] == "Progressing" {
+                Ok(())
+            } else {
+                Err(h.to_string())
+            }
+        },
+    )
+    .await;
+    drop(wavegate);
 }

@@ -39,7 +39,7 @@ async fn applied_database_is_not_healthy_while_its_cluster_is_deleted_or_gone() 
         &cluster_ar,
         &ns,
         "pg",
-        json!({"instances": 1, "readyInstances": 1,
+        json!({"instances": 1, "readyInstances": 1, "currentPrimary": "pg-1", "targetPrimary": "pg-1",
                "conditions": [{"type": "Ready", "status": "True", "reason": "ClusterIsReady",
                                "message": "Cluster is Ready",
                                "lastTransitionTime": "2025-12-19T16:29:41Z"}]}),

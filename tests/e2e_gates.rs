@@ -219,6 +219,16 @@ async fn gates_follow_seed_001_to_healthy_and_time_out_to_degraded() {
         "metadata": {"name": "pg", "namespace": ns}, "spec": {"instances": 1}}),
     )
     .await;
+    // CNPG's instance manager: the primary runs (a Cluster that never had one applied nothing).
+    patch_status(
+        &admin,
+        &cluster::api_resource("postgresql.cnpg.io", "v1", "Cluster", "clusters"),
+        &ns,
+        "pg",
+        json!({"instances": 1, "readyInstances": 1, "currentPrimary": "pg-1",
+               "targetPrimary": "pg-1"}),
+    )
+    .await;
     let db = apply(
         &admin,
         json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Database",
@@ -597,4 +607,172 @@ async fn grace_of_a_failure_belongs_to_one_generation() {
         }
     })
     .await;
+}
+
+/// Holds the first WaveGate status write sent while armed, until released: the write as a
+/// replica that froze (or lost its lease, or was slow) between judging and writing sends it.
+#[derive(Clone, Default)]
+struct HeldWrite {
+    armed: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    caught: std::sync::Arc<tokio::sync::Notify>,
+    release: std::sync::Arc<tokio::sync::Notify>,
+    done: std::sync::Arc<tokio::sync::Notify>,
+    /// The API server's answer to the held write.
+    answer: std::sync::Arc<std::sync::Mutex<Option<u16>>>,
+}
+
+struct HeldWriteService<S> {
+    inner: std::sync::Arc<tokio::sync::Mutex<S>>,
+    hold: HeldWrite,
+}
+
+impl<S> tower::Layer<S> for HeldWrite {
+    type Service = HeldWriteService<S>;
+    fn layer(&self, inner: S) -> HeldWriteService<S> {
+        HeldWriteService {
+            inner: std::sync::Arc::new(tokio::sync::Mutex::new(inner)),
+            hold: self.clone(),
+        }
+    }
+}
+
+impl<S, B> tower::Service<http::Request<kube::client::Body>> for HeldWriteService<S>
+where
+    S: tower::Service<http::Request<kube::client::Body>, Response = http::Response<B>>
+        + Send
+        + 'static,
+    S::Future: Send + 'static,
+    S::Error: Send + 'static,
+    B: Send + 'static,
+{
+    type Response = http::Response<B>;
+    type Error = S::Error;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<http::Response<B>, S::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), S::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: http::Request<kube::client::Body>) -> Self::Future {
+        let (inner, hold) = (self.inner.clone(), self.hold.clone());
+        Box::pin(async move {
+            let path = req.uri().path();
+            let held = req.method() == http::Method::PATCH
+                && path.contains("/wavegates/")
+                && path.ends_with("/status")
+                && hold.armed.swap(false, std::sync::atomic::Ordering::SeqCst);
+            if held {
+                hold.caught.notify_one();
+                hold.release.notified().await;
+            }
+            let sent = {
+                let mut svc = inner.lock().await;
+                std::future::poll_fn(|cx| svc.poll_ready(cx)).await?;
+                svc.call(req)
+            };
+            let answer = sent.await;
+            if held {
+                if let Ok(r) = &answer {
+                    *hold.answer.lock().unwrap() = Some(r.status().as_u16());
+                }
+                hold.done.notify_one();
+            }
+            answer
+        })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_status_judged_on_an_older_spec_is_never_written_over_the_new_one() {
+    // The gate controller judged generation 1 and sent its status; the write is held up (a
+    // frozen replica, a lost lease, a slow network) while Argo CD applies generation 2. The
+    // late write must be refused, not stored over generation 2 (where Argo CD would read a
+    // verdict about checks the gate no longer has); the controller then judges generation 2.
+    let admin = cluster::client().await;
+    let ns = cluster::namespace(&admin, "gates-late-write").await;
+    serving(&admin, &ns, "web", "10.244.9.1").await;
+    let hold = HeldWrite::default();
+    hold.armed.store(true, std::sync::atomic::Ordering::SeqCst);
+    let config = kube::Config::infer().await.unwrap();
+    let client = kube::client::ClientBuilder::try_from(config)
+        .unwrap()
+        .with_layer(&hold)
+        .build();
+    let wg = Wavegate::start_in(client, EvalConfig::default(), &[&ns]).await;
+    let _controller = tokio::spawn(wavegate::gate::controller::run_with(
+        wg.evaluator.clone(),
+        wg.metrics.clone(),
+        wavegate::gate::controller::Settings::new(Duration::from_secs(60)),
+    ));
+
+    // Every version the API server stores, from before the first write on.
+    let api = gates_api(&admin, &ns);
+    let versions = std::sync::Arc::new(std::sync::Mutex::new(Vec::<Value>::new()));
+    let seen = versions.clone();
+    let watch_api = api.clone();
+    let _watch = tokio::spawn(async move {
+        use futures::StreamExt;
+        let stream = kube::runtime::watcher(watch_api, kube::runtime::watcher::Config::default());
+        let mut stream = std::pin::pin!(stream);
+        while let Some(Ok(event)) = stream.next().await {
+            if let kube::runtime::watcher::Event::Apply(o)
+            | kube::runtime::watcher::Event::InitApply(o) = event
+            {
+                seen.lock().unwrap().push(serde_json::to_value(o).unwrap());
+            }
+        }
+    });
+
+    let one_check = json!({"checks": [{"name": "web", "service": {"name": "web"}}]});
+    apply(&admin, gate(&ns, "late", one_check)).await;
+    tokio::time::timeout(Duration::from_secs(30), hold.caught.notified())
+        .await
+        .expect("the controller's first status write");
+    // Argo CD applies the new spec while that write is on its way.
+    let two_checks = json!({"checks": [
+        {"name": "web", "service": {"name": "web"}},
+        {"name": "api", "service": {"name": "api"}}]});
+    let applied = apply(&admin, gate(&ns, "late", two_checks)).await;
+    assert_eq!(applied.metadata.generation, Some(2));
+    hold.release.notify_one();
+    tokio::time::timeout(Duration::from_secs(30), hold.done.notified())
+        .await
+        .expect("the held write answered");
+    let answer = *hold.answer.lock().unwrap();
+
+    // Generation 2 judged (`api` selects nothing that exists: not Healthy).
+    let g = eventually(Duration::from_secs(30), "generation 2 judged", || async {
+        let g = serde_json::to_value(api.get("late").await.map_err(|e| e.to_string())?).unwrap();
+        if g["status"]["observedGeneration"] == 2 {
+            Ok(g)
+        } else {
+            Err(g["status"].to_string())
+        }
+    })
+    .await;
+    assert_ne!(g["status"]["health"]["status"], "Healthy", "{g}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A status written once generation 2 existed (the status changed between two versions of
+    // generation 2) must be about generation 2. (The status stored before the spec changed
+    // stays, unchanged, until a write replaces it; another wavegate on the shared control
+    // plane may have written it.)
+    let versions = versions.lock().unwrap().clone();
+    let written_over: Vec<&Value> = versions
+        .windows(2)
+        .filter(|w| w[0]["metadata"]["generation"] == 2 && w[1]["metadata"]["generation"] == 2)
+        .filter(|w| w[0]["status"] != w[1]["status"])
+        .map(|w| &w[1])
+        .filter(|v| v["status"]["observedGeneration"] == 1)
+        .collect();
+    assert!(
+        written_over.is_empty(),
+        "a status judged on generation 1 was stored over generation 2 (the held write was \
+         answered {answer:?}): {written_over:?}"
+    );
+    assert_eq!(answer, Some(409), "the late write is refused as a conflict");
 }

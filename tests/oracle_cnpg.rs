@@ -3,9 +3,10 @@
 //! check:
 //!
 //! - Healthy needs: the Database exists and is not being deleted; its Cluster exists and is
-//!   not being deleted; `status.applied` is true and `status.observedGeneration` equals
-//!   `metadata.generation`; with `requireClusterReady`, the Cluster's `Ready` condition is
-//!   True.
+//!   not being deleted and has had a primary (`currentPrimary` set: a Cluster that never had
+//!   one did not apply anything, so `applied: true` is about an older Cluster of its name);
+//!   `status.applied` is true and `status.observedGeneration` equals `metadata.generation`;
+//!   with `requireClusterReady`, the Cluster's `Ready` condition is True.
 //! - Degraded (only ever as a persistent finding, after the grace period) needs CNPG's own
 //!   failure, `status.applied: false`, on a Database and Cluster that both exist and are not
 //!   being deleted, and a primary that could have applied it (`currentPrimary` set, equal to
@@ -167,6 +168,7 @@ fn oracle_healthy(d: &Db, c: Option<&Cluster>, require_ready: bool) -> bool {
     !d.deleting
         && d.has_cluster_ref
         && usable_cluster(c)
+        && c.is_some_and(|c| c.primary != 0)
         && s.applied == Some(true)
         && d.generation.is_some()
         && s.observed == d.generation

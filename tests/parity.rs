@@ -168,7 +168,8 @@ fn ready_cluster() -> Value {
         "kind": "Cluster",
         "metadata": {"name": "pg", "namespace": "ddb", "generation": 1},
         "spec": {"instances": 1},
-        "status": {"readyInstances": 1, "conditions": [{"type": "Ready", "status": "True"}]}
+        "status": {"readyInstances": 1, "currentPrimary": "pg-1", "targetPrimary": "pg-1",
+                   "conditions": [{"type": "Ready", "status": "True"}]}
     })
 }
 
@@ -700,6 +701,49 @@ proptest! {
         prop_assert!(disagreement.is_none(), "{}\n{}", disagreement.unwrap_or_default(),
             serde_json::to_string_pretty(&state.app).unwrap());
     }
+
+    /// Annotation mode: the verdict wavegate writes with the state it judged reads back as
+    /// written (the script renders the same judged state), and a verdict judged on another
+    /// state of the same generation is not believed.
+    #[test]
+    fn application_verdicts_in_annotation_mode_are_believed_only_for_the_state_they_judged(
+        state in application_state(),
+        other in application_state(),
+    ) {
+        let rust = application::check("argocd", "child", Some(&state.app));
+        let fresh = application_annotated(&state.app, &rust, &state.app);
+        let (status, message) = lua("argoproj.io/Application", &fresh);
+        prop_assert_eq!(status.as_str(), argo_view(rust.status),
+            "Rust {} ({}) but Lua {} ({})", rust.status, rust.message, status, message);
+        let judged_elsewhere = application::check("argocd", "child", Some(&other.app));
+        let stale = application_annotated(&state.app, &judged_elsewhere, &other.app);
+        let (status, message) = lua("argoproj.io/Application", &stale);
+        if application::judged_state(&other.app) != application::judged_state(&state.app) {
+            prop_assert_eq!(status.as_str(), "Progressing", "{}", message);
+        } else {
+            prop_assert_eq!(status.as_str(), argo_view(judged_elsewhere.status), "{}", message);
+        }
+    }
+}
+
+/// `app` carrying the annotations annotation mode writes for `verdict`, judged on `judged`
+/// (whose generation is `app`'s: the generation check is not what is tested here).
+fn application_annotated(app: &Value, verdict: &Verdict, judged: &Value) -> Value {
+    use wavegate::annotate::{JUDGED_STATE, OPT_IN, VALID_UNTIL, wanted_annotations};
+    let mut app = app.clone();
+    app["metadata"]["generation"] = 7.into();
+    let mut annotations = serde_json::Map::new();
+    annotations.insert(OPT_IN.into(), "true".into());
+    for (k, v) in wanted_annotations(verdict, Some(7)) {
+        annotations.insert(k, v.into());
+    }
+    annotations.insert(
+        JUDGED_STATE.into(),
+        application::judged_state(judged).into(),
+    );
+    annotations.insert(VALID_UNTIL.into(), "4102444800".into());
+    app["metadata"]["annotations"] = Value::Object(annotations);
+    app
 }
 
 // ---- CNPG lifecycles, whole sequences ------------------------------------------------------
@@ -720,6 +764,9 @@ enum CnpgEvent {
     SpecChanged,
     ClusterDeleted,
     ClusterRecreated,
+    /// Deleted and recreated under the same name before CNPG's operator reconciled the
+    /// deletion: nothing rewrites the Database's status, `applied: true` included.
+    ClusterReplacedUnnoticed,
     PrimaryReady,
     Wait,
 }
@@ -731,6 +778,7 @@ fn cnpg_event() -> impl Strategy<Value = CnpgEvent> {
         1 => Just(CnpgEvent::SpecChanged),
         1 => Just(CnpgEvent::ClusterDeleted),
         1 => Just(CnpgEvent::ClusterRecreated),
+        1 => Just(CnpgEvent::ClusterReplacedUnnoticed),
         2 => Just(CnpgEvent::PrimaryReady),
         3 => Just(CnpgEvent::Wait),
     ]
@@ -743,6 +791,9 @@ struct CnpgWorld {
     now: Duration,
     /// The failure identity being timed and since when (the evaluator's `failing_since`).
     failing: Option<(String, Duration)>,
+    /// The Database's status was written for a Cluster that is gone and nothing has rewritten
+    /// it: only the Cluster shows that, and the Lua cannot see the Cluster.
+    status_outlived_cluster: bool,
 }
 
 impl CnpgWorld {
@@ -757,6 +808,7 @@ impl CnpgWorld {
             clusters_made: 0,
             now: Duration::ZERO,
             failing: None,
+            status_outlived_cluster: false,
         };
         w.recreate_cluster();
         w.primary_ready();
@@ -786,6 +838,13 @@ impl CnpgWorld {
         }
     }
 
+    /// CNPG's Database reconciler returns at once when `observedGeneration` equals the
+    /// generation (internal/management/controller/database_controller.go, "If everything is
+    /// reconciled, we're done here").
+    fn reconciles(&self) -> bool {
+        self.db["status"]["observedGeneration"].as_i64() != Some(self.generation())
+    }
+
     fn primary_runs(&self) -> bool {
         self.cluster
             .as_ref()
@@ -796,13 +855,16 @@ impl CnpgWorld {
         let g = self.generation();
         match event {
             // Only a running primary reconciles a Database.
-            CnpgEvent::Applied if self.primary_runs() => {
+            // (and, like CNPG's Database reconciler, only while observedGeneration lags).
+            CnpgEvent::Applied if self.primary_runs() && self.reconciles() => {
                 self.db["status"] = json!({"applied": true, "observedGeneration": g});
+                self.status_outlived_cluster = false;
             }
-            CnpgEvent::Failed if self.primary_runs() => {
+            CnpgEvent::Failed if self.primary_runs() && self.reconciles() => {
                 let observed = self.db["status"]["observedGeneration"].clone();
                 self.db["status"] = json!({"applied": false, "observedGeneration": observed,
                     "message": "role \"forgejo\" does not exist"});
+                self.status_outlived_cluster = false;
             }
             CnpgEvent::SpecChanged => self.db["metadata"]["generation"] = (g + 1).into(),
             CnpgEvent::ClusterDeleted if self.cluster.is_some() => {
@@ -811,6 +873,10 @@ impl CnpgWorld {
                     "message": "cluster resource has been deleted, skipping reconciliation"});
             }
             CnpgEvent::ClusterRecreated if self.cluster.is_none() => self.recreate_cluster(),
+            CnpgEvent::ClusterReplacedUnnoticed if self.cluster.is_some() => {
+                self.recreate_cluster();
+                self.status_outlived_cluster = !self.db["status"].is_null();
+            }
             CnpgEvent::PrimaryReady => self.primary_ready(),
             _ => {}
         }
@@ -884,12 +950,14 @@ proptest! {
             let rust = world.judge();
             let at = format!("step {step} ({event:?}) of {events:?}");
             // The native rule (no opt-in) never fails a sync, and is never Healthy where Rust
-            // is not (here CNPG rewrites the status whenever the Cluster goes away, so the
-            // Database's own status shows everything Rust needs).
+            // is not, except where only the Cluster shows it: a status that outlived its
+            // Cluster (deleted and recreated before CNPG noticed), which a script that sees one
+            // object cannot tell; annotation mode (below) or a gate can.
             let (native, message) = lua("postgresql.cnpg.io/Database", &world.db);
             prop_assert!(native != "Degraded", "{at}: native Lua Degraded: {message}");
             prop_assert!(
-                native != "Healthy" || rust.status == HealthStatus::Healthy,
+                native != "Healthy" || rust.status == HealthStatus::Healthy
+                    || world.status_outlived_cluster,
                 "{}: native Lua Healthy ({}) but Rust {}", at, message, rust
             );
             // Annotation mode, freshly written.
@@ -946,6 +1014,34 @@ fn cnpg_cluster_recreated_under_the_same_name_is_never_degraded_while_it_bootstr
     world.apply(CnpgEvent::Wait);
     world.apply(CnpgEvent::Wait);
     assert_eq!(world.judge().status, HealthStatus::Degraded);
+}
+
+/// The incident: a Cluster deleted and recreated under the same name before CNPG's operator
+/// reconciled the deletion. Nothing rewrote the Database's `applied: true`, and the new
+/// Cluster, bootstrapping, has no database: a judge that believed the status released the
+/// next wave onto a Cluster without it.
+#[test]
+fn cnpg_stale_applied_true_on_a_recreated_cluster_is_not_healthy_while_it_bootstraps() {
+    let mut world = CnpgWorld::new();
+    world.apply(CnpgEvent::Applied);
+    assert_eq!(world.judge().status, HealthStatus::Healthy);
+    world.apply(CnpgEvent::ClusterReplacedUnnoticed);
+    assert_eq!(world.db["status"]["applied"], true, "status untouched");
+    for _ in 0..4 {
+        let v = world.judge();
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        assert!(
+            v.message.contains("Cluster ddb/pg has never had a primary"),
+            "{v}"
+        );
+        // Annotation mode carries it to Argo CD: the fresh annotation reads Progressing.
+        let (status, message) = lua(
+            "postgresql.cnpg.io/Database",
+            &world.annotated(&v, &world.db),
+        );
+        assert_eq!(status, "Progressing", "{message}");
+        world.apply(CnpgEvent::Wait);
+    }
 }
 
 // ---- Service annotation mode, whole sequences ----------------------------------------------

@@ -16,6 +16,35 @@ use serde_json::{Map, Value};
 
 use crate::health::{HealthStatus, Verdict};
 
+/// The status an Application's verdict was judged on, as annotation mode records it
+/// (`wavegate.dev/judged-state`) and the Application health script renders it:
+/// `health=<status>,sync=<status>,revision=<rev, or revisions joined by spaces>,operation=<phase>,requested=<true|false>`.
+/// Argo CD's Application CRD has no status subresource (`subresources: {}`), so today every
+/// status write bumps `metadata.generation` and the observed generation already dates a
+/// verdict; this keeps a stored verdict honest where that does not hold (a CRD served with a
+/// status subresource), and says in the annotation what the verdict was about.
+pub fn judged_state(app: &Value) -> String {
+    let text = |p: &str| app.pointer(p).and_then(Value::as_str).unwrap_or("");
+    let revision = match app
+        .pointer("/status/sync/revisions")
+        .and_then(Value::as_array)
+    {
+        Some(list) if !list.is_empty() => list
+            .iter()
+            .map(|r| r.as_str().unwrap_or(""))
+            .collect::<Vec<_>>()
+            .join(" "),
+        _ => text("/status/sync/revision").to_string(),
+    };
+    let requested = app.get("operation").is_some_and(|o| !o.is_null());
+    format!(
+        "health={},sync={},revision={revision},operation={},requested={requested}",
+        text("/status/health/status"),
+        text("/status/sync/status"),
+        text("/status/operationState/phase"),
+    )
+}
+
 /// Judge one child Application.
 pub fn check(namespace: &str, name: &str, application: Option<&Value>) -> Verdict {
     let object = format!("Application {namespace}/{name}");

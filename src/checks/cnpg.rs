@@ -199,6 +199,28 @@ pub fn check(
         ));
     }
 
+    // `applied: true` is the word of the primary that applied it, and a Cluster with no
+    // `status.currentPrimary` has never had one: the instance manager records itself there
+    // when its primary starts (internal/management/controller/instance_startup.go), and CNPG
+    // never clears it. So this status was written for an older Cluster of the same name,
+    // deleted and recreated before the operator's Cluster reconciler saw it gone (only a
+    // reconcile that finds no Cluster marks its Databases `applied: false`,
+    // internal/controller/cluster_controller.go → notifyDeletionToOwnedResources): the new
+    // Cluster, still bootstrapping, has no database yet. (A Cluster that had a primary keeps
+    // the name through a switchover, and replicas carry the database, so only "never had a
+    // primary" says the status is about another Cluster.)
+    if text_field(cluster, "/status/currentPrimary").is_none() {
+        let phase = text_field(cluster, "/status/phase")
+            .map(|p| format!(", phase {p:?}"))
+            .unwrap_or_default();
+        return Verdict::progressing(format!(
+            "Database {id}: CNPG reports applied: true, but Cluster {cluster_id} has never had \
+             a primary{phase}, so that status is about an older Cluster of the same name and \
+             this one has not created the database yet"
+        ))
+        .into();
+    }
+
     if params.require_cluster_ready
         && let Some(problem) = cluster_problem
     {
@@ -233,12 +255,7 @@ pub fn check(
 /// in internal/management/controller/database_controller.go requeues during a switchover) and
 /// at least one instance is ready.
 fn no_acting_primary(cluster_id: &str, cluster: &Value) -> Option<String> {
-    let text = |p: &str| {
-        cluster
-            .pointer(p)
-            .and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-    };
+    let text = |p: &str| text_field(cluster, p);
     let current = text("/status/currentPrimary");
     let target = text("/status/targetPrimary");
     let ready = cluster
@@ -259,6 +276,14 @@ fn no_acting_primary(cluster_id: &str, cluster: &Value) -> Option<String> {
         )),
         Some(_) => None,
     }
+}
+
+/// A non-empty string at `pointer`.
+fn text_field<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
+    object
+        .pointer(pointer)
+        .and_then(Value::as_str)
+        .filter(|s| !s.is_empty())
 }
 
 /// Why the Cluster is not Ready, or `None` when it is. Readiness is CNPG's own condition
@@ -564,6 +589,43 @@ mod tests {
             &Params::default(),
         );
         assert!(matches!(finding, Finding::Persistent { .. }), "{finding:?}");
+    }
+
+    #[test]
+    fn applied_true_left_from_a_deleted_cluster_while_the_new_one_bootstraps_is_progressing() {
+        // Deleted and recreated before CNPG's operator noticed: nothing rewrote the status, and
+        // the new Cluster has no primary yet, so no database either.
+        let (_, cluster) = after_cluster_recreate();
+        let v = settled(check(
+            "ddb",
+            "forgejo",
+            Some(&fixture(APPLIED)),
+            Some(&cluster),
+            &Params::default(),
+        ));
+        assert_eq!(
+            v,
+            Verdict::progressing(
+                "Database ddb/forgejo: CNPG reports applied: true, but Cluster ddb/ddb-cluster \
+                 has never had a primary, phase \"Setting up primary\", so that status is about \
+                 an older Cluster of the same name and this one has not created the database yet"
+            )
+        );
+    }
+
+    #[test]
+    fn applied_database_during_a_switchover_stays_healthy() {
+        // The Cluster had a primary: the database is on it and on its replicas.
+        let mut cluster = fixture(CLUSTER_READY);
+        cluster["status"]["targetPrimary"] = "ddb-cluster-2".into();
+        let v = settled(check(
+            "ddb",
+            "forgejo",
+            Some(&fixture(APPLIED)),
+            Some(&cluster),
+            &Params::default(),
+        ));
+        assert_eq!(v.status, HealthStatus::Healthy, "{v}");
     }
 
     #[test]

@@ -59,7 +59,34 @@ pub struct Cluster {
     /// with it stops rather than answer about a cluster no longer judged (see [`InUse`]).
     pub stopped: CancellationToken,
     fingerprint: u64,
+    /// Which cluster this really is ([`identity`]), once read.
+    identity: std::sync::OnceLock<String>,
+    /// Whether not reading it was logged (once, not at every resync).
+    identity_warned: std::sync::atomic::AtomicBool,
 }
+
+/// What a cluster is, whatever address a Secret spells for it: the UID of its `kube-system`
+/// Namespace. Every cluster has one (the API server creates it at start, pkg/controlplane's
+/// system-namespaces controller), it can never be deleted (k8s.io/apiserver
+/// `pkg/admission/plugin/namespace/lifecycle`, `immortalNamespaces`), and a UID is unique per
+/// cluster, so two API addresses that show the same one front the same objects. Needs `get`
+/// on that one Namespace, at home and in every remote cluster.
+pub async fn identity(client: &kube::Client) -> Result<String, String> {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let read = tokio::time::timeout(IDENTITY_TIMEOUT, namespaces.get("kube-system"));
+    match read.await {
+        Err(_) => Err(format!("no answer within {}s", IDENTITY_TIMEOUT.as_secs())),
+        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok(ns)) => ns
+            .metadata
+            .uid
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| "Namespace kube-system has no uid".to_string()),
+    }
+}
+
+/// How long reading a cluster's identity may take (once per cluster, or per resync until read).
+const IDENTITY_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// A cluster as a request uses it: its evaluator, and the signal that it is no longer judged.
 #[derive(Clone)]
@@ -130,8 +157,16 @@ pub type Build = dyn Fn(&Destination, kube::Client) -> Result<Arc<Evaluator>, St
 /// The clusters that run now.
 pub struct Clusters {
     home: Arc<Evaluator>,
-    /// Other names the source gives the home cluster (a renamed `in-cluster` Secret).
+    /// Other names the source gives the home cluster (a renamed `in-cluster` Secret, or a
+    /// Secret that reaches it by another address).
     home_names: RwLock<Arc<std::collections::BTreeSet<String>>>,
+    /// Other addresses of the home cluster (a Secret's server whose identity is home's).
+    home_servers: RwLock<Arc<std::collections::BTreeSet<String>>>,
+    /// The home cluster's [`identity`], once read.
+    home_identity: std::sync::OnceLock<String>,
+    /// Secrets found to reach home, by name, with the fingerprint of what they said: unchanged,
+    /// they are not connected again at every refresh.
+    alias_fingerprints: RwLock<HashMap<String, u64>>,
     /// Never fired: the home cluster is never replaced.
     home_running: CancellationToken,
     remote: RwLock<Arc<BTreeMap<String, Arc<Cluster>>>>,
@@ -146,6 +181,9 @@ impl Clusters {
         Arc::new(Clusters {
             home,
             home_names: RwLock::default(),
+            home_servers: RwLock::default(),
+            home_identity: std::sync::OnceLock::new(),
+            alias_fingerprints: RwLock::default(),
             home_running: CancellationToken::new(),
             remote: RwLock::default(),
             refused: RwLock::default(),
@@ -217,7 +255,12 @@ impl Clusters {
                 .ok_or_else(|| ClusterError::UnknownName(crate::health::printable(name))),
             (None, Some(server)) => {
                 let server = normalize_server(server);
-                if server == HOME_SERVER {
+                let aliased = || {
+                    self.home_servers
+                        .read()
+                        .is_ok_and(|servers| servers.contains(&server))
+                };
+                if server == HOME_SERVER || aliased() {
                     return Ok(self.home_in_use());
                 }
                 // Servers are unique among the remotes (`refresh` refuses duplicates).
@@ -233,24 +276,71 @@ impl Clusters {
         }
     }
 
+    /// Whether `cluster` is proven to be another cluster than home: both identities read, and
+    /// different. Only such a cluster gets a gate controller of its own: one that might be home
+    /// by another address would be a second writer of home's WaveGates.
+    pub fn proven_elsewhere(&self, cluster: &Cluster) -> bool {
+        match (self.home_identity.get(), cluster.identity.get()) {
+            (Some(home), Some(there)) => home != there,
+            _ => false,
+        }
+    }
+
     /// Read the source and bring the running set in line with it. A source that cannot be
     /// read at all (the home API server down) leaves the set as it is.
     pub async fn refresh(&self, source: &Source, build: &Build) -> Result<(), ClusterError> {
         let found = source.read().await?;
         let current = self.remotes();
         let mut next = BTreeMap::new();
-        let (usable, home_names, mut refused) = unambiguous(found);
+        let (usable, mut home_names, mut refused) = unambiguous(found);
+        let mut home_servers = std::collections::BTreeSet::new();
+        let mut aliases = HashMap::new();
+        // Identities learnt in this round: a cluster proven elsewhere now gets its writer.
+        let mut learnt = false;
+        if self.home_identity.get().is_none() {
+            match identity(self.home.cache().client()).await {
+                Ok(id) => learnt |= self.home_identity.set(id).is_ok(),
+                Err(e) => tracing::warn!(
+                    error = %e,
+                    "cannot read the home cluster's identity (get namespaces/kube-system); no \
+                     remote cluster gets a gate controller until it can be told apart from home"
+                ),
+            }
+        }
         for (origin, d) in usable {
             let kept = current
                 .get(&d.name)
                 .filter(|c| c.fingerprint == d.fingerprint)
                 .cloned();
             let cluster = match kept {
-                Some(c) => c,
-                None => match connect(&d, build).await {
-                    Ok(c) => {
+                Some(c) => {
+                    learnt |= c.identify(&d.name).await;
+                    c
+                }
+                // Known as home by this Secret as it is: nothing to connect.
+                None if self
+                    .alias_fingerprints
+                    .read()
+                    .is_ok_and(|a| a.get(&d.name) == Some(&d.fingerprint)) =>
+                {
+                    home_names.insert(d.name.clone());
+                    home_servers.insert(d.server.clone());
+                    aliases.insert(d.name.clone(), d.fingerprint);
+                    continue;
+                }
+                None => match connect(&d, build, self.home_identity.get()).await {
+                    Ok(Some(c)) => {
+                        learnt |= c.identity.get().is_some();
                         tracing::info!(cluster = %d.name, server = %d.server, %origin, "cluster added");
                         Arc::new(c)
+                    }
+                    Ok(None) => {
+                        tracing::info!(cluster = %d.name, server = %d.server, %origin,
+                            "this cluster Secret names the home cluster by another address; served as home");
+                        home_names.insert(d.name.clone());
+                        home_servers.insert(d.server.clone());
+                        aliases.insert(d.name.clone(), d.fingerprint);
+                        continue;
                     }
                     Err(e) => {
                         refused.push(Refused {
@@ -261,6 +351,17 @@ impl Clusters {
                     }
                 },
             };
+            // The home cluster by another address: served as home, never a second writer.
+            if let (Some(home), Some(there)) = (self.home_identity.get(), cluster.identity.get())
+                && home == there
+            {
+                tracing::info!(cluster = %d.name, server = %d.server, %origin,
+                    "this cluster Secret names the home cluster by another address; served as home");
+                home_names.insert(d.name.clone());
+                home_servers.insert(d.server.clone());
+                aliases.insert(d.name.clone(), d.fingerprint);
+                continue;
+            }
             next.insert(d.name.clone(), cluster);
         }
         // Replaced or removed: whatever is in flight with the old one stops.
@@ -289,7 +390,13 @@ impl Clusters {
         if let Ok(mut h) = self.home_names.write() {
             *h = Arc::new(home_names);
         }
-        if !same {
+        if let Ok(mut h) = self.home_servers.write() {
+            *h = Arc::new(home_servers);
+        }
+        if let Ok(mut a) = self.alias_fingerprints.write() {
+            *a = aliases;
+        }
+        if !same || learnt {
             if let Ok(mut r) = self.remote.write() {
                 *r = Arc::new(next);
             }
@@ -414,20 +521,63 @@ pub(crate) fn bounded_client(
         .build())
 }
 
-async fn connect(d: &Destination, build: &Build) -> Result<Cluster, ClusterError> {
+/// A new or changed cluster: its evaluator, or `None` when its identity is home's (no
+/// evaluator, no watch: it is served as home). An unreadable identity is read again at the next
+/// refresh ([`Cluster::identify`]).
+async fn connect(
+    d: &Destination,
+    build: &Build,
+    home: Option<&String>,
+) -> Result<Option<Cluster>, ClusterError> {
     let config =
         kube::Config::from_custom_kubeconfig(d.kubeconfig.clone(), &KubeConfigOptions::default())
             .await
             .map_err(|e| ClusterError::Connect(e.to_string()))?;
     let client = bounded_client(config, MAX_RESPONSE_BYTES)?;
+    let known = std::sync::OnceLock::new();
+    match identity(&client).await {
+        Ok(id) if Some(&id) == home => return Ok(None),
+        Ok(id) => {
+            let _ = known.set(id);
+        }
+        Err(e) => tracing::warn!(cluster = %d.name, error = %e,
+            "cannot read this cluster's identity (get namespaces/kube-system); its WaveGates get \
+             no status writer until it can be told apart from home"),
+    }
     let evaluator = build(d, client).map_err(ClusterError::Build)?;
-    Ok(Cluster {
+    Ok(Some(Cluster {
         name: d.name.clone(),
         server: d.server.clone(),
         evaluator,
         stopped: CancellationToken::new(),
         fingerprint: d.fingerprint,
-    })
+        identity_warned: std::sync::atomic::AtomicBool::new(known.get().is_none()),
+        identity: known,
+    }))
+}
+
+impl Cluster {
+    /// Read this cluster's [`identity`] unless known; whether it was learnt now.
+    async fn identify(&self, name: &str) -> bool {
+        if self.identity.get().is_some() {
+            return false;
+        }
+        match identity(self.evaluator.cache().client()).await {
+            Ok(id) => self.identity.set(id).is_ok(),
+            Err(e) => {
+                if self
+                    .identity_warned
+                    .swap(true, std::sync::atomic::Ordering::Relaxed)
+                {
+                    return false;
+                }
+                tracing::warn!(cluster = %name, error = %e,
+                    "cannot read this cluster's identity (get namespaces/kube-system); its \
+                     WaveGates get no status writer until it can be told apart from home");
+                false
+            }
+        }
+    }
 }
 
 /// How a remote cluster is judged: like home, except that CockroachDB checks send no probe and

@@ -76,10 +76,12 @@ pub struct Settings {
     pub argocd_namespace: String,
     /// How long a written verdict counts (`health.validUntil`); `None`: forever.
     pub status_validity: Option<Duration>,
-    /// Where the Applications that manage the gates are read. `None`: the gates' own cluster.
-    /// A remote cluster's controller reads them in the home cluster, where Argo CD keeps them;
-    /// a change there reaches its gates at the next resync (the change feed is per cluster).
-    pub applications: Option<Arc<crate::cache::Cache>>,
+    /// The home cluster's evaluator, for a remote cluster's controller (`None` at home). Argo
+    /// CD keeps Applications in the cluster it runs in, whatever cluster it deploys to
+    /// (argo-cd `util/argo` reads them from its own namespace, `controller/appcontroller.go`
+    /// lists them there), so the Application that manages a gate and the Applications that
+    /// `application:` checks name are read there, and their changes there wake these gates.
+    pub home: Option<Arc<Evaluator>>,
     /// The gates' cluster, as the `cluster` label of `wavegate_gate_health` names it.
     pub cluster: String,
 }
@@ -90,7 +92,7 @@ impl Settings {
             resync,
             argocd_namespace: DEFAULT_ARGOCD_NAMESPACE.into(),
             status_validity: Some(DEFAULT_STATUS_VALIDITY),
-            applications: None,
+            home: None,
             cluster: HOME_CLUSTER.into(),
         }
     }
@@ -111,7 +113,14 @@ pub(crate) const DEFAULT_ARGOCD_NAMESPACE: &str = "argocd";
 /// [`run`], with all settings.
 pub async fn run_with(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, settings: Settings) {
     let resync = settings.resync;
-    let changes = evaluator.cache().subscribe();
+    let changes = match &settings.home {
+        Some(home) => queue::Feed::with_other(
+            evaluator.cache().subscribe(),
+            home.cache().subscribe(),
+            |c| c.kind == APPLICATIONS,
+        ),
+        None => evaluator.cache().subscribe().into(),
+    };
     let gates = Arc::new(Gates {
         events: events::Publisher::new(evaluator.cache().client().clone(), metrics.clone()),
         evaluator,
@@ -194,7 +203,7 @@ impl Gates {
         lock(&self.index).set(key.clone(), deps);
         let judged: Vec<_> = futures::future::join_all(asks.iter().map(|(n, ask)| async move {
             let j = match ask {
-                Ok(ask) => self.evaluator.judge_fresh(ask).await,
+                Ok(ask) => self.evaluator_for(ask).judge_fresh(ask).await,
                 Err(e) => Judgement {
                     verdict: invalid_check(e),
                     blind: None,
@@ -218,7 +227,7 @@ impl Gates {
         // is the same: Argo CD may keep Applications where wavegate does not look (another
         // `--argocd-namespace`, OpenShift GitOps' `openshift-gitops`), so "not found" is no
         // proof that nothing is syncing the gate.
-        let applications = self.settings.applications.as_ref().unwrap_or(cache);
+        let applications = self.settings.home.as_ref().map_or(cache, |h| h.cache());
         let now = k8s_openapi::jiff::Timestamp::now();
         let sync = match &managed_by {
             Some((app_ns, app)) => match applications.object(&APPLICATIONS, app_ns, app).await {
@@ -283,6 +292,15 @@ impl Gates {
             }
         }
         Ok(decision.requeue)
+    }
+
+    /// Who judges `ask`: the home cluster for an Application (where Argo CD keeps them), the
+    /// gate's own cluster for everything else.
+    fn evaluator_for(&self, ask: &Ask) -> &Arc<Evaluator> {
+        match (&ask.check, &self.settings.home) {
+            (Check::Application, Some(home)) => home,
+            _ => &self.evaluator,
+        }
     }
 
     /// When the managing Application's current sync attempt began, remembering when a retry

@@ -378,7 +378,7 @@ wait_until 120 "wave 0: CNPG Cluster ddb-cluster applied" exists "$CLUSTER"
 # the Ready condition that the gate's requireClusterReady reads is still False.
 ts="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 kubectl -n ddb patch cluster ddb-cluster --subresource=status --type merge -p "{\"status\":{
-  \"phase\":\"Cluster in healthy state\",\"instances\":3,\"readyInstances\":2,
+  \"phase\":\"Cluster in healthy state\",\"instances\":3,\"readyInstances\":2,\"currentPrimary\":\"ddb-cluster-1\",\"targetPrimary\":\"ddb-cluster-1\",
   \"conditions\":[{\"type\":\"Ready\",\"status\":\"False\",\"reason\":\"ClusterIsNotReady\",\"message\":\"Cluster Is Not Ready\",\"lastTransitionTime\":\"$ts\"}]}}" >/dev/null
 DB=/apis/postgresql.cnpg.io/v1/namespaces/ddb/databases
 wait_until 60 "wave 1: Databases applied" exists "$DB/authentik"

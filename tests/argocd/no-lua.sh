@@ -131,7 +131,7 @@ spec: {instances: 1}
 YAML
   local ts; ts="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
   kubectl -n "$1" patch cluster pg --subresource=status --type merge -p "{\"status\":{
-    \"phase\":\"Cluster in healthy state\",\"instances\":1,\"readyInstances\":1,
+    \"phase\":\"Cluster in healthy state\",\"instances\":1,\"readyInstances\":1,\"currentPrimary\":\"pg-1\",\"targetPrimary\":\"pg-1\",
     \"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"ClusterIsReady\",\"message\":\"Cluster is Ready\",\"lastTransitionTime\":\"$ts\"}]}}" >/dev/null
 }
 

@@ -134,7 +134,7 @@ application seed-000-cockroachdb seed-000 prod
 wait_until 120 "wave 0: CNPG Cluster ddb-cluster applied" exists /apis/postgresql.cnpg.io/v1/namespaces/ddb/clusters/ddb-cluster
 ts="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
 kubectl -n ddb patch cluster ddb-cluster --subresource=status --type merge -p "{\"status\":{
-  \"phase\":\"Cluster in healthy state\",\"instances\":3,\"readyInstances\":3,
+  \"phase\":\"Cluster in healthy state\",\"instances\":3,\"readyInstances\":3,\"currentPrimary\":\"ddb-cluster-1\",\"targetPrimary\":\"ddb-cluster-1\",
   \"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"ClusterIsReady\",\"message\":\"Cluster is Ready\",\"lastTransitionTime\":\"$ts\"}]}}" >/dev/null
 DB=/apis/postgresql.cnpg.io/v1/namespaces/ddb/databases
 wait_until 60 "wave 1: Database forgejo applied" exists "$DB/forgejo"

@@ -32,8 +32,9 @@ end
 
 -- What else wavegate judged the object on, rendered as wavegate records it in
 -- wavegate.dev/judged-state: a Service's type and publishNotReadyAddresses (it has no
--- generation), a CNPG Database's status (CNPG changes it without a new generation). nil for
--- other kinds.
+-- generation), a CNPG Database's status (CNPG changes it without a new generation), an
+-- Application's health, sync and operation (its status, should it ever change without a new
+-- generation). nil for other kinds.
 local function stateText(o)
   if o.kind == "Service" then
     local spec = o.spec or {}
@@ -54,6 +55,15 @@ local function stateText(o)
       observed = tostring(s.observedGeneration)
     end
     return "applied=" .. applied .. ",observedGeneration=" .. observed .. ",message=" .. (s.message or "")
+  end
+  if o.kind == "Application" then
+    local s = o.status or {}
+    local sync = s.sync or {}
+    local revision = sync.revision or ""
+    if sync.revisions ~= nil and #sync.revisions > 0 then
+      revision = table.concat(sync.revisions, " ")
+    end
+    return "health=" .. ((s.health or {}).status or "") .. ",sync=" .. (sync.status or "") .. ",revision=" .. revision .. ",operation=" .. ((s.operationState or {}).phase or "") .. ",requested=" .. tostring(o.operation ~= nil)
   end
   return nil
 end

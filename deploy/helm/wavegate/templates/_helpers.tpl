@@ -57,6 +57,15 @@ membership-proof reads of deploy/components/crdb-credentials. */}}
 - apiGroups: [events.k8s.io]
   resources: [events]
   verbs: [create, patch]
+{{- if not (include "wavegate.namespaced" .) }}
+# Which cluster this is: the UID of Namespace kube-system, so an Argo CD cluster Secret that
+# names this cluster by another address is served as home, never by a second gate writer
+# (cluster-scoped, so only in the ClusterRole).
+- apiGroups: [""]
+  resources: [namespaces]
+  resourceNames: [kube-system]
+  verbs: [get]
+{{- end }}
 {{- if .Values.crdbCredentials.enabled }}
 # Membership proof: the owner chain pod → CrdbNode (current operator) or StatefulSet (older
 # operator) → CrdbCluster. Read-only.
