@@ -233,10 +233,13 @@ enum Ask {
     /// One GET.
     Get(String),
     /// What the dashboard (src/api/dashboard.html `load`) does every 2 s: the gates and the
-    /// applications, then each application's waves view, as many at a time as a browser opens
-    /// connections to one host over HTTP/1.1 (6).
+    /// applications, then the waves view of each application on its first page (20, by name),
+    /// as many at a time as a browser opens connections to one host over HTTP/1.1 (6).
     Refresh(String),
 }
+
+/// Applications on one page of the dashboard (src/api/dashboard.html `APPS_PER_PAGE`).
+const APPS_PER_PAGE: usize = 20;
 
 /// Connections a browser opens to one host over HTTP/1.1 (Chromium's per-host socket limit).
 const BROWSER_CONNECTIONS: usize = 6;
@@ -257,20 +260,23 @@ impl Ask {
                 let ((_, gates), (_, list)) =
                     tokio::join!(get(http, &gates_url), get(http, &list_url));
                 let apps: Value = serde_json::from_slice(&list).expect("applications JSON");
-                let urls: Vec<String> = apps["applications"]
+                let mut names: Vec<(String, String)> = apps["applications"]
                     .as_array()
                     .map(|a| {
                         a.iter()
                             .map(|app| {
-                                format!(
-                                    "{base}/api/v1/applications/{}/{}/waves",
-                                    app["namespace"].as_str().unwrap_or(""),
-                                    app["name"].as_str().unwrap_or("")
-                                )
+                                let s = |k: &str| app[k].as_str().unwrap_or("").to_string();
+                                (s("namespace"), s("name"))
                             })
                             .collect()
                     })
                     .unwrap_or_default();
+                names.sort();
+                let urls: Vec<String> = names
+                    .iter()
+                    .take(APPS_PER_PAGE)
+                    .map(|(ns, name)| format!("{base}/api/v1/applications/{ns}/{name}/waves"))
+                    .collect();
                 let bytes: usize = futures::stream::iter(urls)
                     .map(|u| async move { get(http, &u).await.1.len() })
                     .buffer_unordered(BROWSER_CONNECTIONS)
