@@ -1,18 +1,22 @@
-//! Big applications (issue 23 item 1): the waves view, the timeline and the dashboard's
-//! refresh for an Application whose `status.resources` lists `--resources` (2,000) objects over
-//! `--waves` (20) waves, and for a parent with `--children` (200) child Applications of
-//! `--child-resources` (10) resources each; plus an Application a tenth the size, to show
-//! whether the cost grows linearly with the resources.
+//! Big applications: the waves view (with its timeline: one answer), the applications list
+//! and the dashboard's refresh for an Application whose `status.resources` lists `--resources`
+//! (2,000) objects over `--waves` (20) waves, and for a parent with `--children` (200) child
+//! Applications of `--child-resources` (10) resources each; plus the same at half and a tenth
+//! the size, to show whether the cost grows linearly.
 //!
 //! Against a `wavegate serve` started just before (`--wavegate URL --pid PID`): the first
 //! request of each shape is the first after start (watches listing); then `--asks` (50) warm
-//! requests each, one at a time. Per shape: first request, warm p50/p95/max, wavegate's CPU per
-//! warm request (`/proc/PID/stat`), its RSS after, and the API-server requests the warm requests
-//! caused (`apiserver_flowcontrol_dispatched_requests_total` of FlowSchema `wgbench-wavegate`,
-//! which scripts/bench.sh makes match only wavegate's identity).
+//! requests each, one at a time (`--refreshes` (10) for the list and the dashboard). Per shape:
+//! first request, warm p50/p95/max, wavegate's CPU per warm request (`/proc/PID/stat`), its RSS
+//! after, the API-server requests the warm requests caused
+//! (`apiserver_flowcontrol_dispatched_requests_total` of FlowSchema `wgbench-wavegate`, which
+//! scripts/bench-bigapps.sh makes match only wavegate's identity), and how busy the rest of the
+//! machine was meanwhile.
 //!
-//! Usage: `cargo bench --bench bigapps -- --wavegate http://127.0.0.1:PORT --pid PID`
-//! Prints `BENCH bigapps.<shape> …` lines for scripts/bench.sh.
+//! Usage: `bigapps --wavegate http://127.0.0.1:PORT --pid PID [--namespace NS] [--keep true]`
+//! (`--namespace`: a new namespace of that name instead of a random one); prints
+//! `BENCH bigapps.<shape> …` lines. With `--keep true` the Applications stay (for
+//! tests/browser/render-bench.mjs) and their namespace is printed as `BENCH bigapps.namespace`.
 
 #[path = "../tests/support/cluster.rs"]
 mod cluster;
@@ -27,10 +31,49 @@ use support::{Summary, arg_or, ms, report, required};
 
 const ARGOCD_MANAGER: &str = "argocd-controller";
 
-fn resource(ns: &str, kind: &str, group: &str, name: &str, wave: usize) -> Value {
-    json!({"group": group, "version": if group.is_empty() { "v1" } else { "v1alpha1" },
-           "kind": kind, "namespace": ns, "name": name, "syncWave": wave,
-           "status": "Synced"})
+/// The kinds a large application is made of, in turn: a ConfigMap (Argo CD has no health check
+/// for it, so its recorded sync status counts), a Service (wavegate's Service check: its
+/// EndpointSlices and pods from the watch cache) and a Deployment (the generic rules on a watch of
+/// Deployments) — so the view judges two thirds of the resources itself and the timeline reads
+/// their live objects.
+const KINDS: [(&str, &str, &str, &str); 3] = [
+    ("", "v1", "ConfigMap", "configmaps"),
+    ("", "v1", "Service", "services"),
+    ("apps", "v1", "Deployment", "deployments"),
+];
+
+fn name_of(i: usize) -> String {
+    let (_, _, kind, _) = KINDS[i % KINDS.len()];
+    format!("{}-{i:05}", kind.to_lowercase())
+}
+
+/// The i-th managed object as Argo CD would apply it.
+fn object(ns: &str, i: usize) -> Value {
+    let name = name_of(i);
+    match i % KINDS.len() {
+        0 => json!({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": name, "namespace": ns}, "data": {"i": i.to_string()}}),
+        1 => json!({"apiVersion": "v1", "kind": "Service",
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": {"selector": {"app": name}, "ports": [{"port": 80}]}}),
+        // No replicas: kube-controller-manager completes its rollout without a kubelet.
+        _ => json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                    "metadata": {"name": name, "namespace": ns},
+                    "spec": {"replicas": 0, "selector": {"matchLabels": {"app": name}},
+                             "template": {"metadata": {"labels": {"app": name}},
+                                          "spec": {"containers": [{"name": "app", "image": "example.invalid/app:1"}]}}}}),
+    }
+}
+
+/// The i-th managed object's entry in `status.resources`.
+fn managed(ns: &str, i: usize, wave: usize) -> Value {
+    let (group, version, kind, _) = KINDS[i % KINDS.len()];
+    resource(ns, kind, group, version, &name_of(i), wave)
+}
+
+fn resource(ns: &str, kind: &str, group: &str, version: &str, name: &str, wave: usize) -> Value {
+    json!({"group": group, "version": version, "kind": kind, "namespace": ns, "name": name,
+           "syncWave": wave, "status": "Synced"})
 }
 
 fn result(r: &Value) -> Value {
@@ -67,24 +110,25 @@ async fn create_all(client: &Client, objects: Vec<Value>) {
         .await;
 }
 
-/// ConfigMaps applied with Argo CD's field manager, so the timeline finds its time.
-async fn config_maps(client: &Client, ns: &str, n: usize) {
-    let api: Api<DynamicObject> = Api::namespaced_with(
-        client.clone(),
-        ns,
-        &cluster::api_resource("", "v1", "ConfigMap", "configmaps"),
-    );
+/// The managed objects, applied with Argo CD's field manager so the timeline finds their time.
+async fn managed_objects(client: &Client, ns: &str, n: usize) {
+    let apis: Vec<Api<DynamicObject>> = KINDS
+        .iter()
+        .map(|(g, v, k, p)| {
+            Api::namespaced_with(client.clone(), ns, &cluster::api_resource(g, v, k, p))
+        })
+        .collect();
+    let apis = &apis;
     futures::stream::iter(0..n)
-        .for_each_concurrent(32, |i| {
-            let api = api.clone();
-            async move {
-                let name = format!("cm-{i:05}");
-                let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
-                                "metadata": {"name": name, "namespace": ns}, "data": {"i": i.to_string()}});
-                api.patch(&name, &PatchParams::apply(ARGOCD_MANAGER), &Patch::Apply(&cm))
-                    .await
-                    .expect("apply ConfigMap");
-            }
+        .for_each_concurrent(32, |i| async move {
+            let api = &apis[i % KINDS.len()];
+            api.patch(
+                &name_of(i),
+                &PatchParams::apply(ARGOCD_MANAGER),
+                &Patch::Apply(&object(ns, i)),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("apply {}: {e}", name_of(i)));
         })
         .await;
 }
@@ -106,6 +150,26 @@ async fn own_requests(client: &Client) -> f64 {
     )
 }
 
+/// Requests wavegate made to the API server as a writer so far (its own /metrics): gate status
+/// and annotation writes, refused ones included, and Events. The gate controller answers what
+/// other clients of the shared control plane do to their WaveGates, whatever the views cost.
+async fn writer_requests(http: &reqwest::Client, base: &str) -> f64 {
+    let text = match http.get(format!("{base}/metrics")).send().await {
+        Ok(r) => r.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    [
+        "wavegate_gate_status_writes_total",
+        "wavegate_annotation_writes_total",
+        "wavegate_write_errors_total",
+    ]
+    .iter()
+    .map(|m| support::metric_sum(&text, m, ""))
+    .sum::<f64>()
+        + support::metric_sum(&text, "wavegate_events_total", r#"outcome="sent""#)
+        + support::metric_sum(&text, "wavegate_events_total", r#"outcome="retried""#)
+}
+
 fn cpu_ticks(pid: u32) -> u64 {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
     // Fields after the command (which may hold spaces) start after the last ')'.
@@ -125,32 +189,144 @@ fn rss_kib(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-async fn get(http: &reqwest::Client, url: &str) -> (Duration, usize) {
+/// Busy and total jiffies of all cores (`/proc/stat`): how busy the machine was meanwhile.
+fn machine_ticks() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or("")
+        .split_whitespace()
+        .skip(1)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let total: u64 = f.iter().take(8).sum();
+    // idle and iowait
+    let idle = f.get(3).copied().unwrap_or(0) + f.get(4).copied().unwrap_or(0);
+    (total.saturating_sub(idle), total)
+}
+
+fn load1() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .unwrap_or_default()
+        .split_whitespace()
+        .next()
+        .unwrap_or("?")
+        .to_string()
+}
+
+async fn get(http: &reqwest::Client, url: &str) -> (Duration, axum::body::Bytes) {
     let started = Instant::now();
     let resp = http.get(url).send().await.expect("request");
-    assert!(resp.status().is_success(), "{url}: {}", resp.status());
+    let status = resp.status();
     let body = resp.bytes().await.expect("body");
-    (started.elapsed(), body.len())
+    assert!(
+        status.is_success(),
+        "{url}: {status} {}",
+        String::from_utf8_lossy(&body)
+    );
+    (started.elapsed(), body)
+}
+
+/// What a measured request is.
+enum Ask {
+    /// One GET.
+    Get(String),
+    /// What the dashboard (src/api/dashboard.html `load`) does every 2 s: the gates and the
+    /// applications, then the waves view of each application on its first page (20, by name),
+    /// as many at a time as a browser opens connections to one host over HTTP/1.1 (6).
+    Refresh(String),
+}
+
+/// Applications on one page of the dashboard (src/api/dashboard.html `APPS_PER_PAGE`).
+const APPS_PER_PAGE: usize = 20;
+
+/// Connections a browser opens to one host over HTTP/1.1 (Chromium's per-host socket limit).
+const BROWSER_CONNECTIONS: usize = 6;
+
+impl Ask {
+    async fn run(&self, http: &reqwest::Client) -> (Duration, usize) {
+        match self {
+            Ask::Get(url) => {
+                let (took, body) = get(http, url).await;
+                (took, body.len())
+            }
+            Ask::Refresh(base) => {
+                let started = Instant::now();
+                let (gates_url, list_url) = (
+                    format!("{base}/api/v1/gates"),
+                    format!("{base}/api/v1/applications"),
+                );
+                let ((_, gates), (_, list)) =
+                    tokio::join!(get(http, &gates_url), get(http, &list_url));
+                let apps: Value = serde_json::from_slice(&list).expect("applications JSON");
+                let mut names: Vec<(String, String)> = apps["applications"]
+                    .as_array()
+                    .map(|a| {
+                        a.iter()
+                            .map(|app| {
+                                let s = |k: &str| app[k].as_str().unwrap_or("").to_string();
+                                (s("namespace"), s("name"))
+                            })
+                            .collect()
+                    })
+                    .unwrap_or_default();
+                names.sort();
+                let urls: Vec<String> = names
+                    .iter()
+                    .take(APPS_PER_PAGE)
+                    .map(|(ns, name)| format!("{base}/api/v1/applications/{ns}/{name}/waves"))
+                    .collect();
+                let bytes: usize = futures::stream::iter(urls)
+                    .map(|u| async move { get(http, &u).await.1.len() })
+                    .buffer_unordered(BROWSER_CONNECTIONS)
+                    .fold(gates.len() + list.len(), |sum, b| async move { sum + b })
+                    .await;
+                (started.elapsed(), bytes)
+            }
+        }
+    }
 }
 
 /// First request, then `asks` warm ones; one BENCH line.
-async fn measure(name: &str, url: &str, asks: usize, pid: u32, admin: &Client, resources: usize) {
+#[allow(clippy::too_many_arguments)]
+async fn measure(
+    name: &str,
+    base: &str,
+    ask: Ask,
+    asks: usize,
+    pid: u32,
+    admin: &Client,
+    resources: usize,
+) {
     let http = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(60))
         .build()
         .expect("client");
-    let (first, bytes) = get(&http, url).await;
+    let (first, bytes) = ask.run(&http).await;
     // Let the watches the first request started settle before the warm requests count.
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let (requests0, ticks0) = (own_requests(admin).await, cpu_ticks(pid));
+    let writes0 = writer_requests(&http, base).await;
+    let (requests0, ticks0, machine0) =
+        (own_requests(admin).await, cpu_ticks(pid), machine_ticks());
+    let own0 = cpu_ticks(std::process::id());
     let mut took = Vec::new();
     for _ in 0..asks {
-        took.push(get(&http, url).await.0);
+        took.push(ask.run(&http).await.0);
     }
-    let (requests1, ticks1) = (own_requests(admin).await, cpu_ticks(pid));
+    let (requests1, ticks1, machine1) =
+        (own_requests(admin).await, cpu_ticks(pid), machine_ticks());
+    let writes = writer_requests(&http, base).await - writes0;
+    let own1 = cpu_ticks(std::process::id());
     let tick = 1e6 / 100.0; // µs per tick: CLK_TCK is 100 on Linux
     let s = Summary::of(&took).expect("samples");
+    // What kept the cores busy besides wavegate and this client (the API server, other work on
+    // the machine), in percent of all cores over the warm requests.
+    let others = (machine1.0 - machine0.0)
+        .saturating_sub(ticks1 - ticks0)
+        .saturating_sub(own1 - own0);
+    let others_pct = 100.0 * others as f64 / (machine1.1 - machine0.1).max(1) as f64;
     let mut fields = vec![
         ("resources", resources.to_string()),
         ("first_ms", ms(first)),
@@ -163,11 +339,15 @@ async fn measure(name: &str, url: &str, asks: usize, pid: u32, admin: &Client, r
             format!("{:.1}", (ticks1 - ticks0) as f64 * tick / 1e3 / asks as f64),
         ),
         // The two reads of the API server's own /metrics go through the admin's flow schema.
+        // What the views caused: all of wavegate's requests but its writes.
         (
             "apiserver_requests",
-            format!("{:.0}", requests1 - requests0),
+            format!("{:.0}", (requests1 - requests0 - writes).max(0.0)),
         ),
+        ("writer_requests", format!("{writes:.0}")),
         ("rss_kib", rss_kib(pid).to_string()),
+        ("others_busy_pct", format!("{others_pct:.0}")),
+        ("load1", load1()),
     ]);
     report(&format!("bigapps.{name}"), &fields);
 }
@@ -181,78 +361,131 @@ async fn main() {
     let children: usize = arg_or("--children", 200);
     let per_child: usize = arg_or("--child-resources", 10);
     let asks: usize = arg_or("--asks", 50);
+    let refreshes: usize = arg_or("--refreshes", 10);
     let admin = cluster::client().await;
-    let ns = cluster::namespace(&admin, "wgbench-bigapps").await;
+    let ns = match support::arg("--namespace") {
+        // The one a wavegate started with `--namespaces` watches, so that what other clients of
+        // a shared control plane do elsewhere (their WaveGates, their pods) costs it nothing.
+        Some(ns) => {
+            let namespace: k8s_openapi::api::core::v1::Namespace =
+                serde_json::from_value(json!({"metadata": {"name": ns}})).expect("namespace");
+            kube::Api::<k8s_openapi::api::core::v1::Namespace>::all(admin.clone())
+                .create(&Default::default(), &namespace)
+                .await
+                .expect("create namespace");
+            ns
+        }
+        None => cluster::namespace(&admin, "wgbench-bigapps").await,
+    };
     let built = Instant::now();
-    config_maps(&admin, &ns, n.max(children * per_child)).await;
-    let cms = |from: usize, count: usize| -> Vec<Value> {
+    managed_objects(&admin, &ns, n.max(children * per_child)).await;
+    let span = |from: usize, count: usize| -> Vec<Value> {
         (from..from + count)
-            .map(|i| resource(&ns, "ConfigMap", "", &format!("cm-{i:05}"), i % waves))
+            .map(|i| managed(&ns, i, i % waves))
+            .collect()
+    };
+    let children_of = |count: usize| -> Vec<Value> {
+        (0..count)
+            .map(|j| {
+                resource(
+                    &ns,
+                    "Application",
+                    "argoproj.io",
+                    "v1alpha1",
+                    &format!("child-{j:03}"),
+                    j % waves,
+                )
+            })
             .collect()
     };
     let mut apps = vec![
-        application(&ns, "big", &cms(0, n)),
-        application(&ns, "tenth", &cms(0, n / 10)),
+        application(&ns, "big", &span(0, n)),
+        application(&ns, "half", &span(0, n / 2)),
+        application(&ns, "tenth", &span(0, n / 10)),
+        application(&ns, "parent", &children_of(children)),
+        application(&ns, "parent-half", &children_of(children / 2)),
     ];
-    let child_refs: Vec<Value> = (0..children)
-        .map(|j| {
-            resource(
-                &ns,
-                "Application",
-                "argoproj.io",
-                &format!("child-{j:03}"),
-                j % waves,
-            )
-        })
-        .collect();
-    apps.push(application(&ns, "parent", &child_refs));
     for j in 0..children {
         apps.push(application(
             &ns,
             &format!("child-{j:03}"),
-            &cms(j * per_child, per_child),
+            &span(j * per_child, per_child),
         ));
     }
+    let applications = apps.len();
     create_all(&admin, apps).await;
     eprintln!("bigapps: objects created in {:?}", built.elapsed());
 
-    let base = url.trim_end_matches('/');
-    let waves_of = |app: &str| format!("{base}/api/v1/applications/{ns}/{app}/waves");
+    let base = url.trim_end_matches('/').to_string();
+    // Until wavegate's watch shows every Application (one of 2,000 resources is over a megabyte):
+    // the Application's own health reads nothing else, so no other watch starts before the first
+    // measured request.
+    let http = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client");
+    let names: Vec<String> = ["big", "half", "tenth", "parent", "parent-half"]
+        .into_iter()
+        .map(String::from)
+        .chain((0..children).map(|j| format!("child-{j:03}")))
+        .collect();
+    let seen = Instant::now();
+    for name in &names {
+        let health = format!("{base}/api/v1/health/applications.argoproj.io/{ns}/{name}");
+        loop {
+            let (_, body) = get(&http, &health).await;
+            let verdict: Value = serde_json::from_slice(&body).expect("verdict JSON");
+            if verdict["status"] != "Missing" {
+                break;
+            }
+            assert!(
+                seen.elapsed() < Duration::from_secs(120),
+                "wavegate never saw Application {ns}/{name}: {verdict}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+    eprintln!("bigapps: wavegate saw them {:?} later", seen.elapsed());
+    let waves_of = |app: &str| Ask::Get(format!("{base}/api/v1/applications/{ns}/{app}/waves"));
+    for (shape, app, resources) in [
+        (format!("waves-timeline.{n}"), "big", n),
+        (format!("waves-timeline.{}", n / 2), "half", n / 2),
+        (format!("waves-timeline.{}", n / 10), "tenth", n / 10),
+        (format!("parent.{children}x{per_child}"), "parent", children),
+        (
+            format!("parent.{}x{per_child}", children / 2),
+            "parent-half",
+            children / 2,
+        ),
+    ] {
+        measure(&shape, &base, waves_of(app), asks, pid, &admin, resources).await;
+    }
+    let everything = n + n / 2 + n / 10 + children * (per_child + 1) + children / 2;
     measure(
-        "waves-timeline.2000",
-        &waves_of("big"),
-        asks,
+        "applications",
+        &base,
+        Ask::Get(format!("{base}/api/v1/applications")),
+        refreshes,
         pid,
         &admin,
-        n,
-    )
-    .await;
-    measure(
-        "waves-timeline.200",
-        &waves_of("tenth"),
-        asks,
-        pid,
-        &admin,
-        n / 10,
-    )
-    .await;
-    measure(
-        "parent.200x10",
-        &waves_of("parent"),
-        asks,
-        pid,
-        &admin,
-        children,
+        everything,
     )
     .await;
     measure(
         "dashboard",
-        &format!("{base}/api/v1/applications"),
-        asks.min(20),
+        &base,
+        Ask::Refresh(base.clone()),
+        refreshes,
         pid,
         &admin,
-        n + n / 10 + children * (per_child + 1),
+        everything,
     )
     .await;
-    support::drop_namespace(&admin, &ns).await;
+    eprintln!("bigapps: {applications} Applications in {ns}");
+    if support::arg("--keep").is_some_and(|k| k == "true") {
+        // For tests/browser/render-bench.mjs; the caller removes the namespace.
+        report("bigapps.namespace", &[("name", ns)]);
+    } else {
+        support::drop_namespace(&admin, &ns).await;
+    }
 }

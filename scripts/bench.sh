@@ -11,8 +11,7 @@
 #   6. pod Ready / Database applied → WaveGate status Healthy (benches/readiness.rs)
 #   7. 1,000 WaveGates on one shared Service: settled writes, one change → every gate (benches/gates.rs)
 #   8. `wavegate lint` of 5,000 rendered objects on one core (benches/lint_objects.rs; no cluster)
-#   9. big applications: waves view + timeline of a 2,000-resource Application (20 waves), of a parent
-#      with 200 child Applications of 10 resources, and the dashboard's refresh (benches/bigapps.rs)
+#   9. big applications: scripts/bench-bigapps.sh, which rewrites its own section (run last)
 #
 #   scripts/bench.sh          # a few minutes once built; raw output under target/bench/<time>/
 #
@@ -88,45 +87,11 @@ coalescing_bin=$(bench_bin coalescing)
 memory_bin=$(bench_bin memory)
 gates_bin=$(bench_bin gates)
 lint_bin=$(bench_bin lint_objects)
-bigapps_bin=$(bench_bin bigapps)
 wavegate=$here/target/release/wavegate
 
 step "seeds and a bench identity for wavegate"
 scripts/seed.sh >"$out/seed.log"
-# wavegate runs as a ServiceAccount of its own whose requests land in a FlowSchema of their own,
-# so the API server's priority-and-fairness counters attribute every request it makes
-# (apiserver_flowcontrol_dispatched_requests_total{flow_schema="wgbench-wavegate"}).
-k apply --server-side -f - >/dev/null <<'YAML'
-apiVersion: v1
-kind: Namespace
-metadata: {name: wgbench-identity}
----
-apiVersion: v1
-kind: ServiceAccount
-metadata: {name: wavegate, namespace: wgbench-identity}
----
-apiVersion: rbac.authorization.k8s.io/v1
-kind: ClusterRoleBinding
-metadata: {name: wgbench-wavegate}
-roleRef: {apiGroup: rbac.authorization.k8s.io, kind: ClusterRole, name: cluster-admin}
-subjects: [{kind: ServiceAccount, name: wavegate, namespace: wgbench-identity}]
----
-apiVersion: flowcontrol.apiserver.k8s.io/v1
-kind: FlowSchema
-metadata: {name: wgbench-wavegate}
-spec:
-  priorityLevelConfiguration: {name: workload-low}
-  matchingPrecedence: 500
-  distinguisherMethod: {type: ByUser}
-  rules:
-    - subjects: [{kind: ServiceAccount, serviceAccount: {name: wavegate, namespace: wgbench-identity}}]
-      resourceRules: [{verbs: ["*"], apiGroups: ["*"], resources: ["*"], namespaces: ["*"], clusterScope: true}]
-      nonResourceRules: [{verbs: ["*"], nonResourceURLs: ["*"]}]
-YAML
-cp "$KUBECONFIG" "$private/kubeconfig"
-chmod 600 "$private/kubeconfig"
-kubectl --kubeconfig "$private/kubeconfig" config set-credentials admin \
-  --token="$(k -n wgbench-identity create token wavegate --duration=2h)" >/dev/null
+scripts/bench-identity.sh "$private"
 
 calc() { awk "BEGIN {printf \"%.1f\", $1}"; }
 serve() { # name port flags… — starts `wavegate serve` as the bench identity; pid in $served
@@ -327,13 +292,6 @@ step "8. wavegate lint on 5,000 rendered objects (one core, no cluster)"
 taskset -c 0 "$lint_bin" --objects 5000 --runs 5 | tee "$out/lint.txt" >&2
 
 # ---------------------------------------------------------------------------------------------
-step "9. big applications (a fresh wavegate D: first requests are the first after its start)"
-serve d "$((port + 3))"
-pid_d=$served
-"$bigapps_bin" --wavegate "http://127.0.0.1:$((port + 3))" --pid "$pid_d" | tee "$out/bigapps.txt" >&2
-stop "$pid_d"
-
-# ---------------------------------------------------------------------------------------------
 step "docs/benchmarks.md"
 ok() { # value <=|>= target → ✅ or ❌
   awk -v v="$1" -v op="$2" -v t="$3" 'BEGIN {
@@ -376,18 +334,13 @@ gate_row() { # to-status
   field() { echo "$line" | tr ' ' '\n' | sed -n "s/^$1=//p"; }
   echo "| a shared pod's change → $(field gates) gates $1 | p95 **$p95 ms** $(ok "$p95" '<=' 250) (p50 $(field p50_ms), max $(field max_ms)); **$(field writes) status writes** | p95 ≤ 250 ms, ≤ 1 write per gate | the pod's Ready condition patched (t0 before the request) → each gate's new status seen on a watch of the gates; writes from the controller's \`wavegate_gate_status_writes_total\`; benches/gates.rs |"
 }
-b=$out/bigapps.txt
-bigapps_row() { # shape what
-  local n=bigapps.$1 p95
-  p95=$(bench_line "$b" "$n" p95_ms)
-  echo "| $2 | warm p95 **$p95 ms** $(ok "$p95" '<=' 200) (p50 $(bench_line "$b" "$n" p50_ms), max $(bench_line "$b" "$n" max_ms); n=$(bench_line "$b" "$n" n)); first after start **$(bench_line "$b" "$n" first_ms) ms**; **$(bench_line "$b" "$n" apiserver_requests)** API-server requests over the warm requests; $(bench_line "$b" "$n" cpu_ms_per_request) ms CPU per request; RSS $(mib "$(bench_line "$b" "$n" rss_kib)") MiB after; $(bench_line "$b" "$n" bytes) bytes | warm p95 ≤ 200 ms | $3 |"
-}
 rss_nr_before=$(bench_line "$m" memory.not-ready rss_before_kib)
 rss_nr_after=$(bench_line "$m" memory.not-ready rss_after_kib)
 rss_after=$(bench_line "$m" memory rss_after_kib)
 # The real-Argo CD section is measured by tests/argocd/e2e.sh, not here: keep it across reruns.
-# Nor the peers' section (scripts/bench-peers.sh): keep everything from the first of them on.
-argocd_section=$(sed -n '/^## \(Peers side by side\|Real Argo CD\)/,$p' docs/benchmarks.md 2>/dev/null || true)
+# Nor the big applications' (scripts/bench-bigapps.sh, run next) or the peers' section
+# (scripts/bench-peers.sh): keep everything from the first of them on.
+argocd_section=$(sed -n '/^## \(Big applications\|Peers side by side\|Real Argo CD\)/,$p' docs/benchmarks.md 2>/dev/null || true)
 {
   cat <<EOF
 # Benchmarks
@@ -435,15 +388,13 @@ the result with its target.
 
 Raw output of the run: \`target/bench/$(basename "$out")/\` (wrk reports, bench lines, wavegate logs).
 
-## Big applications: waves view, timeline, dashboard
-
-| metric | result | target | how measured |
-| --- | --- | --- | --- |
-$(bigapps_row waves-timeline.2000 "waves view + timeline, $(bench_line "$b" bigapps.waves-timeline.2000 resources) resources in 20 waves" "\`GET /api/v1/applications/{ns}/big/waves\` (the view and its timeline in one answer) on a fresh release \`wavegate serve\` (D), one request at a time; ConfigMaps applied with Argo CD's field manager, the Application's \`status.resources\` and \`syncResult\` listing them; API-server requests from the \`wgbench-wavegate\` FlowSchema; CPU from \`/proc/PID/stat\`; benches/bigapps.rs")
-$(bigapps_row waves-timeline.200 "the same, a tenth the size ($(bench_line "$b" bigapps.waves-timeline.200 resources) resources)" "linear growth: the 2,000-resource row's p50 is about ten times this one's")
-$(bigapps_row parent.200x10 "parent with $(bench_line "$b" bigapps.parent.200x10 resources) child Applications of 10 resources" "the parent's waves view and timeline: each child judged as an Application (synced, healthy, revision compared)")
-$(bigapps_row dashboard "dashboard refresh, all $(bench_line "$b" bigapps.dashboard resources) resources of the 203 Applications" "\`GET /api/v1/applications\`, what the dashboard polls: every Application's view, a few at a time")
 EOF
   [ -z "$argocd_section" ] || printf '\n%s\n' "$argocd_section"
 } >docs/benchmarks.md
 cat docs/benchmarks.md
+
+# ---------------------------------------------------------------------------------------------
+step "9. big applications (scripts/bench-bigapps.sh rewrites its own section)"
+for pid in "${pids[@]}"; do stop "$pid"; done
+pids=()
+BENCH_PROFILE=release BENCH_PORT=$port scripts/bench-bigapps.sh >"$out/bigapps-section.md"

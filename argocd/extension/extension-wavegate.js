@@ -420,9 +420,19 @@
         ' \u00b7 applied = Argo CD\u2019s managedFields time; healthy = wavegate\u2019s recorded transition (WaveGates); \u25cb applied, \u25c6 truly healthy'));
   }
 
+  // Above this many resources a wave's rows are drawn only while it is open (the blocking wave
+  // is, at first): an Application of 2,000 resources would otherwise spend most of every poll
+  // re-rendering rows nobody scrolls to.
+  var ROWS_AT_ONCE = 200;
+
   function WavesView(props) {
     var w = props.waves;
     var waves = w.waves || [];
+    var total = waves.reduce(function (n, x) { return n + (x.resources || []).length; }, 0);
+    var grouped = total > ROWS_AT_ONCE;
+    var st = React.useState({}), opened = st[0], setOpened = st[1];
+    function isOpen(wave) { return !grouped || (wave.wave in opened ? opened[wave.wave] : wave.wave === w.blockingWave); }
+    function toggle(wave, open) { setOpened(function (o) { var n = Object.assign({}, o); n[wave.wave] = !open; return n; }); }
     return h('div', { 'data-testid': 'wavegate-waves', 'data-status': statusOf((w.health || {}).status) },
       h('h3', { style: { margin: '0 0 0.3em', fontSize: '16px' } }, 'Waves of ', h('span', { style: S.mono }, w.namespace + '/' + w.name), ' ', h(Badge, { status: (w.health || {}).status, testid: 'wavegate-app-status' })),
       h(BlockingLine, { waves: w }),
@@ -434,11 +444,13 @@
           waves.map(function (wave) {
             var blocking = w.blockingWave != null && wave.wave === w.blockingWave;
             var rs = wave.resources || [];
-            return h('tbody', { key: 'w' + wave.wave, 'data-testid': 'wavegate-wave-' + wave.wave, 'data-status': statusOf(wave.status) },
+            var open = isOpen(wave);
+            return h('tbody', { key: 'w' + wave.wave, 'data-testid': 'wavegate-wave-' + wave.wave, 'data-status': statusOf(wave.status), 'data-open': String(open) },
               h('tr', null, h('th', { scope: 'rowgroup', colSpan: 4, style: blocking ? { ...S.groupTh, ...S.blocking, borderRadius: 0, margin: 0 } : S.groupTh },
                 'Wave ' + wave.wave + ' ', h(Badge, { status: wave.status, testid: 'wavegate-wave-status' }), blocking ? ' \u2014 blocking' : '',
-                h('span', { style: { ...S.muted, fontWeight: 'normal' } }, ' \u00b7 ' + rs.length + (rs.length === 1 ? ' resource' : ' resources')))),
-              rs.map(function (r) {
+                h('span', { style: { ...S.muted, fontWeight: 'normal' } }, ' \u00b7 ' + rs.length + (rs.length === 1 ? ' resource' : ' resources')),
+                grouped ? h('button', { type: 'button', 'aria-expanded': String(open), 'data-testid': 'wavegate-wave-toggle', onClick: function () { toggle(wave, open); }, style: { marginLeft: '0.6em', fontSize: '12px' } }, open ? 'Hide resources' : 'Show resources') : null)),
+              !open ? null : rs.map(function (r) {
                 var key = [r.group, r.kind, r.namespace, r.name].join('/');
                 return h('tr', { key: key, 'data-testid': 'wavegate-resource-' + r.kind + '-' + (r.namespace || '') + '-' + r.name },
                   h('th', { scope: 'row', style: S.rowTh }, resourceName(r)),

@@ -29,7 +29,8 @@ function extensionsJs(dir) {
   return files.map(f => `// source: ${f} \n` + fs.readFileSync(f, 'utf8')).join('\n');
 }
 
-export async function startHarness({ backend, token = '', app }) {
+// `fixtures` replaces harness/fixtures/<name> files by objects (another Application, say).
+export async function startHarness({ backend, token = '', app, fixtures: replaced = {} }) {
   const state = { backendDown: false, proxied: [], rejected: [] };
   const staticFiles = {
     '/': path.join(BROWSER_DIR, 'harness', 'index.html'),
@@ -51,6 +52,7 @@ export async function startHarness({ backend, token = '', app }) {
         return send(200, fs.readFileSync(f), TYPES[path.extname(f)]);
       }
       const fx = url.pathname.match(/^\/harness\/fixtures\/([a-z-]+\.json)$/);
+      if (fx && replaced[fx[1]]) return send(200, JSON.stringify(replaced[fx[1]]), TYPES['.json']);
       if (fx) return send(200, fs.readFileSync(path.join(fixtures, fx[1])), TYPES['.json']);
 
       const prefix = `/extensions/${EXTENSION}/`;

@@ -1,0 +1,129 @@
+// Chromium's own time to render a big application: the dashboard (src/api/dashboard.html) and the
+// UI extension's Waves tab (argocd/extension/extension-wavegate.js in harness/), each against a real
+// `wavegate serve` that knows the Applications benches/bigapps.rs created (`--keep`).
+//
+//   WAVEGATE_URL=http://127.0.0.1:PORT/ BIGAPPS_NS=wgbench-bigapps-… node tests/browser/render-bench.mjs
+//
+// Not a test: it prints one `BENCH render.<page> key=value …` line per page (what scripts/bench.sh
+// reads) and a table on stderr. Per update cycle (one dashboard refresh, one poll of the tab) it
+// takes the main thread's busy time from Chrome's own counter (CDP `Performance.getMetrics`
+// TaskDuration: script, JSON parsing, style, layout), sampled when the cycle's first request
+// leaves, so a cycle's time is all the page did for it; and the longest task the page ran
+// (a `longtask` PerformanceObserver): the time a click or a key waits at worst.
+//
+// Knobs: BIGAPPS_APP (big) — the extension's Application; RENDER_CYCLES (8) — warm cycles
+// measured after the first.
+import { launch, wavegateUrl, guardNetwork, WAVEGATE_TOKEN } from './lib/common.mjs';
+import { startHarness } from './lib/harness-server.mjs';
+
+const BASE = wavegateUrl();
+const NS = process.env.BIGAPPS_NS;
+if (!NS) throw new Error('BIGAPPS_NS is not set: the namespace benches/bigapps.rs --keep left its Applications in');
+const APP = { namespace: NS, name: process.env.BIGAPPS_APP || 'big', project: 'default' };
+const CYCLES = Number(process.env.RENDER_CYCLES || 8);
+
+const LONG_TASKS = `
+  window.__longTasks = [];
+  new PerformanceObserver(list => list.getEntries().forEach(e => window.__longTasks.push(e.duration)))
+    .observe({ type: 'longtask', buffered: true });
+`;
+
+const pct = (xs, p) => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s[Math.min(s.length, Math.max(1, Math.ceil(p * s.length))) - 1];
+};
+const fmt = v => (v == null ? '' : v.toFixed(1));
+
+// Opens `url`, treating each request matching `cycleStart` as the start of an update cycle;
+// waits for `rowsSelector` to show rows, then for CYCLES more cycles.
+async function measure(browser, name, url, cycleStart, rowsSelector) {
+  const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+  const foreign = await guardNetwork(context, []);
+  if (WAVEGATE_TOKEN) await context.addInitScript(t => sessionStorage.setItem('wavegate.token', t), WAVEGATE_TOKEN);
+  await context.addInitScript(LONG_TASKS);
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', e => errors.push(e.message));
+  const cdp = await context.newCDPSession(page);
+  await cdp.send('Performance.enable');
+  const busy = async () => (await cdp.send('Performance.getMetrics')).metrics.find(m => m.name === 'TaskDuration').value * 1e3;
+  const samples = [];
+  let pending = Promise.resolve();
+  page.on('request', r => {
+    if (cycleStart(r.url())) pending = pending.then(async () => samples.push(await busy()));
+  });
+  const opened = Date.now();
+  await page.goto(url);
+  await page.waitForFunction(sel => document.querySelectorAll(sel).length > 0, rowsSelector, { timeout: 120000 });
+  const shown = Date.now() - opened;
+  const longBefore = (await page.evaluate(() => window.__longTasks.length));
+  // The first cycle built the page; the next CYCLES + 1 starts close CYCLES warm cycles.
+  const deadline = Date.now() + 600000;
+  while (samples.length < CYCLES + 2 && Date.now() < deadline) await new Promise(r => setTimeout(r, 200));
+  await pending;
+  const rows = await page.evaluate(sel => document.querySelectorAll(sel).length, rowsSelector);
+  const cycles = samples.slice(1).map((s, i) => s - samples[i]).slice(0, CYCLES);
+  const first = samples.length > 1 ? samples[1] - samples[0] : null;
+  const warm = cycles.slice(1);
+  // Opening a closed wave: the click until the next frame is painted with its rows.
+  const open_ms = await page.evaluate(async () => {
+    const b = [...document.querySelectorAll('button[aria-expanded="false"]')]
+      .find(x => x.hasAttribute('data-wave-toggle') || x.getAttribute('data-testid') === 'wavegate-wave-toggle');
+    if (!b) return null;
+    const t0 = performance.now();
+    b.click();
+    await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
+    return performance.now() - t0;
+  });
+  const longTasks = await page.evaluate(() => window.__longTasks);
+  const warmLong = longTasks.slice(longBefore);
+  await context.close();
+  if (errors.length) throw new Error(`${name}: page errors: ${errors.join('; ')}`);
+  if (foreign.length) throw new Error(`${name}: requests left the machine: ${foreign.join(', ')}`);
+  if (warm.length === 0) throw new Error(`${name}: no update cycle within 10 minutes`);
+  return {
+    name, rows, shown_ms: shown, first_cycle_ms: first, n: warm.length,
+    p50_ms: pct(warm, 0.5), p95_ms: pct(warm, 0.95), max_ms: Math.max(...warm),
+    longest_task_ms: warmLong.length ? Math.max(...warmLong) : 0, open_wave_ms: open_ms,
+    first_longest_task_ms: longTasks.length ? Math.max(...longTasks.slice(0, longBefore || longTasks.length)) : 0,
+  };
+}
+
+const browser = await launch();
+const results = [];
+try {
+  // The dashboard: every Application's card (the bench's 200 children, big, half, tenth, the
+  // parents), one refresh every 2 s after the previous one finished.
+  results.push(await measure(browser, 'dashboard', new URL('./', BASE).href,
+    u => /\/api\/v1\/applications$/.test(new URL(u).pathname), '#apps tr[data-testid^="resource-"]'));
+  // The extension's Waves tab on the big Application, polled every 5 s.
+  const harness = await startHarness({
+    backend: BASE, token: WAVEGATE_TOKEN, app: APP,
+    fixtures: {
+      'application.json': {
+        apiVersion: 'argoproj.io/v1alpha1', kind: 'Application',
+        metadata: { namespace: APP.namespace, name: APP.name },
+        spec: { project: APP.project }, status: { health: { status: 'Healthy' } },
+      },
+    },
+  });
+  try {
+    const tab = `/applications/${APP.namespace}/${APP.name}/waves`;
+    results.push(await measure(browser, 'extension', harness.url,
+      u => new URL(u).pathname.endsWith(tab), '[data-testid="wavegate-waves-tab"] tr[data-testid^="wavegate-resource-"]'));
+  } finally {
+    await harness.close();
+  }
+} finally {
+  await browser.close();
+}
+
+for (const r of results) {
+  console.log(`BENCH render.${r.name} ` + Object.entries(r).filter(([k]) => k !== 'name')
+    .map(([k, v]) => `${k}=${typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(1) : v}`).join(' '));
+}
+console.error('| page | rows drawn | shown after | first cycle | warm cycle p50 / p95 / max | longest warm task | open a wave |');
+console.error('| --- | --- | --- | --- | --- | --- | --- |');
+for (const r of results) {
+  console.error(`| ${r.name} | ${r.rows} | ${r.shown_ms} ms | ${fmt(r.first_cycle_ms)} ms | ${fmt(r.p50_ms)} / ${fmt(r.p95_ms)} / ${fmt(r.max_ms)} ms (n=${r.n}) | ${fmt(r.longest_task_ms)} ms | ${fmt(r.open_wave_ms)} ms |`);
+}
