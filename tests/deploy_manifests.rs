@@ -246,6 +246,11 @@ fn every_variant_runs_two_replicas_with_one_writer_elected_on_a_named_lease() {
             deployment_args(&objects).contains(&"--leader-elect".to_string()),
             "{dir}"
         );
+        // Argo CD 3.x's default tracking, said where an operator looks for it.
+        assert!(
+            deployment_args(&objects).contains(&"--tracking-method=annotation".to_string()),
+            "{dir}"
+        );
         let env = d["spec"]["template"]["spec"]["containers"][0]["env"].to_string();
         assert!(
             env.contains("POD_NAMESPACE") && env.contains("POD_NAME"),
