@@ -14,6 +14,7 @@
 //! creates an object that was deleted meanwhile (the API server answers 404), and `null`
 //! removes an annotation whoever wrote it.
 
+use crate::locks::lock;
 use crate::ask::{Ask, Check};
 use crate::cache::{CacheError, Change};
 use crate::deps::DepIndex;
@@ -188,11 +189,7 @@ impl Reconcile<Key> for Annotator {
     type Error = AnnotateError;
 
     fn affected(&self, change: &Change) -> Vec<Key> {
-        let mut keys = self
-            .index
-            .lock()
-            .map(|idx| idx.affected(change))
-            .unwrap_or_default();
+        let mut keys = lock(&self.index).affected(change);
         // The object itself, so that opting in (or out) is noticed at once.
         if let Some(kind) = Resource::DEDICATED
             .into_iter()
@@ -295,10 +292,10 @@ impl Annotator {
         };
         if let Some(patch) = annotation_patch(&current, &wanted) {
             let produced = self.write(kind, (ns, name), patch).await?;
-            if let Ok(mut w) = self.written.lock() {
-                let after = Written::after(w.get(key), &rv, produced, wanted);
-                w.insert(key.clone(), after);
-            }
+            let mut w = lock(&self.written);
+            let after = Written::after(w.get(key), &rv, produced, wanted);
+            w.insert(key.clone(), after);
+            drop(w);
             if let Some(t) = event {
                 let ar = self.api_resource(kind).await?;
                 let regarding = events::reference(&object, &ar.api_version, &ar.kind);
@@ -315,23 +312,20 @@ impl Annotator {
         rv: &Option<String>,
         cached: BTreeMap<String, String>,
     ) -> BTreeMap<String, String> {
-        let written = self.written.lock().ok().and_then(|w| w.get(key).cloned());
+        let written = lock(&self.written).get(key).cloned();
         as_written(cached, rv, written.as_ref())
     }
 
     fn forget(&self, key: &Key) {
         self.set_deps(key, None);
-        if let Ok(mut w) = self.written.lock() {
-            w.remove(key);
-        }
+        lock(&self.written).remove(key);
     }
 
     fn set_deps(&self, key: &Key, ask: Option<&Ask>) {
-        if let Ok(mut idx) = self.index.lock() {
-            match ask {
-                Some(ask) => idx.set(key.clone(), reads(ask)),
-                None => idx.remove(key),
-            }
+        let mut idx = lock(&self.index);
+        match ask {
+            Some(ask) => idx.set(key.clone(), reads(ask)),
+            None => idx.remove(key),
         }
     }
 

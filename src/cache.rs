@@ -908,7 +908,13 @@ impl Cache {
             metrics: self.metrics.clone(),
             listed: Vec::new(),
             held: self.held.clone(),
-            max_objects: self.limits.max_objects,
+            // What `serve` cannot do without (WaveGates) is never bounded: the bound keeps a
+            // remote cluster's on-demand reads from filling memory, not its gate writer blind.
+            max_objects: if required {
+                None
+            } else {
+                self.limits.max_objects
+            },
         };
         let task = tokio::spawn(run.run()).abort_handle();
         Watch {
@@ -1049,9 +1055,10 @@ where
                 .get_or_create(&ResourceLabel::new(&self.kind.to_string()))
                 .inc();
             if over {
-                self.empty();
-                // Said even during the first list: the reason reads must give.
+                // Stopped before emptied: no reader may see an empty store as a synced one
+                // ("no pods match" would be a verdict on nothing).
                 self.health.stopped(error);
+                self.empty();
                 tokio::time::sleep(OVER_BOUND_RETRY).await;
                 backoff = RELIST_FIRST_DELAY;
                 continue;
@@ -1074,8 +1081,18 @@ where
         if let (Some(max), watcher::Event::InitApply(_) | watcher::Event::Apply(_)) =
             (self.max_objects, &event)
         {
-            // A list in progress is buffered beside what the store still holds.
-            let held = self.held.load(Ordering::Acquire) + self.listed.len() + 1;
+            // A list replaces this watch's store when it completes: while it runs, count what
+            // it delivered instead of what the store still holds, or every relist of a cluster
+            // over half the bound would stop it. A watch event may update an object already
+            // held; counting it as one more errs on the side of the bound.
+            let others = self
+                .held
+                .load(Ordering::Acquire)
+                .saturating_sub(self.counted.max(0) as usize);
+            let held = match &event {
+                watcher::Event::InitApply(_) => others + self.listed.len() + 1,
+                _ => others + self.counted.max(0) as usize + 1,
+            };
             if held > max {
                 return Err(format!(
                     "this cluster's watches would hold more than {max} objects \

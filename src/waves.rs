@@ -67,9 +67,11 @@ struct Scoped<'a> {
 }
 
 impl Scoped<'_> {
-    /// `Err(why)` when `r` exists and is not the viewed application's to show. An object that
-    /// does not exist is judged (Missing): Argo CD's own tree shows that much already. A read
-    /// that fails is judged too, and says so without naming anything of the object.
+    /// `Err(why)` when `r` exists and is not the viewed application's to show, or when whose it
+    /// is cannot be read (a watch still listing, relisting, refused): the judge's own read may
+    /// succeed a moment later and would then show an object nobody proved the user may see. An
+    /// object that does not exist is judged (Missing): Argo CD's own tree shows that much
+    /// already.
     async fn admits(&self, evaluator: &Evaluator, r: &ResourceRef) -> Result<(), String> {
         let cache = evaluator.cache();
         let (group, kind) = (r.group.as_str(), r.kind.as_str());
@@ -77,7 +79,8 @@ impl Scoped<'_> {
         let managed = if group.is_empty() && kind == "Service" {
             match cache.service(&r.namespace, &r.name).await {
                 Ok(Some(s)) => Some(s.tracking.app(method) == Some(self.instance.as_str())),
-                _ => None,
+                Ok(None) => None,
+                Err(e) => return Err(self.unreadable(r, &e)),
             }
         } else if group.is_empty() && kind == "Pod" {
             match cache.pod(&r.namespace, &r.name).await {
@@ -85,7 +88,8 @@ impl Scoped<'_> {
                     p.argocd.as_ref().and_then(|a| a.tracking.app(method))
                         == Some(self.instance.as_str()),
                 ),
-                _ => None,
+                Ok(None) => None,
+                Err(e) => return Err(self.unreadable(r, &e)),
             }
         } else {
             let live_kind = match Resource::dedicated(group, kind) {
@@ -124,7 +128,8 @@ impl Scoped<'_> {
                             project == self.scope.project
                         }),
                 ),
-                _ => None,
+                Ok(None) => None,
+                Err(e) => return Err(self.unreadable(r, &e)),
             }
         };
         match managed {
@@ -136,6 +141,14 @@ impl Scoped<'_> {
             )),
             _ => Ok(()),
         }
+    }
+
+    fn unreadable(&self, r: &ResourceRef, e: &crate::cache::CacheError) -> String {
+        format!(
+            "{} {}/{} is not shown: wavegate cannot tell yet whether it is Application {}'s own \
+             object ({e})",
+            r.kind, r.namespace, r.name, self.instance
+        )
     }
 }
 

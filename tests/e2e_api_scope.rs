@@ -312,7 +312,10 @@ async fn platform_listing_more_than_it_manages() -> (String, Wavegate) {
             r("", "Service", "copied"),
             r("apps", "Deployment", "labelled"),
             r("argoproj.io", "Application", "finance"),
-            r("", "Secret", "creds")
+            r("", "Secret", "creds"),
+            // In a namespace this wavegate does not watch: whose it is cannot be read.
+            json!({"group": "", "version": "v1", "kind": "Service", "namespace": "default",
+                   "name": "kubernetes", "status": "Synced", "syncWave": 0})
         ]),
     );
     let result = |kind: &str, name: &str| {
@@ -365,6 +368,17 @@ async fn proxied_waves_and_timeline_judge_only_what_the_application_manages() {
                 "{name}: {shown}"
             );
         }
+        // An object whose owner cannot be read is not judged either: the judge's own read could
+        // succeed a moment later (a watch that finished listing) and show it unproven.
+        let unread = find("kubernetes");
+        assert_eq!(unread["judgedBy"], "outofscope", "{path}: {unread}");
+        assert!(
+            unread["message"]
+                .as_str()
+                .unwrap()
+                .contains("cannot tell yet whether it is"),
+            "{unread}"
+        );
         // The timeline reads Argo CD's apply time of its own Service only.
         let times: Vec<&Value> = body["timeline"]["waves"][0]["resources"]
             .as_array()

@@ -16,6 +16,7 @@ pub use source::{
     from_argocd_secret, from_kubeconfig_file, normalize_server,
 };
 
+use crate::locks;
 use crate::evaluate::{EvalConfig, Evaluator};
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
@@ -203,9 +204,7 @@ impl Clusters {
     /// The cluster named `name`, for a request that uses it.
     pub fn lookup(&self, name: &str) -> Option<InUse> {
         let renamed = || {
-            self.home_names
-                .read()
-                .is_ok_and(|names| names.contains(name))
+            locks::read(&self.home_names).contains(name)
         };
         if name == HOME || renamed() {
             return Some(self.home_in_use());
@@ -223,11 +222,11 @@ impl Clusters {
 
     /// The remote clusters that run, by name.
     pub fn remotes(&self) -> Arc<BTreeMap<String, Arc<Cluster>>> {
-        self.remote.read().map(|r| r.clone()).unwrap_or_default()
+        locks::read(&self.remote).clone()
     }
 
     pub fn refused(&self) -> Vec<Refused> {
-        self.refused.read().map(|r| r.clone()).unwrap_or_default()
+        locks::read(&self.refused).clone()
     }
 
     /// Notified when the remote set changes.
@@ -256,9 +255,7 @@ impl Clusters {
             (None, Some(server)) => {
                 let server = normalize_server(server);
                 let aliased = || {
-                    self.home_servers
-                        .read()
-                        .is_ok_and(|servers| servers.contains(&server))
+                    locks::read(&self.home_servers).contains(&server)
                 };
                 if server == HOME_SERVER || aliased() {
                     return Ok(self.home_in_use());
@@ -318,10 +315,8 @@ impl Clusters {
                     c
                 }
                 // Known as home by this Secret as it is: nothing to connect.
-                None if self
-                    .alias_fingerprints
-                    .read()
-                    .is_ok_and(|a| a.get(&d.name) == Some(&d.fingerprint)) =>
+                None if locks::read(&self.alias_fingerprints).get(&d.name)
+                    == Some(&d.fingerprint) =>
                 {
                     home_names.insert(d.name.clone());
                     home_servers.insert(d.server.clone());
@@ -384,22 +379,12 @@ impl Clusters {
                 .iter()
                 .zip(next.iter())
                 .all(|((a, x), (b, y))| a == b && Arc::ptr_eq(x, y));
-        if let Ok(mut r) = self.refused.write() {
-            *r = refused;
-        }
-        if let Ok(mut h) = self.home_names.write() {
-            *h = Arc::new(home_names);
-        }
-        if let Ok(mut h) = self.home_servers.write() {
-            *h = Arc::new(home_servers);
-        }
-        if let Ok(mut a) = self.alias_fingerprints.write() {
-            *a = aliases;
-        }
+        *locks::write(&self.refused) = refused;
+        *locks::write(&self.home_names) = Arc::new(home_names);
+        *locks::write(&self.home_servers) = Arc::new(home_servers);
+        *locks::write(&self.alias_fingerprints) = aliases;
         if !same || learnt {
-            if let Ok(mut r) = self.remote.write() {
-                *r = Arc::new(next);
-            }
+            *locks::write(&self.remote) = Arc::new(next);
             self.changed.send_modify(|n| *n += 1);
         }
         Ok(())
@@ -717,7 +702,7 @@ fn read_kubeconfig_dir(
         })
         .collect();
     paths.sort();
-    let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+    let mut seen = locks::lock(seen);
     seen.retain(|p, _| paths.contains(p));
     Ok(paths
         .into_iter()
