@@ -683,6 +683,8 @@ impl Cache {
         };
         let strip = if *kind == Kind::fixed("argoproj.io", "applications") {
             strip_application
+        } else if *kind == Kind::fixed("postgresql.cnpg.io", "databases") {
+            strip_database
         } else {
             strip_meta
         };
@@ -1349,6 +1351,30 @@ fn strip_meta<K: KubeResource>(o: &mut K) {
         .filter(|kept| !kept.is_empty());
     if let Some(a) = meta.annotations.as_mut() {
         a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// A CNPG Database keeps, besides, when its status was last written (the newest entry of the
+/// `status` subresource, without its field set): a status older than its Cluster is about a
+/// Cluster that is gone (`checks::cnpg`).
+fn strip_database(o: &mut DynamicObject) {
+    let written = o
+        .metadata
+        .managed_fields
+        .iter()
+        .flatten()
+        .filter(|f| f.subresource.as_deref() == Some("status"))
+        .max_by_key(|f| f.time.as_ref().map(|t| t.0))
+        .map(|f| ManagedFieldsEntry {
+            fields_v1: None,
+            ..f.clone()
+        });
+    strip_meta(o);
+    if let Some(written) = written {
+        o.metadata
+            .managed_fields
+            .get_or_insert_with(Vec::new)
+            .push(written);
     }
 }
 

@@ -1,5 +1,6 @@
-//! Issue 8 scenario 8 on the real local control plane: an applied CNPG Database whose Cluster
-//! is being deleted, then gone, is not Healthy — asked through wavegate's HTTP API.
+//! On the real local control plane: an applied CNPG Database whose Cluster is being deleted,
+//! then gone, then recreated under the same name, is not Healthy until the new Cluster applies
+//! it — asked through wavegate's HTTP API.
 
 #[path = "support/cluster.rs"]
 mod cluster;
@@ -104,4 +105,43 @@ async fn applied_database_is_not_healthy_while_its_cluster_is_deleted_or_gone() 
         message(&v).contains("status.applied is about a Cluster that is gone"),
         "{v}"
     );
+
+    // Recreated under the same name before CNPG's operator saw it gone (nothing rewrote the
+    // Database's status), and its primary already runs: CNPG never applies a Database whose
+    // generation it has observed, so no database exists on this Cluster. The API server dated
+    // the status write; the new Cluster is younger (timestamps are whole seconds).
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    apply(
+        &client,
+        json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+               "metadata": {"name": "pg", "namespace": ns},
+               "spec": {"instances": 1}}),
+    )
+    .await;
+    patch_status(
+        &client,
+        &cluster_ar,
+        &ns,
+        "pg",
+        json!({"instances": 1, "readyInstances": 1, "currentPrimary": "pg-1", "targetPrimary": "pg-1",
+               "phase": "Cluster in healthy state",
+               "conditions": [{"type": "Ready", "status": "True", "reason": "ClusterIsReady",
+                               "message": "Cluster is Ready",
+                               "lastTransitionTime": "2025-12-19T16:29:41Z"}]}),
+    )
+    .await;
+    let v = becomes("Progressing", "an older Cluster of the same name").await;
+    assert!(message(&v).contains("change the Database's spec"), "{v}");
+
+    // Once the new Cluster's primary applies it (a status written now), it is Healthy again.
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    patch_status(
+        &client,
+        &db_ar,
+        &ns,
+        "forgejo",
+        json!({"applied": true, "message": "applied by pg-1"}),
+    )
+    .await;
+    becomes("Healthy", "exists on Cluster").await;
 }

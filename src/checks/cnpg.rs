@@ -8,6 +8,7 @@
 //! `message`, `observedGeneration`. There is no `status.ready` in any released CNPG, whatever
 //! hand-written wait Jobs poll for.
 
+use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
 use super::generic::condition_status;
@@ -221,6 +222,27 @@ pub fn check(
         .into();
     }
 
+    // The same, once the new Cluster has a primary: CNPG's Database reconciler returns at
+    // once while `generation == status.observedGeneration`
+    // (internal/management/controller/database_controller.go), so it never applies a Database
+    // whose status an older Cluster of the same name left behind. The API server dates every
+    // status write (`metadata.managedFields`, subresource `status`): `applied: true` last
+    // written before this Cluster was created is about that older Cluster, and stays so until
+    // the Database's spec changes. (The same second is not proof: timestamps are whole
+    // seconds.)
+    if let (Some(written), Some(created)) = (status_written(db), created(cluster))
+        && written < created
+    {
+        return Verdict::progressing(format!(
+            "Database {id}: CNPG reports applied: true, but that status was written at \
+             {written}, before Cluster {cluster_id} was created at {created}: it is about an \
+             older Cluster of the same name, and CNPG does not apply a Database again while its \
+             generation is unchanged; change the Database's spec (or recreate it) so that this \
+             Cluster creates the database"
+        ))
+        .into();
+    }
+
     if params.require_cluster_ready
         && let Some(problem) = cluster_problem
     {
@@ -279,6 +301,26 @@ fn no_acting_primary(cluster_id: &str, cluster: &Value) -> Option<String> {
 }
 
 /// A non-empty string at `pointer`.
+/// When the object's status was last written, as the API server records it: the newest
+/// `metadata.managedFields` entry of the `status` subresource.
+fn status_written(object: &Value) -> Option<Timestamp> {
+    object
+        .pointer("/metadata/managedFields")?
+        .as_array()?
+        .iter()
+        .filter(|f| f.get("subresource").and_then(Value::as_str) == Some("status"))
+        .filter_map(|f| f.get("time")?.as_str()?.parse::<Timestamp>().ok())
+        .max()
+}
+
+fn created(object: &Value) -> Option<Timestamp> {
+    object
+        .pointer("/metadata/creationTimestamp")?
+        .as_str()?
+        .parse()
+        .ok()
+}
+
 fn text_field<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
     object
         .pointer(pointer)
@@ -611,6 +653,45 @@ mod tests {
                  an older Cluster of the same name and this one has not created the database yet"
             )
         );
+    }
+
+    /// The Database's status last written at `written` (the API server's managedFields), its
+    /// Cluster created at `created` and running a primary.
+    fn written_and_created(written: &str, created: &str) -> (Value, Value) {
+        let mut db = fixture(APPLIED);
+        db["metadata"]["managedFields"] = serde_json::json!([
+            {"manager": "argocd-controller", "operation": "Apply", "time": "2026-11-30T04:00:00Z"},
+            {"manager": "instance-manager", "operation": "Update", "subresource": "status",
+             "time": written}
+        ]);
+        let mut cluster = fixture(CLUSTER_READY);
+        cluster["metadata"]["creationTimestamp"] = created.into();
+        cluster["status"]["currentPrimary"] = "ddb-cluster-1".into();
+        (db, cluster)
+    }
+
+    #[test]
+    fn applied_true_written_before_the_cluster_was_recreated_is_progressing() {
+        // Recreated before CNPG's operator noticed, and the new primary already runs: CNPG
+        // will not apply this Database again (its generation is observed), so no database
+        // exists on this Cluster.
+        let (db, cluster) = written_and_created("2026-11-30T05:00:00Z", "2026-11-30T06:00:00Z");
+        let v = settled(check("ddb", "forgejo", Some(&db), Some(&cluster), &Params::default()));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        assert!(
+            v.message.contains("written at 2026-11-30T05:00:00Z, before Cluster ddb/ddb-cluster was created at 2026-11-30T06:00:00Z"),
+            "{v}"
+        );
+        assert!(v.message.contains("change the Database's spec"), "{v}");
+    }
+
+    #[test]
+    fn applied_true_written_by_this_cluster_is_healthy() {
+        for written in ["2026-11-30T06:00:07Z", "2026-11-30T06:00:00Z"] {
+            let (db, cluster) = written_and_created(written, "2026-11-30T06:00:00Z");
+            let v = settled(check("ddb", "forgejo", Some(&db), Some(&cluster), &Params::default()));
+            assert_eq!(v.status, HealthStatus::Healthy, "{written}: {v}");
+        }
     }
 
     #[test]
