@@ -14,13 +14,13 @@
 //! creates an object that was deleted meanwhile (the API server answers 404), and `null`
 //! removes an annotation whoever wrote it.
 
-use crate::locks::lock;
 use crate::ask::{Ask, Check};
 use crate::cache::{CacheError, Change};
 use crate::deps::DepIndex;
 use crate::evaluate::{Evaluator, reads};
 use crate::events;
 use crate::health::Verdict;
+use crate::locks::lock;
 use crate::metrics::Metrics;
 use crate::queue::{self, QueueConfig, Reconcile};
 use crate::resource::{InputError, Resource, Target};
@@ -292,10 +292,11 @@ impl Annotator {
         };
         if let Some(patch) = annotation_patch(&current, &wanted) {
             let produced = self.write(kind, (ns, name), patch).await?;
-            let mut w = lock(&self.written);
-            let after = Written::after(w.get(key), &rv, produced, wanted);
-            w.insert(key.clone(), after);
-            drop(w);
+            {
+                let mut w = lock(&self.written);
+                let after = Written::after(w.get(key), &rv, produced, wanted);
+                w.insert(key.clone(), after);
+            }
             if let Some(t) = event {
                 let ar = self.api_resource(kind).await?;
                 let regarding = events::reference(&object, &ar.api_version, &ar.kind);
