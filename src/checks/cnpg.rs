@@ -676,7 +676,13 @@ mod tests {
         // will not apply this Database again (its generation is observed), so no database
         // exists on this Cluster.
         let (db, cluster) = written_and_created("2026-11-30T05:00:00Z", "2026-11-30T06:00:00Z");
-        let v = settled(check("ddb", "forgejo", Some(&db), Some(&cluster), &Params::default()));
+        let v = settled(check(
+            "ddb",
+            "forgejo",
+            Some(&db),
+            Some(&cluster),
+            &Params::default(),
+        ));
         assert_eq!(v.status, HealthStatus::Progressing, "{v}");
         assert!(
             v.message.contains("written at 2026-11-30T05:00:00Z, before Cluster ddb/ddb-cluster was created at 2026-11-30T06:00:00Z"),
@@ -689,7 +695,13 @@ mod tests {
     fn applied_true_written_by_this_cluster_is_healthy() {
         for written in ["2026-11-30T06:00:07Z", "2026-11-30T06:00:00Z"] {
             let (db, cluster) = written_and_created(written, "2026-11-30T06:00:00Z");
-            let v = settled(check("ddb", "forgejo", Some(&db), Some(&cluster), &Params::default()));
+            let v = settled(check(
+                "ddb",
+                "forgejo",
+                Some(&db),
+                Some(&cluster),
+                &Params::default(),
+            ));
             assert_eq!(v.status, HealthStatus::Healthy, "{written}: {v}");
         }
     }

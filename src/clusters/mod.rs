@@ -16,8 +16,8 @@ pub use source::{
     from_argocd_secret, from_kubeconfig_file, normalize_server,
 };
 
-use crate::locks;
 use crate::evaluate::{EvalConfig, Evaluator};
+use crate::locks;
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{Api, ListParams};
 use kube::config::KubeConfigOptions;
@@ -203,9 +203,7 @@ impl Clusters {
 
     /// The cluster named `name`, for a request that uses it.
     pub fn lookup(&self, name: &str) -> Option<InUse> {
-        let renamed = || {
-            locks::read(&self.home_names).contains(name)
-        };
+        let renamed = || locks::read(&self.home_names).contains(name);
         if name == HOME || renamed() {
             return Some(self.home_in_use());
         }
@@ -254,9 +252,7 @@ impl Clusters {
                 .ok_or_else(|| ClusterError::UnknownName(crate::health::printable(name))),
             (None, Some(server)) => {
                 let server = normalize_server(server);
-                let aliased = || {
-                    locks::read(&self.home_servers).contains(&server)
-                };
+                let aliased = || locks::read(&self.home_servers).contains(&server);
                 if server == HOME_SERVER || aliased() {
                     return Ok(self.home_in_use());
                 }
