@@ -17,10 +17,15 @@ for f in seed-001-forgejo.yaml seed-000-cockroachdb.yaml platform-app.yaml; do
   k apply --server-side --force-conflicts -f "$here/tests/scenarios/$f" >/dev/null
 done
 
-# The Database of platform's wave 3 is platform's from an earlier sync: Argo CD's tracking names
-# it, so the views Argo CD's proxy scopes to platform (the UI extension's) judge it.
+# Wave 3 of platform (the Database, its Cluster and Forgejo's Deployment) is platform's from an
+# earlier sync: Argo CD's tracking names each, so the views Argo CD's proxy scopes to platform
+# (the UI extension's) judge them.
 k -n ddb annotate databases.postgresql.cnpg.io forgejo --overwrite \
   "argocd.argoproj.io/tracking-id=platform:postgresql.cnpg.io/Database:ddb/forgejo" >/dev/null
+k -n ddb annotate clusters.postgresql.cnpg.io pg --overwrite \
+  "argocd.argoproj.io/tracking-id=platform:postgresql.cnpg.io/Cluster:ddb/pg" >/dev/null
+k -n cicd annotate deployments.apps forgejo --overwrite \
+  "argocd.argoproj.io/tracking-id=platform:apps/Deployment:cicd/forgejo" >/dev/null
 
 ready_pod() { # namespace name ip
   k -n "$1" patch pod "$2" --subresource=status --type=merge -p "{\"status\":{\"phase\":\"Running\",\"podIP\":\"$3\",\"podIPs\":[{\"ip\":\"$3\"}],\"conditions\":[{\"type\":\"Ready\",\"status\":\"True\"},{\"type\":\"ContainersReady\",\"status\":\"True\"},{\"type\":\"PodScheduled\",\"status\":\"True\"}]}}" >/dev/null
