@@ -130,7 +130,13 @@ async fn applied_database_is_not_healthy_while_its_cluster_is_deleted_or_gone() 
                                "lastTransitionTime": "2025-12-19T16:29:41Z"}]}),
     )
     .await;
-    let v = becomes("Progressing", "an older Cluster of the same name").await;
+    // (Until the watch shows the primary, the rule before this one says the same of a
+    // Cluster that never had one: wait for the status write's date to be the reason.)
+    let v = becomes("Progressing", "before Cluster").await;
+    assert!(
+        message(&v).contains("an older Cluster of the same name"),
+        "{v}"
+    );
     assert!(message(&v).contains("change the Database's spec"), "{v}");
 
     // Once the new Cluster's primary applies it (a status written now), it is Healthy again.
