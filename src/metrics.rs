@@ -59,7 +59,7 @@ pub struct WriterLabel {
 
 /// The writers of [`Metrics::write_errors`], created at 0 so that `rate()` sees them before the
 /// first failure.
-pub const WRITERS: [&str; 2] = ["gate", "annotate"];
+pub const WRITERS: [&str; 3] = ["gate", "gate-stamp", "annotate"];
 
 /// The outcomes of [`Metrics::events`], created at 0.
 pub const EVENT_OUTCOMES: [&str; 3] = ["sent", "retried", "dropped"];
@@ -78,6 +78,8 @@ pub struct Metrics {
     /// `--max-cluster-objects`, by resource.
     pub objects_over_bound: Family<ResourceLabel, Counter>,
     pub gate_status_writes: Counter,
+    /// Metadata patches that mark a new gate status where Argo CD notices it (gate/stamp.rs).
+    pub gate_stamp_writes: Counter,
     pub annotation_writes: Counter,
     /// API requests refused before a handler answered them: `unauthorized`, `out_of_scope`
     /// (Argo CD proxy scope), `kind_not_allowed`, `overloaded`, `timeout`, `too_many_waiters`.
@@ -116,6 +118,7 @@ impl Default for Metrics {
         let cached_objects = Family::<ResourceLabel, Gauge>::default();
         let objects_over_bound = Family::<ResourceLabel, Counter>::default();
         let gate_status_writes = Counter::default();
+        let gate_stamp_writes = Counter::default();
         let annotation_writes = Counter::default();
         registry.register("asks", "Health asks by resource", asks.clone());
         registry.register("verdicts", "Verdicts by status", verdicts.clone());
@@ -154,6 +157,11 @@ impl Default for Metrics {
             "gate_status_writes",
             "WaveGate status patches sent to the API server",
             gate_status_writes.clone(),
+        );
+        registry.register(
+            "gate_stamp_writes",
+            "WaveGate metadata patches marking a new status for Argo CD's resource-update filter",
+            gate_stamp_writes.clone(),
         );
         registry.register(
             "annotation_writes",
@@ -231,6 +239,7 @@ impl Default for Metrics {
             cached_objects,
             objects_over_bound,
             gate_status_writes,
+            gate_stamp_writes,
             annotation_writes,
             api_refusals,
             gates_shown: Default::default(),

@@ -293,7 +293,10 @@ fn admission_policy_lets_wavegate_write_every_annotation_it_writes() {
     let objects = render("deploy/overlays/annotate");
     let policy = objects
         .iter()
-        .find(|o| o["kind"] == "ValidatingAdmissionPolicy")
+        .find(|o| {
+            o["kind"] == "ValidatingAdmissionPolicy"
+                && o["metadata"]["name"] == "wavegate-annotations-only"
+        })
         .expect("the admission policy");
     let owned = policy["spec"]["variables"]
         .as_array()
@@ -313,6 +316,61 @@ fn admission_policy_lets_wavegate_write_every_annotation_it_writes() {
         !owned.contains(OPT_IN),
         "the opt-in is the user's, not wavegate's"
     );
+}
+
+/// The gate controller's `patch` on WaveGates exists only to write the verdict stamp: every
+/// cluster-wide variant that grants it ships the policy that narrows it to that annotation, and
+/// the policy names exactly the annotation the controller writes (a different name would make
+/// every stamp fail once the policy is loaded).
+#[test]
+fn patch_on_wavegates_comes_with_the_policy_that_narrows_it_to_the_stamp() {
+    for dir in [
+        "deploy/base",
+        "deploy/overlays/annotate",
+        "deploy/overlays/clusters",
+        "deploy/remote-cluster",
+    ] {
+        let objects = render(dir);
+        let role = objects
+            .iter()
+            .find(|o| o["kind"] == "ClusterRole" && o["metadata"]["name"] == "wavegate")
+            .unwrap_or_else(|| panic!("{dir}: ClusterRole wavegate"));
+        let patches_gates = role["rules"].as_array().unwrap().iter().any(|r| {
+            r["resources"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|x| x == "wavegates")
+                && r["verbs"].as_array().unwrap().iter().any(|v| v == "patch")
+        });
+        assert!(patches_gates, "{dir}: the stamp needs patch on wavegates");
+        let policy = objects
+            .iter()
+            .find(|o| {
+                o["kind"] == "ValidatingAdmissionPolicy"
+                    && o["metadata"]["name"] == "wavegate-gate-verdict-only"
+            })
+            .unwrap_or_else(|| panic!("{dir}: the policy narrowing patch on wavegates"));
+        let owned = policy["spec"]["variables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "owned")
+            .and_then(|v| v["expression"].as_str())
+            .unwrap();
+        assert_eq!(
+            owned,
+            format!("['{}']", wavegate::gate::stamp::ANNOTATION),
+            "{dir}"
+        );
+        assert!(
+            objects.iter().any(|o| {
+                o["kind"] == "ValidatingAdmissionPolicyBinding"
+                    && o["spec"]["policyName"] == "wavegate-gate-verdict-only"
+            }),
+            "{dir}: the policy's binding"
+        );
+    }
 }
 
 /// Many clusters from Argo CD's Secrets: the only new access is `list` on Secrets, in Argo CD's
@@ -370,7 +428,9 @@ fn remote_cluster_holds_the_base_rbac_and_nothing_that_runs() {
             "CustomResourceDefinition",
             "ServiceAccount",
             "ClusterRole",
-            "ClusterRoleBinding"
+            "ClusterRoleBinding",
+            "ValidatingAdmissionPolicy",
+            "ValidatingAdmissionPolicyBinding"
         ]
     );
     let base = render("deploy/base");

@@ -776,3 +776,70 @@ async fn a_status_judged_on_an_older_spec_is_never_written_over_the_new_one() {
     );
     assert_eq!(answer, Some(409), "the late write is refused as a conflict");
 }
+
+/// Argo CD 3.x ignores a change of a WaveGate's `status` alone while its health status stays
+/// the same (src/gate/stamp.rs), so every new message is also stamped into metadata: with the
+/// installed RBAC and admission policy, the stamp follows the status through a message change
+/// under the same Progressing, and names exactly the status written.
+#[tokio::test]
+async fn each_new_message_is_stamped_where_argo_cd_notices_it() {
+    let admin = cluster::client().await;
+    let client = installed_wavegate_client().await;
+    let ns = cluster::namespace(&admin, "gates-stamp").await;
+    apply(
+        &admin,
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": ns},
+               "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}),
+    )
+    .await;
+    let _wg = Wavegate::start_in(client.clone(), EvalConfig::default(), &[&ns])
+        .await
+        .with_gates(Duration::from_secs(1));
+    apply(
+        &admin,
+        gate(
+            &ns,
+            "serving",
+            json!({"checks": [{"name": "http", "service": {"name": "web", "minReady": 1}}]}),
+        ),
+    )
+    .await;
+    let api = gates_api(&admin, &ns);
+    let stamped = |message_has: &'static str| {
+        let api = api.clone();
+        async move {
+            eventually(
+                Duration::from_secs(30),
+                &format!("a Progressing status saying {message_has:?}, stamped"),
+                || async {
+                    let g =
+                        serde_json::to_value(api.get("serving").await.map_err(|e| e.to_string())?)
+                            .unwrap();
+                    let status: wavegate::gate::crd::WaveGateStatus =
+                        serde_json::from_value(g["status"].clone()).map_err(|e| e.to_string())?;
+                    let message = g["status"]["health"]["message"].as_str().unwrap_or("");
+                    let stamp = &g["metadata"]["annotations"][wavegate::gate::stamp::ANNOTATION];
+                    if g["status"]["health"]["status"] == "Progressing"
+                        && message.contains(message_has)
+                        && *stamp == wavegate::gate::stamp::of(&status)
+                    {
+                        Ok(stamp.clone())
+                    } else {
+                        Err(format!("status {} stamp {stamp}", g["status"]))
+                    }
+                },
+            )
+            .await
+        }
+    };
+    let first = stamped("matches no pods").await;
+    // A pod that the selector picks, not Ready yet: same Progressing, another message.
+    pod(&admin, &ns, "web-0", json!({"app": "web"})).await;
+    set_pod_ready(&admin, &ns, "web-0", "10.244.9.1", false).await;
+    let second = stamped("web-0").await;
+    assert_ne!(
+        first, second,
+        "a new message under the same status gets a new stamp"
+    );
+}

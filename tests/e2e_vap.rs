@@ -236,3 +236,112 @@ async fn annotate_service_account_may_write_only_its_own_annotations() {
     .await
     .expect("other users are not constrained");
 }
+
+const GATE_POLICY: &str = "deploy/base/admission-policy.yaml";
+const BASE_ROLE: &str = "deploy/base/clusterrole.yaml";
+const BASE_BINDING: &str = "deploy/base/clusterrolebinding.yaml";
+
+/// The gate controller's `patch` on WaveGates, narrowed by the base's policy: wavegate's
+/// ServiceAccount, with exactly the base RBAC, may set and change the verdict stamp
+/// (src/gate/stamp.rs) and nothing else of a WaveGate — not its checks, not another annotation,
+/// not a label — while its status writes (the status subresource) are not affected.
+#[tokio::test]
+async fn gate_controller_may_change_only_the_verdict_stamp_of_a_wavegate() {
+    let admin = cluster::client().await;
+    for file in [GATE_POLICY, BASE_ROLE, BASE_BINDING] {
+        for obj in documents(file) {
+            apply_cluster_scoped(&admin, &obj).await;
+        }
+    }
+    let ns = cluster::namespace(&admin, "vap-gate").await;
+    cluster::apply(
+        &admin,
+        json!({"apiVersion": "wavegate.dev/v1alpha1", "kind": "WaveGate",
+               "metadata": {"name": "serving", "namespace": ns,
+                            "annotations": {"argocd.argoproj.io/sync-wave": "4"}},
+               "spec": {"checks": [{"name": "http",
+                                    "service": {"name": "forgejo", "minReady": 1}}]}}),
+    )
+    .await;
+    let wavegate = wavegate_sa_client(&admin).await;
+    let gates = cluster::api_resource("wavegate.dev", "v1alpha1", "WaveGate", "wavegates");
+    let stamp = wavegate::gate::stamp::ANNOTATION;
+
+    let attempt = std::sync::atomic::AtomicUsize::new(0);
+    cluster::eventually(
+        Duration::from_secs(60),
+        "the policy to deny wavegate's change of a gate's checks",
+        || async {
+            let n = attempt.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let release = json!({"spec": {"checks": [{"name": format!("gone-{n}"),
+                                                      "service": {"name": "x"}}]}});
+            match merge_patch(&wavegate, &gates, &ns, "serving", release).await {
+                Err(e) if e.contains("wavegate-gate-verdict-only") => Ok(()),
+                Err(e) => Err(e),
+                Ok(()) => Err("the checks patch was allowed".to_string()),
+            }
+        },
+    )
+    .await;
+
+    // The stamp: set, and changed.
+    for value in [
+        "1/Progressing/0000000000000001",
+        "1/Healthy/0000000000000002",
+    ] {
+        merge_patch(
+            &wavegate,
+            &gates,
+            &ns,
+            "serving",
+            json!({"metadata": {"annotations": {stamp: value}}}),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("wavegate may write its stamp {value}: {e}"));
+    }
+    // Its status, through the status subresource (server-side apply, as the controller does).
+    Api::<DynamicObject>::namespaced_with(wavegate.clone(), &ns, &gates)
+        .patch_status(
+            "serving",
+            &PatchParams::apply("wavegate").force(),
+            &Patch::Apply(
+                json!({"apiVersion": "wavegate.dev/v1alpha1", "kind": "WaveGate",
+                                 "status": {"observedGeneration": 1,
+                                            "health": {"status": "Progressing", "message": "m"}}}),
+            ),
+        )
+        .await
+        .expect("the status subresource is not narrowed by the policy");
+
+    for (what, patch) in [
+        (
+            "another annotation",
+            json!({"metadata": {"annotations": {"argocd.argoproj.io/sync-wave": "9"}}}),
+        ),
+        (
+            "a new annotation",
+            json!({"metadata": {"annotations": {"wavegate.dev/health-status": "Healthy"}}}),
+        ),
+        ("a label", json!({"metadata": {"labels": {"team": "x"}}})),
+        (
+            "a finalizer",
+            json!({"metadata": {"finalizers": ["example.com/hold"]}}),
+        ),
+        ("the timeout", json!({"spec": {"timeout": "1s"}})),
+    ] {
+        let err = merge_patch(&wavegate, &gates, &ns, "serving", patch)
+            .await
+            .expect_err(what);
+        assert!(err.contains("wavegate-gate-verdict-only"), "{what}: {err}");
+    }
+    // The admin (Argo CD, a user) is unaffected.
+    merge_patch(
+        &admin,
+        &gates,
+        &ns,
+        "serving",
+        json!({"spec": {"timeout": "10m"}}),
+    )
+    .await
+    .expect("other users are not constrained");
+}

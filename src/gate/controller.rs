@@ -8,6 +8,7 @@
 use super::crd::{WaveGate, WaveGateStatus};
 use super::decide::{Inputs, Rules, SyncClock, decide, health_of};
 use super::judge::{self, ask_of, invalid_check};
+use super::stamp;
 use crate::ask::{Ask, Check};
 use crate::cache::{CacheError, Change};
 use crate::deps::{Dep, DepIndex};
@@ -371,7 +372,49 @@ impl Gates {
             health = %health_of(status),
             "gate status written"
         );
-        Ok(written.resource_version())
+        let stamped = self.stamp(&api, gate, status).await;
+        Ok(stamped.or(written.resource_version()))
+    }
+
+    /// Marks the written status in the gate's metadata, where Argo CD notices it (see
+    /// [`stamp`]); the resourceVersion the mark produced. Best effort: the status is written
+    /// either way, and without the mark Argo CD shows it at its next periodic refresh.
+    async fn stamp(
+        &self,
+        api: &Api<WaveGate>,
+        gate: &WaveGate,
+        status: &WaveGateStatus,
+    ) -> Option<String> {
+        let want = stamp::of(status);
+        if gate.annotations().get(stamp::ANNOTATION) == Some(&want) {
+            return None;
+        }
+        let body =
+            serde_json::json!({ "metadata": { "annotations": { stamp::ANNOTATION: want } } });
+        let params = PatchParams {
+            field_manager: Some(FIELD_MANAGER.into()),
+            ..PatchParams::default()
+        };
+        match api
+            .patch(&gate.name_any(), &params, &Patch::Merge(&body))
+            .await
+        {
+            Ok(marked) => {
+                self.metrics.gate_stamp_writes.inc();
+                marked.resource_version()
+            }
+            Err(e) => {
+                self.metrics.record_write_error("gate-stamp");
+                tracing::warn!(
+                    gate = %format!("{}/{}", gate.namespace().unwrap_or_default(), gate.name_any()),
+                    error = %e,
+                    "cannot mark the gate's new status where Argo CD notices it ({}); Argo CD \
+                     shows the new message at its next periodic refresh",
+                    stamp::ANNOTATION
+                );
+                None
+            }
+        }
     }
 
     fn forget(&self, key: &GateKey) {

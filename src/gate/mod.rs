@@ -1,7 +1,7 @@
 //! WaveGates: the custom resource Argo CD waits on ([`crd`]), the pure rules that turn check
 //! verdicts into its status ([`judge`]), what to do with one gate — status, requeue, Event —
 //! decided from what was read ([`decide`]), the controller that reads, decides and writes
-//! ([`controller`]), and the view the HTTP API and `wavegate wait` serve ([`view`]).
+//! ([`controller`]) and marks each write where Argo CD notices it ([`stamp`]), and the view the HTTP API and `wavegate wait` serve ([`view`]).
 //!
 //! To run the controller in-process (e.g. in a test): `gate::run(evaluator, metrics, resync)`;
 //! it returns when the cache's change feed closes. Each status write increments
@@ -11,6 +11,7 @@ pub mod controller;
 pub mod crd;
 mod decide;
 pub mod judge;
+pub mod stamp;
 pub(crate) mod view;
 
 pub use controller::run;

@@ -118,13 +118,23 @@ describe('wavegate in Argo CD\'s own UI', () => {
     assert.equal(await treeHealth(page, 'ConfigMap', 'cicd', 'next-app'), 'Missing', 'wave 5 is not Missing while the gate holds');
     await screenshot(page, 'argocd-ui-tree-held');
     // Its summary carries wavegate's message, as Argo CD read it from the WaveGate's status.
-    const stored = storedGateMessage('cicd', 'forgejo-serving');
+    // Compared with the stored message of the same moment: the gate may rephrase while it holds,
+    // and Argo CD must follow within seconds, not at its next periodic refresh. Argo CD ignores a
+    // change of status alone under the same health status (Argo CD's own first message, "waiting
+    // for wavegate to evaluate generation 1", stays Progressing); wavegate's verdict stamp in
+    // metadata makes it look again (src/gate/stamp.rs).
     await openNode(page, 'WaveGate', 'cicd', 'forgejo-serving');
-    await eventually(async () => {
-      const summary = await page.locator('.tabs__content').first().innerText();
-      return /HEALTH DETAILS/.test(summary) && summary.includes(stored);
-    },
-      { ms: 20000, what: `the WaveGate's summary to show HEALTH DETAILS "${stored}"` });
+    const seen = { summary: '', stored: '' };
+    try {
+      await eventually(async () => {
+        seen.stored = storedGateMessage('cicd', 'forgejo-serving');
+        seen.summary = await page.locator('.tabs__content').first().innerText();
+        return /HEALTH DETAILS/.test(seen.summary) && seen.summary.includes(seen.stored);
+      }, { ms: 15000, what: 'the WaveGate\'s summary to show HEALTH DETAILS with its stored message' });
+    } catch (e) {
+      await screenshot(page, 'argocd-ui-gate-summary-failed');
+      throw new Error(`${e.message}\nstored message: ${seen.stored}\nsummary shown:\n${seen.summary}`);
+    }
     await screenshot(page, 'argocd-ui-gate-summary');
     await closePanel(page);
 

@@ -49,9 +49,14 @@ membership-proof reads of deploy/components/crdb-credentials. */}}
 - apiGroups: [wavegate.dev]
   resources: [wavegates]
   verbs: [get, list, watch]
-# ... and writes only their status subresource (server-side apply is a PATCH).
+# ... writes their status subresource (server-side apply is a PATCH) ...
 - apiGroups: [wavegate.dev]
   resources: [wavegates/status]
+  verbs: [patch]
+# ... and marks each new status in one annotation, where Argo CD notices it (src/gate/stamp.rs);
+# the admission policy wavegate-gate-verdict-only narrows this patch to that annotation.
+- apiGroups: [wavegate.dev]
+  resources: [wavegates]
   verbs: [patch]
 # One Event per status transition (src/events.rs), through kube-rs's recorder.
 - apiGroups: [events.k8s.io]
