@@ -566,8 +566,6 @@ pub async fn serve(args: ServeArgs) -> u8 {
         Ok(p) => p,
         Err(e) => return fail(CliError::Usage(e.to_string())),
     };
-    // WaveGates are judged under the same policy (before the gate controller starts).
-    policy.clone().install();
     let metrics = Arc::new(Metrics::default());
     let evaluator =
         match evaluator(&args.cluster, args.cluster.namespace_set(), metrics.clone()).await {

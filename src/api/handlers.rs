@@ -183,7 +183,7 @@ pub(crate) async fn applications(
     // A few at a time, in order: each view judges every resource of its application.
     let views: Vec<_> = apps
         .iter()
-        .map(|app| waves::view(&state.clusters, app, view_scope.as_ref()))
+        .map(|app| waves::view(&state.clusters, &state.policy, app, view_scope.as_ref()))
         .collect();
     let out: Vec<Value> = futures::stream::iter(views)
         .buffered(state.limits.applications_concurrency())
@@ -253,11 +253,12 @@ async fn waves_of(
         })?
         .ok_or_else(|| ApiError::NotFound(format!("Application {namespace}/{name} not found")))?;
     let view_scope = scope.as_ref().map(|Extension(s)| s.view_scope());
-    let waves = waves::view_with_findings(&state.clusters, &app, view_scope.as_ref()).await;
+    let waves =
+        waves::view_with_findings(&state.clusters, &state.policy, &app, view_scope.as_ref()).await;
     let now = k8s_openapi::jiff::Timestamp::now();
     // The live objects are in the Application's destination cluster.
     let timeline = match state.clusters.of_application(&app) {
-        Ok(ev) => timeline::of(ev.cache(), &app, &waves, now).await,
+        Ok(ev) => timeline::of(ev.cache(), &state.policy, &app, &waves, now).await,
         Err(why) => {
             let unread = |_: &_| timeline::Live {
                 unread: Some(why.to_string()),
