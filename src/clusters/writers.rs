@@ -6,6 +6,7 @@ use super::{Cluster, Clusters};
 use crate::gate::controller::Settings;
 use crate::metrics::Metrics;
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::task::{AbortHandle, JoinSet};
@@ -56,10 +57,10 @@ impl Clusters {
                 same
             });
             for (name, cluster) in now {
-                if !running.contains_key(&name) {
+                if let Entry::Vacant(slot) = running.entry(name) {
                     let run =
                         cluster.gate_controller(&self.home, metrics.clone(), writers.gates.clone());
-                    running.insert(name, (cluster, tasks.spawn(run)));
+                    slot.insert((cluster, tasks.spawn(run)));
                 }
             }
             tokio::select! {
