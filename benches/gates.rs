@@ -28,8 +28,9 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::{Summary, report};
+use wavegate::clusters::Cluster;
 use wavegate::evaluate::EvalConfig;
-use wavegate::gate::controller::{Settings, run_with};
+use wavegate::gate::controller::Settings;
 use wavegate::written::FIELD_MANAGER;
 
 fn arg(name: &str, default: u64) -> u64 {
@@ -117,8 +118,9 @@ async fn main() {
     let seen = watch_gates(&admin, &ns);
     let wg = Wavegate::start_in(admin.clone(), EvalConfig::default(), &[&ns]).await;
     let started = Instant::now();
-    let controller = tokio::spawn(run_with(
-        wg.evaluator.clone(),
+    let home = Cluster::home(wg.evaluator.clone());
+    let controller = tokio::spawn(home.gate_controller(
+        &home,
         wg.metrics.clone(),
         Settings::new(Duration::from_secs(15)),
     ));

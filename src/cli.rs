@@ -3,7 +3,7 @@
 use crate::api::{self, AppState};
 use crate::ask::Ask;
 use crate::cache::{Cache, WatchLimits};
-use crate::clusters::{Clusters, Source};
+use crate::clusters::{Cluster, Clusters, Source, Writers};
 use crate::evaluate::{EvalConfig, Evaluator};
 use crate::health::{HealthStatus, Verdict, printable, printable_lines};
 /// `wavegate lint`: rendered manifests in, findings out (src/lint/).
@@ -515,10 +515,10 @@ fn evaluator_of(
 /// (so the first requests already know them) and then followed.
 async fn clusters(
     args: &ServeArgs,
-    home: Arc<Evaluator>,
+    home: Arc<Cluster>,
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Clusters>, CliError> {
-    let source = args.clusters.source(home.cache().client())?;
+    let source = args.clusters.source(&home.client)?;
     let clusters = Clusters::new(home);
     let Some(source) = source else {
         return Ok(clusters);
@@ -549,56 +549,6 @@ async fn clusters(
     Ok(clusters)
 }
 
-/// One gate controller per remote cluster, started and stopped as the cluster set changes;
-/// each judges and writes the WaveGates of its own cluster. Aborting this aborts them all.
-async fn remote_gate_controllers(
-    clusters: Arc<Clusters>,
-    metrics: Arc<Metrics>,
-    settings: crate::gate::controller::Settings,
-) {
-    let mut changed = clusters.subscribe();
-    let mut running: HashMap<String, (Arc<Evaluator>, tokio::task::AbortHandle)> = HashMap::new();
-    let mut tasks = tokio::task::JoinSet::new();
-    loop {
-        changed.borrow_and_update();
-        let now = clusters.remotes();
-        // Removed, or rebuilt from a changed Secret: that cluster's controller stops.
-        running.retain(|name, (ev, task)| {
-            let same = now.get(name).is_some_and(|c| Arc::ptr_eq(&c.evaluator, ev));
-            if !same {
-                task.abort();
-                // No alert for a gate no longer judged (a rebuilt cluster's controller
-                // renews its own at once).
-                metrics.forget_cluster_gates(name);
-            }
-            same
-        });
-        // Only a cluster proven not to be home gets a writer (see `Clusters::proven_elsewhere`).
-        for (name, c) in now.iter().filter(|(_, c)| clusters.proven_elsewhere(c)) {
-            if !running.contains_key(name) {
-                let run = crate::gate::controller::run_with(
-                    c.evaluator.clone(),
-                    metrics.clone(),
-                    crate::gate::controller::Settings {
-                        cluster: name.clone(),
-                        ..settings.clone()
-                    },
-                );
-                running.insert(name.clone(), (c.evaluator.clone(), tasks.spawn(run)));
-            }
-        }
-        tokio::select! {
-            r = changed.changed() => if r.is_err() { return },
-            Some(done) = tasks.join_next() => {
-                if !matches!(&done, Err(e) if e.is_cancelled()) {
-                    // Not stopped by us: a writer ended on its own (see `supervised`).
-                    return;
-                }
-            }
-        }
-    }
-}
-
 pub async fn serve(args: ServeArgs) -> u8 {
     let token = match &args.token_file {
         Some(path) => match api::Token::from_file(path) {
@@ -616,8 +566,6 @@ pub async fn serve(args: ServeArgs) -> u8 {
         Ok(p) => p,
         Err(e) => return fail(CliError::Usage(e.to_string())),
     };
-    // WaveGates are judged under the same policy (before the gate controller starts).
-    policy.clone().install();
     let metrics = Arc::new(Metrics::default());
     let evaluator =
         match evaluator(&args.cluster, args.cluster.namespace_set(), metrics.clone()).await {
@@ -626,7 +574,8 @@ pub async fn serve(args: ServeArgs) -> u8 {
         };
     // Readiness is what `serve` needs to do its job, the gate controller's WaveGates; watches
     // started by callers' reads never count (a caller could otherwise wedge it).
-    evaluator.cache().require(crate::gate::kind());
+    let home = Cluster::home(evaluator);
+    home.cache.require(crate::gate::kind());
     if !args.status_validity.is_zero() && args.status_validity < args.resync * 2 {
         return fail(CliError::Usage(format!(
             "--status-validity ({}) must be at least twice --resync ({}): verdicts are \
@@ -652,41 +601,26 @@ pub async fn serve(args: ServeArgs) -> u8 {
             }
         },
     };
-    // The writers: the gate controller, and annotation mode if asked for. With
-    // --leader-elect only the replica holding the Lease runs them; every replica serves reads.
-    let validity = (!args.status_validity.is_zero()).then_some(args.status_validity);
-    let settings = crate::gate::controller::Settings {
-        resync: args.resync,
-        argocd_namespace: args.argocd_namespace.clone(),
-        status_validity: validity,
-        home: None,
-        cluster: crate::clusters::HOME.into(),
-    };
-    let clusters = match clusters(&args, evaluator.clone(), metrics.clone()).await {
+    let clusters = match clusters(&args, home, metrics.clone()).await {
         Ok(c) => c,
         Err(e) => return fail(e),
     };
-    let (ev, m, annotate, resync, all) = (
-        evaluator.clone(),
-        metrics.clone(),
-        args.annotate,
-        args.resync,
-        clusters.clone(),
-    );
+    // The writers: a gate controller per cluster, and annotation mode if asked for. With
+    // --leader-elect only the replica holding the Lease runs them; every replica serves reads.
+    let validity = (!args.status_validity.is_zero()).then_some(args.status_validity);
+    let writers = Writers {
+        gates: crate::gate::controller::Settings {
+            resync: args.resync,
+            argocd_namespace: args.argocd_namespace.clone(),
+            status_validity: validity,
+            policy: Arc::new(policy.clone()),
+        },
+        annotate: args.annotate.then_some((args.resync, validity)),
+    };
+    let (all, m) = (clusters.clone(), metrics.clone());
     let writers = move || {
-        let gates = crate::gate::controller::run_with(ev.clone(), m.clone(), settings.clone());
-        let mut started = vec![tokio::spawn(supervised("gate controller", gates)).abort_handle()];
-        let at_home = crate::gate::controller::Settings {
-            home: Some(ev.clone()),
-            ..settings.clone()
-        };
-        let remote = remote_gate_controllers(all.clone(), m.clone(), at_home);
-        started.push(tokio::spawn(supervised("remote gate controllers", remote)).abort_handle());
-        if annotate {
-            let run = crate::annotate::run_with(ev.clone(), m.clone(), resync, validity);
-            started.push(tokio::spawn(supervised("annotation mode", run)).abort_handle());
-        }
-        started
+        let run = all.clone().run_writers(m.clone(), writers.clone());
+        vec![tokio::spawn(supervised("writers", run)).abort_handle()]
     };
     // Cancelled once the server has stopped (SIGTERM): the leader stops its writers and
     // releases the Lease, so another replica takes over at once instead of after it expires.
@@ -708,8 +642,7 @@ pub async fn serve(args: ServeArgs) -> u8 {
         }
         Err(e) => return fail(e),
     }
-    let mut state = AppState::new(evaluator, metrics.clone())
-        .with_clusters(clusters)
+    let mut state = AppState::of(clusters, metrics.clone())
         .with_limits(args.limits.clone())
         .with_argocd_namespace(&args.argocd_namespace)
         .with_tracking_method(args.tracking_method)

@@ -37,8 +37,9 @@ pub struct EvalConfig {
     pub crdb_credentials: Option<Credentials>,
     /// When set, only these CrdbClusters (`(namespace, name)`) receive `crdb_credentials`.
     pub crdb_credentials_for: Option<std::collections::BTreeSet<(String, String)>>,
-    // clusters-fix (review finding 3): CockroachDB checks are not probed, Unknown with this
-    // reason. Set for remote clusters, whose pod IPs are not wavegate's network to reach.
+    /// When set, CockroachDB checks send no probe and are Unknown with this reason: a remote
+    /// cluster's pod IPs are not wavegate's network to reach (an overlapping pod CIDR would
+    /// answer from a home pod, and receive the DB Console credentials).
     pub probes_refused: Option<String>,
 }
 
@@ -281,7 +282,8 @@ impl Evaluator {
                     ..Found::seen(f, self.config.cnpg_grace, identity)
                 }
             }
-            // clusters-fix (finding 3): no probe at all, whatever the pods say.
+            // No probe at all, whatever the pods say: a pod IP dialled from here may be another
+            // network's pod (see `EvalConfig::probes_refused`).
             Check::CrdbCluster(_) if self.config.probes_refused.is_some() => {
                 let why = self.config.probes_refused.clone().unwrap_or_default();
                 let v = Verdict::unknown(format!("CrdbCluster {namespace}/{name}: {why}"));

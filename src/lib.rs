@@ -15,12 +15,14 @@
 //! 4. [`deps`] — which cached objects a verdict was read from;
 //! 5. [`evaluate`], [`policy`], [`queue`] — reads → verdicts; what a gate may check; the
 //!    reconcile queue;
-//! 6. [`gate`], [`annotate`], [`clusters`] — the writers; which clusters are judged, each with
-//!    its own evaluator;
-//! 7. [`waves`] — an Application's resources by wave;
-//! 8. [`timeline`] — the last sync of those waves over time;
-//! 9. [`api`] — HTTP;
-//! 10. [`cli`] — the subcommands.
+//! 6. [`gate`], [`annotate`] — the writers;
+//! 7. [`clusters`] — which clusters are judged, each a [`clusters::Cluster`] (home too) with
+//!    its own client, cache and evaluator, and the writers of each;
+//! 8. `live_lint` — a live Application's objects linted like rendered manifests;
+//! 9. [`waves`] — an Application's resources by wave;
+//! 10. [`timeline`] — the last sync of those waves over time;
+//! 11. [`api`] — HTTP;
+//! 12. [`cli`] — the subcommands.
 
 pub mod annotate;
 pub mod api;

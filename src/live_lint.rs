@@ -274,6 +274,7 @@ const READ_AT_ONCE: usize = 32;
 /// `status.resources`, hooks left out).
 pub(crate) async fn of(
     evaluator: &Evaluator,
+    policy: &CheckPolicy,
     app: &Value,
     resources: &[(ResourceRef, i64)],
 ) -> LiveLint {
@@ -282,7 +283,6 @@ pub(crate) async fn of(
         .and_then(Value::as_str)
         .unwrap_or("")
         .to_string();
-    let policy = CheckPolicy::installed();
     let cache = evaluator.cache();
     let reads: Vec<_> = resources
         .iter()

@@ -99,8 +99,8 @@ pub struct Metrics {
     /// Kubernetes Events by outcome: `sent`, `retried` (refused, tried again later), `dropped`
     /// (given up: refused for good, retries or backlog exhausted).
     pub events: Family<OutcomeLabel, Counter>,
-    /// clusters-fix: the gates with a `gate_health` series, by cluster (the family cannot be
-    /// listed, and a stopped cluster's series must be removed).
+    /// The gates with a `gate_health` series, by cluster: a prometheus-client family cannot be
+    /// listed, and the series of a cluster whose controller stopped must be removed.
     gates_shown: std::sync::Mutex<
         std::collections::HashMap<String, std::collections::HashSet<(String, String)>>,
     >,
@@ -308,8 +308,8 @@ impl Metrics {
             .get()
     }
 
-    // clusters-fix (review finding 6): a `cluster` label, and a stopped cluster's series cleared.
-    /// Gate `namespace/name` of `cluster` is now `status` (`None`: the gate is gone).
+    /// Gate `namespace/name` of `cluster` is now `status` (`None`: the gate is gone). Labelled
+    /// by cluster: the same namespace and name can be a gate in several clusters.
     pub fn set_gate_health(
         &self,
         cluster: &str,
@@ -330,28 +330,25 @@ impl Metrics {
                 self.gate_health.remove(&labels);
             }
         }
-        if let Ok(mut shown) = self.gates_shown.lock() {
-            let gates = shown.entry(cluster.to_string()).or_default();
-            let key = (namespace.to_string(), name.to_string());
-            match status {
-                Some(_) => gates.insert(key),
-                None => gates.remove(&key),
-            };
-        }
+        let mut shown = crate::locks::lock(&self.gates_shown);
+        let gates = shown.entry(cluster.to_string()).or_default();
+        let key = (namespace.to_string(), name.to_string());
+        match status {
+            Some(_) => gates.insert(key),
+            None => gates.remove(&key),
+        };
     }
 
     /// Every `gate_health` series of `cluster` goes (its controller stopped: the cluster was
     /// removed or rebuilt), so no alert fires for a gate no longer judged.
     pub fn forget_cluster_gates(&self, cluster: &str) {
-        let gates = match self.gates_shown.lock() {
-            Ok(mut shown) => shown.remove(cluster).unwrap_or_default(),
-            Err(_) => return,
-        };
+        let gates = crate::locks::lock(&self.gates_shown)
+            .remove(cluster)
+            .unwrap_or_default();
         for (namespace, name) in gates {
             self.set_gate_health(cluster, &namespace, &name, None);
         }
     }
-    // end clusters-fix
 
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {

@@ -11,7 +11,6 @@
 use crate::ask::{Ask, Check};
 use crate::resource::{InputError, Resource};
 use std::collections::BTreeSet;
-use std::sync::OnceLock;
 
 /// Kinds a generic check may name by default, as `(group, plural)`: workloads and the objects
 /// whose readiness a sync wave typically waits for. Pods, Secrets and ConfigMaps are left out on
@@ -73,8 +72,6 @@ impl Default for CheckPolicy {
     }
 }
 
-static INSTALLED: OnceLock<CheckPolicy> = OnceLock::new();
-
 impl PolicyArgs {
     pub(crate) fn policy(&self) -> Result<CheckPolicy, String> {
         let mut policy = CheckPolicy::default();
@@ -113,18 +110,6 @@ impl PolicyArgs {
 }
 
 impl CheckPolicy {
-    /// Make this the policy WaveGate checks are judged under (`wavegate serve` calls this once,
-    /// before the gate controller starts; later calls are ignored). Until then, and in every
-    /// process that never calls it, the strict default applies.
-    pub(crate) fn install(self) {
-        let _ = INSTALLED.set(self);
-    }
-
-    /// The policy in force for WaveGates (see [`CheckPolicy::install`]).
-    pub(crate) fn installed() -> &'static CheckPolicy {
-        INSTALLED.get_or_init(CheckPolicy::default)
-    }
-
     /// Whether a check may read this kind: the dedicated checks always; a generic check only on
     /// the allow-list. The error is the sentence shown to the caller.
     pub(crate) fn allows_kind(&self, resource: &Resource) -> Result<(), String> {

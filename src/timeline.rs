@@ -32,6 +32,7 @@
 
 use crate::cache::{ARGOCD_MANAGER, Cache, CacheError};
 use crate::health::HealthStatus;
+use crate::policy::CheckPolicy;
 use crate::resource::{Kind, ResourceRef};
 use crate::waves::{JudgedBy, Waves};
 use futures::StreamExt;
@@ -390,8 +391,14 @@ pub(crate) fn build(
 }
 
 /// The timeline of `app`'s last sync, with its live objects read from the cache.
-pub(crate) async fn of(cache: &Cache, app: &Value, waves: &Waves, now: Timestamp) -> Timeline {
-    let live: HashMap<ResourceRef, Live> = gather(cache, waves).await.into_iter().collect();
+pub(crate) async fn of(
+    cache: &Cache,
+    policy: &CheckPolicy,
+    app: &Value,
+    waves: &Waves,
+    now: Timestamp,
+) -> Timeline {
+    let live: HashMap<ResourceRef, Live> = gather(cache, policy, waves).await.into_iter().collect();
     let find = |r: &ResourceRef| live.get(r).cloned().unwrap_or_default();
     build(app, waves, find, now)
 }
@@ -405,7 +412,11 @@ pub(crate) const READS_AT_ONCE: usize = 32;
 /// objects wavegate already read to judge them are looked up again (same watches, no new kinds):
 /// a resource judged by Argo CD's recorded health stays unread. All reads together wait at most
 /// `--sync-wait` for watches that are still listing — never that wait once per resource.
-pub(crate) async fn gather(cache: &Cache, waves: &Waves) -> Vec<(ResourceRef, Live)> {
+pub(crate) async fn gather(
+    cache: &Cache,
+    policy: &CheckPolicy,
+    waves: &Waves,
+) -> Vec<(ResourceRef, Live)> {
     let deadline = tokio::time::Instant::now() + cache.sync_wait();
     let reads: Vec<_> = waves
         .waves
@@ -413,7 +424,7 @@ pub(crate) async fn gather(cache: &Cache, waves: &Waves) -> Vec<(ResourceRef, Li
         .flat_map(|w| &w.resources)
         .map(|j| {
             let read = matches!(j.judged_by, JudgedBy::Wavegate | JudgedBy::Kstatus)
-                .then(|| read(cache, &j.resource));
+                .then(|| read(cache, policy, &j.resource));
             let unread = match j.judged_by {
                 JudgedBy::OutOfScope => "not read: the application lists it but does not manage it",
                 _ => "wavegate does not watch this kind (Argo CD's health was used)",
@@ -476,7 +487,11 @@ fn changed_at_only(at: Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::T
     serde_json::json!({ "metadata": { "managedFields": entries } })
 }
 
-async fn read(cache: &Cache, r: &ResourceRef) -> Result<Option<Value>, CacheError> {
+async fn read(
+    cache: &Cache,
+    policy: &CheckPolicy,
+    r: &ResourceRef,
+) -> Result<Option<Value>, CacheError> {
     if r.group.is_empty() && r.kind == "Service" {
         // The cache keeps of a Service only Argo CD's latest change, which is all read here.
         let svc = cache.service(&r.namespace, &r.name).await?;
@@ -496,7 +511,7 @@ async fn read(cache: &Cache, r: &ResourceRef) -> Result<Option<Value>, CacheErro
         plural: plural.clone(),
     };
     if crate::resource::Resource::dedicated(&r.group, &r.kind).is_none() {
-        crate::policy::CheckPolicy::installed()
+        policy
             .allows_kind(&generic)
             .map_err(CacheError::NotAllowed)?;
     }

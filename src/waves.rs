@@ -12,6 +12,7 @@ use crate::gate::crd::WaveGate;
 use crate::gate::view::Gate;
 use crate::health::{HealthStatus, Verdict, worst_of};
 use crate::live_lint::LiveLint;
+use crate::policy::CheckPolicy;
 use crate::resource::{Kind, Resource, ResourceRef, Target};
 use crate::views::{TrackingMethod, managing_app};
 use futures::StreamExt;
@@ -72,7 +73,12 @@ impl Scoped<'_> {
     /// succeed a moment later and would then show an object nobody proved the user may see. An
     /// object that does not exist is judged (Missing): Argo CD's own tree shows that much
     /// already.
-    async fn admits(&self, evaluator: &Evaluator, r: &ResourceRef) -> Result<(), String> {
+    async fn admits(
+        &self,
+        evaluator: &Evaluator,
+        policy: &CheckPolicy,
+        r: &ResourceRef,
+    ) -> Result<(), String> {
         let cache = evaluator.cache();
         let (group, kind) = (r.group.as_str(), r.kind.as_str());
         let method = self.scope.method;
@@ -107,10 +113,7 @@ impl Scoped<'_> {
                     };
                     // The policy before any read: a refused kind is not watched to find out
                     // whose it is (`judge_kind` then says it is not judged).
-                    if crate::policy::CheckPolicy::installed()
-                        .allows_kind(&generic)
-                        .is_err()
-                    {
+                    if policy.allows_kind(&generic).is_err() {
                         return Ok(());
                     }
                     Kind::new(group, &plural)
@@ -335,7 +338,7 @@ fn ask_for(r: &ResourceRef) -> Option<Ask> {
 
 /// Judge an object named by kind with the generic rules (no expressions), when the installer's
 /// policy allows reading that kind.
-async fn judge_kind(evaluator: &Evaluator, r: &ResourceRef) -> Verdict {
+async fn judge_kind(evaluator: &Evaluator, policy: &CheckPolicy, r: &ResourceRef) -> Verdict {
     let what = format!("{} {}/{}", r.kind, r.namespace, r.name);
     match evaluator.cache().plural_of(&r.group, &r.kind).await {
         Ok(plural) => {
@@ -347,7 +350,7 @@ async fn judge_kind(evaluator: &Evaluator, r: &ResourceRef) -> Verdict {
             };
             // Never Healthy without reading it: existence is evidence wavegate lacks (the
             // same kinds are off the shipped RBAC, whose access review refuses them alike).
-            if let Err(why) = crate::policy::CheckPolicy::installed().allows_kind(&resource) {
+            if let Err(why) = policy.allows_kind(&resource) {
                 return Verdict::unknown(format!(
                     "{what}: not judged, and Argo CD recorded no health for it: {why}"
                 ));
@@ -387,9 +390,14 @@ fn gate_verdict(gate: Option<&Value>, r: &ResourceRef) -> Verdict {
 /// Judge every resource of `app` in its destination cluster and assemble the view. A
 /// destination wavegate does not judge makes every resource Unknown with the reason: judging
 /// them in another cluster would read other objects of the same names.
-pub(crate) async fn view(clusters: &Clusters, app: &Value, scope: Option<&ViewScope>) -> Waves {
+pub(crate) async fn view(
+    clusters: &Clusters,
+    policy: &CheckPolicy,
+    app: &Value,
+    scope: Option<&ViewScope>,
+) -> Waves {
     match clusters.of_application(app) {
-        Ok(evaluator) => view_in(&evaluator, app, scope).await,
+        Ok(evaluator) => view_in(&evaluator, policy, app, scope).await,
         Err(why) => {
             let s = |p: &str| app.pointer(p).and_then(Value::as_str).unwrap_or("");
             let (namespace, name) = (s("/metadata/namespace"), s("/metadata/name"));
@@ -416,10 +424,11 @@ pub(crate) async fn view(clusters: &Clusters, app: &Value, scope: Option<&ViewSc
 /// application's own.
 pub(crate) async fn view_with_findings(
     clusters: &Clusters,
+    policy: &CheckPolicy,
     app: &Value,
     scope: Option<&ViewScope>,
 ) -> Waves {
-    let mut waves = view(clusters, app, scope).await;
+    let mut waves = view(clusters, policy, app, scope).await;
     waves.lint = Some(match clusters.of_application(app) {
         Ok(evaluator) => {
             let s = |p: &str| app.pointer(p).and_then(Value::as_str).unwrap_or("");
@@ -435,7 +444,7 @@ pub(crate) async fn view_with_findings(
                 let (scoped, evaluator) = (scoped.as_ref(), &evaluator);
                 async move {
                     match scoped {
-                        Some(scoped) if scoped.admits(evaluator, &r).await.is_err() => None,
+                        Some(scoped) if scoped.admits(evaluator, policy, &r).await.is_err() => None,
                         _ => Some((r, wave)),
                     }
                 }
@@ -445,7 +454,7 @@ pub(crate) async fn view_with_findings(
                 .filter_map(std::future::ready)
                 .collect()
                 .await;
-            crate::live_lint::of(&evaluator, app, &resources).await
+            crate::live_lint::of(&evaluator, policy, app, &resources).await
         }
         Err(why) => LiveLint {
             findings: Vec::new(),
@@ -462,7 +471,12 @@ pub(crate) const JUDGED_AT_ONCE: usize = 32;
 
 /// [`view`] in one cluster. All judgements together wait at most the evaluator's patience
 /// (`--sync-wait` plus a probe timeout); a resource not judged by then is Unknown, saying so.
-async fn view_in(evaluator: &Evaluator, app: &Value, scope: Option<&ViewScope>) -> Waves {
+async fn view_in(
+    evaluator: &Evaluator,
+    policy: &CheckPolicy,
+    app: &Value,
+    scope: Option<&ViewScope>,
+) -> Waves {
     let namespace = app
         .pointer("/metadata/namespace")
         .and_then(Value::as_str)
@@ -480,7 +494,15 @@ async fn view_in(evaluator: &Evaluator, app: &Value, scope: Option<&ViewScope>) 
     let judging: Vec<_> = managed_resources(app)
         .into_iter()
         .map(|(r, wave, reported)| {
-            judge_by(evaluator, r, wave, reported, scoped.as_ref(), deadline)
+            judge_by(
+                evaluator,
+                policy,
+                r,
+                wave,
+                reported,
+                scoped.as_ref(),
+                deadline,
+            )
         })
         .collect();
     let judged = futures::stream::iter(judging)
@@ -493,13 +515,14 @@ async fn view_in(evaluator: &Evaluator, app: &Value, scope: Option<&ViewScope>) 
 /// [`judge_one`], given up at `deadline`.
 async fn judge_by(
     evaluator: &Evaluator,
+    policy: &CheckPolicy,
     r: ResourceRef,
     wave: i64,
     reported: Option<Verdict>,
     scoped: Option<&Scoped<'_>>,
     deadline: tokio::time::Instant,
 ) -> (i64, JudgedResource) {
-    let judged = judge_scoped(evaluator, &r, reported, scoped);
+    let judged = judge_scoped(evaluator, policy, &r, reported, scoped);
     let (verdict, by) = match tokio::time::timeout_at(deadline, judged).await {
         Ok(judged) => judged,
         Err(_) => (
@@ -529,20 +552,21 @@ async fn judge_by(
 /// is first checked to be the viewed application's own.
 async fn judge_scoped(
     evaluator: &Evaluator,
+    policy: &CheckPolicy,
     r: &ResourceRef,
     reported: Option<Verdict>,
     scoped: Option<&Scoped<'_>>,
 ) -> (Verdict, JudgedBy) {
     let reads = ask_for(r).is_some() || is_gate(r) || is_pod(r) || reported.is_none();
     if let (Some(scoped), true) = (scoped, reads)
-        && let Err(why) = scoped.admits(evaluator, r).await
+        && let Err(why) = scoped.admits(evaluator, policy, r).await
     {
         return match reported {
             Some(v) => (v, JudgedBy::Argocd),
             None => (Verdict::unknown(why), JudgedBy::OutOfScope),
         };
     }
-    judge_one(evaluator, r, reported).await
+    judge_one(evaluator, policy, r, reported).await
 }
 
 fn is_gate(r: &ResourceRef) -> bool {
@@ -556,6 +580,7 @@ fn is_pod(r: &ResourceRef) -> bool {
 /// The verdict for one resource of an Application, and who gave it.
 async fn judge_one(
     evaluator: &Evaluator,
+    policy: &CheckPolicy,
     r: &ResourceRef,
     reported: Option<Verdict>,
 ) -> (Verdict, JudgedBy) {
@@ -589,7 +614,7 @@ async fn judge_one(
     } else if let Some(v) = reported {
         (v, JudgedBy::Argocd)
     } else {
-        (judge_kind(evaluator, r).await, JudgedBy::Kstatus)
+        (judge_kind(evaluator, policy, r).await, JudgedBy::Kstatus)
     }
 }
 

@@ -20,8 +20,9 @@ use private_control_plane::PrivateControlPlane;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
 use std::time::Duration;
+use wavegate::clusters::Cluster;
 use wavegate::evaluate::EvalConfig;
-use wavegate::gate::controller::{self, Settings};
+use wavegate::gate::controller::Settings;
 
 /// How often every gate is judged again, and how long a written verdict counts: short, so the
 /// settled window below holds many resyncs and several validity renewals (status writes that
@@ -95,9 +96,10 @@ async fn gate_becomes(client: &kube::Client, ns: &str, name: &str, want: &str) -
 
 /// The gate controller and annotation mode, as `wavegate serve --annotate` runs them.
 fn run_writers(wg: &Wavegate) -> [tokio::task::JoinHandle<()>; 2] {
+    let home = Cluster::home(wg.evaluator.clone());
     [
-        tokio::spawn(controller::run_with(
-            wg.evaluator.clone(),
+        tokio::spawn(home.gate_controller(
+            &home,
             wg.metrics.clone(),
             Settings {
                 status_validity: Some(VALIDITY),

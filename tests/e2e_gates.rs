@@ -425,8 +425,9 @@ async fn verdict_of_a_stopped_wavegate_expires_for_argo_cd() {
     let ns = cluster::namespace(&admin, "gates-expiry").await;
     serving(&admin, &ns, "web", "10.244.7.1").await;
     let wg = Wavegate::start_in(admin.clone(), EvalConfig::default(), &[&ns]).await;
-    let controller = tokio::spawn(wavegate::gate::controller::run_with(
-        wg.evaluator.clone(),
+    let home = wavegate::clusters::Cluster::home(wg.evaluator.clone());
+    let controller = tokio::spawn(home.gate_controller(
+        &home,
         wg.metrics.clone(),
         wavegate::gate::controller::Settings {
             status_validity: Some(Duration::from_secs(4)),
@@ -704,8 +705,9 @@ async fn a_status_judged_on_an_older_spec_is_never_written_over_the_new_one() {
         .with_layer(&hold)
         .build();
     let wg = Wavegate::start_in(client, EvalConfig::default(), &[&ns]).await;
-    let _controller = tokio::spawn(wavegate::gate::controller::run_with(
-        wg.evaluator.clone(),
+    let home = wavegate::clusters::Cluster::home(wg.evaluator.clone());
+    let _controller = tokio::spawn(home.gate_controller(
+        &home,
         wg.metrics.clone(),
         wavegate::gate::controller::Settings::new(Duration::from_secs(60)),
     ));

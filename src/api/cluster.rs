@@ -4,8 +4,7 @@
 
 use super::scope::AppScope;
 use super::{ApiError, AppState};
-use crate::clusters::{HOME, InUse, Refused};
-use crate::evaluate::Evaluator;
+use crate::clusters::{Cluster, Refused};
 use axum::Json;
 use axum::extract::{FromRequestParts, RawPathParams, State};
 use axum::http::request::Parts;
@@ -14,7 +13,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 /// The addressed cluster.
-pub(crate) struct InCluster(pub InUse);
+pub(crate) struct InCluster(pub Arc<Cluster>);
 
 impl InCluster {
     /// `work`, unless the cluster is replaced or removed first: then 503 with why, never an
@@ -25,7 +24,7 @@ impl InCluster {
     ) -> Result<T, ApiError> {
         tokio::select! {
             out = work => Ok(out),
-            () = self.0.stopped.cancelled() => Err(ApiError::Unavailable(self.0.stopped_reason())),
+            () = self.0.stop.cancelled() => Err(ApiError::Unavailable(self.0.stopped_reason())),
         }
     }
 }
@@ -43,11 +42,7 @@ impl FromRequestParts<AppState> for InCluster {
             if let Some(scope) = parts.extensions.get::<Arc<AppScope>>() {
                 return scope.destination().map(InCluster);
             }
-            return state
-                .clusters
-                .lookup(HOME)
-                .map(InCluster)
-                .ok_or_else(|| ApiError::Unavailable("the home cluster is not judged".into()));
+            return Ok(InCluster(state.clusters.home().clone()));
         };
         state.clusters.lookup(name).map(InCluster).ok_or_else(|| {
             ApiError::NotFound(format!(
@@ -61,17 +56,18 @@ impl FromRequestParts<AppState> for InCluster {
 /// `GET /api/v1/clusters`: every cluster judged, whether its watches are synced, and the
 /// clusters its source names that are refused, with why.
 pub(crate) async fn list(State(state): State<AppState>) -> Json<Value> {
-    let entry = |name: &str, server: &str, ev: &Evaluator| {
-        let (ready, problems) = match ev.cache().readiness() {
+    let entry = |c: &Cluster| {
+        let (ready, problems) = match c.cache.readiness() {
             Ok(_) => (true, Vec::new()),
             Err(p) => (false, p),
         };
-        json!({"name": name, "server": server, "ready": ready, "problems": problems})
+        json!({"name": c.name, "server": c.server, "ready": ready, "problems": problems})
     };
-    let mut clusters = vec![entry(HOME, crate::clusters::HOME_SERVER, &state.evaluator)];
-    for c in state.clusters.remotes().values() {
-        clusters.push(entry(&c.name, &c.server, &c.evaluator));
-    }
+    let home = std::iter::once(state.clusters.home());
+    let clusters: Vec<Value> = home
+        .chain(state.clusters.remotes().values())
+        .map(|c| entry(c))
+        .collect();
     let refused: Vec<Refused> = state.clusters.refused();
     Json(json!({"clusters": clusters, "refused": refused}))
 }

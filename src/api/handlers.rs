@@ -90,7 +90,7 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
     let remotes = state.clusters.remotes();
     let ready = remotes
         .values()
-        .filter(|c| c.evaluator.cache().readiness().is_ok())
+        .filter(|c| c.cache.readiness().is_ok())
         .count();
     let refused = state.clusters.refused().len();
     let remote = if remotes.is_empty() && refused == 0 {
@@ -102,7 +102,7 @@ pub(crate) async fn readyz(State(state): State<AppState>) -> Response {
             remotes.len() - ready
         )
     };
-    match state.evaluator.cache().readiness() {
+    match state.clusters.home().cache.readiness() {
         Ok(n) => (
             StatusCode::OK,
             format!("ok: {n} required watches synced\n{remote}"),
@@ -171,7 +171,7 @@ pub(crate) async fn applications(
     scope: Scope,
 ) -> Result<Json<Value>, ApiError> {
     let kind = Resource::Application.kind();
-    let mut apps = match state.evaluator.cache().objects(&kind, None).await {
+    let mut apps = match state.clusters.home().cache.objects(&kind, None).await {
         Ok(apps) => apps,
         Err(CacheError::NotInstalled(_)) => Vec::new(),
         Err(e) => return Err(ApiError::Unavailable(e.to_string())),
@@ -183,7 +183,7 @@ pub(crate) async fn applications(
     // A few at a time, in order: each view judges every resource of its application.
     let views: Vec<_> = apps
         .iter()
-        .map(|app| waves::view(&state.clusters, app, view_scope.as_ref()))
+        .map(|app| waves::view(&state.clusters, &state.policy, app, view_scope.as_ref()))
         .collect();
     let out: Vec<Value> = futures::stream::iter(views)
         .buffered(state.limits.applications_concurrency())
@@ -242,8 +242,9 @@ async fn waves_of(
 ) -> Result<WavesWithTimeline, ApiError> {
     let target = Target::new(Resource::Application, namespace, name)?;
     let app = state
-        .evaluator
-        .cache()
+        .clusters
+        .home()
+        .cache
         .object(&target.resource.kind(), namespace, name)
         .await
         .map_err(|e| match e {
@@ -252,11 +253,12 @@ async fn waves_of(
         })?
         .ok_or_else(|| ApiError::NotFound(format!("Application {namespace}/{name} not found")))?;
     let view_scope = scope.as_ref().map(|Extension(s)| s.view_scope());
-    let waves = waves::view_with_findings(&state.clusters, &app, view_scope.as_ref()).await;
+    let waves =
+        waves::view_with_findings(&state.clusters, &state.policy, &app, view_scope.as_ref()).await;
     let now = k8s_openapi::jiff::Timestamp::now();
     // The live objects are in the Application's destination cluster.
     let timeline = match state.clusters.of_application(&app) {
-        Ok(ev) => timeline::of(ev.cache(), &app, &waves, now).await,
+        Ok(ev) => timeline::of(ev.cache(), &state.policy, &app, &waves, now).await,
         Err(why) => {
             let unread = |_: &_| timeline::Live {
                 unread: Some(why.to_string()),
@@ -295,7 +297,7 @@ fn gate_path(path: Result<Path<GatePath>, PathRejection>) -> Result<(String, Str
 /// authorized application's gates only).
 pub(crate) async fn gates(cluster: InCluster, scope: Scope) -> Result<Json<Value>, ApiError> {
     let listed = cluster
-        .unless_stopped(gate_view::list(cluster.0.evaluator.cache()))
+        .unless_stopped(gate_view::list(&cluster.0.cache))
         .await?;
     let mut gates = match listed {
         Ok(gates) => gates,
@@ -320,7 +322,7 @@ pub(crate) async fn gate(
     path: Result<Path<GatePath>, PathRejection>,
 ) -> Result<Json<gate_view::Gate>, ApiError> {
     let (namespace, name) = gate_path(path)?;
-    let cache = cluster.0.evaluator.cache();
+    let cache = &cluster.0.cache;
     cluster
         .unless_stopped(gate_view::get(cache, &namespace, &name))
         .await?
@@ -350,7 +352,7 @@ pub(crate) async fn gate_wait(
         .limits
         .waiter()
         .inspect_err(|_| state.metrics.record_refusal("too_many_waiters"))?;
-    let cache = cluster.0.evaluator.cache();
+    let cache = &cluster.0.cache;
     let waited = cluster
         .unless_stopped(gate_view::wait(
             cache,

@@ -31,45 +31,39 @@ use axum::routing::get;
 pub fn router(state: AppState) -> Router {
     let scoped =
         |r: Router<AppState>| r.route_layer(from_fn_with_state(state.clone(), scope::authorize));
+    // What a cluster answers, registered once and nested twice: under `/api/v1` for home (or,
+    // through Argo CD's proxy, the authorized Application's destination) and under
+    // `/api/v1/clusters/{cluster}` for the one named (`cluster::InCluster` tells them apart).
+    let in_cluster = |r: Router<AppState>| {
+        Router::new()
+            .nest("/api/v1", r.clone())
+            .nest("/api/v1/clusters/{cluster}", r)
+    };
     let quick = scoped(
         Router::new()
-            .route(
-                "/api/v1/health/{resource}/{namespace}/{name}",
-                get(handlers::health),
-            )
             .route("/api/v1/applications", get(handlers::applications))
             .route(
                 "/api/v1/applications/{namespace}/{name}/waves",
                 get(handlers::application_waves),
             )
             .route("/api/v1/waves", get(handlers::header_waves))
-            .route("/api/v1/gates", get(handlers::gates))
-            .route("/api/v1/gates/{namespace}/{name}", get(handlers::gate))
             .route("/api/v1/clusters", get(cluster::list))
-            .route(
-                "/api/v1/clusters/{cluster}/health/{resource}/{namespace}/{name}",
-                get(handlers::health),
-            )
-            .route("/api/v1/clusters/{cluster}/gates", get(handlers::gates))
-            .route(
-                "/api/v1/clusters/{cluster}/gates/{namespace}/{name}",
-                get(handlers::gate),
-            ),
+            .merge(in_cluster(
+                Router::new()
+                    .route(
+                        "/health/{resource}/{namespace}/{name}",
+                        get(handlers::health),
+                    )
+                    .route("/gates", get(handlers::gates))
+                    .route("/gates/{namespace}/{name}", get(handlers::gate)),
+            )),
     )
     .route_layer(from_fn_with_state(state.clone(), limits::bounded));
     // Gate waits are long-polls: bounded by their own timeout and `--max-waiters` (taken in the
     // handler, after the input is validated), not by the request timeout.
-    let waits = scoped(
-        Router::new()
-            .route(
-                "/api/v1/gates/{namespace}/{name}/wait",
-                get(handlers::gate_wait),
-            )
-            .route(
-                "/api/v1/clusters/{cluster}/gates/{namespace}/{name}/wait",
-                get(handlers::gate_wait),
-            ),
-    );
+    let waits = scoped(in_cluster(
+        Router::new().route("/gates/{namespace}/{name}/wait", get(handlers::gate_wait)),
+    ));
     let api = quick
         .merge(waits)
         .route_layer(from_fn_with_state(state.clone(), handlers::require_token));

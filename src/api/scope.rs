@@ -29,7 +29,7 @@
 
 use super::{ApiError, AppState};
 use crate::cache::CacheError;
-use crate::clusters::{ClusterError, InUse};
+use crate::clusters::{Cluster, ClusterError};
 use crate::evaluate::Evaluator;
 use crate::resource::{self, Resource};
 use crate::views::{TrackingMethod, managing_app};
@@ -76,7 +76,7 @@ pub(crate) struct AppScope {
     /// Where its resources live: the object routes without `{cluster}` read this cluster
     /// (`cluster::InCluster`), since the same namespace and name in another cluster is
     /// another object.
-    destination: Result<InUse, ClusterError>,
+    destination: Result<Arc<Cluster>, ClusterError>,
 }
 
 /// `(namespace, name, project)` from Argo CD's headers, `None` when the request carries none of
@@ -129,8 +129,9 @@ impl AppScope {
     ) -> Result<AppScope, ApiError> {
         let what = format!("Application {namespace}/{name}");
         let app = state
-            .evaluator
-            .cache()
+            .clusters
+            .home()
+            .cache
             .object(&Resource::Application.kind(), namespace, name)
             .await
             .map_err(|e| match e {
@@ -167,7 +168,7 @@ impl AppScope {
             argocd_namespace: state.argocd_namespace.clone(),
             policy: state.policy.clone(),
             resources: owned(&app),
-            home: Some(state.evaluator.clone()),
+            home: Some(state.clusters.home().evaluator.clone()),
             destination: state.clusters.destination_of(&app),
         })
     }
@@ -187,7 +188,7 @@ impl AppScope {
     }
 
     /// The cluster its resources are read in, or 403 when wavegate does not judge it.
-    pub(crate) fn destination(&self) -> Result<InUse, ApiError> {
+    pub(crate) fn destination(&self) -> Result<Arc<Cluster>, ApiError> {
         self.destination.clone().map_err(|e| {
             ApiError::Forbidden(format!(
                 "Application {}/{} deploys to a cluster wavegate does not judge ({e}), so its \

@@ -2,7 +2,7 @@
 
 use super::limits::{LimitArgs, Limits};
 use super::token::Token;
-use crate::clusters::Clusters;
+use crate::clusters::{Cluster, Clusters};
 use crate::evaluate::Evaluator;
 use crate::metrics::Metrics;
 use crate::policy::CheckPolicy;
@@ -10,8 +10,6 @@ use std::sync::Arc;
 
 #[derive(Clone)]
 pub struct AppState {
-    /// The home cluster's.
-    pub evaluator: Arc<Evaluator>,
     /// Every cluster judged, home included (`/api/v1/clusters/{cluster}/…`).
     pub clusters: Arc<Clusters>,
     pub metrics: Arc<Metrics>,
@@ -32,11 +30,15 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// No token, default limits, the default policy.
+    /// The home cluster alone, judged by `evaluator` (see [`AppState::of`]).
     pub fn new(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>) -> AppState {
+        AppState::of(Clusters::new(Cluster::home(evaluator)), metrics)
+    }
+
+    /// The clusters judged; no token, default limits, the default policy.
+    pub fn of(clusters: Arc<Clusters>, metrics: Arc<Metrics>) -> AppState {
         AppState {
-            clusters: Clusters::new(evaluator.clone()),
-            evaluator,
+            clusters,
             metrics,
             token: None,
             limits: Arc::new(Limits::new(LimitArgs::default())),
@@ -60,13 +62,6 @@ impl AppState {
     /// `/metrics` only on [`super::monitoring_router`].
     pub fn with_metrics_elsewhere(mut self) -> AppState {
         self.metrics_on_api = false;
-        self
-    }
-
-    /// Judge the remote clusters of `clusters` too (its home must be this state's evaluator).
-    pub fn with_clusters(mut self, clusters: Arc<Clusters>) -> AppState {
-        self.evaluator = clusters.home().clone();
-        self.clusters = clusters;
         self
     }
 

@@ -316,9 +316,12 @@ async fn a_wait_on_a_cluster_that_is_replaced_stops_with_503_and_why() {
         Evaluator::new(cache, EvalConfig::default(), metrics).map_err(|e| e.to_string())
     });
     let home = state(Duration::from_millis(50));
-    let clusters = crate::clusters::Clusters::new(home.evaluator.clone());
+    let clusters = crate::clusters::Clusters::new(home.clusters.home().clone());
     clusters.refresh(&source, &build).await.unwrap();
-    let app = router(home.with_clusters(clusters.clone()));
+    let app = router(AppState {
+        clusters: clusters.clone(),
+        ..home
+    });
     let waiting = tokio::spawn({
         let app = app.clone();
         async move {
@@ -357,9 +360,9 @@ async fn readyz_gives_counts_of_remote_clusters_never_their_names_or_errors() {
         Evaluator::new(cache, EvalConfig::default(), metrics).map_err(|e| e.to_string())
     });
     let home = state(Duration::from_millis(50));
-    let clusters = crate::clusters::Clusters::new(home.evaluator.clone());
+    let clusters = crate::clusters::Clusters::new(home.clusters.home().clone());
     clusters.refresh(&source, &build).await.unwrap();
-    let app = router(home.with_clusters(clusters));
+    let app = router(AppState { clusters, ..home });
     let (_, _, body) = call(&app, get("/readyz")).await;
     let text = body.as_str().unwrap_or_default().to_string();
     assert!(

@@ -5,16 +5,20 @@
 //! is added, removed or rebuilt here, and one that cannot be used is refused with its reason
 //! while the others run.
 //!
+//! Each is a [`Cluster`], home included, and each runs its own writers ([`Clusters::run_writers`]).
 //! A remote cluster that cannot be reached only makes its own verdicts Unknown: its cache's
-//! watches fail like any watch (issue 8's rule: a failing watch is never Healthy), and nothing
-//! here waits on it.
+//! watches fail like any watch (a failing watch is never Healthy), and nothing here waits on it.
 
+mod cluster;
 mod source;
+mod writers;
 
+pub use cluster::{Cluster, identity};
 pub use source::{
     Destination, FromSecret, SECRET_TYPE_CLUSTER, SECRET_TYPE_LABEL, SecretTrust, SourceError,
     from_argocd_secret, from_kubeconfig_file, normalize_server,
 };
+pub use writers::Writers;
 
 use crate::evaluate::{EvalConfig, Evaluator};
 use crate::locks;
@@ -29,7 +33,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, SystemTime};
 use thiserror::Error;
 use tokio::sync::watch;
-use tokio_util::sync::CancellationToken;
 
 /// Why a cluster cannot be used, or a destination resolved.
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
@@ -50,71 +53,6 @@ pub enum ClusterError {
 pub const HOME: &str = "in-cluster";
 /// …and its server (`common.KubernetesInternalAPIServerAddr`).
 pub const HOME_SERVER: &str = "https://kubernetes.default.svc";
-
-/// One remote cluster that runs.
-pub struct Cluster {
-    pub name: String,
-    pub server: String,
-    pub evaluator: Arc<Evaluator>,
-    /// Fired when the cluster is replaced (its source changed) or removed: what is in flight
-    /// with it stops rather than answer about a cluster no longer judged (see [`InUse`]).
-    pub stopped: CancellationToken,
-    fingerprint: u64,
-    /// Which cluster this really is ([`identity`]), once read.
-    identity: std::sync::OnceLock<String>,
-    /// Whether not reading it was logged (once, not at every resync).
-    identity_warned: std::sync::atomic::AtomicBool,
-}
-
-/// What a cluster is, whatever address a Secret spells for it: the UID of its `kube-system`
-/// Namespace. Every cluster has one (the API server creates it at start, pkg/controlplane's
-/// system-namespaces controller), it can never be deleted (k8s.io/apiserver
-/// `pkg/admission/plugin/namespace/lifecycle`, `immortalNamespaces`), and a UID is unique per
-/// cluster, so two API addresses that show the same one front the same objects. Needs `get`
-/// on that one Namespace, at home and in every remote cluster.
-pub async fn identity(client: &kube::Client) -> Result<String, String> {
-    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
-    let read = tokio::time::timeout(IDENTITY_TIMEOUT, namespaces.get("kube-system"));
-    match read.await {
-        Err(_) => Err(format!("no answer within {}s", IDENTITY_TIMEOUT.as_secs())),
-        Ok(Err(e)) => Err(e.to_string()),
-        Ok(Ok(ns)) => ns
-            .metadata
-            .uid
-            .filter(|u| !u.is_empty())
-            .ok_or_else(|| "Namespace kube-system has no uid".to_string()),
-    }
-}
-
-/// How long reading a cluster's identity may take (once per cluster, or per resync until read).
-const IDENTITY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// A cluster as a request uses it: its evaluator, and the signal that it is no longer judged.
-#[derive(Clone)]
-pub struct InUse {
-    pub name: String,
-    pub evaluator: Arc<Evaluator>,
-    pub stopped: CancellationToken,
-}
-
-impl InUse {
-    fn of(c: &Cluster) -> InUse {
-        InUse {
-            name: c.name.clone(),
-            evaluator: c.evaluator.clone(),
-            stopped: c.stopped.clone(),
-        }
-    }
-
-    /// Why what runs with this cluster must stop (once `stopped` has fired).
-    pub fn stopped_reason(&self) -> String {
-        format!(
-            "cluster {:?} was replaced or removed by its source while this request used it; \
-             ask again",
-            self.name
-        )
-    }
-}
 
 /// A cluster its source names but wavegate does not run, and why.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -157,19 +95,15 @@ pub type Build = dyn Fn(&Destination, kube::Client) -> Result<Arc<Evaluator>, St
 
 /// The clusters that run now.
 pub struct Clusters {
-    home: Arc<Evaluator>,
+    home: Arc<Cluster>,
     /// Other names the source gives the home cluster (a renamed `in-cluster` Secret, or a
     /// Secret that reaches it by another address).
     home_names: RwLock<Arc<std::collections::BTreeSet<String>>>,
     /// Other addresses of the home cluster (a Secret's server whose identity is home's).
     home_servers: RwLock<Arc<std::collections::BTreeSet<String>>>,
-    /// The home cluster's [`identity`], once read.
-    home_identity: std::sync::OnceLock<String>,
     /// Secrets found to reach home, by name, with the fingerprint of what they said: unchanged,
     /// they are not connected again at every refresh.
     alias_fingerprints: RwLock<HashMap<String, u64>>,
-    /// Never fired: the home cluster is never replaced.
-    home_running: CancellationToken,
     remote: RwLock<Arc<BTreeMap<String, Arc<Cluster>>>>,
     refused: RwLock<Vec<Refused>>,
     /// Bumped whenever the remote set changes (the per-cluster writers follow it).
@@ -178,44 +112,35 @@ pub struct Clusters {
 
 impl Clusters {
     /// The home cluster alone (and, once refreshed from a source, the remote ones).
-    pub fn new(home: Arc<Evaluator>) -> Arc<Clusters> {
+    pub fn new(home: Arc<Cluster>) -> Arc<Clusters> {
         Arc::new(Clusters {
             home,
             home_names: RwLock::default(),
             home_servers: RwLock::default(),
-            home_identity: std::sync::OnceLock::new(),
             alias_fingerprints: RwLock::default(),
-            home_running: CancellationToken::new(),
             remote: RwLock::default(),
             refused: RwLock::default(),
             changed: watch::Sender::new(0),
         })
     }
 
-    pub fn home(&self) -> &Arc<Evaluator> {
+    /// The cluster wavegate runs in.
+    pub fn home(&self) -> &Arc<Cluster> {
         &self.home
     }
 
     /// The evaluator of the cluster named `name` (`in-cluster` is the home cluster).
     pub fn get(&self, name: &str) -> Option<Arc<Evaluator>> {
-        self.lookup(name).map(|c| c.evaluator)
+        self.lookup(name).map(|c| c.evaluator.clone())
     }
 
-    /// The cluster named `name`, for a request that uses it.
-    pub fn lookup(&self, name: &str) -> Option<InUse> {
+    /// The cluster named `name`: `in-cluster`, or another name its source gives home, is home.
+    pub fn lookup(&self, name: &str) -> Option<Arc<Cluster>> {
         let renamed = || locks::read(&self.home_names).contains(name);
-        if name == HOME || renamed() {
-            return Some(self.home_in_use());
+        if name == self.home.name || renamed() {
+            return Some(self.home.clone());
         }
-        self.remotes().get(name).map(|c| InUse::of(c))
-    }
-
-    fn home_in_use(&self) -> InUse {
-        InUse {
-            name: HOME.to_string(),
-            evaluator: self.home.clone(),
-            stopped: self.home_running.clone(),
-        }
+        self.remotes().get(name).cloned()
     }
 
     /// The remote clusters that run, by name.
@@ -234,13 +159,13 @@ impl Clusters {
 
     /// The evaluator of an Application's destination (see [`Clusters::destination_of`]).
     pub fn of_application(&self, app: &Value) -> Result<Arc<Evaluator>, ClusterError> {
-        self.destination_of(app).map(|c| c.evaluator)
+        self.destination_of(app).map(|c| c.evaluator.clone())
     }
 
     /// An Application's destination cluster (`spec.destination.name`, else `.server`), as
     /// Argo CD resolves it (argo-cd `util/argo` `GetDestinationCluster`: by name when a name is
     /// given, else by server), or why there is none.
-    pub fn destination_of(&self, app: &Value) -> Result<InUse, ClusterError> {
+    pub fn destination_of(&self, app: &Value) -> Result<Arc<Cluster>, ClusterError> {
         let field = |k: &str| {
             app.pointer(&format!("/spec/destination/{k}"))
                 .and_then(Value::as_str)
@@ -253,19 +178,19 @@ impl Clusters {
             (None, Some(server)) => {
                 let server = normalize_server(server);
                 let aliased = || locks::read(&self.home_servers).contains(&server);
-                if server == HOME_SERVER || aliased() {
-                    return Ok(self.home_in_use());
+                if server == self.home.server || aliased() {
+                    return Ok(self.home.clone());
                 }
                 // Servers are unique among the remotes (`refresh` refuses duplicates).
                 self.remotes()
                     .values()
                     .find(|c| c.server == server)
-                    .map(|c| InUse::of(c))
+                    .cloned()
                     .ok_or_else(|| ClusterError::UnknownServer(crate::health::printable(&server)))
             }
             // No destination: Argo CD refuses to sync it; the home cluster is as good a guess
             // as any for reading what it last reported.
-            (None, None) => Ok(self.home_in_use()),
+            (None, None) => Ok(self.home.clone()),
         }
     }
 
@@ -273,7 +198,7 @@ impl Clusters {
     /// different. Only such a cluster gets a gate controller of its own: one that might be home
     /// by another address would be a second writer of home's WaveGates.
     pub fn proven_elsewhere(&self, cluster: &Cluster) -> bool {
-        match (self.home_identity.get(), cluster.identity.get()) {
+        match (self.home.identity.get(), cluster.identity.get()) {
             (Some(home), Some(there)) => home != there,
             _ => false,
         }
@@ -290,9 +215,9 @@ impl Clusters {
         let mut aliases = HashMap::new();
         // Identities learnt in this round: a cluster proven elsewhere now gets its writer.
         let mut learnt = false;
-        if self.home_identity.get().is_none() {
-            match identity(self.home.cache().client()).await {
-                Ok(id) => learnt |= self.home_identity.set(id).is_ok(),
+        if self.home.identity.get().is_none() {
+            match identity(&self.home.client).await {
+                Ok(id) => learnt |= self.home.identity.set(id).is_ok(),
                 Err(e) => tracing::warn!(
                     error = %e,
                     "cannot read the home cluster's identity (get namespaces/kube-system); no \
@@ -307,7 +232,7 @@ impl Clusters {
                 .cloned();
             let cluster = match kept {
                 Some(c) => {
-                    learnt |= c.identify(&d.name).await;
+                    learnt |= c.identify().await;
                     c
                 }
                 // Known as home by this Secret as it is: nothing to connect.
@@ -319,7 +244,7 @@ impl Clusters {
                     aliases.insert(d.name.clone(), d.fingerprint);
                     continue;
                 }
-                None => match connect(&d, build, self.home_identity.get()).await {
+                None => match connect(&d, build, self.home.identity.get()).await {
                     Ok(Some(c)) => {
                         learnt |= c.identity.get().is_some();
                         tracing::info!(cluster = %d.name, server = %d.server, %origin, "cluster added");
@@ -343,7 +268,7 @@ impl Clusters {
                 },
             };
             // The home cluster by another address: served as home, never a second writer.
-            if let (Some(home), Some(there)) = (self.home_identity.get(), cluster.identity.get())
+            if let (Some(home), Some(there)) = (self.home.identity.get(), cluster.identity.get())
                 && home == there
             {
                 tracing::info!(cluster = %d.name, server = %d.server, %origin,
@@ -358,7 +283,7 @@ impl Clusters {
         // Replaced or removed: whatever is in flight with the old one stops.
         for (name, old) in current.iter() {
             if !next.get(name).is_some_and(|c| Arc::ptr_eq(c, old)) {
-                old.stopped.cancel();
+                old.stop.cancel();
             }
             if !next.contains_key(name) {
                 tracing::info!(cluster = %name, "cluster removed");
@@ -502,9 +427,9 @@ pub(crate) fn bounded_client(
         .build())
 }
 
-/// A new or changed cluster: its evaluator, or `None` when its identity is home's (no
-/// evaluator, no watch: it is served as home). An unreadable identity is read again at the next
-/// refresh ([`Cluster::identify`]).
+/// A new or changed cluster, or `None` when its identity is home's (no evaluator, no watch: it
+/// is served as home). An unreadable identity is read again at the next refresh
+/// ([`Cluster::identify`]).
 async fn connect(
     d: &Destination,
     build: &Build,
@@ -515,50 +440,24 @@ async fn connect(
             .await
             .map_err(|e| ClusterError::Connect(e.to_string()))?;
     let client = bounded_client(config, MAX_RESPONSE_BYTES)?;
-    let known = std::sync::OnceLock::new();
-    match identity(&client).await {
+    let known = match identity(&client).await {
         Ok(id) if Some(&id) == home => return Ok(None),
-        Ok(id) => {
-            let _ = known.set(id);
+        Ok(id) => Some(id),
+        Err(e) => {
+            tracing::warn!(cluster = %d.name, error = %e,
+                "cannot read this cluster's identity (get namespaces/kube-system); its WaveGates \
+                 get no status writer until it can be told apart from home");
+            None
         }
-        Err(e) => tracing::warn!(cluster = %d.name, error = %e,
-            "cannot read this cluster's identity (get namespaces/kube-system); its WaveGates get \
-             no status writer until it can be told apart from home"),
-    }
+    };
     let evaluator = build(d, client).map_err(ClusterError::Build)?;
-    Ok(Some(Cluster {
-        name: d.name.clone(),
-        server: d.server.clone(),
+    Ok(Some(Cluster::remote(
+        &d.name,
+        &d.server,
         evaluator,
-        stopped: CancellationToken::new(),
-        fingerprint: d.fingerprint,
-        identity_warned: std::sync::atomic::AtomicBool::new(known.get().is_none()),
-        identity: known,
-    }))
-}
-
-impl Cluster {
-    /// Read this cluster's [`identity`] unless known; whether it was learnt now.
-    async fn identify(&self, name: &str) -> bool {
-        if self.identity.get().is_some() {
-            return false;
-        }
-        match identity(self.evaluator.cache().client()).await {
-            Ok(id) => self.identity.set(id).is_ok(),
-            Err(e) => {
-                if self
-                    .identity_warned
-                    .swap(true, std::sync::atomic::Ordering::Relaxed)
-                {
-                    return false;
-                }
-                tracing::warn!(cluster = %name, error = %e,
-                    "cannot read this cluster's identity (get namespaces/kube-system); its \
-                     WaveGates get no status writer until it can be told apart from home");
-                false
-            }
-        }
-    }
+        d.fingerprint,
+        known,
+    )))
 }
 
 /// How a remote cluster is judged: like home, except that CockroachDB checks send no probe and

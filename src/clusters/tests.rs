@@ -116,7 +116,7 @@ async fn kubeconfig_files_added_changed_and_removed_follow_at_runtime_and_watche
     std::fs::write(dir.join("broken"), "clusters: 5").unwrap();
     let source = Source::kubeconfig_dir(dir.clone());
     let build: Box<Build> = Box::new(|_, client| Ok(evaluator(client)));
-    let clusters = Clusters::new(home());
+    let clusters = Clusters::new(Cluster::home(home()));
     let mut changed = clusters.subscribe();
 
     clusters.refresh(&source, &build).await.unwrap();
@@ -176,9 +176,9 @@ async fn kubeconfig_files_added_changed_and_removed_follow_at_runtime_and_watche
 
 #[tokio::test]
 async fn an_applications_destination_picks_its_cluster_by_name_else_server() {
-    let clusters = Clusters::new(home());
+    let clusters = Clusters::new(Cluster::home(home()));
     let app = |d: serde_json::Value| serde_json::json!({"spec": {"destination": d}});
-    let home_ptr = clusters.home().clone();
+    let home_ptr = clusters.home().evaluator.clone();
     for d in [
         serde_json::json!({"name": "in-cluster"}),
         serde_json::json!({"server": "https://kubernetes.default.svc/"}),
@@ -291,26 +291,26 @@ async fn a_duplicate_server_stops_the_running_cluster_and_a_replaced_one_signals
     std::fs::write(dir.join("edge"), kubeconfig(&server, "t1")).unwrap();
     let source = Source::kubeconfig_dir(dir.clone());
     let build: Box<Build> = Box::new(|_, client| Ok(evaluator(client)));
-    let clusters = Clusters::new(home());
+    let clusters = Clusters::new(Cluster::home(home()));
     clusters.refresh(&source, &build).await.unwrap();
     let first = clusters.lookup("edge").unwrap();
-    assert!(!first.stopped.is_cancelled());
+    assert!(!first.stop.is_cancelled());
     let app = serde_json::json!({"spec": {"destination": {"server": server}}});
     assert_eq!(clusters.destination_of(&app).unwrap().name, "edge");
 
     // Rebuilt from changed settings: the old one's users are told to stop; the new one runs.
     std::fs::write(dir.join("edge"), kubeconfig(&server, "t2-longer")).unwrap();
     clusters.refresh(&source, &build).await.unwrap();
-    assert!(first.stopped.is_cancelled());
+    assert!(first.stop.is_cancelled());
     assert!(first.stopped_reason().contains("replaced or removed"));
     let second = clusters.lookup("edge").unwrap();
-    assert!(!second.stopped.is_cancelled());
+    assert!(!second.stop.is_cancelled());
 
     // Another file claims the same server: neither runs, and the running one stops.
     std::fs::write(dir.join("impostor"), kubeconfig(&server, "t3")).unwrap();
     clusters.refresh(&source, &build).await.unwrap();
     assert!(clusters.remotes().is_empty(), "{:?}", clusters.refused());
-    assert!(second.stopped.is_cancelled());
+    assert!(second.stop.is_cancelled());
     assert_eq!(clusters.refused().len(), 2, "{:?}", clusters.refused());
     assert!(
         clusters
@@ -382,11 +382,11 @@ async fn cockroachdb_checks_in_a_remote_cluster_are_unknown_without_a_probe() {
 
 #[tokio::test]
 async fn a_renamed_home_cluster_resolves_to_home() {
-    let clusters = Clusters::new(home());
+    let clusters = Clusters::new(Cluster::home(home()));
     *clusters.home_names.write().unwrap() = Arc::new(["local".to_string()].into());
     let app = serde_json::json!({"spec": {"destination": {"name": "local"}}});
     let got = clusters.destination_of(&app).unwrap();
-    assert!(Arc::ptr_eq(&got.evaluator, clusters.home()));
+    assert!(Arc::ptr_eq(&got.evaluator, &clusters.home().evaluator));
     assert!(clusters.lookup("local").is_some() && clusters.lookup("other").is_none());
 }
 

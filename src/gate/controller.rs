@@ -7,7 +7,7 @@
 
 use super::crd::{WaveGate, WaveGateStatus};
 use super::decide::{Inputs, Rules, SyncClock, decide, health_of};
-use super::judge::{self, ask_of, invalid_check};
+use super::judge::{self, ask_under, invalid_check};
 use super::stamp;
 use crate::ask::{Ask, Check};
 use crate::cache::{CacheError, Change};
@@ -16,6 +16,7 @@ use crate::evaluate::{Evaluator, Judgement, reads};
 use crate::events;
 use crate::locks::lock;
 use crate::metrics::Metrics;
+use crate::policy::CheckPolicy;
 use crate::queue::{self, QueueConfig, Reconcile};
 use crate::resource::Kind;
 use crate::written::{DEFAULT_STATUS_VALIDITY, FIELD_MANAGER};
@@ -52,8 +53,7 @@ struct Written {
 }
 
 struct Gates {
-    evaluator: Arc<Evaluator>,
-    metrics: Arc<Metrics>,
+    context: Context,
     index: Mutex<DepIndex<GateKey>>,
     /// The status last written per gate, with the resourceVersion it was written over: until
     /// the watch delivers our write, the cache still holds the old status, and comparing with
@@ -68,7 +68,25 @@ struct Gates {
     events: events::Publisher,
 }
 
-/// How the controller runs, from `wavegate serve` flags.
+/// What one cluster's gate controller reads, writes and reports with (controller-rs's
+/// `Context`); `clusters::Cluster` builds it for each cluster.
+pub struct Context {
+    /// The gates' cluster, as the `cluster` label of `wavegate_gate_health` names it.
+    pub cluster: String,
+    /// The gates' cluster's client: status writes and Events go there.
+    pub client: kube::Client,
+    /// Judges the gates' checks in their cluster, over the cache the WaveGates are read from.
+    pub evaluator: Arc<Evaluator>,
+    /// Where Argo CD's Applications are read: the cluster Argo CD runs in, whatever cluster it
+    /// deploys to (argo-cd `util/argo` reads them from its own namespace,
+    /// `controller/appcontroller.go` lists them there). The Application that manages a gate and
+    /// the Applications that `application:` checks name are read there, and their changes there
+    /// wake these gates. At home, the same evaluator as `evaluator`.
+    pub applications: Arc<Evaluator>,
+    pub metrics: Arc<Metrics>,
+}
+
+/// How the controllers run, from `wavegate serve` flags (the same for every cluster).
 #[derive(Clone)]
 pub struct Settings {
     /// Every gate is judged again this often without any change.
@@ -77,62 +95,48 @@ pub struct Settings {
     pub argocd_namespace: String,
     /// How long a written verdict counts (`health.validUntil`); `None`: forever.
     pub status_validity: Option<Duration>,
-    /// The home cluster's evaluator, for a remote cluster's controller (`None` at home). Argo
-    /// CD keeps Applications in the cluster it runs in, whatever cluster it deploys to
-    /// (argo-cd `util/argo` reads them from its own namespace, `controller/appcontroller.go`
-    /// lists them there), so the Application that manages a gate and the Applications that
-    /// `application:` checks name are read there, and their changes there wake these gates.
-    pub home: Option<Arc<Evaluator>>,
-    /// The gates' cluster, as the `cluster` label of `wavegate_gate_health` names it.
-    pub cluster: String,
+    /// What a gate's checks may read (`--gate-cross-namespace`, `--generic-kinds`).
+    pub policy: Arc<CheckPolicy>,
 }
 
 impl Settings {
+    /// The defaults of `wavegate serve`, with the strict default policy.
     pub fn new(resync: Duration) -> Settings {
         Settings {
             resync,
             argocd_namespace: DEFAULT_ARGOCD_NAMESPACE.into(),
             status_validity: Some(DEFAULT_STATUS_VALIDITY),
-            home: None,
-            cluster: HOME_CLUSTER.into(),
+            policy: Arc::default(),
         }
     }
-}
-
-/// Argo CD's name for the home cluster (see `clusters::HOME`, a higher layer).
-pub const HOME_CLUSTER: &str = "in-cluster";
-
-/// Run the gate controller until the cache's change feed closes. Status writes are counted in
-/// [`Metrics::gate_status_writes`].
-pub async fn run(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, resync: Duration) {
-    run_with(evaluator, metrics, Settings::new(resync)).await
 }
 
 /// Argo CD's namespace in a default install.
 pub(crate) const DEFAULT_ARGOCD_NAMESPACE: &str = "argocd";
 
-/// [`run`], with all settings.
-pub async fn run_with(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, settings: Settings) {
+/// Run one cluster's gate controller until its cache's change feed closes. Status writes are
+/// counted in [`Metrics::gate_status_writes`].
+pub async fn run(context: Context, settings: Settings) {
     let resync = settings.resync;
-    let changes = match &settings.home {
-        Some(home) => queue::Feed::with_other(
-            evaluator.cache().subscribe(),
-            home.cache().subscribe(),
-            |c| c.kind == APPLICATIONS,
-        ),
-        None => evaluator.cache().subscribe().into(),
+    let own = context.evaluator.cache().subscribe();
+    let changes = if Arc::ptr_eq(&context.evaluator, &context.applications) {
+        own.into()
+    } else {
+        let applications = context.applications.cache().subscribe();
+        queue::Feed::with_other(own, applications, |c| c.kind == APPLICATIONS)
     };
+    let metrics = context.metrics.clone();
     let gates = Arc::new(Gates {
-        events: events::Publisher::new(evaluator.cache().client().clone(), metrics.clone()),
-        evaluator,
-        metrics: metrics.clone(),
+        events: events::Publisher::new(context.client.clone(), metrics.clone()),
+        context,
         index: Mutex::default(),
         written: Mutex::default(),
         attempts: Mutex::default(),
         missing_crd_logged: AtomicBool::new(false),
         settings,
     });
-    tracing::info!(resync = %humantime::format_duration(resync), "gate controller started");
+    tracing::info!(cluster = %gates.context.cluster, resync = %humantime::format_duration(resync),
+        "gate controller started");
     queue::run(gates, changes, QueueConfig::new("gates", resync), metrics).await;
 }
 
@@ -147,7 +151,13 @@ impl Reconcile<GateKey> for Gates {
     }
 
     async fn all(&self) -> Vec<GateKey> {
-        match self.evaluator.cache().objects(&super::kind(), None).await {
+        match self
+            .context
+            .evaluator
+            .cache()
+            .objects(&super::kind(), None)
+            .await
+        {
             Ok(objects) => {
                 self.missing_crd_logged.store(false, Ordering::Relaxed);
                 objects
@@ -178,7 +188,7 @@ impl Reconcile<GateKey> for Gates {
 impl Gates {
     async fn judge(&self, key: &GateKey) -> Result<Option<Duration>, GateError> {
         let (ns, name) = key;
-        let cache = self.evaluator.cache();
+        let cache = self.context.evaluator.cache();
         let Some(object) = cache.object(&super::kind(), ns, name).await? else {
             self.forget(key);
             return Ok(None);
@@ -188,7 +198,7 @@ impl Gates {
             .spec
             .checks
             .iter()
-            .map(|c| (c.name.clone(), ask_of(c, ns)))
+            .map(|c| (c.name.clone(), ask_under(c, ns, &self.settings.policy)))
             .collect();
         let managed_by = judge::managing_application(&gate, &self.settings.argocd_namespace);
         // Register what the gate reads before reading it: a change that lands while the
@@ -228,7 +238,7 @@ impl Gates {
         // is the same: Argo CD may keep Applications where wavegate does not look (another
         // `--argocd-namespace`, OpenShift GitOps' `openshift-gitops`), so "not found" is no
         // proof that nothing is syncing the gate.
-        let applications = self.settings.home.as_ref().map_or(cache, |h| h.cache());
+        let applications = self.context.applications.cache();
         let now = k8s_openapi::jiff::Timestamp::now();
         let sync = match &managed_by {
             Some((app_ns, app)) => match applications.object(&APPLICATIONS, app_ns, app).await {
@@ -263,14 +273,18 @@ impl Gates {
         };
         let rules = Rules {
             status_validity: self.settings.status_validity,
-            probe_recheck: self.evaluator.probe_recheck(),
+            probe_recheck: self.context.evaluator.probe_recheck(),
         };
         let decision = decide(inputs, &rules, now);
         if let Some(why) = &decision.ignored_timeout {
             tracing::warn!(gate = %format!("{ns}/{name}"), "{why}; ignoring it");
         }
-        self.metrics
-            .set_gate_health(&self.settings.cluster, ns, name, Some(decision.health()));
+        self.context.metrics.set_gate_health(
+            &self.context.cluster,
+            ns,
+            name,
+            Some(decision.health()),
+        );
         if decision.write {
             // The write is conditional on the version the status was computed from (or the one
             // our own last write produced, while the cache has not caught up with it): a status
@@ -295,12 +309,12 @@ impl Gates {
         Ok(decision.requeue)
     }
 
-    /// Who judges `ask`: the home cluster for an Application (where Argo CD keeps them), the
+    /// Who judges `ask`: Argo CD's cluster for an Application (where Argo CD keeps them), the
     /// gate's own cluster for everything else.
     fn evaluator_for(&self, ask: &Ask) -> &Arc<Evaluator> {
-        match (&ask.check, &self.settings.home) {
-            (Check::Application, Some(home)) => home,
-            _ => &self.evaluator,
+        match &ask.check {
+            Check::Application => &self.context.applications,
+            _ => &self.context.evaluator,
         }
     }
 
@@ -349,7 +363,7 @@ impl Gates {
         resource_version: Option<String>,
     ) -> Result<Option<String>, GateError> {
         let api: Api<WaveGate> = Api::namespaced(
-            self.evaluator.cache().client().clone(),
+            self.context.client.clone(),
             &gate.namespace().unwrap_or_default(),
         );
         let mut body = serde_json::json!({
@@ -365,8 +379,8 @@ impl Gates {
         let written = api
             .patch_status(&gate.name_any(), &params, &Patch::Apply(&body))
             .await
-            .inspect_err(|_| self.metrics.record_write_error("gate"))?;
-        self.metrics.gate_status_writes.inc();
+            .inspect_err(|_| self.context.metrics.record_write_error("gate"))?;
+        self.context.metrics.gate_status_writes.inc();
         tracing::info!(
             gate = %format!("{}/{}", gate.namespace().unwrap_or_default(), gate.name_any()),
             health = %health_of(status),
@@ -400,11 +414,11 @@ impl Gates {
             .await
         {
             Ok(marked) => {
-                self.metrics.gate_stamp_writes.inc();
+                self.context.metrics.gate_stamp_writes.inc();
                 marked.resource_version()
             }
             Err(e) => {
-                self.metrics.record_write_error("gate-stamp");
+                self.context.metrics.record_write_error("gate-stamp");
                 tracing::warn!(
                     gate = %format!("{}/{}", gate.namespace().unwrap_or_default(), gate.name_any()),
                     error = %e,
@@ -418,8 +432,9 @@ impl Gates {
     }
 
     fn forget(&self, key: &GateKey) {
-        self.metrics
-            .set_gate_health(&self.settings.cluster, &key.0, &key.1, None);
+        self.context
+            .metrics
+            .set_gate_health(&self.context.cluster, &key.0, &key.1, None);
         lock(&self.index).remove(key);
         lock(&self.written).remove(key);
         lock(&self.attempts).remove(key);

@@ -22,15 +22,16 @@ use std::time::Duration;
 
 pub(crate) const READY: &str = "Ready";
 
-/// The question a check entry asks, or why it cannot be asked: a malformed name or JSONPath the
-/// schema could not catch, or a namespace or kind the installed [`CheckPolicy`] refuses (a
-/// tenant who may create a gate must not read other namespaces or Secrets through it).
-/// `gate_namespace` fills an omitted `namespace`.
+/// [`ask_under`] the strict default policy.
+#[cfg(test)]
 pub(crate) fn ask_of(check: &GateCheck, gate_namespace: &str) -> Result<Ask, InputError> {
-    ask_under(check, gate_namespace, CheckPolicy::installed())
+    ask_under(check, gate_namespace, &CheckPolicy::default())
 }
 
-/// [`ask_of`] under an explicit policy.
+/// The question a check entry asks, or why it cannot be asked: a malformed name or JSONPath the
+/// schema could not catch, or a namespace or kind `policy` refuses (a tenant who may create a
+/// gate must not read other namespaces or Secrets through it). `gate_namespace` fills an
+/// omitted `namespace`.
 pub(crate) fn ask_under(
     check: &GateCheck,
     gate_namespace: &str,

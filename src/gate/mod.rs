@@ -3,9 +3,9 @@
 //! decided from what was read ([`decide`]), the controller that reads, decides and writes
 //! ([`controller`]) and marks each write where Argo CD notices it ([`stamp`]), and the view the HTTP API and `wavegate wait` serve ([`view`]).
 //!
-//! To run the controller in-process (e.g. in a test): `gate::run(evaluator, metrics, resync)`;
-//! it returns when the cache's change feed closes. Each status write increments
-//! `metrics.gate_status_writes`.
+//! One controller runs per cluster (`clusters::Cluster::gate_controller` builds its
+//! [`controller::Context`]); it returns when its cache's change feed closes. Each status write
+//! increments `metrics.gate_status_writes`.
 
 pub mod controller;
 pub mod crd;

@@ -213,11 +213,9 @@ impl Wavegate {
 
     /// Also run the gate controller, as `wavegate serve` does.
     pub fn with_gates(self, resync: Duration) -> Self {
-        tokio::spawn(wavegate::gate::run(
-            self.evaluator.clone(),
-            self.metrics.clone(),
-            resync,
-        ));
+        let home = wavegate::clusters::Cluster::home(self.evaluator.clone());
+        let settings = wavegate::gate::controller::Settings::new(resync);
+        tokio::spawn(home.gate_controller(&home, self.metrics.clone(), settings));
         self
     }
 

@@ -1,0 +1,149 @@
+//! One cluster wavegate judges: its client, its cache, its evaluator and the signal that it is
+//! no longer judged. Home is one too; everything that runs per cluster (a request's reads, a
+//! gate controller) is built from it (compare kubert's `Runtime`, which owns a cluster's
+//! client, readiness and shutdown).
+
+use super::{HOME, HOME_SERVER};
+use crate::cache::Cache;
+use crate::evaluate::Evaluator;
+use crate::gate::controller::{self, Context, Settings};
+use crate::metrics::Metrics;
+use kube::api::Api;
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+pub struct Cluster {
+    /// Argo CD's name for it (`in-cluster` for home).
+    pub name: String,
+    /// Its API server, as Argo CD's destinations name it (normalized).
+    pub server: String,
+    pub client: kube::Client,
+    /// Its watches; the cluster is ready when this cache's required watches are.
+    pub cache: Arc<Cache>,
+    pub evaluator: Arc<Evaluator>,
+    /// Fired when the cluster is replaced (its source changed) or removed: what is in flight
+    /// with it stops rather than answer about a cluster no longer judged. Home's never fires.
+    pub stop: CancellationToken,
+    /// What its source said, to tell a changed Secret or file from the same one (0 for home).
+    pub(super) fingerprint: u64,
+    /// Which cluster this really is ([`identity`]), once read.
+    pub(super) identity: OnceLock<String>,
+    /// Whether not reading it was logged (once, not at every resync).
+    identity_warned: AtomicBool,
+}
+
+impl Cluster {
+    /// The cluster `evaluator` judges, over its cache and that cache's client (one cluster by
+    /// construction).
+    pub(super) fn new(name: &str, server: &str, evaluator: Arc<Evaluator>) -> Cluster {
+        let cache = evaluator.cache().clone();
+        Cluster {
+            name: name.to_string(),
+            server: server.to_string(),
+            client: cache.client().clone(),
+            cache,
+            evaluator,
+            stop: CancellationToken::new(),
+            fingerprint: 0,
+            identity: OnceLock::new(),
+            identity_warned: AtomicBool::new(false),
+        }
+    }
+
+    /// The cluster wavegate runs in, judged by `evaluator`.
+    pub fn home(evaluator: Arc<Evaluator>) -> Arc<Cluster> {
+        Arc::new(Cluster::new(HOME, HOME_SERVER, evaluator))
+    }
+
+    /// A destination cluster, and what its source said of it; `identity` when already read.
+    pub(super) fn remote(
+        name: &str,
+        server: &str,
+        evaluator: Arc<Evaluator>,
+        fingerprint: u64,
+        identity: Option<String>,
+    ) -> Cluster {
+        let known = OnceLock::new();
+        if let Some(id) = identity {
+            let _ = known.set(id);
+        }
+        Cluster {
+            fingerprint,
+            identity_warned: AtomicBool::new(known.get().is_none()),
+            identity: known,
+            ..Cluster::new(name, server, evaluator)
+        }
+    }
+
+    /// Why what runs with this cluster must stop (once `stop` has fired).
+    pub fn stopped_reason(&self) -> String {
+        format!(
+            "cluster {:?} was replaced or removed by its source while this request used it; \
+             ask again",
+            self.name
+        )
+    }
+
+    /// This cluster's gate controller: it judges and writes the WaveGates of this cluster, and
+    /// reads Argo CD's Applications in `argocd`, the cluster Argo CD runs in (home).
+    pub fn gate_controller(
+        &self,
+        argocd: &Cluster,
+        metrics: Arc<Metrics>,
+        settings: Settings,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let context = Context {
+            cluster: self.name.clone(),
+            client: self.client.clone(),
+            evaluator: self.evaluator.clone(),
+            applications: argocd.evaluator.clone(),
+            metrics,
+        };
+        controller::run(context, settings)
+    }
+
+    /// Read this cluster's [`identity`] unless known; whether it was learnt now.
+    pub(super) async fn identify(&self) -> bool {
+        if self.identity.get().is_some() {
+            return false;
+        }
+        match identity(&self.client).await {
+            Ok(id) => self.identity.set(id).is_ok(),
+            Err(e) => {
+                if self.identity_warned.swap(true, Ordering::Relaxed) {
+                    return false;
+                }
+                tracing::warn!(cluster = %self.name, error = %e,
+                    "cannot read this cluster's identity (get namespaces/kube-system); its \
+                     WaveGates get no status writer until it can be told apart from home");
+                false
+            }
+        }
+    }
+}
+
+/// What a cluster is, whatever address a Secret spells for it: the UID of its `kube-system`
+/// Namespace. Every cluster has one (the API server creates it at start, pkg/controlplane's
+/// system-namespaces controller), it can never be deleted (k8s.io/apiserver
+/// `pkg/admission/plugin/namespace/lifecycle`, `immortalNamespaces`), and a UID is unique per
+/// cluster, so two API addresses that show the same one front the same objects. Needs `get`
+/// on that one Namespace, at home and in every remote cluster.
+pub async fn identity(client: &kube::Client) -> Result<String, String> {
+    let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
+    let read = tokio::time::timeout(IDENTITY_TIMEOUT, namespaces.get("kube-system"));
+    match read.await {
+        Err(_) => Err(format!("no answer within {}s", IDENTITY_TIMEOUT.as_secs())),
+        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok(ns)) => ns
+            .metadata
+            .uid
+            .filter(|u| !u.is_empty())
+            .ok_or_else(|| "Namespace kube-system has no uid".to_string()),
+    }
+}
+
+/// How long reading a cluster's identity may take (once per cluster, or per resync until read).
+const IDENTITY_TIMEOUT: Duration = Duration::from_secs(5);

@@ -1,0 +1,91 @@
+//! The writers of every cluster, run and supervised here: a gate controller per cluster (home,
+//! and each remote cluster proven not to be home), started and stopped as the set changes, and
+//! annotation mode.
+
+use super::{Cluster, Clusters};
+use crate::gate::controller::Settings;
+use crate::metrics::Metrics;
+use std::collections::HashMap;
+use std::collections::hash_map::Entry;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::{AbortHandle, JoinSet};
+
+/// What the writers do besides judging gates (`wavegate serve` flags).
+#[derive(Clone)]
+pub struct Writers {
+    pub gates: Settings,
+    /// Annotation mode (`--annotate`): its resync and how long a written verdict counts.
+    pub annotate: Option<(Duration, Option<Duration>)>,
+}
+
+impl Clusters {
+    /// Run the writers of every cluster until one of them ends on its own (none does while the
+    /// process runs, unless it panicked): the caller then decides what that means (`serve`
+    /// exits). Dropping this future stops them all.
+    pub async fn run_writers(self: Arc<Self>, metrics: Arc<Metrics>, writers: Writers) {
+        let mut tasks = JoinSet::new();
+        // Annotation mode runs at home only. Argo CD's Lua reads the annotation on the object
+        // in its destination, so it could run anywhere; but a remote cluster is given a
+        // read-only role (deploy/remote-cluster, plus WaveGate status), while annotating needs
+        // `patch` on Services, Databases and CrdbClusters and a watch of every one of them: an
+        // installer who wants that in a destination grants it there, and that is a decision
+        // the opt-in flag alone should not make for every cluster Argo CD deploys to.
+        if let Some((resync, validity)) = writers.annotate {
+            let home = &self.home.evaluator;
+            tasks.spawn(crate::annotate::run_with(
+                home.clone(),
+                metrics.clone(),
+                resync,
+                validity,
+            ));
+        }
+        let mut changed = self.subscribe();
+        let mut running: HashMap<String, (Arc<Cluster>, AbortHandle)> = HashMap::new();
+        loop {
+            changed.borrow_and_update();
+            let now = self.writable();
+            // Removed, or rebuilt from a changed source: that cluster's controller stops.
+            running.retain(|name, (cluster, task)| {
+                let same = now.get(name).is_some_and(|c| Arc::ptr_eq(c, cluster));
+                if !same {
+                    task.abort();
+                    // No alert for a gate no longer judged (a rebuilt cluster's controller
+                    // renews its own at once).
+                    metrics.forget_cluster_gates(name);
+                }
+                same
+            });
+            for (name, cluster) in now {
+                if let Entry::Vacant(slot) = running.entry(name) {
+                    let run =
+                        cluster.gate_controller(&self.home, metrics.clone(), writers.gates.clone());
+                    slot.insert((cluster, tasks.spawn(run)));
+                }
+            }
+            tokio::select! {
+                r = changed.changed() => if r.is_err() { return },
+                Some(done) = tasks.join_next() => {
+                    if !matches!(&done, Err(e) if e.is_cancelled()) {
+                        tracing::error!(outcome = ?done.err(), "a writer stopped");
+                        return;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The clusters whose WaveGates get a writer, by name: home, and each remote cluster proven
+    /// not to be home (one that might be home by another address would be a second writer of
+    /// home's WaveGates, see [`Clusters::proven_elsewhere`]).
+    fn writable(&self) -> HashMap<String, Arc<Cluster>> {
+        let mut all: HashMap<String, Arc<Cluster>> = self
+            .remotes()
+            .iter()
+            .filter(|(_, c)| self.proven_elsewhere(c))
+            .map(|(name, c)| (name.clone(), c.clone()))
+            .collect();
+        all.insert(self.home.name.clone(), self.home.clone());
+        all
+    }
+}
