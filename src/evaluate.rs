@@ -11,6 +11,7 @@ use crate::cache::{Cache, CacheError};
 use crate::checks::{application, cnpg, cockroach, generic, service};
 use crate::deps::Dep;
 use crate::health::{Finding, Verdict};
+use crate::json::At;
 use crate::locks::lock;
 use crate::metrics::{Metrics, ResourceLabel};
 use crate::probe::{self, Credentials};
@@ -271,8 +272,7 @@ impl Evaluator {
                 let identity = db.as_ref().map(|d| {
                     let cluster_uid = cluster
                         .as_ref()
-                        .and_then(|c| c.pointer("/metadata/uid"))
-                        .and_then(serde_json::Value::as_str)
+                        .and_then(|c| c.str_at("/metadata/uid"))
                         .unwrap_or("");
                     format!("{}@{cluster_uid}", json_identity(d))
                 });
@@ -458,10 +458,7 @@ impl Evaluator {
         // Membership proven is what lets credentials go to a pod: a cluster the installer did
         // not name proves none, so its pods are probed without them (with a CA shared across
         // tenants, a tenant's own CrdbCluster can present correctly issued certificates).
-        let name = cluster
-            .pointer("/metadata/name")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("");
+        let name = cluster.str_at("/metadata/name").unwrap_or("");
         if !self.credentials_allowed(namespace, name) {
             return owners;
         }

@@ -34,6 +34,7 @@ pub mod evaluate;
 pub mod events;
 pub mod gate;
 pub mod health;
+mod json;
 pub mod leader;
 pub mod lint;
 mod live_lint;

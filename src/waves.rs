@@ -11,6 +11,7 @@ use crate::evaluate::Evaluator;
 use crate::gate::crd::WaveGate;
 use crate::gate::view::Gate;
 use crate::health::{HealthStatus, Verdict, worst_of};
+use crate::json::At;
 use crate::live_lint::LiveLint;
 use crate::resource::{Kind, Resource, ResourceRef, Target};
 use crate::views::{TrackingMethod, managing_app};
@@ -120,11 +121,7 @@ impl Scoped<'_> {
                 Ok(Some(object)) => Some(
                     managing_app(&object, group, kind, method) == Some(self.instance.as_str())
                         && (kind != "Application" || group != Resource::ARGO_GROUP || {
-                            let project = object
-                                .pointer("/spec/project")
-                                .and_then(Value::as_str)
-                                .filter(|p| !p.is_empty())
-                                .unwrap_or("default");
+                            let project = object.text_at("/spec/project").unwrap_or("default");
                             project == self.scope.project
                         }),
                 ),
@@ -187,7 +184,7 @@ pub(crate) struct Waves {
 /// The resources of an Application with their waves, skipping hooks (they run during a sync
 /// phase and are not part of any wave's health).
 pub(crate) fn managed_resources(app: &Value) -> Vec<(ResourceRef, i64, Option<Verdict>)> {
-    let Some(list) = app.pointer("/status/resources").and_then(Value::as_array) else {
+    let Some(list) = app.array_at("/status/resources") else {
         return Vec::new();
     };
     list.iter()
@@ -391,7 +388,7 @@ pub(crate) async fn view(clusters: &Clusters, app: &Value, scope: Option<&ViewSc
     match clusters.of_application(app) {
         Ok(evaluator) => view_in(&evaluator, app, scope).await,
         Err(why) => {
-            let s = |p: &str| app.pointer(p).and_then(Value::as_str).unwrap_or("");
+            let s = |p: &str| app.str_at(p).unwrap_or("");
             let (namespace, name) = (s("/metadata/namespace"), s("/metadata/name"));
             let health = crate::checks::application::check(namespace, name, Some(app));
             let judged = managed_resources(app)
@@ -422,7 +419,7 @@ pub(crate) async fn view_with_findings(
     let mut waves = view(clusters, app, scope).await;
     waves.lint = Some(match clusters.of_application(app) {
         Ok(evaluator) => {
-            let s = |p: &str| app.pointer(p).and_then(Value::as_str).unwrap_or("");
+            let s = |p: &str| app.str_at(p).unwrap_or("");
             let scoped = scope.map(|scope| Scoped {
                 scope,
                 instance: instance_name(
@@ -463,14 +460,8 @@ pub(crate) const JUDGED_AT_ONCE: usize = 32;
 /// [`view`] in one cluster. All judgements together wait at most the evaluator's patience
 /// (`--sync-wait` plus a probe timeout); a resource not judged by then is Unknown, saying so.
 async fn view_in(evaluator: &Evaluator, app: &Value, scope: Option<&ViewScope>) -> Waves {
-    let namespace = app
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let name = app
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let namespace = app.str_at("/metadata/namespace").unwrap_or("");
+    let name = app.str_at("/metadata/name").unwrap_or("");
     let health = crate::checks::application::check(namespace, name, Some(app));
     let deadline = tokio::time::Instant::now() + evaluator.patience();
     let scoped = scope.map(|scope| Scoped {

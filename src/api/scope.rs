@@ -31,6 +31,7 @@ use super::{ApiError, AppState};
 use crate::cache::CacheError;
 use crate::clusters::{ClusterError, InUse};
 use crate::evaluate::Evaluator;
+use crate::json::At;
 use crate::resource::{self, Resource};
 use crate::views::{TrackingMethod, managing_app};
 use crate::waves::{ViewScope, instance_name};
@@ -148,11 +149,7 @@ impl AppScope {
                 ))
             })?;
         // Argo CD's `Spec.GetProject()`: an empty project is "default".
-        let actual = app
-            .pointer("/spec/project")
-            .and_then(Value::as_str)
-            .filter(|p| !p.is_empty())
-            .unwrap_or("default");
+        let actual = app.text_at("/spec/project").unwrap_or("default");
         if actual != project {
             return Err(ApiError::Forbidden(format!(
                 "{what} belongs to project {actual}, not {project} as Argocd-Project-Name says"
@@ -206,7 +203,7 @@ impl AppScope {
     /// The application itself, or one of its child Applications: listed in its resources,
     /// tracked as its own, and in the project Argo CD authorized (`app` is the live object).
     pub(crate) fn allows_application(&self, app: &Value) -> bool {
-        let s = |p: &str| app.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let s = |p: &str| app.str_at(p).unwrap_or("");
         let (namespace, name) = (s("/metadata/namespace"), s("/metadata/name"));
         if namespace == self.namespace && name == self.name {
             return true;
@@ -380,7 +377,7 @@ impl AppScope {
 
 /// Every entry of `status.resources`, hooks included (they are the application's too).
 fn owned(app: &Value) -> Vec<Owned> {
-    let Some(list) = app.pointer("/status/resources").and_then(Value::as_array) else {
+    let Some(list) = app.array_at("/status/resources") else {
         return Vec::new();
     };
     list.iter()
