@@ -4,7 +4,7 @@
 //! an Application's managed resource ([`Ask::with_defaults`]) — and the verdict cache's key
 //! (`Hash + Eq`). Each check's parameters own their names, defaults, parsing and validation
 //! (`Params::from_query`, `Params::new` in `checks::*`); the cache reads an ask depends on are
-//! listed next to the code that makes them (`evaluate::reads`).
+//! listed next to the code that makes them, in each kind's module (`kinds::*::reads`).
 
 use crate::checks::{cnpg, cockroach, generic, service};
 use crate::resource::{InputError, Query, Resource, Target};

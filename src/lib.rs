@@ -4,8 +4,9 @@
 //! ([`health`]) → HTTP ([`api`]), WaveGate status or annotations. Modules form layers, and a
 //! module imports only from layers below its own (`tests/layers.rs` enforces it):
 //!
-//! 1. [`health`], [`resource`], [`views`] — verdicts; how kinds, objects and parameters are
-//!    named; what the cache keeps of pods, Services and EndpointSlices;
+//! 1. [`health`], [`resource`], [`views`], `json` — verdicts; how kinds, objects and
+//!    parameters are named; what the cache keeps of pods, Services and EndpointSlices; typed
+//!    reads of JSON objects;
 //! 2. [`metrics`], [`checks`], `table`, `store_index` — counters; the pure check functions;
 //!    kubectl-style tables; the views' store;
 //! 3. [`ask`], [`cache`], [`probe`], [`written`], [`leader`], [`events`], `progress`, [`lint`] —
@@ -13,14 +14,16 @@
 //!    writes; which Event a transition deserves; `wavegate wait`'s output; wave order and
 //!    readiness found in rendered manifests;
 //! 4. [`deps`] — which cached objects a verdict was read from;
-//! 5. [`evaluate`], [`policy`], [`queue`] — reads → verdicts; what a gate may check; the
+//! 5. `kinds` — each check kind's contract: what it reads, how it gathers a snapshot for its
+//!    check, its WaveGate entry;
+//! 6. [`evaluate`], [`policy`], [`queue`] — reads → verdicts; what a gate may check; the
 //!    reconcile queue;
-//! 6. [`gate`], [`annotate`], [`clusters`] — the writers; which clusters are judged, each with
+//! 7. [`gate`], [`annotate`], [`clusters`] — the writers; which clusters are judged, each with
 //!    its own evaluator;
-//! 7. [`waves`] — an Application's resources by wave;
-//! 8. [`timeline`] — the last sync of those waves over time;
-//! 9. [`api`] — HTTP;
-//! 10. [`cli`] — the subcommands.
+//! 8. [`waves`] — an Application's resources by wave;
+//! 9. [`timeline`] — the last sync of those waves over time;
+//! 10. [`api`] — HTTP;
+//! 11. [`cli`] — the subcommands.
 
 pub mod annotate;
 pub mod api;
@@ -35,6 +38,7 @@ pub mod events;
 pub mod gate;
 pub mod health;
 mod json;
+mod kinds;
 pub mod leader;
 pub mod lint;
 mod live_lint;

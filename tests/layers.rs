@@ -14,6 +14,7 @@ const LAYERS: &[&[&str]] = &[
         "ask", "cache", "probe", "written", "leader", "events", "progress", "lint",
     ],
     &["deps"],
+    &["kinds"],
     &["evaluate", "policy", "queue"],
     &["gate", "annotate", "clusters"],
     &["live_lint"],

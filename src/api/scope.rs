@@ -209,8 +209,9 @@ impl AppScope {
             return true;
         }
         let project = Some(s("/spec/project")).filter(|p| !p.is_empty());
-        self.owns(Resource::ARGO_GROUP, "Application", namespace, name)
-            && self.manages(app, Resource::ARGO_GROUP, "Application")
+        let (group, kind) = Resource::Application.group_kind();
+        self.owns(group, kind, namespace, name)
+            && self.manages(app, group, kind)
             && project.unwrap_or("default") == self.project
     }
 
@@ -219,7 +220,8 @@ impl AppScope {
         if namespace == self.namespace && name == self.name {
             return true;
         }
-        if !self.owns(Resource::ARGO_GROUP, "Application", namespace, name) {
+        let (group, kind) = Resource::Application.group_kind();
+        if !self.owns(group, kind, namespace, name) {
             return false;
         }
         let Some(home) = &self.home else { return false };
@@ -285,18 +287,6 @@ impl AppScope {
                         Ok(Some(s)) if s.tracking.app(self.method) == Some(self.instance.as_str())
                     )
             }
-            Resource::CnpgDatabase | Resource::CrdbCluster => {
-                let kind = if *resource == Resource::CnpgDatabase {
-                    "Database"
-                } else {
-                    "CrdbCluster"
-                };
-                let (group, _) = resource.group_plural();
-                self.owns(group, kind, namespace, name)
-                    && self
-                        .live_manages(&resource.kind(), kind, namespace, name)
-                        .await
-            }
             Resource::Generic { group, plural } => {
                 for r in self
                     .resources
@@ -311,6 +301,14 @@ impl AppScope {
                     }
                 }
                 false
+            }
+            // Every other kind with a check of its own is read whole from the cache.
+            dedicated => {
+                let (group, kind) = dedicated.group_kind();
+                self.owns(group, kind, namespace, name)
+                    && self
+                        .live_manages(&dedicated.kind(), kind, namespace, name)
+                        .await
             }
         }
     }
