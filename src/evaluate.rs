@@ -20,8 +20,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 pub use crate::kinds::EvalConfig;
-/// What a check kind reads, for whoever must be woken when it changes.
-pub(crate) use crate::kinds::reads;
+
+/// What judging `ask` reads from the cache (its kind's declared reads), for whoever must be
+/// woken when it changes: the gate controller, annotation mode.
+pub(crate) fn reads(ask: &Ask) -> Vec<crate::deps::Dep> {
+    kinds::reads(&ask.check, &ask.namespace, &ask.name)
+}
 
 /// A verdict and whether it rests on evidence about the cluster.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -199,7 +203,7 @@ impl Evaluator {
             probes: self,
             config: &self.config,
         };
-        kinds::gather(ask, &sources).await
+        kinds::gather(&ask.check, &ask.namespace, &ask.name, &sources).await
     }
 
     /// Probe one pod, coalesced and cached for the probe TTL.

@@ -9,21 +9,22 @@
 //!    reads of JSON objects;
 //! 2. [`metrics`], [`checks`], `table`, `store_index` — counters; the pure check functions;
 //!    kubectl-style tables; the views' store;
-//! 3. [`ask`], [`cache`], [`probe`], [`written`], [`leader`], [`events`], `progress`, [`lint`] —
-//!    what to check; the watch cache; CockroachDB probes; what the writers share; which replica
-//!    writes; which Event a transition deserves; `wavegate wait`'s output; wave order and
-//!    readiness found in rendered manifests;
+//! 3. [`cache`], [`probe`], [`written`], [`leader`], [`events`], `progress`, [`lint`] — the
+//!    watch cache; CockroachDB probes; what the writers share; which replica writes; which
+//!    Event a transition deserves; `wavegate wait`'s output; wave order and readiness found in
+//!    rendered manifests;
 //! 4. [`deps`] — which cached objects a verdict was read from;
-//! 5. `kinds` — each check kind's contract: what it reads, how it gathers a snapshot for its
-//!    check, its WaveGate entry;
-//! 6. [`evaluate`], [`policy`], [`queue`] — reads → verdicts; what a gate may check; the
+//! 5. `kinds` — each check kind's contract: its check and parameters, what it reads, how it
+//!    gathers a snapshot for its check, its WaveGate entry;
+//! 6. [`ask`] — what to check: an object and its kind's check;
+//! 7. [`evaluate`], [`policy`], [`queue`] — reads → verdicts; what a gate may check; the
 //!    reconcile queue;
-//! 7. [`gate`], [`annotate`], [`clusters`] — the writers; which clusters are judged, each with
+//! 8. [`gate`], [`annotate`], [`clusters`] — the writers; which clusters are judged, each with
 //!    its own evaluator;
-//! 8. [`waves`] — an Application's resources by wave;
-//! 9. [`timeline`] — the last sync of those waves over time;
-//! 10. [`api`] — HTTP;
-//! 11. [`cli`] — the subcommands.
+//! 9. [`waves`] — an Application's resources by wave;
+//! 10. [`timeline`] — the last sync of those waves over time;
+//! 11. [`api`] — HTTP;
+//! 12. [`cli`] — the subcommands.
 
 pub mod annotate;
 pub mod api;

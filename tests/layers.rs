@@ -11,10 +11,11 @@ const LAYERS: &[&[&str]] = &[
     &["health", "resource", "views", "locks", "json"],
     &["metrics", "checks", "table", "store_index"],
     &[
-        "ask", "cache", "probe", "written", "leader", "events", "progress", "lint",
+        "cache", "probe", "written", "leader", "events", "progress", "lint",
     ],
     &["deps"],
     &["kinds"],
+    &["ask"],
     &["evaluate", "policy", "queue"],
     &["gate", "annotate", "clusters"],
     &["live_lint"],

@@ -43,7 +43,10 @@ pub(crate) fn ask_under(
 /// The question a check entry asks, before any policy.
 fn ask_unchecked(check: &GateCheck, gate_namespace: &str) -> Result<Ask, InputError> {
     match check.entries()[..] {
-        [entry] => entry.ask(&check.name, gate_namespace),
+        [entry] => {
+            let (target, judged) = entry.ask(&check.name, gate_namespace)?;
+            Ok(Ask::new(target, judged))
+        }
         // The CRD's CEL rule rejects these; an API server without CEL validation might not.
         _ => Err(InputError::Parameter {
             name: check.name.clone(),

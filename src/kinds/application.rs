@@ -2,8 +2,7 @@
 //! spec asks for, and idle (`checks::application`, one rule with the shipped
 //! `argoproj.io/Application/health.lua`; fixtures in `tests/fixtures/application/`).
 
-use super::{Found, GateEntry, NAME, NAMESPACE, Reads, Sources, namespace_or};
-use crate::ask::{Ask, Check};
+use super::{Check, Found, GateEntry, NAME, NAMESPACE, Reads, Sources, namespace_or};
 use crate::cache::CacheError;
 use crate::checks::application;
 use crate::deps::Dep;
@@ -25,10 +24,10 @@ pub struct ApplicationCheck {
 }
 
 impl GateEntry for ApplicationCheck {
-    fn ask(&self, _check: &str, gate_namespace: &str) -> Result<Ask, InputError> {
+    fn ask(&self, _check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
         let ns = namespace_or(&self.namespace, gate_namespace);
         let target = Target::new(Resource::Application, &ns, &self.name)?;
-        Ok(Ask::new(target, Check::Application))
+        Ok((target, Check::Application))
     }
 }
 

@@ -2,8 +2,9 @@
 //! generation, optionally in a Ready `Cluster` (`checks::cnpg`; fixtures in
 //! `tests/fixtures/cnpg/`).
 
-use super::{Found, GateEntry, NAME, NAMESPACE, Reads, Sources, json_identity, namespace_or};
-use crate::ask::{Ask, Check};
+use super::{
+    Check, Found, GateEntry, NAME, NAMESPACE, Reads, Sources, json_identity, namespace_or,
+};
 use crate::cache::CacheError;
 use crate::checks::cnpg::{self, Params};
 use crate::deps::Dep;
@@ -31,11 +32,11 @@ pub struct CnpgDatabaseCheck {
 }
 
 impl GateEntry for CnpgDatabaseCheck {
-    fn ask(&self, _check: &str, gate_namespace: &str) -> Result<Ask, InputError> {
+    fn ask(&self, _check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
         let ns = namespace_or(&self.namespace, gate_namespace);
         let target = Target::new(Resource::CnpgDatabase, &ns, &self.name)?;
         let params = Params::new(self.require_cluster_ready);
-        Ok(Ask::new(target, Check::CnpgDatabase(params)))
+        Ok((target, Check::CnpgDatabase(params)))
     }
 }
 

@@ -2,8 +2,7 @@
 //! node live, proven by probing each pod (`checks::cockroach` plans and judges, the evaluator
 //! probes; fixtures in `tests/fixtures/cockroach/`).
 
-use super::{Found, GateEntry, NAME, NAMESPACE, Probes, Reads, Sources, json_identity};
-use crate::ask::{Ask, Check};
+use super::{Check, Found, GateEntry, NAME, NAMESPACE, Probes, Reads, Sources, json_identity};
 use crate::cache::CacheError;
 use crate::checks::cockroach::{self, Wanted};
 use crate::deps::Dep;
@@ -42,11 +41,11 @@ pub struct CockroachClusterCheck {
 }
 
 impl GateEntry for CockroachClusterCheck {
-    fn ask(&self, _check: &str, gate_namespace: &str) -> Result<Ask, InputError> {
+    fn ask(&self, _check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
         let ns = super::namespace_or(&self.namespace, gate_namespace);
         let target = Target::new(Resource::CrdbCluster, &ns, &self.name)?;
         let wanted = Wanted::new(self.expected_nodes, self.selector.clone())?;
-        Ok(Ask::new(target, Check::CrdbCluster(wanted)))
+        Ok((target, Check::CrdbCluster(wanted)))
     }
 }
 

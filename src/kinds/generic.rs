@@ -2,8 +2,7 @@
 //! rest, and the caller's JSONPath expressions (`checks::generic`, `checks::builtin`; fixtures
 //! in `tests/fixtures/generic/`).
 
-use super::{Found, GateEntry, NAME, NAMESPACE, Reads, Sources, namespace_or};
-use crate::ask::{Ask, Check};
+use super::{Check, Found, GateEntry, NAME, NAMESPACE, Reads, Sources, namespace_or};
 use crate::cache::CacheError;
 use crate::checks::generic::{self, Rule};
 use crate::deps::Dep;
@@ -45,11 +44,11 @@ pub struct ResourceCheck {
 }
 
 impl GateEntry for ResourceCheck {
-    fn ask(&self, check: &str, gate_namespace: &str) -> Result<Ask, InputError> {
+    fn ask(&self, check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
         let ns = namespace_or(&self.namespace, gate_namespace);
         let t = Target::new(Resource::parse(&self.resource)?, &ns, &self.name)?;
         let expressions = [&self.healthy, &self.progressing, &self.degraded];
-        let ask = match t.resource.clone() {
+        let judged = match t.resource.clone() {
             Resource::Generic { group, plural } => {
                 let [h, p, d] = expressions.map(Clone::clone);
                 let rule = Rule::new(h, p, d)?;
@@ -72,7 +71,7 @@ impl GateEntry for ResourceCheck {
                 });
             }
         };
-        Ok(Ask::new(t, ask))
+        Ok((t, judged))
     }
 }
 

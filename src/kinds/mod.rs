@@ -2,9 +2,10 @@
 //! `resource_customizations/<group>/<Kind>/`. A kind's module says what its check reads from the
 //! cache ([`reads`], so a change to any of it wakes whoever waits on the verdict), gathers those
 //! reads into the snapshot its pure check judges ([`gather`]; the check itself is
-//! `checks::<kind>`, with its parameters), and turns a WaveGate entry of the kind into an ask
-//! ([`GateEntry`]). Its fixtures sit in `tests/fixtures/<kind>/`. `docs/extending.md` says how
-//! to add one.
+//! `checks::<kind>`, with its parameters), and turns a WaveGate entry of the kind into a
+//! [`Check`] ([`GateEntry`]). Its fixtures sit in `tests/fixtures/<kind>/`. This module is the
+//! one table of kinds: [`Check`] and the dispatch to each kind. `docs/extending.md` says how to
+//! add one.
 //!
 //! A kind reads the cache through [`Reads`] only, so a test can run each kind's gather against
 //! a cache that records what it was asked, and fail when a read is missing from the kind's
@@ -16,19 +17,90 @@ pub(crate) mod cockroach;
 pub(crate) mod generic;
 pub(crate) mod service;
 
-use crate::ask::{Ask, Check};
 use crate::cache::{Cache, CacheError};
+use crate::checks;
 use crate::checks::cockroach::{PodProbe, ProbeTarget};
 use crate::deps::Dep;
 use crate::health::Finding;
 use crate::json::At;
 use crate::probe::{self, Credentials};
-use crate::resource::{InputError, Kind};
+use crate::resource::{InputError, Kind, Query, Resource, Target};
 use crate::views::{PodView, ServiceView, SliceView};
 use serde_json::Value;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
+
+/// A check and its parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Check {
+    Service(checks::service::Params),
+    CnpgDatabase(checks::cnpg::Params),
+    CrdbCluster(checks::cockroach::Wanted),
+    Application,
+    /// Any other kind: Argo CD's rule for built-in kinds, kstatus for the rest, plus the
+    /// caller's expressions.
+    Generic {
+        group: String,
+        plural: String,
+        rule: checks::generic::Rule,
+    },
+}
+
+impl Check {
+    /// The check `resource` gets from a caller's parameters; a parameter it does not take is
+    /// refused, so a typo never silently weakens a check.
+    pub(crate) fn from_query(resource: Resource, q: Query) -> Result<Check, InputError> {
+        let names = match resource {
+            Resource::Service => checks::service::Params::NAMES,
+            Resource::CnpgDatabase => checks::cnpg::Params::NAMES,
+            Resource::CrdbCluster => checks::cockroach::Wanted::NAMES,
+            Resource::Application => &[],
+            Resource::Generic { .. } => checks::generic::Rule::NAMES,
+        };
+        q.only(&resource, names)?;
+        Ok(match resource {
+            Resource::Service => Check::Service(checks::service::Params::from_query(&q)?),
+            Resource::CnpgDatabase => Check::CnpgDatabase(checks::cnpg::Params::from_query(&q)?),
+            Resource::CrdbCluster => Check::CrdbCluster(checks::cockroach::Wanted::from_query(&q)?),
+            Resource::Application => Check::Application,
+            Resource::Generic { group, plural } => Check::Generic {
+                group,
+                plural,
+                rule: checks::generic::Rule::from_query(&q)?,
+            },
+        })
+    }
+
+    /// The check `resource` gets with every parameter at its default.
+    pub(crate) fn defaults(resource: Resource) -> Check {
+        match resource {
+            Resource::Service => Check::Service(checks::service::Params::default()),
+            Resource::CnpgDatabase => Check::CnpgDatabase(checks::cnpg::Params::default()),
+            Resource::CrdbCluster => Check::CrdbCluster(checks::cockroach::Wanted::default()),
+            Resource::Application => Check::Application,
+            Resource::Generic { group, plural } => Check::Generic {
+                group,
+                plural,
+                rule: checks::generic::Rule::default(),
+            },
+        }
+    }
+
+    /// The kind this check judges.
+    pub(crate) fn resource(&self) -> Resource {
+        match self {
+            Check::Service(_) => Resource::Service,
+            Check::CnpgDatabase(_) => Resource::CnpgDatabase,
+            Check::CrdbCluster(_) => Resource::CrdbCluster,
+            Check::Application => Resource::Application,
+            Check::Generic { group, plural, .. } => Resource::Generic {
+                group: group.clone(),
+                plural: plural.clone(),
+            },
+        }
+    }
+}
 
 /// Tunables of evaluation, set from `wavegate serve` flags.
 #[derive(Debug, Clone)]
@@ -197,13 +269,13 @@ fn json_identity(obj: &Value) -> String {
     )
 }
 
-/// What [`gather`] reads from the cache for `ask`, so that a change to any of it wakes whatever
+/// What [`gather`] reads from the cache for `check` of `namespace/name`, so that a change to any of it wakes whatever
 /// waits on the verdict (the gate controller, annotation mode). The test
 /// `every_read_of_a_gather_is_declared` runs each kind's gather against a recording cache and
 /// fails on a read missing here.
-pub(crate) fn reads(ask: &Ask) -> Vec<Dep> {
-    let (ns, name) = (ask.namespace.as_str(), ask.name.as_str());
-    match &ask.check {
+pub(crate) fn reads(check: &Check, namespace: &str, name: &str) -> Vec<Dep> {
+    let (ns, name) = (namespace, name);
+    match check {
         Check::Service(_) => service::reads(ns, name),
         Check::CnpgDatabase(_) => cnpg::reads(ns, name),
         Check::CrdbCluster(_) => cockroach::reads(ns, name),
@@ -212,13 +284,15 @@ pub(crate) fn reads(ask: &Ask) -> Vec<Dep> {
     }
 }
 
-/// Read what `ask`'s kind judges and run its check.
+/// Read what `check` judges of `namespace/name` and run it.
 pub(crate) async fn gather<R: Reads, P: Probes>(
-    ask: &Ask,
+    check: &Check,
+    namespace: &str,
+    name: &str,
     from: &Sources<'_, R, P>,
 ) -> Result<Found, CacheError> {
-    let (ns, name) = (ask.namespace.as_str(), ask.name.as_str());
-    match &ask.check {
+    let ns = namespace;
+    match check {
         Check::Service(params) => service::gather(from, ns, name, params).await,
         Check::CnpgDatabase(params) => cnpg::gather(from, ns, name, params).await,
         Check::CrdbCluster(wanted) => cockroach::gather(from, ns, name, wanted).await,
@@ -238,9 +312,9 @@ pub(crate) const NAMESPACE: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 
 /// A WaveGate check entry of one kind (`service: {…}`, `cnpgDatabase: {…}`, …).
 pub(crate) trait GateEntry {
-    /// The ask this entry makes; `check` is the entry's name, `gate_namespace` fills an
-    /// omitted `namespace`.
-    fn ask(&self, check: &str, gate_namespace: &str) -> Result<Ask, InputError>;
+    /// The object this entry points at and the check it asks for; `check` is the entry's
+    /// name, `gate_namespace` fills an omitted `namespace`.
+    fn ask(&self, check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError>;
 }
 
 /// The namespace an entry names, or the gate's.

@@ -1,8 +1,7 @@
 //! Core `Service`: judged by its selector, the pods it matches and its EndpointSlices
 //! (`checks::service`; fixtures in `tests/fixtures/service/`).
 
-use super::{Found, GateEntry, NAME, NAMESPACE, Reads, Sources, namespace_or};
-use crate::ask::{Ask, Check};
+use super::{Check, Found, GateEntry, NAME, NAMESPACE, Reads, Sources, namespace_or};
 use crate::cache::CacheError;
 use crate::checks::service::{self, Params};
 use crate::deps::Dep;
@@ -28,13 +27,10 @@ pub struct ServiceCheck {
 }
 
 impl GateEntry for ServiceCheck {
-    fn ask(&self, _check: &str, gate_namespace: &str) -> Result<Ask, InputError> {
+    fn ask(&self, _check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
         let ns = namespace_or(&self.namespace, gate_namespace);
         let target = Target::new(Resource::Service, &ns, &self.name)?;
-        Ok(Ask::new(
-            target,
-            Check::Service(Params::new(self.min_ready)),
-        ))
+        Ok((target, Check::Service(Params::new(self.min_ready))))
     }
 }
 

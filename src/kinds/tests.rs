@@ -2,7 +2,7 @@ use super::*;
 use crate::cache::Change;
 use crate::checks::cockroach::Readiness;
 use crate::deps::DepIndex;
-use crate::resource::{Resource, Target};
+use crate::resource::Resource;
 use serde_json::json;
 use std::sync::Mutex;
 
@@ -14,16 +14,16 @@ fn change(kind: Kind, ns: &str, name: &str) -> Change {
     }
 }
 
-fn ask(resource: Resource, ns: &str) -> Ask {
-    Ask::with_defaults(Target::new(resource, ns, "forgejo").unwrap())
+/// What `resource` judges of `ns/forgejo` with its defaults, as annotation mode asks.
+fn reads_of(resource: Resource, ns: &str) -> Vec<Dep> {
+    reads(&Check::defaults(resource), ns, "forgejo")
 }
 
 #[test]
 fn a_pod_change_reaches_gates_with_service_checks_in_that_namespace_only() {
     let mut idx = DepIndex::default();
-    let svc = |ns: &str| ask(Resource::Service, ns);
-    idx.set("a", reads(&svc("cicd")));
-    idx.set("b", reads(&svc("prod")));
+    idx.set("a", reads_of(Resource::Service, "cicd"));
+    idx.set("b", reads_of(Resource::Service, "prod"));
     assert_eq!(
         idx.affected(&change(Kind::PODS, "cicd", "forgejo-7d9c")),
         vec!["a"]
@@ -43,8 +43,7 @@ fn a_pod_change_reaches_gates_with_service_checks_in_that_namespace_only() {
 #[test]
 fn a_database_change_reaches_its_gate_and_so_does_its_cluster() {
     let mut idx = DepIndex::default();
-    let db = ask(Resource::CnpgDatabase, "ddb");
-    idx.set("g", reads(&db));
+    idx.set("g", reads_of(Resource::CnpgDatabase, "ddb"));
     assert_eq!(
         idx.affected(&change(Resource::CnpgDatabase.kind(), "ddb", "forgejo")),
         vec!["g"]
@@ -169,15 +168,16 @@ async fn every_read_of_a_gather_is_declared() {
     let mut checked = 0;
     for resource in kinds {
         for regions in [false, true] {
-            let ask = ask(resource.clone(), "ns");
+            let check = Check::defaults(resource.clone());
+            let ask = format!("{resource} ns/forgejo");
             let cache = Recording::new(regions);
             let from = Sources {
                 cache: &cache,
                 probes: &NoAnswer,
                 config: &config,
             };
-            gather(&ask, &from).await.unwrap();
-            let declared = reads(&ask);
+            gather(&check, "ns", "forgejo", &from).await.unwrap();
+            let declared = reads(&check, "ns", "forgejo");
             let read = cache.read.into_inner().unwrap();
             assert!(!read.is_empty(), "{ask}: the gather read nothing");
             let undeclared: Vec<_> = read.iter().filter(|r| !covers(&declared, r)).collect();
