@@ -20,6 +20,7 @@ use crate::deps::DepIndex;
 use crate::evaluate::{Evaluator, reads};
 use crate::events;
 use crate::health::Verdict;
+use crate::json::At;
 use crate::locks::lock;
 use crate::metrics::Metrics;
 use crate::queue::{self, QueueConfig, Reconcile};
@@ -246,8 +247,7 @@ impl Annotator {
             return Ok(None);
         };
         let rv = object
-            .pointer("/metadata/resourceVersion")
-            .and_then(Value::as_str)
+            .str_at("/metadata/resourceVersion")
             .map(str::to_string);
         let current = self.current_annotations(key, &rv, annotations_of(&object));
         if !concerns_us(&current) {
@@ -260,9 +260,7 @@ impl Annotator {
             self.set_deps(key, Some(&ask));
             let judged = self.evaluator.judge_fresh(&ask).await;
             let verdict = judged.verdict;
-            let generation = object
-                .pointer("/metadata/generation")
-                .and_then(Value::as_i64);
+            let generation = object.i64_at("/metadata/generation");
             let requeue = (matches!(ask.check, Check::CrdbCluster(_)) && !verdict.is_healthy())
                 .then(|| self.evaluator.probe_recheck());
             let mut wanted = wanted_annotations(&verdict, generation);
@@ -384,8 +382,7 @@ fn as_written(
 
 fn annotations_of(object: &Value) -> BTreeMap<String, String> {
     object
-        .pointer("/metadata/annotations")
-        .and_then(Value::as_object)
+        .object_at("/metadata/annotations")
         .map(|m| {
             m.iter()
                 .filter_map(|(k, v)| Some((k.clone(), v.as_str()?.to_string())))
@@ -408,7 +405,7 @@ fn concerns_us(annotations: &BTreeMap<String, String>) -> bool {
 pub fn judged_selector(service: &Value) -> Option<String> {
     // A Service without a selector is recorded as "" (what the health script renders for
     // one), so gaining a selector later is a change the script sees.
-    let Some(selector) = service.pointer("/spec/selector").and_then(Value::as_object) else {
+    let Some(selector) = service.object_at("/spec/selector") else {
         return Some(String::new());
     };
     let sorted: BTreeMap<&String, &str> = selector

@@ -2,11 +2,11 @@
 //! vocabulary every front end converts into — an HTTP query or `wavegate check -p`
 //! ([`Ask::from_params`]), a WaveGate check entry (`gate::judge::ask_of`), an annotated object and
 //! an Application's managed resource ([`Ask::with_defaults`]) — and the verdict cache's key
-//! (`Hash + Eq`). Each check's parameters own their names, defaults, parsing and validation
-//! (`Params::from_query`, `Params::new` in `checks::*`); the cache reads an ask depends on are
-//! listed next to the code that makes them (`evaluate::reads`).
+//! (`Hash + Eq`). The [`Check`] and its parameters belong to the kind (`kinds`): each kind's
+//! parameters own their names, defaults, parsing and validation (`Params::from_query`,
+//! `Params::new` in `checks::*`), and its module lists the cache reads an ask depends on.
 
-use crate::checks::{cnpg, cockroach, generic, service};
+pub(crate) use crate::kinds::Check;
 use crate::resource::{InputError, Query, Resource, Target};
 use std::collections::HashMap;
 use std::fmt;
@@ -17,77 +17,6 @@ pub(crate) struct Ask {
     pub namespace: String,
     pub name: String,
     pub check: Check,
-}
-
-/// A check and its parameters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum Check {
-    Service(service::Params),
-    CnpgDatabase(cnpg::Params),
-    CrdbCluster(cockroach::Wanted),
-    Application,
-    /// Any other kind: Argo CD's rule for built-in kinds, kstatus for the rest, plus the
-    /// caller's expressions.
-    Generic {
-        group: String,
-        plural: String,
-        rule: generic::Rule,
-    },
-}
-
-impl Check {
-    /// The check `resource` gets from a caller's parameters; a parameter it does not take is
-    /// refused, so a typo never silently weakens a check.
-    pub(crate) fn from_query(resource: Resource, q: Query) -> Result<Check, InputError> {
-        let names = match resource {
-            Resource::Service => service::Params::NAMES,
-            Resource::CnpgDatabase => cnpg::Params::NAMES,
-            Resource::CrdbCluster => cockroach::Wanted::NAMES,
-            Resource::Application => &[],
-            Resource::Generic { .. } => generic::Rule::NAMES,
-        };
-        q.only(&resource, names)?;
-        Ok(match resource {
-            Resource::Service => Check::Service(service::Params::from_query(&q)?),
-            Resource::CnpgDatabase => Check::CnpgDatabase(cnpg::Params::from_query(&q)?),
-            Resource::CrdbCluster => Check::CrdbCluster(cockroach::Wanted::from_query(&q)?),
-            Resource::Application => Check::Application,
-            Resource::Generic { group, plural } => Check::Generic {
-                group,
-                plural,
-                rule: generic::Rule::from_query(&q)?,
-            },
-        })
-    }
-
-    /// The check `resource` gets with every parameter at its default.
-    pub(crate) fn defaults(resource: Resource) -> Check {
-        match resource {
-            Resource::Service => Check::Service(service::Params::default()),
-            Resource::CnpgDatabase => Check::CnpgDatabase(cnpg::Params::default()),
-            Resource::CrdbCluster => Check::CrdbCluster(cockroach::Wanted::default()),
-            Resource::Application => Check::Application,
-            Resource::Generic { group, plural } => Check::Generic {
-                group,
-                plural,
-                rule: generic::Rule::default(),
-            },
-        }
-    }
-
-    /// The kind this check judges.
-    pub(crate) fn resource(&self) -> Resource {
-        match self {
-            Check::Service(_) => Resource::Service,
-            Check::CnpgDatabase(_) => Resource::CnpgDatabase,
-            Check::CrdbCluster(_) => Resource::CrdbCluster,
-            Check::Application => Resource::Application,
-            Check::Generic { group, plural, .. } => Resource::Generic {
-                group: group.clone(),
-                plural: plural.clone(),
-            },
-        }
-    }
 }
 
 impl Ask {

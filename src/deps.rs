@@ -1,6 +1,6 @@
 //! Which cached objects a verdict was read from, and the reverse index from a changed object to
 //! the keys (gates, annotated objects) that read it. What a check reads is listed next to the
-//! reads themselves (`evaluate::reads`); the index only stores and matches it.
+//! reads themselves (`kinds::reads`); the index only stores and matches it.
 
 use crate::cache::Change;
 use crate::resource::Kind;

@@ -6,59 +6,25 @@
 //! (`get_with`), so a thousand concurrent asks for one object cause one evaluation and one probe
 //! per pod.
 
-use crate::ask::{Ask, Check};
+use crate::ask::Ask;
 use crate::cache::{Cache, CacheError};
-use crate::checks::{application, cnpg, cockroach, generic, service};
-use crate::deps::Dep;
+use crate::checks::cockroach;
 use crate::health::{Finding, Verdict};
+use crate::kinds::{self, Found};
 use crate::locks::lock;
 use crate::metrics::{Metrics, ResourceLabel};
-use crate::probe::{self, Credentials};
-use crate::resource::{Kind, Resource};
+use crate::probe;
 use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-/// Tunables of evaluation, set from `wavegate serve` flags.
-#[derive(Debug, Clone)]
-pub struct EvalConfig {
-    pub verdict_ttl: Duration,
-    pub probe_ttl: Duration,
-    pub probe_timeout: Duration,
-    /// How long a selector may match no pods while near-matching pods exist before Degraded.
-    pub selector_grace: Duration,
-    /// How long CNPG may report `applied: false` before Degraded (CNPG retries every 30 s).
-    pub cnpg_grace: Duration,
-    /// How long ready CockroachDB pods may see fewer live nodes than expected before Degraded.
-    pub crdb_grace: Duration,
-    pub crdb_scheme: probe::Scheme,
-    pub crdb_tls: probe::TlsSettings,
-    pub crdb_credentials: Option<Credentials>,
-    /// When set, only these CrdbClusters (`(namespace, name)`) receive `crdb_credentials`.
-    pub crdb_credentials_for: Option<std::collections::BTreeSet<(String, String)>>,
-    /// When set, CockroachDB checks send no probe and are Unknown with this reason: a remote
-    /// cluster's pod IPs are not wavegate's network to reach (an overlapping pod CIDR would
-    /// answer from a home pod, and receive the DB Console credentials).
-    pub probes_refused: Option<String>,
-}
+pub use crate::kinds::EvalConfig;
 
-impl Default for EvalConfig {
-    fn default() -> Self {
-        EvalConfig {
-            verdict_ttl: Duration::from_millis(50),
-            probe_ttl: Duration::from_secs(2),
-            probe_timeout: Duration::from_secs(2),
-            selector_grace: Duration::from_secs(60),
-            cnpg_grace: Duration::from_secs(90),
-            crdb_grace: Duration::from_secs(60),
-            crdb_scheme: probe::Scheme::Http,
-            crdb_tls: probe::TlsSettings::default(),
-            crdb_credentials: None,
-            crdb_credentials_for: None,
-            probes_refused: None,
-        }
-    }
+/// What judging `ask` reads from the cache (its kind's declared reads), for whoever must be
+/// woken when it changes: the gate controller, annotation mode.
+pub(crate) fn reads(ask: &Ask) -> Vec<crate::deps::Dep> {
+    kinds::reads(&ask.check, &ask.namespace, &ask.name)
 }
 
 /// A verdict and whether it rests on evidence about the cluster.
@@ -76,8 +42,9 @@ pub(crate) struct Judgement {
     pub judged_selector: Option<String>,
     /// What else the verdict was judged on, for the health script to compare with the object
     /// it reads: a Service's type and `publishNotReadyAddresses`
-    /// ([`service::judged_spec`]), a Database's status ([`cnpg::judged_status`]), an
-    /// Application's health, sync and operation ([`application::judged_state`]). From the
+    /// ([`crate::checks::service::judged_spec`]), a Database's status
+    /// ([`crate::checks::cnpg::judged_status`]), an Application's health, sync and operation
+    /// ([`crate::checks::application::judged_state`]). From the
     /// same snapshot as the verdict, like `judged_selector`.
     pub judged_state: Option<String>,
 }
@@ -231,126 +198,12 @@ impl Evaluator {
     }
 
     async fn find(&self, ask: &Ask) -> Result<Found, CacheError> {
-        let c = &self.cache;
-        let (namespace, name) = (ask.namespace.as_str(), ask.name.as_str());
-        Ok(match &ask.check {
-            Check::Service(params) => {
-                let svc = c.service(namespace, name).await?;
-                let pods = c.pods(namespace).await?;
-                let slices = c.endpoint_slices(namespace, name).await?;
-                let f = service::check(namespace, name, svc.as_deref(), &pods, &slices, params);
-                // A Service has no metadata.generation: its spec is its selector.
-                let selector = svc.as_deref().map(|s| {
-                    let text: Vec<String> = s
-                        .selector
-                        .iter()
-                        .flat_map(|l| l.iter())
-                        .map(|(k, v)| format!("{k}={v}"))
-                        .collect();
-                    text.join(",")
-                });
-                let identity = svc.as_deref().zip(selector.as_ref()).map(|(s, text)| {
-                    let uid = s.uid.as_ref().map(ToString::to_string).unwrap_or_default();
-                    format!("{uid}@{}@{text}", s.generation.unwrap_or(0))
-                });
-                Found {
-                    judged_selector: selector,
-                    judged_state: svc.as_deref().map(service::judged_spec),
-                    ..Found::seen(f, self.config.selector_grace, identity)
-                }
-            }
-            Check::CnpgDatabase(params) => {
-                let db = c.object(&CNPG_DATABASES, namespace, name).await?;
-                let cluster = match db.as_ref().and_then(cnpg::cluster_name) {
-                    Some(cluster) => c.object(&CNPG_CLUSTERS, namespace, cluster).await?,
-                    None => None,
-                };
-                let f = cnpg::check(namespace, name, db.as_ref(), cluster.as_ref(), params);
-                // The Cluster's UID too: a Database failing on a Cluster that was deleted and
-                // recreated under the same name failed on another Cluster, and the new one's
-                // primary gets its own grace.
-                let identity = db.as_ref().map(|d| {
-                    let cluster_uid = cluster
-                        .as_ref()
-                        .and_then(|c| c.pointer("/metadata/uid"))
-                        .and_then(serde_json::Value::as_str)
-                        .unwrap_or("");
-                    format!("{}@{cluster_uid}", json_identity(d))
-                });
-                Found {
-                    judged_state: db.as_ref().map(cnpg::judged_status),
-                    ..Found::seen(f, self.config.cnpg_grace, identity)
-                }
-            }
-            // No probe at all, whatever the pods say: a pod IP dialled from here may be another
-            // network's pod (see `EvalConfig::probes_refused`).
-            Check::CrdbCluster(_) if self.config.probes_refused.is_some() => {
-                let why = self.config.probes_refused.clone().unwrap_or_default();
-                let v = Verdict::unknown(format!("CrdbCluster {namespace}/{name}: {why}"));
-                Found {
-                    blind: Some(why),
-                    ..Found::seen(v.into(), Duration::ZERO, None)
-                }
-            }
-            Check::CrdbCluster(wanted) => {
-                let cluster = c.object(&CRDB_CLUSTERS, namespace, name).await?;
-                let pods = c.pods(namespace).await?;
-                let params = cockroach::Params {
-                    expected_nodes: wanted.expected_nodes,
-                    selector: wanted.selector.clone(),
-                    http_port: None,
-                    owners: self.crdb_owners(namespace, cluster.as_ref()).await,
-                };
-                let mut unanswered = None;
-                let f = match cockroach::plan(namespace, name, cluster.as_ref(), &pods, &params) {
-                    Err(f) => f,
-                    Ok(mut plan) => {
-                        // A pod whose controller is the CrdbCluster itself counts as a member
-                        // whatever the owners say: the installer's list must hold there too.
-                        if !self.credentials_allowed(namespace, name) {
-                            for t in &mut plan.targets {
-                                t.controlled_by_cluster = false;
-                            }
-                        }
-                        let probes = futures::future::join_all(
-                            plan.targets.iter().map(|t| self.probe(namespace, name, t)),
-                        )
-                        .await;
-                        unanswered = probes.iter().find_map(|p| match &p.readiness {
-                            cockroach::Readiness::Unreachable(why) => {
-                                Some(format!("pod {} did not answer: {why}", p.pod))
-                            }
-                            _ => None,
-                        });
-                        cockroach::judge(namespace, name, &plan, &probes)
-                    }
-                };
-                let identity = cluster.as_ref().map(json_identity);
-                Found {
-                    blind: unanswered,
-                    ..Found::seen(f, self.config.crdb_grace, identity)
-                }
-            }
-            Check::Application => {
-                let app = c.object(&APPLICATIONS, namespace, name).await?;
-                let v = application::check(namespace, name, app.as_ref());
-                Found {
-                    judged_state: app.as_ref().map(application::judged_state),
-                    ..Found::seen(v.into(), Duration::ZERO, None)
-                }
-            }
-            Check::Generic {
-                group,
-                plural,
-                rule,
-            } => {
-                let obj = c.object(&Kind::new(group, plural), namespace, name).await?;
-                let kind = ask.resource().to_string();
-                let (ns, n, rule) = (namespace.to_string(), name.to_string(), rule.clone());
-                let v = generic::check_off_runtime(kind, ns, n, obj, rule).await;
-                Found::seen(v.into(), Duration::ZERO, None)
-            }
-        })
+        let sources = kinds::Sources {
+            cache: self.cache.as_ref(),
+            probes: self,
+            config: &self.config,
+        };
+        kinds::gather(&ask.check, &ask.namespace, &ask.name, &sources).await
     }
 
     /// Probe one pod, coalesced and cached for the probe TTL.
@@ -441,52 +294,6 @@ impl Evaluator {
         running.await
     }
 
-    /// What proves CockroachDB pods' membership, read only when there are credentials to
-    /// protect, and only the kind this cluster's operator uses: CrdbNodes for the current one
-    /// (`spec.regions`), StatefulSets for the older one. A kind that is not there or cannot be
-    /// read proves nothing, which only withholds credentials.
-    async fn crdb_owners(
-        &self,
-        namespace: &str,
-        cluster: Option<&serde_json::Value>,
-    ) -> cockroach::Owners {
-        let mut owners = cockroach::Owners::default();
-        let Some(cluster) = cluster else {
-            return owners;
-        };
-        if self.config.crdb_credentials.is_none() {
-            return owners;
-        }
-        // Membership proven is what lets credentials go to a pod: a cluster the installer did
-        // not name proves none, so its pods are probed without them (with a CA shared across
-        // tenants, a tenant's own CrdbCluster can present correctly issued certificates).
-        let name = cluster
-            .pointer("/metadata/name")
-            .and_then(serde_json::Value::as_str)
-            .unwrap_or("");
-        if !self.credentials_allowed(namespace, name) {
-            return owners;
-        }
-        let (owner, kind) = if cluster.pointer("/spec/regions").is_some() {
-            (CRDB_NODES, "CrdbNode")
-        } else {
-            (STATEFUL_SETS, "StatefulSet")
-        };
-        if let Ok(found) = self.cache.objects(&owner, Some(namespace)).await {
-            owners.record(kind, &found);
-        }
-        owners
-    }
-
-    /// Whether the installer lets this CrdbCluster's members receive the DB Console
-    /// credentials (`--crdb-credentials-for`; unset: every CrdbCluster).
-    fn credentials_allowed(&self, namespace: &str, name: &str) -> bool {
-        self.config
-            .crdb_credentials_for
-            .as_ref()
-            .is_none_or(|allowed| allowed.contains(&(namespace.to_string(), name.to_string())))
-    }
-
     fn lasted(&self, key: &FailureKey, now: Instant) -> Duration {
         observe(&mut lock(&self.failing_since), key, now)
     }
@@ -496,65 +303,15 @@ impl Evaluator {
     }
 }
 
-/// What [`Evaluator::find`] reads from the cache for `ask`, so that a change to any of it wakes
-/// whatever waits on the verdict (the gate controller, annotation mode). Keep the two in step:
-/// a read missing here is a change nobody is woken for.
-pub(crate) fn reads(ask: &Ask) -> Vec<Dep> {
-    let (ns, name) = (ask.namespace.as_str(), ask.name.as_str());
-    let own = Dep::object(ask.resource().kind(), ns, name);
-    match &ask.check {
-        Check::Service(_) => vec![
-            own,
-            Dep::namespace(Kind::PODS, ns),
-            Dep::namespace(Kind::ENDPOINT_SLICES, ns),
-        ],
-        // The Database names its Cluster in its spec; any Cluster in the namespace will do.
-        Check::CnpgDatabase(_) => vec![own, Dep::namespace(CNPG_CLUSTERS, ns)],
-        // Probes are not watched: the controller rechecks these every probe TTL.
-        Check::CrdbCluster(_) => vec![own, Dep::namespace(Kind::PODS, ns)],
-        Check::Application | Check::Generic { .. } => vec![own],
+impl kinds::Probes for Evaluator {
+    fn probe(
+        &self,
+        namespace: &str,
+        cluster: &str,
+        target: &cockroach::ProbeTarget,
+    ) -> impl Future<Output = cockroach::PodProbe> + Send {
+        Evaluator::probe(self, namespace, cluster, target)
     }
-}
-
-const CNPG_DATABASES: Kind = Kind::fixed(Resource::CNPG_GROUP, "databases");
-const CNPG_CLUSTERS: Kind = Kind::fixed(Resource::CNPG_GROUP, "clusters");
-const CRDB_CLUSTERS: Kind = Kind::fixed(Resource::CRDB_GROUP, "crdbclusters");
-const APPLICATIONS: Kind = Kind::fixed(Resource::ARGO_GROUP, "applications");
-const CRDB_NODES: Kind = Kind::fixed(Resource::CRDB_GROUP, "crdbnodes");
-const STATEFUL_SETS: Kind = Kind::fixed("apps", "statefulsets");
-
-/// What `find` concluded, with what the grace period of a persistent failure belongs to.
-struct Found {
-    finding: Finding,
-    grace: Duration,
-    /// The judged object's UID and generation: a failure of another object under the same name,
-    /// or of the same object at another spec, starts its own grace period.
-    identity: String,
-    blind: Option<String>,
-    judged_selector: Option<String>,
-    judged_state: Option<String>,
-}
-
-impl Found {
-    fn seen(finding: Finding, grace: Duration, identity: Option<String>) -> Found {
-        Found {
-            finding,
-            grace,
-            identity: identity.unwrap_or_default(),
-            blind: None,
-            judged_selector: None,
-            judged_state: None,
-        }
-    }
-}
-
-fn json_identity(obj: &serde_json::Value) -> String {
-    let meta = &obj["metadata"];
-    format!(
-        "{}@{}",
-        meta["uid"].as_str().unwrap_or(""),
-        meta["generation"].as_i64().unwrap_or(0)
-    )
 }
 
 /// Record an observation of the persistent failure `key` at `now` and return how long it has
@@ -601,59 +358,5 @@ fn forget(probing: &Mutex<HashMap<String, (u64, SharedProbe)>>, key: &str, id: u
     let mut probing = lock(probing);
     if probing.get(key).is_some_and(|(i, _)| *i == id) {
         probing.remove(key);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::cache::Change;
-    use crate::deps::DepIndex;
-    use crate::resource::Target;
-
-    fn change(kind: Kind, ns: &str, name: &str) -> Change {
-        Change {
-            kind,
-            namespace: ns.into(),
-            name: name.into(),
-        }
-    }
-
-    fn ask(resource: Resource, ns: &str) -> Ask {
-        Ask::with_defaults(Target::new(resource, ns, "forgejo").unwrap())
-    }
-
-    #[test]
-    fn a_pod_change_reaches_gates_with_service_checks_in_that_namespace_only() {
-        let mut idx = DepIndex::default();
-        let svc = |ns: &str| ask(Resource::Service, ns);
-        idx.set("a", reads(&svc("cicd")));
-        idx.set("b", reads(&svc("prod")));
-        assert_eq!(
-            idx.affected(&change(Kind::PODS, "cicd", "forgejo-7d9c")),
-            vec!["a"]
-        );
-        assert_eq!(
-            idx.affected(&change(Kind::SERVICES, "prod", "forgejo")),
-            vec!["b"]
-        );
-        assert!(
-            idx.affected(&change(Kind::SERVICES, "prod", "other"))
-                .is_empty()
-        );
-        idx.remove(&"a");
-        assert!(idx.affected(&change(Kind::PODS, "cicd", "x")).is_empty());
-    }
-
-    #[test]
-    fn a_database_change_reaches_its_gate_and_so_does_its_cluster() {
-        let mut idx = DepIndex::default();
-        let db = ask(Resource::CnpgDatabase, "ddb");
-        idx.set("g", reads(&db));
-        assert_eq!(
-            idx.affected(&change(CNPG_DATABASES, "ddb", "forgejo")),
-            vec!["g"]
-        );
-        assert_eq!(idx.affected(&change(CNPG_CLUSTERS, "ddb", "pg")), vec!["g"]);
     }
 }

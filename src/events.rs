@@ -13,6 +13,7 @@
 //! held ([`RetryPolicy`]), each outcome counted in `wavegate_events_total{outcome}`.
 
 use crate::health::HealthStatus;
+use crate::json::At;
 use crate::metrics::Metrics;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::{Event, EventType, Recorder, Reporter};
@@ -92,8 +93,7 @@ fn bounded(message: &str) -> String {
 pub fn reference(object: &Value, api_version: &str, kind: &str) -> ObjectReference {
     let meta = |field: &str| {
         object
-            .pointer(&format!("/metadata/{field}"))
-            .and_then(Value::as_str)
+            .str_at(&format!("/metadata/{field}"))
             .map(str::to_string)
     };
     ObjectReference {

@@ -4,25 +4,29 @@
 //! ([`health`]) → HTTP ([`api`]), WaveGate status or annotations. Modules form layers, and a
 //! module imports only from layers below its own (`tests/layers.rs` enforces it):
 //!
-//! 1. [`health`], [`resource`], [`views`] — verdicts; how kinds, objects and parameters are
-//!    named; what the cache keeps of pods, Services and EndpointSlices;
+//! 1. [`health`], [`resource`], [`views`], `json` — verdicts; how kinds, objects and
+//!    parameters are named; what the cache keeps of pods, Services and EndpointSlices; typed
+//!    reads of JSON objects;
 //! 2. [`metrics`], [`checks`], `table`, `store_index` — counters; the pure check functions;
 //!    kubectl-style tables; the views' store;
-//! 3. [`ask`], [`cache`], [`probe`], [`written`], [`leader`], [`events`], `progress`, [`lint`] —
-//!    what to check; the watch cache; CockroachDB probes; what the writers share; which replica
-//!    writes; which Event a transition deserves; `wavegate wait`'s output; wave order and
-//!    readiness found in rendered manifests;
+//! 3. [`cache`], [`probe`], [`written`], [`leader`], [`events`], `progress`, [`lint`] — the
+//!    watch cache; CockroachDB probes; what the writers share; which replica writes; which
+//!    Event a transition deserves; `wavegate wait`'s output; wave order and readiness found in
+//!    rendered manifests;
 //! 4. [`deps`] — which cached objects a verdict was read from;
-//! 5. [`evaluate`], [`policy`], [`queue`] — reads → verdicts; what a gate may check; the
+//! 5. `kinds` — each check kind's contract: its check and parameters, what it reads, how it
+//!    gathers a snapshot for its check, its WaveGate entry;
+//! 6. [`ask`] — what to check: an object and its kind's check;
+//! 7. [`evaluate`], [`policy`], [`queue`] — reads → verdicts; what a gate may check; the
 //!    reconcile queue;
-//! 6. [`gate`], [`annotate`] — the writers;
-//! 7. [`clusters`] — which clusters are judged, each a [`clusters::Cluster`] (home too) with
+//! 8. [`gate`], [`annotate`] — the writers;
+//! 9. [`clusters`] — which clusters are judged, each a [`clusters::Cluster`] (home too) with
 //!    its own client, cache and evaluator, and the writers of each;
-//! 8. `live_lint` — a live Application's objects linted like rendered manifests;
-//! 9. [`waves`] — an Application's resources by wave;
-//! 10. [`timeline`] — the last sync of those waves over time;
-//! 11. [`api`] — HTTP;
-//! 12. [`cli`] — the subcommands.
+//! 10. `live_lint` — a live Application's objects linted like rendered manifests;
+//! 11. [`waves`] — an Application's resources by wave;
+//! 12. [`timeline`] — the last sync of those waves over time;
+//! 13. [`api`] — HTTP;
+//! 14. [`cli`] — the subcommands.
 
 pub mod annotate;
 pub mod api;
@@ -36,6 +40,8 @@ pub mod evaluate;
 pub mod events;
 pub mod gate;
 pub mod health;
+mod json;
+mod kinds;
 pub mod leader;
 pub mod lint;
 mod live_lint;

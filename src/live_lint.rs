@@ -17,6 +17,7 @@
 
 use crate::cache::Cache;
 use crate::evaluate::Evaluator;
+use crate::json::At;
 use crate::lint::references::CNPG;
 use crate::lint::rules::IGNORE_ANNOTATION;
 use crate::lint::sync_order::SYNC_WAVE;
@@ -279,8 +280,7 @@ pub(crate) async fn of(
     resources: &[(ResourceRef, i64)],
 ) -> LiveLint {
     let destination = app
-        .pointer("/spec/destination/namespace")
-        .and_then(Value::as_str)
+        .str_at("/spec/destination/namespace")
         .unwrap_or("")
         .to_string();
     let cache = evaluator.cache();

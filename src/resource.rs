@@ -98,7 +98,7 @@ impl Resource {
     }
 
     /// Group and Kind (as Argo CD and owner references name it) of a dedicated resource.
-    fn group_kind(&self) -> (&str, &str) {
+    pub(crate) fn group_kind(&self) -> (&str, &str) {
         let kind = match self {
             Resource::Service => "Service",
             Resource::CnpgDatabase => "Database",

@@ -32,6 +32,7 @@
 
 use crate::cache::{ARGOCD_MANAGER, Cache, CacheError};
 use crate::health::HealthStatus;
+use crate::json::At;
 use crate::policy::CheckPolicy;
 use crate::resource::{Kind, ResourceRef};
 use crate::waves::{JudgedBy, Waves};
@@ -159,15 +160,14 @@ fn rfc3339(t: Timestamp) -> String {
 }
 
 fn time_at(v: &Value, pointer: &str) -> Option<Timestamp> {
-    v.pointer(pointer)?.as_str()?.parse().ok()
+    v.str_at(pointer)?.parse().ok()
 }
 
 /// When Argo CD last changed this object: the latest `time` of its `argocd-controller`
 /// managedFields entries (one per operation, Apply and Update).
 pub(crate) fn argocd_changed_at(object: &Value) -> Option<Timestamp> {
     object
-        .pointer("/metadata/managedFields")?
-        .as_array()?
+        .array_at("/metadata/managedFields")?
         .iter()
         .filter(|f| f.get("manager").and_then(Value::as_str) == Some(ARGOCD_MANAGER))
         .filter_map(|f| time_at(f, "/time"))
@@ -176,8 +176,7 @@ pub(crate) fn argocd_changed_at(object: &Value) -> Option<Timestamp> {
 
 /// When a WaveGate last turned Ready=True, if it is Ready now.
 pub(crate) fn gate_ready_since(gate: &Value) -> Option<Timestamp> {
-    gate.pointer("/status/conditions")?
-        .as_array()?
+    gate.array_at("/status/conditions")?
         .iter()
         .find(|c| c.get("type").and_then(Value::as_str) == Some("Ready"))
         .filter(|c| c.get("status").and_then(Value::as_str) == Some("True"))
@@ -207,7 +206,7 @@ fn sync_window(app: &Value) -> Option<(SyncWindow, Timestamp, Option<Timestamp>)
     let op = app.pointer("/status/operationState")?;
     let started = time_at(op, "/startedAt")?;
     let finished = time_at(op, "/finishedAt");
-    let s = |p: &str| op.pointer(p).and_then(Value::as_str).map(str::to_string);
+    let s = |p: &str| op.str_at(p).map(str::to_string);
     Some((
         SyncWindow {
             phase: s("/phase").unwrap_or_default(),
@@ -231,8 +230,7 @@ pub(crate) fn build(
 ) -> Timeline {
     let window = sync_window(app);
     let results = app
-        .pointer("/status/operationState/syncResult/resources")
-        .and_then(Value::as_array)
+        .array_at("/status/operationState/syncResult/resources")
         .map(|r| sync_results(r))
         .unwrap_or_default();
     let running = window.as_ref().is_some_and(|(w, ..)| w.phase == "Running");

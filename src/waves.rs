@@ -11,6 +11,7 @@ use crate::evaluate::Evaluator;
 use crate::gate::crd::WaveGate;
 use crate::gate::view::Gate;
 use crate::health::{HealthStatus, Verdict, worst_of};
+use crate::json::At;
 use crate::live_lint::LiveLint;
 use crate::policy::CheckPolicy;
 use crate::resource::{Kind, Resource, ResourceRef, Target};
@@ -123,11 +124,7 @@ impl Scoped<'_> {
                 Ok(Some(object)) => Some(
                     managing_app(&object, group, kind, method) == Some(self.instance.as_str())
                         && (kind != "Application" || group != Resource::ARGO_GROUP || {
-                            let project = object
-                                .pointer("/spec/project")
-                                .and_then(Value::as_str)
-                                .filter(|p| !p.is_empty())
-                                .unwrap_or("default");
+                            let project = object.text_at("/spec/project").unwrap_or("default");
                             project == self.scope.project
                         }),
                 ),
@@ -190,7 +187,7 @@ pub(crate) struct Waves {
 /// The resources of an Application with their waves, skipping hooks (they run during a sync
 /// phase and are not part of any wave's health).
 pub(crate) fn managed_resources(app: &Value) -> Vec<(ResourceRef, i64, Option<Verdict>)> {
-    let Some(list) = app.pointer("/status/resources").and_then(Value::as_array) else {
+    let Some(list) = app.array_at("/status/resources") else {
         return Vec::new();
     };
     list.iter()
@@ -399,7 +396,7 @@ pub(crate) async fn view(
     match clusters.of_application(app) {
         Ok(evaluator) => view_in(&evaluator, policy, app, scope).await,
         Err(why) => {
-            let s = |p: &str| app.pointer(p).and_then(Value::as_str).unwrap_or("");
+            let s = |p: &str| app.str_at(p).unwrap_or("");
             let (namespace, name) = (s("/metadata/namespace"), s("/metadata/name"));
             let health = crate::checks::application::check(namespace, name, Some(app));
             let judged = managed_resources(app)
@@ -431,7 +428,7 @@ pub(crate) async fn view_with_findings(
     let mut waves = view(clusters, policy, app, scope).await;
     waves.lint = Some(match clusters.of_application(app) {
         Ok(evaluator) => {
-            let s = |p: &str| app.pointer(p).and_then(Value::as_str).unwrap_or("");
+            let s = |p: &str| app.str_at(p).unwrap_or("");
             let scoped = scope.map(|scope| Scoped {
                 scope,
                 instance: instance_name(
@@ -477,14 +474,8 @@ async fn view_in(
     app: &Value,
     scope: Option<&ViewScope>,
 ) -> Waves {
-    let namespace = app
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let name = app
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
+    let namespace = app.str_at("/metadata/namespace").unwrap_or("");
+    let name = app.str_at("/metadata/name").unwrap_or("");
     let health = crate::checks::application::check(namespace, name, Some(app));
     let deadline = tokio::time::Instant::now() + evaluator.patience();
     let scoped = scope.map(|scope| Scoped {

@@ -8,12 +8,14 @@ use std::path::{Path, PathBuf};
 
 /// Bottom first. Same layer: no imports between them.
 const LAYERS: &[&[&str]] = &[
-    &["health", "resource", "views", "locks"],
+    &["health", "resource", "views", "locks", "json"],
     &["metrics", "checks", "table", "store_index"],
     &[
-        "ask", "cache", "probe", "written", "leader", "events", "progress", "lint",
+        "cache", "probe", "written", "leader", "events", "progress", "lint",
     ],
     &["deps"],
+    &["kinds"],
+    &["ask"],
     &["evaluate", "policy", "queue"],
     &["gate", "annotate"],
     &["clusters"],

@@ -31,6 +31,7 @@ use super::{ApiError, AppState};
 use crate::cache::CacheError;
 use crate::clusters::{Cluster, ClusterError};
 use crate::evaluate::Evaluator;
+use crate::json::At;
 use crate::resource::{self, Resource};
 use crate::views::{TrackingMethod, managing_app};
 use crate::waves::{ViewScope, instance_name};
@@ -149,11 +150,7 @@ impl AppScope {
                 ))
             })?;
         // Argo CD's `Spec.GetProject()`: an empty project is "default".
-        let actual = app
-            .pointer("/spec/project")
-            .and_then(Value::as_str)
-            .filter(|p| !p.is_empty())
-            .unwrap_or("default");
+        let actual = app.text_at("/spec/project").unwrap_or("default");
         if actual != project {
             return Err(ApiError::Forbidden(format!(
                 "{what} belongs to project {actual}, not {project} as Argocd-Project-Name says"
@@ -207,14 +204,15 @@ impl AppScope {
     /// The application itself, or one of its child Applications: listed in its resources,
     /// tracked as its own, and in the project Argo CD authorized (`app` is the live object).
     pub(crate) fn allows_application(&self, app: &Value) -> bool {
-        let s = |p: &str| app.pointer(p).and_then(Value::as_str).unwrap_or("");
+        let s = |p: &str| app.str_at(p).unwrap_or("");
         let (namespace, name) = (s("/metadata/namespace"), s("/metadata/name"));
         if namespace == self.namespace && name == self.name {
             return true;
         }
         let project = Some(s("/spec/project")).filter(|p| !p.is_empty());
-        self.owns(Resource::ARGO_GROUP, "Application", namespace, name)
-            && self.manages(app, Resource::ARGO_GROUP, "Application")
+        let (group, kind) = Resource::Application.group_kind();
+        self.owns(group, kind, namespace, name)
+            && self.manages(app, group, kind)
             && project.unwrap_or("default") == self.project
     }
 
@@ -223,7 +221,8 @@ impl AppScope {
         if namespace == self.namespace && name == self.name {
             return true;
         }
-        if !self.owns(Resource::ARGO_GROUP, "Application", namespace, name) {
+        let (group, kind) = Resource::Application.group_kind();
+        if !self.owns(group, kind, namespace, name) {
             return false;
         }
         let Some(home) = &self.home else { return false };
@@ -289,18 +288,6 @@ impl AppScope {
                         Ok(Some(s)) if s.tracking.app(self.method) == Some(self.instance.as_str())
                     )
             }
-            Resource::CnpgDatabase | Resource::CrdbCluster => {
-                let kind = if *resource == Resource::CnpgDatabase {
-                    "Database"
-                } else {
-                    "CrdbCluster"
-                };
-                let (group, _) = resource.group_plural();
-                self.owns(group, kind, namespace, name)
-                    && self
-                        .live_manages(&resource.kind(), kind, namespace, name)
-                        .await
-            }
             Resource::Generic { group, plural } => {
                 for r in self
                     .resources
@@ -315,6 +302,14 @@ impl AppScope {
                     }
                 }
                 false
+            }
+            // Every other kind with a check of its own is read whole from the cache.
+            dedicated => {
+                let (group, kind) = dedicated.group_kind();
+                self.owns(group, kind, namespace, name)
+                    && self
+                        .live_manages(&dedicated.kind(), kind, namespace, name)
+                        .await
             }
         }
     }
@@ -381,7 +376,7 @@ impl AppScope {
 
 /// Every entry of `status.resources`, hooks included (they are the application's too).
 fn owned(app: &Value) -> Vec<Owned> {
-    let Some(list) = app.pointer("/status/resources").and_then(Value::as_array) else {
+    let Some(list) = app.array_at("/status/resources") else {
         return Vec::new();
     };
     list.iter()

@@ -12,6 +12,7 @@
 //! `pkg/apis/application/v1alpha1/types.go` (`ApplicationStatus`, `SyncStatus.ComparedTo`,
 //! `OperationState`).
 
+use crate::json::At;
 use serde_json::{Map, Value};
 
 use crate::health::{HealthStatus, Verdict};
@@ -24,11 +25,8 @@ use crate::health::{HealthStatus, Verdict};
 /// verdict; this keeps a stored verdict honest where that does not hold (a CRD served with a
 /// status subresource), and says in the annotation what the verdict was about.
 pub fn judged_state(app: &Value) -> String {
-    let text = |p: &str| app.pointer(p).and_then(Value::as_str).unwrap_or("");
-    let revision = match app
-        .pointer("/status/sync/revisions")
-        .and_then(Value::as_array)
-    {
+    let text = |p: &str| app.str_at(p).unwrap_or("");
+    let revision = match app.array_at("/status/sync/revisions") {
         Some(list) if !list.is_empty() => list
             .iter()
             .map(|r| r.as_str().unwrap_or(""))
@@ -91,18 +89,9 @@ pub fn check(namespace: &str, name: &str, application: Option<&Value>) -> Verdic
         shortfalls.push(shortfall);
     }
 
-    let health = app
-        .pointer("/status/health/status")
-        .and_then(Value::as_str)
-        .unwrap_or("Unknown");
-    let health_message = app
-        .pointer("/status/health/message")
-        .and_then(Value::as_str)
-        .filter(|m| !m.is_empty());
-    let sync = app
-        .pointer("/status/sync/status")
-        .and_then(Value::as_str)
-        .unwrap_or("Unknown");
+    let health = app.str_at("/status/health/status").unwrap_or("Unknown");
+    let health_message = app.text_at("/status/health/message");
+    let sync = app.str_at("/status/sync/status").unwrap_or("Unknown");
 
     let health_status = match health {
         "Healthy" => None,
@@ -158,14 +147,9 @@ fn sync_clause(health: &str, sync: &str) -> String {
 
 /// `operationState.phase` Running/Terminating, or an `operation` requested but not started.
 fn operation_in_flight(app: &Value) -> Option<String> {
-    let phase = app
-        .pointer("/status/operationState/phase")
-        .and_then(Value::as_str);
+    let phase = app.str_at("/status/operationState/phase");
     if let Some(phase @ ("Running" | "Terminating")) = phase {
-        let message = app
-            .pointer("/status/operationState/message")
-            .and_then(Value::as_str)
-            .filter(|m| !m.is_empty());
+        let message = app.text_at("/status/operationState/message");
         return Some(match message {
             Some(m) => format!("sync operation {phase} ({m})"),
             None => format!("sync operation {phase}"),
@@ -405,8 +389,7 @@ fn destination_text(destination: &Value) -> String {
 }
 
 fn comparison_error(app: &Value) -> Option<String> {
-    app.pointer("/status/conditions")
-        .and_then(Value::as_array)?
+    app.array_at("/status/conditions")?
         .iter()
         .find(|c| c.get("type").and_then(Value::as_str) == Some("ComparisonError"))
         .and_then(|c| c.get("message").and_then(Value::as_str))
@@ -414,16 +397,11 @@ fn comparison_error(app: &Value) -> Option<String> {
 }
 
 fn synced_revisions(app: &Value) -> String {
-    if let Some(revision) = app
-        .pointer("/status/sync/revision")
-        .and_then(Value::as_str)
-        .filter(|r| !r.is_empty())
-    {
+    if let Some(revision) = app.text_at("/status/sync/revision") {
         return format!(" at revision {revision}");
     }
     let revisions: Vec<&str> = app
-        .pointer("/status/sync/revisions")
-        .and_then(Value::as_array)
+        .array_at("/status/sync/revisions")
         .map(|r| r.iter().filter_map(Value::as_str).collect())
         .unwrap_or_default();
     if revisions.is_empty() {

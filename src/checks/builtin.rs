@@ -6,6 +6,7 @@
 //! Field names follow the Kubernetes API types (`k8s.io/api`). Numbers read as Go's typed
 //! structs read them: an absent count is 0, an absent `spec.replicas` is "unset".
 
+use crate::json::At;
 use serde_json::Value;
 
 use crate::health::Verdict;
@@ -48,24 +49,12 @@ pub(crate) fn judge(resource: &str, id: &str, object: &Value) -> Option<Verdict>
 }
 
 fn int(object: &Value, pointer: &str) -> i64 {
-    object.pointer(pointer).and_then(Value::as_i64).unwrap_or(0)
-}
-
-fn opt_int(object: &Value, pointer: &str) -> Option<i64> {
-    object.pointer(pointer).and_then(Value::as_i64)
-}
-
-fn text<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
-    object
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
+    object.i64_at(pointer).unwrap_or(0)
 }
 
 fn conditions(object: &Value) -> &[Value] {
     object
-        .pointer("/status/conditions")
-        .and_then(Value::as_array)
+        .array_at("/status/conditions")
         .map(Vec::as_slice)
         .unwrap_or_default()
 }
@@ -91,7 +80,7 @@ fn because(message: Option<&str>) -> String {
 /// carries no generation either, so an object no controller has touched is not Healthy.
 fn unobserved(id: &str, object: &Value) -> Option<Verdict> {
     let generation = int(object, "/metadata/generation");
-    match opt_int(object, "/status/observedGeneration") {
+    match object.i64_at("/status/observedGeneration") {
         None => Some(Verdict::progressing(format!(
             "{id}: its controller has not reported a status yet"
         ))),
@@ -107,7 +96,7 @@ fn unobserved(id: &str, object: &Value) -> Option<Verdict> {
 /// rollout failed); otherwise Progressing until every wanted replica is updated, no old one is
 /// left and every updated one is available (kubectl's `rollout status`).
 fn deployment(id: &str, d: &Value) -> Verdict {
-    if d.pointer("/spec/paused").and_then(Value::as_bool) == Some(true) {
+    if d.bool_at("/spec/paused") == Some(true) {
         return Verdict::suspended(format!("{id} is paused"));
     }
     if let Some(v) = unobserved(id, d) {
@@ -118,13 +107,13 @@ fn deployment(id: &str, d: &Value) -> Verdict {
     {
         return Verdict::degraded(format!(
             "{id} exceeded its progress deadline{}",
-            because(text(c, "/message"))
+            because(c.text_at("/message"))
         ));
     }
     let updated = int(d, "/status/updatedReplicas");
     let replicas = int(d, "/status/replicas");
     let available = int(d, "/status/availableReplicas");
-    if let Some(wanted) = opt_int(d, "/spec/replicas")
+    if let Some(wanted) = d.i64_at("/spec/replicas")
         && updated < wanted
     {
         return Verdict::progressing(format!("{id}: {updated} of {wanted} replicas updated"));
@@ -156,18 +145,18 @@ fn stateful_set(id: &str, s: &Value) -> Verdict {
     }
     let ready = int(s, "/status/readyReplicas");
     let updated = int(s, "/status/updatedReplicas");
-    let wanted = opt_int(s, "/spec/replicas");
+    let wanted = s.i64_at("/spec/replicas");
     if let Some(wanted) = wanted
         && ready < wanted
     {
         return Verdict::progressing(format!("{id}: {ready} of {wanted} pods ready"));
     }
-    let strategy = text(s, "/spec/updateStrategy/type");
+    let strategy = s.text_at("/spec/updateStrategy/type");
     let rolling = s.pointer("/spec/updateStrategy/rollingUpdate");
     if strategy == Some("RollingUpdate") && rolling.is_some_and(|r| !r.is_null()) {
         if let (Some(wanted), Some(partition)) = (
             wanted,
-            opt_int(s, "/spec/updateStrategy/rollingUpdate/partition"),
+            s.i64_at("/spec/updateStrategy/rollingUpdate/partition"),
         ) && updated < wanted - partition
         {
             return Verdict::progressing(format!(
@@ -180,8 +169,8 @@ fn stateful_set(id: &str, s: &Value) -> Verdict {
     if strategy == Some("OnDelete") {
         return Verdict::healthy(format!("{id}: {ready} pods ready (OnDelete updates)"));
     }
-    let update_revision = text(s, "/status/updateRevision");
-    if update_revision != text(s, "/status/currentRevision") {
+    let update_revision = s.text_at("/status/updateRevision");
+    if update_revision != s.text_at("/status/currentRevision") {
         return Verdict::progressing(format!(
             "{id}: rolling update to revision {} in progress, {updated} pods updated",
             update_revision.unwrap_or("(none)")
@@ -201,7 +190,7 @@ fn daemon_set(id: &str, d: &Value) -> Verdict {
     let desired = int(d, "/status/desiredNumberScheduled");
     let updated = int(d, "/status/updatedNumberScheduled");
     let available = int(d, "/status/numberAvailable");
-    let on_delete = text(d, "/spec/updateStrategy/type") == Some("OnDelete");
+    let on_delete = d.text_at("/spec/updateStrategy/type") == Some("OnDelete");
     if !on_delete && updated < desired {
         return Verdict::progressing(format!(
             "{id}: {updated} of {desired} scheduled pods updated"
@@ -226,11 +215,11 @@ fn replica_set(id: &str, r: &Value) -> Verdict {
     if let Some(c) = condition(r, "ReplicaFailure").filter(|c| is_true(c)) {
         return Verdict::degraded(format!(
             "{id} cannot create its pods{}",
-            because(text(c, "/message"))
+            because(c.text_at("/message"))
         ));
     }
     let available = int(r, "/status/availableReplicas");
-    if let Some(wanted) = opt_int(r, "/spec/replicas")
+    if let Some(wanted) = r.i64_at("/spec/replicas")
         && available < wanted
     {
         return Verdict::progressing(format!("{id}: {available} of {wanted} replicas available"));
@@ -245,25 +234,24 @@ fn replica_set(id: &str, r: &Value) -> Verdict {
 /// container has terminated before, else Progressing — except that a Running pod that is meant
 /// to finish (OnFailure/Never, typically a hook) is Progressing. Any other phase is Unknown.
 fn pod(id: &str, p: &Value) -> Verdict {
-    let restart = text(p, "/spec/restartPolicy").unwrap_or("Always");
+    let restart = p.text_at("/spec/restartPolicy").unwrap_or("Always");
     let statuses = |key: &str| -> Vec<&Value> {
-        p.pointer(&format!("/status/{key}"))
-            .and_then(Value::as_array)
+        p.array_at(&format!("/status/{key}"))
             .map(|a| a.iter().collect())
             .unwrap_or_default()
     };
     let containers = statuses("containerStatuses");
-    let message = text(p, "/status/message");
+    let message = p.text_at("/status/message");
     if restart == "Always" {
         let failing: Vec<String> = containers
             .iter()
             .filter_map(|c| {
-                let reason = text(c, "/state/waiting/reason")?;
+                let reason = c.text_at("/state/waiting/reason")?;
                 let bad = reason.starts_with("Err")
                     || reason.ends_with("Error")
                     || reason.ends_with("BackOff");
                 bad.then(|| {
-                    let name = text(c, "/name").unwrap_or("?");
+                    let name = c.text_at("/name").unwrap_or("?");
                     format!("container {name} is waiting: {reason}")
                 })
             })
@@ -272,7 +260,7 @@ fn pod(id: &str, p: &Value) -> Verdict {
             return Verdict::degraded(format!("{id}: {}", failing.join(", ")));
         }
     }
-    match text(p, "/status/phase") {
+    match p.text_at("/status/phase") {
         Some("Pending") => Verdict::progressing(format!("{id} is Pending{}", because(message))),
         Some("Succeeded") => Verdict::healthy(format!("{id} Succeeded")),
         Some("Failed") => {
@@ -282,9 +270,9 @@ fn pod(id: &str, p: &Value) -> Verdict {
             let why = message.map(str::to_string).or_else(|| {
                 all.filter_map(|c| {
                     let terminated = c.pointer("/state/terminated").filter(|t| !t.is_null())?;
-                    let name = text(c, "/name").unwrap_or("?");
+                    let name = c.text_at("/name").unwrap_or("?");
                     let code = int(terminated, "/exitCode");
-                    match text(terminated, "/reason") {
+                    match terminated.text_at("/reason") {
                         Some(reason) => Some(format!("container {name} terminated: {reason}")),
                         None if code != 0 => {
                             Some(format!("container {name} failed with exit code {code}"))
@@ -328,13 +316,13 @@ fn job(id: &str, j: &Value) -> Verdict {
     if let Some(c) = condition(j, "Failed").filter(|c| is_true(c)) {
         return Verdict::degraded(format!(
             "{id} failed{}",
-            because(text(c, "/reason").or(text(c, "/message")))
+            because(c.text_at("/reason").or(c.text_at("/message")))
         ));
     }
     if condition(j, "Complete").is_some_and(is_true) {
         return Verdict::healthy(format!("{id} completed"));
     }
-    if j.pointer("/spec/suspend").and_then(Value::as_bool) == Some(true) {
+    if j.bool_at("/spec/suspend") == Some(true) {
         return Verdict::suspended(format!("{id} is suspended"));
     }
     Verdict::progressing(format!(
@@ -347,7 +335,7 @@ fn job(id: &str, j: &Value) -> Verdict {
 
 /// health_pvc.go: Bound → Healthy, Pending → Progressing, Lost → Degraded, else Unknown.
 fn persistent_volume_claim(id: &str, c: &Value) -> Verdict {
-    match text(c, "/status/phase") {
+    match c.text_at("/status/phase") {
         Some("Bound") => Verdict::healthy(format!("{id} is Bound")),
         Some("Pending") => Verdict::progressing(format!("{id} is Pending")),
         Some("Lost") => Verdict::degraded(format!("{id} lost its volume")),
@@ -357,8 +345,7 @@ fn persistent_volume_claim(id: &str, c: &Value) -> Verdict {
 
 fn has_load_balancer_ingress(object: &Value) -> bool {
     object
-        .pointer("/status/loadBalancer/ingress")
-        .and_then(Value::as_array)
+        .array_at("/status/loadBalancer/ingress")
         .is_some_and(|a| !a.is_empty())
 }
 
@@ -374,7 +361,7 @@ fn ingress(id: &str, i: &Value) -> Verdict {
 /// health_service.go: only a LoadBalancer needs something (an address). wavegate's own
 /// `services` check is the one that looks at endpoints.
 fn service(id: &str, s: &Value) -> Verdict {
-    if text(s, "/spec/type") != Some("LoadBalancer") {
+    if s.text_at("/spec/type") != Some("LoadBalancer") {
         return Verdict::healthy(format!("{id} exists"));
     }
     if has_load_balancer_ingress(s) {
@@ -405,8 +392,7 @@ fn horizontal_pod_autoscaler(id: &str, h: &Value) -> Verdict {
         ("ScalingLimited", "TooManyReplicas"),
     ];
     let from_annotation: Option<Vec<Value>> = h
-        .pointer("/metadata/annotations/autoscaling.alpha.kubernetes.io~1conditions")
-        .and_then(Value::as_str)
+        .str_at("/metadata/annotations/autoscaling.alpha.kubernetes.io~1conditions")
         .and_then(|a| serde_json::from_str(a).ok());
     let list: Vec<Value> = if conditions(h).is_empty() {
         from_annotation.unwrap_or_default()
@@ -423,7 +409,7 @@ fn horizontal_pod_autoscaler(id: &str, h: &Value) -> Verdict {
                 "{id}: {} {}{}",
                 pair.0,
                 pair.1,
-                because(text(c, "/message"))
+                because(c.text_at("/message"))
             ));
         }
         if HEALTHY.contains(&pair) {
@@ -439,7 +425,7 @@ fn api_service(id: &str, a: &Value) -> Verdict {
         Some(c) if is_true(c) => Verdict::healthy(format!("{id} is Available")),
         Some(c) => Verdict::progressing(format!(
             "{id} is not Available{}",
-            because(text(c, "/reason").or(text(c, "/message")))
+            because(c.text_at("/reason").or(c.text_at("/message")))
         )),
         None => Verdict::progressing(format!("{id}: waiting to be processed")),
     }

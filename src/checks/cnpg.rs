@@ -8,6 +8,7 @@
 //! `message`, `observedGeneration`. There is no `status.ready` in any released CNPG, whatever
 //! hand-written wait Jobs poll for.
 
+use crate::json::At;
 use k8s_openapi::jiff::Timestamp;
 use serde_json::Value;
 
@@ -41,7 +42,7 @@ impl Params {
 /// The Cluster a Database lives in (`spec.cluster.name`, a LocalObjectReference: same
 /// namespace as the Database).
 pub(crate) fn cluster_name(database: &Value) -> Option<&str> {
-    database.pointer("/spec/cluster/name")?.as_str()
+    database.str_at("/spec/cluster/name")
 }
 
 /// The Database status a verdict was judged on, as annotation mode records it
@@ -125,7 +126,7 @@ pub fn check(
         .into()
     };
 
-    let Some(generation) = db.pointer("/metadata/generation").and_then(Value::as_i64) else {
+    let Some(generation) = db.i64_at("/metadata/generation") else {
         // The API server always sets generation on custom resources; without it nothing can
         // prove the status is current.
         return Verdict::unknown(format!("Database {id} has no metadata.generation")).into();
@@ -210,8 +211,9 @@ pub fn check(
     // Cluster, still bootstrapping, has no database yet. (A Cluster that had a primary keeps
     // the name through a switchover, and replicas carry the database, so only "never had a
     // primary" says the status is about another Cluster.)
-    if text_field(cluster, "/status/currentPrimary").is_none() {
-        let phase = text_field(cluster, "/status/phase")
+    if cluster.text_at("/status/currentPrimary").is_none() {
+        let phase = cluster
+            .text_at("/status/phase")
             .map(|p| format!(", phase {p:?}"))
             .unwrap_or_default();
         return Verdict::progressing(format!(
@@ -252,13 +254,10 @@ pub fn check(
         .into();
     }
 
-    let pg_name = db
-        .pointer("/spec/name")
-        .and_then(Value::as_str)
-        .unwrap_or(name);
+    let pg_name = db.str_at("/spec/name").unwrap_or(name);
     // `ensure: absent` makes CNPG run DROP DATABASE and then mark the object applied: the
     // desired state ("no such database") is reached, which is what a wave waits for.
-    if db.pointer("/spec/ensure").and_then(Value::as_str) == Some("absent") {
+    if db.str_at("/spec/ensure") == Some("absent") {
         return Verdict::healthy(format!(
             "Database {id}: PostgreSQL database {pg_name} dropped from Cluster {cluster_id} \
              (spec.ensure: absent, generation {generation} applied)"
@@ -277,13 +276,10 @@ pub fn check(
 /// in internal/management/controller/database_controller.go requeues during a switchover) and
 /// at least one instance is ready.
 fn no_acting_primary(cluster_id: &str, cluster: &Value) -> Option<String> {
-    let text = |p: &str| text_field(cluster, p);
+    let text = |p: &str| cluster.text_at(p);
     let current = text("/status/currentPrimary");
     let target = text("/status/targetPrimary");
-    let ready = cluster
-        .pointer("/status/readyInstances")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
+    let ready = cluster.i64_at("/status/readyInstances").unwrap_or(0);
     let phase = text("/status/phase")
         .map(|p| format!(", phase {p:?}"))
         .unwrap_or_default();
@@ -300,13 +296,11 @@ fn no_acting_primary(cluster_id: &str, cluster: &Value) -> Option<String> {
     }
 }
 
-/// A non-empty string at `pointer`.
 /// When the object's status was last written, as the API server records it: the newest
 /// `metadata.managedFields` entry of the `status` subresource.
 fn status_written(object: &Value) -> Option<Timestamp> {
     object
-        .pointer("/metadata/managedFields")?
-        .as_array()?
+        .array_at("/metadata/managedFields")?
         .iter()
         .filter(|f| f.get("subresource").and_then(Value::as_str) == Some("status"))
         .filter_map(|f| f.get("time")?.as_str()?.parse::<Timestamp>().ok())
@@ -314,18 +308,7 @@ fn status_written(object: &Value) -> Option<Timestamp> {
 }
 
 fn created(object: &Value) -> Option<Timestamp> {
-    object
-        .pointer("/metadata/creationTimestamp")?
-        .as_str()?
-        .parse()
-        .ok()
-}
-
-fn text_field<'a>(object: &'a Value, pointer: &str) -> Option<&'a str> {
-    object
-        .pointer(pointer)
-        .and_then(Value::as_str)
-        .filter(|s| !s.is_empty())
+    object.str_at("/metadata/creationTimestamp")?.parse().ok()
 }
 
 /// Why the Cluster is not Ready, or `None` when it is. Readiness is CNPG's own condition
@@ -335,16 +318,13 @@ fn cluster_not_ready(cluster_id: &str, cluster: &Value) -> Option<String> {
     if condition_status(cluster, "Ready") == Some("True") {
         return None;
     }
-    let wanted = cluster.pointer("/spec/instances").and_then(Value::as_i64);
-    let ready = cluster
-        .pointer("/status/readyInstances")
-        .and_then(Value::as_i64)
-        .unwrap_or(0);
+    let wanted = cluster.i64_at("/spec/instances");
+    let ready = cluster.i64_at("/status/readyInstances").unwrap_or(0);
     let mut details = Vec::new();
     if let Some(wanted) = wanted {
         details.push(format!("{ready} of {wanted} instances ready"));
     }
-    if let Some(phase) = cluster.pointer("/status/phase").and_then(Value::as_str) {
+    if let Some(phase) = cluster.str_at("/status/phase") {
         details.push(format!("phase {phase:?}"));
     }
     let details = if details.is_empty() {

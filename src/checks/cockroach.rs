@@ -16,6 +16,7 @@
 //! by the named CrdbCluster ([`ProbeTarget::controlled_by_cluster`]); the prober adds the other
 //! half of the proof, a node certificate from the cluster's CA.
 
+use crate::json::At;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
 use std::sync::Arc;
@@ -151,12 +152,11 @@ impl Owners {
             return;
         }
         for object in objects {
-            let Some(uid) = object.pointer("/metadata/uid").and_then(Value::as_str) else {
+            let Some(uid) = object.str_at("/metadata/uid") else {
                 continue;
             };
             let controller = object
-                .pointer("/metadata/ownerReferences")
-                .and_then(Value::as_array)
+                .array_at("/metadata/ownerReferences")
                 .into_iter()
                 .flatten()
                 .find(|r| r.get("controller").and_then(Value::as_bool) == Some(true));
@@ -358,15 +358,11 @@ pub fn plan(
         )))
     })?;
     let port = match generation {
-        Generation::Regions => spec.pointer("/template/spec/httpPort"),
-        Generation::StatefulSet => spec.get("httpPort"),
+        Generation::Regions => spec.u64_at("/template/spec/httpPort"),
+        Generation::StatefulSet => spec.u64_at("/httpPort"),
     }
-    .and_then(Value::as_u64)
     .and_then(|p| u16::try_from(p).ok());
-    let cluster_uid = cluster
-        .pointer("/metadata/uid")
-        .and_then(Value::as_str)
-        .unwrap_or_default();
+    let cluster_uid = cluster.str_at("/metadata/uid").unwrap_or_default();
 
     let (expected_nodes, expected_pods) = match params.expected_nodes {
         Some(nodes) if counts.local_known => (nodes, counts.local.min(nodes)),
@@ -383,10 +379,7 @@ pub fn plan(
         .into());
     }
     if expected_pods == 0 {
-        let region = cluster
-            .pointer("/status/region")
-            .and_then(Value::as_str)
-            .unwrap_or("?");
+        let region = cluster.str_at("/status/region").unwrap_or("?");
         return Err(Verdict::unknown(format!(
             "{object}: the local region {region:?} expects 0 nodes (of {expected_nodes} in \
              all regions); there is no pod here to probe, so nothing here proves the cluster \
@@ -484,14 +477,11 @@ fn expected_from_spec(cluster: &Value, spec: &Value) -> Option<(Generation, Expe
         // Kubernetes cluster's region has pods here: the operator records it in
         // `status.region` (helm-charts `CrdbClusterStatus.Region`). Without it, a
         // multi-region spec expects every node here, which can only err towards waiting.
-        let local_region = cluster
-            .pointer("/status/region")
-            .and_then(Value::as_str)
-            .and_then(|code| {
-                regions
-                    .iter()
-                    .find(|r| r.get("code").and_then(Value::as_str) == Some(code))
-            });
+        let local_region = cluster.str_at("/status/region").and_then(|code| {
+            regions
+                .iter()
+                .find(|r| r.get("code").and_then(Value::as_str) == Some(code))
+        });
         let counts = match (regions.len(), local_region) {
             (1, _) => ExpectedCounts {
                 total,

@@ -25,6 +25,7 @@
 //! [`check_off_runtime`] evaluates on the blocking pool behind a small semaphore so that even
 //! a slow one never holds an async worker (or `/healthz`).
 
+use crate::json::At;
 use jsonpath_rust::parser::model::{
     Comparable, Comparison, FilterAtom, FnArg, JpQuery, Literal, Segment, Selector, Test,
     TestFunction,
@@ -192,12 +193,8 @@ fn id(kind: &str, namespace: &str, name: &str) -> String {
 fn kstatus(id: &str, object: &Value) -> Option<Verdict> {
     // Like kstatus' `checkGeneration`: only objects whose controller reports
     // observedGeneration can be stale in this sense.
-    let generation = object
-        .pointer("/metadata/generation")
-        .and_then(Value::as_i64);
-    let observed = object
-        .pointer("/status/observedGeneration")
-        .and_then(Value::as_i64);
+    let generation = object.i64_at("/metadata/generation");
+    let observed = object.i64_at("/status/observedGeneration");
     if let (Some(generation), Some(observed)) = (generation, observed)
         && observed != generation
     {
@@ -255,8 +252,7 @@ fn kstatus(id: &str, object: &Value) -> Option<Verdict> {
 /// The condition of `type_` in `status.conditions`, in the metav1.Condition shape.
 fn condition<'a>(object: &'a Value, type_: &str) -> Option<&'a Value> {
     object
-        .pointer("/status/conditions")?
-        .as_array()?
+        .array_at("/status/conditions")?
         .iter()
         .find(|c| c.get("type").and_then(Value::as_str) == Some(type_))
 }

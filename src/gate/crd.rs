@@ -7,16 +7,18 @@
 //! cannot say (e.g. a malformed JSONPath) becomes a Degraded verdict for that one check.
 
 use crate::health::HealthStatus;
+use crate::kinds::GateEntry;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
-/// Object names (RFC 1123 subdomain, Kubernetes' `IsDNS1123Subdomain`).
-const NAME: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
-/// Namespaces (RFC 1123 label).
-const NAMESPACE: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+// Each kind's entry is defined with the rest of its kind.
+pub use crate::kinds::application::ApplicationCheck;
+pub use crate::kinds::cnpg::CnpgDatabaseCheck;
+pub use crate::kinds::cockroach::CockroachClusterCheck;
+pub use crate::kinds::generic::ResourceCheck;
+pub use crate::kinds::service::ServiceCheck;
 
 /// Checks that must all be Healthy before the next Argo CD sync wave may start.
 ///
@@ -87,94 +89,27 @@ pub struct GateCheck {
     pub resource: Option<ResourceCheck>,
 }
 
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ServiceCheck {
-    #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
-    pub name: String,
-    /// Defaults to the gate's namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE))]
-    pub namespace: Option<String>,
-    /// Ready endpoints required (default 1; 0 means "the Service exists", e.g. a headless join
-    /// Service before its pods).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 0), extend("format" = "int32"))]
-    pub min_ready: Option<u32>,
-}
+impl GateCheck {
+    /// The entry names, as the schema's CEL rule lists them.
+    pub(crate) const KINDS: &[&str] = &[
+        "service",
+        "cnpgDatabase",
+        "cockroachCluster",
+        "application",
+        "resource",
+    ];
 
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CnpgDatabaseCheck {
-    #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
-    pub name: String,
-    /// Defaults to the gate's namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE))]
-    pub namespace: Option<String>,
-    /// Also require the Database's CNPG Cluster to be Ready (default false).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub require_cluster_ready: Option<bool>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CockroachClusterCheck {
-    #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
-    pub name: String,
-    /// Defaults to the gate's namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE))]
-    pub namespace: Option<String>,
-    /// Nodes that must be live and see each other (default: from the CrdbCluster's spec).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(range(min = 1), extend("format" = "int32"))]
-    pub expected_nodes: Option<u32>,
-    /// Pod labels selecting the cluster's pods (default: the operator's labels).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub selector: Option<BTreeMap<String, String>>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ApplicationCheck {
-    #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
-    pub name: String,
-    /// Defaults to the gate's namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE))]
-    pub namespace: Option<String>,
-}
-
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct ResourceCheck {
-    /// The kind as kubectl names it: `deployments.apps`, `statefulsets.apps`, `jobs.batch`.
-    #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
-    pub resource: String,
-    #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
-    pub name: String,
-    /// Defaults to the gate's namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE))]
-    pub namespace: Option<String>,
-    /// JSONPath (RFC 9535) that holds when the object is healthy. An expression holds when it
-    /// selects at least one node and every selected node is `true` or an object/array (what a
-    /// filter selects); `false` does not hold; a selected string, number or null is an error
-    /// (compare it in a filter: `$[?@.status.phase=='Bound']`). Checked after the kind's own
-    /// rule (Argo CD's for built-in kinds, kstatus for the rest), which it can only make stricter.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 512))]
-    pub healthy: Option<String>,
-    /// JSONPath that holds while the object is still progressing (same typing as `healthy`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 512))]
-    pub progressing: Option<String>,
-    /// JSONPath that holds when the object has definitely failed (same typing as `healthy`).
-    /// Messages name the expression, never the matched value.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(max = 512))]
-    pub degraded: Option<String>,
+    /// The kinds this check sets (exactly one in a valid check).
+    pub(crate) fn entries(&self) -> Vec<&dyn GateEntry> {
+        let entries: [Option<&dyn GateEntry>; 5] = [
+            self.service.as_ref().map(|e| e as _),
+            self.cnpg_database.as_ref().map(|e| e as _),
+            self.cockroach_cluster.as_ref().map(|e| e as _),
+            self.application.as_ref().map(|e| e as _),
+            self.resource.as_ref().map(|e| e as _),
+        ];
+        entries.into_iter().flatten().collect()
+    }
 }
 
 /// What wavegate concluded, written through the status subresource.

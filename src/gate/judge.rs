@@ -9,8 +9,7 @@
 //! gate that has never been judged counts from its `creationTimestamp`.
 
 use super::crd::{CheckStatus, GateCheck, GateHealth, WaveGate, WaveGateStatus};
-use crate::ask::{Ask, Check};
-use crate::checks::{cnpg, cockroach, generic, service};
+use crate::ask::Ask;
 use crate::health::{HealthStatus, Verdict, worst_of};
 use crate::policy::CheckPolicy;
 use crate::resource::{InputError, Resource, Target};
@@ -44,76 +43,17 @@ pub(crate) fn ask_under(
 
 /// The question a check entry asks, before any policy.
 fn ask_unchecked(check: &GateCheck, gate_namespace: &str) -> Result<Ask, InputError> {
-    let ns = |n: &Option<String>| n.clone().unwrap_or_else(|| gate_namespace.to_string());
-    let target = |resource: Resource, namespace: &Option<String>, name: &str| {
-        Target::new(resource, &ns(namespace), name)
-    };
-    let kinds = [
-        check.service.is_some(),
-        check.cnpg_database.is_some(),
-        check.cockroach_cluster.is_some(),
-        check.application.is_some(),
-        check.resource.is_some(),
-    ];
-    // The CRD's CEL rule rejects these; an API server without CEL validation might not.
-    let not_exactly_one = || InputError::Parameter {
-        name: check.name.clone(),
-        reason: "set exactly one of service, cnpgDatabase, cockroachCluster, application, \
-                 resource"
-            .into(),
-    };
-    if kinds.iter().filter(|k| **k).count() > 1 {
-        return Err(not_exactly_one());
-    }
-    if let Some(s) = &check.service {
-        let t = target(Resource::Service, &s.namespace, &s.name)?;
-        return Ok(Ask::new(
-            t,
-            Check::Service(service::Params::new(s.min_ready)),
-        ));
-    }
-    if let Some(d) = &check.cnpg_database {
-        let t = target(Resource::CnpgDatabase, &d.namespace, &d.name)?;
-        let params = cnpg::Params::new(d.require_cluster_ready);
-        return Ok(Ask::new(t, Check::CnpgDatabase(params)));
-    }
-    if let Some(c) = &check.cockroach_cluster {
-        let t = target(Resource::CrdbCluster, &c.namespace, &c.name)?;
-        let wanted = cockroach::Wanted::new(c.expected_nodes, c.selector.clone())?;
-        return Ok(Ask::new(t, Check::CrdbCluster(wanted)));
-    }
-    if let Some(a) = &check.application {
-        let t = target(Resource::Application, &a.namespace, &a.name)?;
-        return Ok(Ask::new(t, Check::Application));
-    }
-    let Some(r) = &check.resource else {
-        return Err(not_exactly_one());
-    };
-    let t = target(Resource::parse(&r.resource)?, &r.namespace, &r.name)?;
-    let check = match t.resource.clone() {
-        Resource::Generic { group, plural } => {
-            let (h, p, d) = (r.healthy.clone(), r.progressing.clone(), r.degraded.clone());
-            let rule = generic::Rule::new(h, p, d)?;
-            Check::Generic {
-                group,
-                plural,
-                rule,
-            }
+    match check.entries()[..] {
+        [entry] => {
+            let (target, judged) = entry.ask(&check.name, gate_namespace)?;
+            Ok(Ask::new(target, judged))
         }
-        // `resource: services` judges a Service by its own check; expressions would be ignored.
-        dedicated if r.healthy.is_none() && r.progressing.is_none() && r.degraded.is_none() => {
-            Check::defaults(dedicated)
-        }
-        dedicated => {
-            return Err(InputError::Parameter {
-                name: check.name.clone(),
-                reason: format!(
-                    "{dedicated} has a check of its own; JSONPath expressions are for other kinds"
-                ),
-            });
-        }
-    };
-    Ok(Ask::new(t, check))
+        // The CRD's CEL rule rejects these; an API server without CEL validation might not.
+        _ => Err(InputError::Parameter {
+            name: check.name.clone(),
+            reason: format!("set exactly one of {}", GateCheck::KINDS.join(", ")),
+        }),
+    }
 }
 
 /// What a check entry points at, as the HTTP API shows it: `services cicd/forgejo`.
@@ -486,6 +426,7 @@ pub(crate) fn waited(since: Option<Timestamp>, now: Timestamp) -> Duration {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::ask::Check;
     use crate::gate::crd::{ResourceCheck, ServiceCheck, WaveGateSpec};
     use kube::api::ObjectMeta;
 

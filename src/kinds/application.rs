@@ -1,0 +1,53 @@
+//! Argo CD `Application` (`argoproj.io`), for app-of-apps: Healthy, Synced to the revision its
+//! spec asks for, and idle (`checks::application`, one rule with the shipped
+//! `argoproj.io/Application/health.lua`; fixtures in `tests/fixtures/application/`).
+
+use super::{Check, Found, GateEntry, NAME, NAMESPACE, Reads, Sources, namespace_or};
+use crate::cache::CacheError;
+use crate::checks::application;
+use crate::deps::Dep;
+use crate::resource::{InputError, Resource, Target};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+// A WaveGate's `application:` entry (no doc comment: the field's in `GateCheck` describes it).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ApplicationCheck {
+    #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
+    pub name: String,
+    /// Defaults to the gate's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE))]
+    pub namespace: Option<String>,
+}
+
+impl GateEntry for ApplicationCheck {
+    fn ask(&self, _check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
+        let ns = namespace_or(&self.namespace, gate_namespace);
+        let target = Target::new(Resource::Application, &ns, &self.name)?;
+        Ok((target, Check::Application))
+    }
+}
+
+/// The Application alone: its status carries everything the check reads.
+pub(crate) fn reads(namespace: &str, name: &str) -> Vec<Dep> {
+    vec![Dep::object(Resource::Application.kind(), namespace, name)]
+}
+
+pub(crate) async fn gather<R: Reads, P>(
+    from: &Sources<'_, R, P>,
+    namespace: &str,
+    name: &str,
+) -> Result<Found, CacheError> {
+    let app = from
+        .cache
+        .object(&Resource::Application.kind(), namespace, name)
+        .await?;
+    let v = application::check(namespace, name, app.as_ref());
+    Ok(Found {
+        judged_state: app.as_ref().map(application::judged_state),
+        ..Found::seen(v.into(), Duration::ZERO, None)
+    })
+}

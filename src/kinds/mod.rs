@@ -1,0 +1,329 @@
+//! Check kinds, one module each, the way Argo CD keeps everything about a kind in
+//! `resource_customizations/<group>/<Kind>/`. A kind's module says what its check reads from the
+//! cache ([`reads`], so a change to any of it wakes whoever waits on the verdict), gathers those
+//! reads into the snapshot its pure check judges ([`gather`]; the check itself is
+//! `checks::<kind>`, with its parameters), and turns a WaveGate entry of the kind into a
+//! [`Check`] ([`GateEntry`]). Its fixtures sit in `tests/fixtures/<kind>/`. This module is the
+//! one table of kinds: [`Check`] and the dispatch to each kind. `docs/extending.md` says how to
+//! add one.
+//!
+//! A kind reads the cache through [`Reads`] only, so a test can run each kind's gather against
+//! a cache that records what it was asked, and fail when a read is missing from the kind's
+//! declared reads (a read nobody is woken for).
+
+pub(crate) mod application;
+pub(crate) mod cnpg;
+pub(crate) mod cockroach;
+pub(crate) mod generic;
+pub(crate) mod service;
+
+use crate::cache::{Cache, CacheError};
+use crate::checks;
+use crate::checks::cockroach::{PodProbe, ProbeTarget};
+use crate::deps::Dep;
+use crate::health::Finding;
+use crate::json::At;
+use crate::probe::{self, Credentials};
+use crate::resource::{InputError, Kind, Query, Resource, Target};
+use crate::views::{PodView, ServiceView, SliceView};
+use serde_json::Value;
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A check and its parameters.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Check {
+    Service(checks::service::Params),
+    CnpgDatabase(checks::cnpg::Params),
+    CrdbCluster(checks::cockroach::Wanted),
+    Application,
+    /// Any other kind: Argo CD's rule for built-in kinds, kstatus for the rest, plus the
+    /// caller's expressions.
+    Generic {
+        group: String,
+        plural: String,
+        rule: checks::generic::Rule,
+    },
+}
+
+impl Check {
+    /// The check `resource` gets from a caller's parameters; a parameter it does not take is
+    /// refused, so a typo never silently weakens a check.
+    pub(crate) fn from_query(resource: Resource, q: Query) -> Result<Check, InputError> {
+        let names = match resource {
+            Resource::Service => checks::service::Params::NAMES,
+            Resource::CnpgDatabase => checks::cnpg::Params::NAMES,
+            Resource::CrdbCluster => checks::cockroach::Wanted::NAMES,
+            Resource::Application => &[],
+            Resource::Generic { .. } => checks::generic::Rule::NAMES,
+        };
+        q.only(&resource, names)?;
+        Ok(match resource {
+            Resource::Service => Check::Service(checks::service::Params::from_query(&q)?),
+            Resource::CnpgDatabase => Check::CnpgDatabase(checks::cnpg::Params::from_query(&q)?),
+            Resource::CrdbCluster => Check::CrdbCluster(checks::cockroach::Wanted::from_query(&q)?),
+            Resource::Application => Check::Application,
+            Resource::Generic { group, plural } => Check::Generic {
+                group,
+                plural,
+                rule: checks::generic::Rule::from_query(&q)?,
+            },
+        })
+    }
+
+    /// The check `resource` gets with every parameter at its default.
+    pub(crate) fn defaults(resource: Resource) -> Check {
+        match resource {
+            Resource::Service => Check::Service(checks::service::Params::default()),
+            Resource::CnpgDatabase => Check::CnpgDatabase(checks::cnpg::Params::default()),
+            Resource::CrdbCluster => Check::CrdbCluster(checks::cockroach::Wanted::default()),
+            Resource::Application => Check::Application,
+            Resource::Generic { group, plural } => Check::Generic {
+                group,
+                plural,
+                rule: checks::generic::Rule::default(),
+            },
+        }
+    }
+
+    /// The kind this check judges.
+    pub(crate) fn resource(&self) -> Resource {
+        match self {
+            Check::Service(_) => Resource::Service,
+            Check::CnpgDatabase(_) => Resource::CnpgDatabase,
+            Check::CrdbCluster(_) => Resource::CrdbCluster,
+            Check::Application => Resource::Application,
+            Check::Generic { group, plural, .. } => Resource::Generic {
+                group: group.clone(),
+                plural: plural.clone(),
+            },
+        }
+    }
+}
+
+/// Tunables of evaluation, set from `wavegate serve` flags.
+#[derive(Debug, Clone)]
+pub struct EvalConfig {
+    pub verdict_ttl: Duration,
+    pub probe_ttl: Duration,
+    pub probe_timeout: Duration,
+    /// How long a selector may match no pods while near-matching pods exist before Degraded.
+    pub selector_grace: Duration,
+    /// How long CNPG may report `applied: false` before Degraded (CNPG retries every 30 s).
+    pub cnpg_grace: Duration,
+    /// How long ready CockroachDB pods may see fewer live nodes than expected before Degraded.
+    pub crdb_grace: Duration,
+    pub crdb_scheme: probe::Scheme,
+    pub crdb_tls: probe::TlsSettings,
+    pub crdb_credentials: Option<Credentials>,
+    /// When set, only these CrdbClusters (`(namespace, name)`) receive `crdb_credentials`.
+    pub crdb_credentials_for: Option<std::collections::BTreeSet<(String, String)>>,
+    /// When set, CockroachDB checks send no probe and are Unknown with this reason: a remote
+    /// cluster's pod IPs are not wavegate's network to reach (an overlapping pod CIDR would
+    /// answer from a home pod, and receive the DB Console credentials).
+    pub probes_refused: Option<String>,
+}
+
+impl Default for EvalConfig {
+    fn default() -> Self {
+        EvalConfig {
+            verdict_ttl: Duration::from_millis(50),
+            probe_ttl: Duration::from_secs(2),
+            probe_timeout: Duration::from_secs(2),
+            selector_grace: Duration::from_secs(60),
+            cnpg_grace: Duration::from_secs(90),
+            crdb_grace: Duration::from_secs(60),
+            crdb_scheme: probe::Scheme::Http,
+            crdb_tls: probe::TlsSettings::default(),
+            crdb_credentials: None,
+            crdb_credentials_for: None,
+            probes_refused: None,
+        }
+    }
+}
+
+/// The cache as a kind's gather reads it: the watch cache ([`Cache`]) in service, a recording
+/// double in tests.
+pub(crate) trait Reads: Sync {
+    /// One object of any kind, as JSON (`None` when it does not exist).
+    fn object(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Value>, CacheError>> + Send;
+    /// All objects of a kind in one namespace.
+    fn objects(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Vec<Value>, CacheError>> + Send;
+    fn service(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Arc<ServiceView>>, CacheError>> + Send;
+    fn pods(
+        &self,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Vec<Arc<PodView>>, CacheError>> + Send;
+    /// The EndpointSlices of Service `namespace/service`.
+    fn endpoint_slices(
+        &self,
+        namespace: &str,
+        service: &str,
+    ) -> impl Future<Output = Result<Vec<Arc<SliceView>>, CacheError>> + Send;
+}
+
+impl Reads for Cache {
+    fn object(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Value>, CacheError>> + Send {
+        Cache::object(self, kind, namespace, name)
+    }
+
+    fn objects(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Vec<Value>, CacheError>> + Send {
+        Cache::objects(self, kind, Some(namespace))
+    }
+
+    fn service(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> impl Future<Output = Result<Option<Arc<ServiceView>>, CacheError>> + Send {
+        Cache::service(self, namespace, name)
+    }
+
+    fn pods(
+        &self,
+        namespace: &str,
+    ) -> impl Future<Output = Result<Vec<Arc<PodView>>, CacheError>> + Send {
+        Cache::pods(self, namespace)
+    }
+
+    fn endpoint_slices(
+        &self,
+        namespace: &str,
+        service: &str,
+    ) -> impl Future<Output = Result<Vec<Arc<SliceView>>, CacheError>> + Send {
+        Cache::endpoint_slices(self, namespace, service)
+    }
+}
+
+/// CockroachDB pods' answers, probed and cached by the evaluator.
+pub(crate) trait Probes: Sync {
+    fn probe(
+        &self,
+        namespace: &str,
+        cluster: &str,
+        target: &ProbeTarget,
+    ) -> impl Future<Output = PodProbe> + Send;
+}
+
+/// What a kind's gather may use: the cache, the probes and the evaluation settings.
+pub(crate) struct Sources<'a, R, P> {
+    pub cache: &'a R,
+    pub probes: &'a P,
+    pub config: &'a EvalConfig,
+}
+
+/// What a kind's gather concluded, with what the grace period of a persistent failure belongs
+/// to.
+pub(crate) struct Found {
+    pub finding: Finding,
+    pub grace: Duration,
+    /// The judged object's UID and generation: a failure of another object under the same
+    /// name, or of the same object at another spec, starts its own grace period.
+    pub identity: String,
+    pub blind: Option<String>,
+    pub judged_selector: Option<String>,
+    pub judged_state: Option<String>,
+}
+
+impl Found {
+    pub(crate) fn seen(finding: Finding, grace: Duration, identity: Option<String>) -> Found {
+        Found {
+            finding,
+            grace,
+            identity: identity.unwrap_or_default(),
+            blind: None,
+            judged_selector: None,
+            judged_state: None,
+        }
+    }
+}
+
+/// UID and generation of a JSON object, as a grace period's identity.
+fn json_identity(obj: &Value) -> String {
+    format!(
+        "{}@{}",
+        obj.str_at("/metadata/uid").unwrap_or(""),
+        obj.i64_at("/metadata/generation").unwrap_or(0)
+    )
+}
+
+/// What [`gather`] reads from the cache for `check` of `namespace/name`, so that a change to any of it wakes whatever
+/// waits on the verdict (the gate controller, annotation mode). The test
+/// `every_read_of_a_gather_is_declared` runs each kind's gather against a recording cache and
+/// fails on a read missing here.
+pub(crate) fn reads(check: &Check, namespace: &str, name: &str) -> Vec<Dep> {
+    let (ns, name) = (namespace, name);
+    match check {
+        Check::Service(_) => service::reads(ns, name),
+        Check::CnpgDatabase(_) => cnpg::reads(ns, name),
+        Check::CrdbCluster(_) => cockroach::reads(ns, name),
+        Check::Application => application::reads(ns, name),
+        Check::Generic { group, plural, .. } => generic::reads(group, plural, ns, name),
+    }
+}
+
+/// Read what `check` judges of `namespace/name` and run it.
+pub(crate) async fn gather<R: Reads, P: Probes>(
+    check: &Check,
+    namespace: &str,
+    name: &str,
+    from: &Sources<'_, R, P>,
+) -> Result<Found, CacheError> {
+    let ns = namespace;
+    match check {
+        Check::Service(params) => service::gather(from, ns, name, params).await,
+        Check::CnpgDatabase(params) => cnpg::gather(from, ns, name, params).await,
+        Check::CrdbCluster(wanted) => cockroach::gather(from, ns, name, wanted).await,
+        Check::Application => application::gather(from, ns, name).await,
+        Check::Generic {
+            group,
+            plural,
+            rule,
+        } => generic::gather(from, group, plural, ns, name, rule).await,
+    }
+}
+
+/// Object names in a WaveGate entry (RFC 1123 subdomain, Kubernetes' `IsDNS1123Subdomain`).
+pub(crate) const NAME: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
+/// Namespaces in a WaveGate entry (RFC 1123 label).
+pub(crate) const NAMESPACE: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+
+/// A WaveGate check entry of one kind (`service: {…}`, `cnpgDatabase: {…}`, …).
+pub(crate) trait GateEntry {
+    /// The object this entry points at and the check it asks for; `check` is the entry's
+    /// name, `gate_namespace` fills an omitted `namespace`.
+    fn ask(&self, check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError>;
+}
+
+/// The namespace an entry names, or the gate's.
+fn namespace_or(namespace: &Option<String>, gate_namespace: &str) -> String {
+    namespace
+        .clone()
+        .unwrap_or_else(|| gate_namespace.to_string())
+}
+
+#[cfg(test)]
+mod tests;

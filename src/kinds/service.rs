@@ -1,0 +1,77 @@
+//! Core `Service`: judged by its selector, the pods it matches and its EndpointSlices
+//! (`checks::service`; fixtures in `tests/fixtures/service/`).
+
+use super::{Check, Found, GateEntry, NAME, NAMESPACE, Reads, Sources, namespace_or};
+use crate::cache::CacheError;
+use crate::checks::service::{self, Params};
+use crate::deps::Dep;
+use crate::resource::{InputError, Kind, Resource, Target};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+// A WaveGate's `service:` entry (no doc comment: the field's in `GateCheck` describes it).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ServiceCheck {
+    #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
+    pub name: String,
+    /// Defaults to the gate's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE))]
+    pub namespace: Option<String>,
+    /// Ready endpoints required (default 1; 0 means "the Service exists", e.g. a headless join
+    /// Service before its pods).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0), extend("format" = "int32"))]
+    pub min_ready: Option<u32>,
+}
+
+impl GateEntry for ServiceCheck {
+    fn ask(&self, _check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
+        let ns = namespace_or(&self.namespace, gate_namespace);
+        let target = Target::new(Resource::Service, &ns, &self.name)?;
+        Ok((target, Check::Service(Params::new(self.min_ready))))
+    }
+}
+
+/// The Service, every pod of its namespace and its EndpointSlices, whose names the check does
+/// not know in advance.
+pub(crate) fn reads(namespace: &str, name: &str) -> Vec<Dep> {
+    vec![
+        Dep::object(Kind::SERVICES, namespace, name),
+        Dep::namespace(Kind::PODS, namespace),
+        Dep::namespace(Kind::ENDPOINT_SLICES, namespace),
+    ]
+}
+
+pub(crate) async fn gather<R: Reads, P>(
+    from: &Sources<'_, R, P>,
+    namespace: &str,
+    name: &str,
+    params: &Params,
+) -> Result<Found, CacheError> {
+    let c = from.cache;
+    let svc = c.service(namespace, name).await?;
+    let pods = c.pods(namespace).await?;
+    let slices = c.endpoint_slices(namespace, name).await?;
+    let f = service::check(namespace, name, svc.as_deref(), &pods, &slices, params);
+    // A Service has no metadata.generation: its spec is its selector.
+    let selector = svc.as_deref().map(|s| {
+        let text: Vec<String> = s
+            .selector
+            .iter()
+            .flat_map(|l| l.iter())
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect();
+        text.join(",")
+    });
+    let identity = svc.as_deref().zip(selector.as_ref()).map(|(s, text)| {
+        let uid = s.uid.as_ref().map(ToString::to_string).unwrap_or_default();
+        format!("{uid}@{}@{text}", s.generation.unwrap_or(0))
+    });
+    Ok(Found {
+        judged_selector: selector,
+        judged_state: svc.as_deref().map(service::judged_spec),
+        ..Found::seen(f, from.config.selector_grace, identity)
+    })
+}

@@ -1,0 +1,204 @@
+use super::*;
+use crate::cache::Change;
+use crate::checks::cockroach::Readiness;
+use crate::deps::DepIndex;
+use crate::resource::Resource;
+use serde_json::json;
+use std::sync::Mutex;
+
+fn change(kind: Kind, ns: &str, name: &str) -> Change {
+    Change {
+        kind,
+        namespace: ns.into(),
+        name: name.into(),
+    }
+}
+
+/// What `resource` judges of `ns/forgejo` with its defaults, as annotation mode asks.
+fn reads_of(resource: Resource, ns: &str) -> Vec<Dep> {
+    reads(&Check::defaults(resource), ns, "forgejo")
+}
+
+#[test]
+fn a_pod_change_reaches_gates_with_service_checks_in_that_namespace_only() {
+    let mut idx = DepIndex::default();
+    idx.set("a", reads_of(Resource::Service, "cicd"));
+    idx.set("b", reads_of(Resource::Service, "prod"));
+    assert_eq!(
+        idx.affected(&change(Kind::PODS, "cicd", "forgejo-7d9c")),
+        vec!["a"]
+    );
+    assert_eq!(
+        idx.affected(&change(Kind::SERVICES, "prod", "forgejo")),
+        vec!["b"]
+    );
+    assert!(
+        idx.affected(&change(Kind::SERVICES, "prod", "other"))
+            .is_empty()
+    );
+    idx.remove(&"a");
+    assert!(idx.affected(&change(Kind::PODS, "cicd", "x")).is_empty());
+}
+
+#[test]
+fn a_database_change_reaches_its_gate_and_so_does_its_cluster() {
+    let mut idx = DepIndex::default();
+    idx.set("g", reads_of(Resource::CnpgDatabase, "ddb"));
+    assert_eq!(
+        idx.affected(&change(Resource::CnpgDatabase.kind(), "ddb", "forgejo")),
+        vec!["g"]
+    );
+    assert_eq!(
+        idx.affected(&change(cnpg::CLUSTERS, "ddb", "pg")),
+        vec!["g"]
+    );
+}
+
+/// A cache that answers every read with an object shaped to take the gather down its longest
+/// path (a Database naming its Cluster, a CrdbCluster of either operator), and records each read
+/// as the dependency it is.
+struct Recording {
+    /// The CrdbCluster has `spec.regions` (the current operator) rather than `spec.nodes`.
+    regions: bool,
+    read: Mutex<Vec<Dep>>,
+}
+
+impl Recording {
+    fn new(regions: bool) -> Recording {
+        Recording {
+            regions,
+            read: Mutex::default(),
+        }
+    }
+
+    fn record(&self, dep: Dep) {
+        self.read.lock().unwrap().push(dep);
+    }
+}
+
+impl Reads for Recording {
+    async fn object(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Value>, CacheError> {
+        self.record(Dep::object(kind.clone(), namespace, name));
+        let spec = if self.regions {
+            json!({"cluster": {"name": "pg"}, "regions": [{"code": "eu", "nodes": 3}]})
+        } else {
+            json!({"cluster": {"name": "pg"}, "nodes": 3})
+        };
+        Ok(Some(json!({
+            "metadata": {"name": name, "namespace": namespace, "uid": "u1", "generation": 1},
+            "spec": spec,
+        })))
+    }
+
+    async fn objects(&self, kind: &Kind, namespace: &str) -> Result<Vec<Value>, CacheError> {
+        self.record(Dep::namespace(kind.clone(), namespace));
+        Ok(Vec::new())
+    }
+
+    async fn service(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Arc<ServiceView>>, CacheError> {
+        self.record(Dep::object(Kind::SERVICES, namespace, name));
+        Ok(None)
+    }
+
+    async fn pods(&self, namespace: &str) -> Result<Vec<Arc<PodView>>, CacheError> {
+        self.record(Dep::namespace(Kind::PODS, namespace));
+        Ok(Vec::new())
+    }
+
+    async fn endpoint_slices(
+        &self,
+        namespace: &str,
+        _service: &str,
+    ) -> Result<Vec<Arc<SliceView>>, CacheError> {
+        // Found by label, not by name: any slice of the namespace may be one of them.
+        self.record(Dep::namespace(Kind::ENDPOINT_SLICES, namespace));
+        Ok(Vec::new())
+    }
+}
+
+struct NoAnswer;
+
+impl Probes for NoAnswer {
+    async fn probe(&self, _namespace: &str, _cluster: &str, target: &ProbeTarget) -> PodProbe {
+        PodProbe::bare(&target.pod, Readiness::Unreachable("test".into()))
+    }
+}
+
+/// Whether a change `declared` wakes for includes every change to what `read` read.
+fn covers(declared: &[Dep], read: &Dep) -> bool {
+    declared.iter().any(|d| match (d, read) {
+        (a @ Dep::Object { .. }, b @ Dep::Object { .. }) => a == b,
+        (
+            Dep::Namespace { kind, namespace },
+            Dep::Object {
+                kind: k,
+                namespace: n,
+                ..
+            }
+            | Dep::Namespace {
+                kind: k,
+                namespace: n,
+            },
+        ) => kind == k && namespace == n,
+        (Dep::Object { .. }, Dep::Namespace { .. }) => false,
+    })
+}
+
+#[tokio::test]
+async fn every_read_of_a_gather_is_declared() {
+    // Credentials configured, so the CockroachDB gather also reads what proves membership.
+    let config = EvalConfig {
+        crdb_credentials: Some(Credentials {
+            username: "u".into(),
+            password: "p".into(),
+        }),
+        ..EvalConfig::default()
+    };
+    let generic = Resource::parse("deployments.apps").unwrap();
+    let kinds = Resource::DEDICATED.into_iter().chain([generic]);
+    let mut checked = 0;
+    for resource in kinds {
+        for regions in [false, true] {
+            let check = Check::defaults(resource.clone());
+            let ask = format!("{resource} ns/forgejo");
+            let cache = Recording::new(regions);
+            let from = Sources {
+                cache: &cache,
+                probes: &NoAnswer,
+                config: &config,
+            };
+            gather(&check, "ns", "forgejo", &from).await.unwrap();
+            let declared = reads(&check, "ns", "forgejo");
+            let read = cache.read.into_inner().unwrap();
+            assert!(!read.is_empty(), "{ask}: the gather read nothing");
+            let undeclared: Vec<_> = read.iter().filter(|r| !covers(&declared, r)).collect();
+            assert!(
+                undeclared.is_empty(),
+                "{ask} reads {undeclared:?}, which its kind's reads() does not declare \
+                 (declared: {declared:?}): a change there would wake nobody"
+            );
+            checked += 1;
+        }
+    }
+    assert_eq!(checked, 2 * (Resource::DEDICATED.len() + 1));
+}
+
+#[test]
+fn coverage_is_by_object_or_by_namespace() {
+    let pods = Dep::namespace(Kind::PODS, "a");
+    let pod = Dep::object(Kind::PODS, "a", "p");
+    assert!(covers(std::slice::from_ref(&pods), &pod));
+    assert!(covers(std::slice::from_ref(&pods), &pods));
+    assert!(!covers(std::slice::from_ref(&pod), &pods));
+    assert!(!covers(&[Dep::namespace(Kind::PODS, "b")], &pod));
+    assert!(!covers(&[Dep::object(Kind::PODS, "a", "q")], &pod));
+}
