@@ -54,6 +54,8 @@ pub mod queue;
 pub mod resource;
 pub(crate) mod store_index;
 mod table;
+#[cfg(test)]
+mod testing;
 pub mod timeline;
 pub mod views;
 pub mod waves;

@@ -10,6 +10,9 @@
 //! a longer run: `PROPTEST_CASES=20000 cargo test --test api_fuzz`; `FUZZ_STATS=1` (with
 //! `-- --nocapture`) prints every status, path and body.
 
+#[path = "support/proptest_config.rs"]
+mod proptest_config;
+
 use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderValue, Request, StatusCode};
@@ -220,15 +223,7 @@ fn check(uri: &str, status: StatusCode, body: &Value) -> Result<(), TestCaseErro
 fn random_requests_never_panic_or_answer_500() {
     let rt = tokio::runtime::Runtime::new().unwrap();
     let (open, guarded) = rt.block_on(async { (router(None), router(Some("t0ken"))) });
-    let cases = std::env::var("PROPTEST_CASES")
-        .ok()
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(256);
-    let mut runner = proptest::test_runner::TestRunner::new(ProptestConfig {
-        cases,
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    });
+    let mut runner = proptest::test_runner::TestRunner::new(proptest_config::config(256));
     let result = runner.run(
         &(path(), query(), headers(), any::<bool>()),
         |(path, query, headers, with_token)| {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 
 /// Bottom first. Same layer: no imports between them.
 const LAYERS: &[&[&str]] = &[
-    &["health", "resource", "views", "locks", "json"],
+    &["health", "resource", "views", "locks", "json", "testing"],
     &["metrics", "checks", "table", "store_index"],
     &[
         "cache", "probe", "written", "leader", "events", "progress", "lint",

@@ -3,6 +3,9 @@
 //! gitops-engine order against an independent reference under shuffled input, and manifests
 //! nobody here wrote (read from Go modules at test time).
 
+#[path = "support/proptest_config.rs"]
+mod proptest_config;
+
 use proptest::prelude::*;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -634,7 +637,7 @@ fn reference(objs: &[manifest::Object], dest: &str) -> BTreeMap<usize, Vec<Momen
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    #![proptest_config(proptest_config::config(300))]
 
     #[test]
     fn sync_order_matches_the_reference_whatever_the_document_order(

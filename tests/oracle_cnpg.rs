@@ -15,6 +15,9 @@
 //! Random generations, observed generations, applied/message, deletion and Cluster states;
 //! checked after every state. `PROPTEST_CASES` sets how many (default 2,000 here).
 
+#[path = "support/proptest_config.rs"]
+mod proptest_config;
+
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use wavegate::checks::cnpg;
@@ -186,11 +189,7 @@ fn oracle_failed(d: &Db, c: Option<&Cluster>) -> bool {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(proptest_config::config(2000))]
     #[test]
     fn database_check_is_never_healthy_or_degraded_without_the_oracles_evidence(
         d in db(),

@@ -15,6 +15,9 @@
 //! counts, cluster IDs, readiness, probe failures — are judged and checked after every state.
 //! `PROPTEST_CASES` sets how many states each property explores (default 2,000 here).
 
+#[path = "support/proptest_config.rs"]
+mod proptest_config;
+
 use std::collections::{BTreeMap, BTreeSet};
 
 use proptest::prelude::*;
@@ -240,11 +243,7 @@ fn oracle_waiting_for_other_nodes(expected_nodes: u32, expected_pods: u32, pods:
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(proptest_config::config(2000))]
     #[test]
     fn judge_is_never_healthy_or_degraded_without_the_oracles_evidence(
         (expected_nodes, expected_pods, pods) in state()
@@ -384,11 +383,7 @@ fn spec_pods(s: &Spec) -> Vec<std::sync::Arc<wavegate::views::PodView>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(proptest_config::config(2000))]
     #[test]
     fn what_the_spec_expects_is_what_healthy_needs(s in spec()) {
         let params = cockroach::Params {

@@ -17,6 +17,9 @@
 //!
 //! `PROPTEST_CASES` sets how many states are explored (default 2,000 here).
 
+#[path = "support/proptest_config.rs"]
+mod proptest_config;
+
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus, Service, ServiceSpec};
 use k8s_openapi::api::discovery::v1::{Endpoint, EndpointConditions, EndpointSlice};
@@ -313,11 +316,7 @@ fn objects(w: &World) -> (Service, Vec<Arc<Pod>>, Vec<Arc<EndpointSlice>>) {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(proptest_config::config(2000))]
 
     #[test]
     fn service_check_agrees_with_the_oracle(w in world()) {

@@ -14,6 +14,9 @@
 //! annotation-mode contract for Service, Database, CrdbCluster and Application (whatever verdict
 //! Rust writes, the Lua reads back), and WaveGate (the status the gate controller writes).
 
+#[path = "support/proptest_config.rs"]
+mod proptest_config;
+
 use proptest::prelude::*;
 use serde_json::{Value, json};
 use std::io::{BufRead, BufReader, Write};
@@ -689,11 +692,7 @@ fn application_state() -> impl Strategy<Value = AppState> {
 proptest! {
     // Each case is one round trip to the Lua process (well under a millisecond); the default
     // stays small for CI, PROPTEST_CASES raises it.
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(proptest_config::config(2000))]
 
     #[test]
     fn random_application_states_have_the_same_status_in_rust_and_lua(state in application_state()) {
@@ -936,11 +935,7 @@ impl CnpgWorld {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(300),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(proptest_config::config(300))]
 
     #[test]
     fn cnpg_lifecycles_read_the_same_in_rust_and_lua_at_every_step(
@@ -1139,11 +1134,7 @@ fn service_annotated(service: &Value, verdict: &Verdict, judged: &Value) -> Valu
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig {
-        cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(200),
-        failure_persistence: None,
-        ..ProptestConfig::default()
-    })]
+    #![proptest_config(proptest_config::config(200))]
 
     #[test]
     fn service_spec_changes_never_let_an_old_annotation_read_healthy(

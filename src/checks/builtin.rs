@@ -712,11 +712,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig {
-            cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000),
-            failure_persistence: None,
-            ..Default::default()
-        })]
+        #![proptest_config(crate::testing::proptest_config::config(2000))]
 
         /// Never Healthy where Argo CD's rule is not, never Degraded where it is not, and the
         /// same answer whenever the controller has reported an observedGeneration (the one

@@ -1179,11 +1179,7 @@ pub(crate) mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig {
-            cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(2000),
-            failure_persistence: None,
-            ..Default::default()
-        })]
+        #![proptest_config(crate::testing::proptest_config::config(2000))]
 
         /// Never Healthy where the reference says not ready, never Degraded without its
         /// definite failure (a current Stalled=True), for kinds without a built-in rule.

@@ -1126,11 +1126,7 @@ mod tests {
     }
 
     proptest::proptest! {
-        #![proptest_config(proptest::prelude::ProptestConfig {
-            cases: std::env::var("PROPTEST_CASES").ok().and_then(|c| c.parse().ok()).unwrap_or(500),
-            failure_persistence: None,
-            ..proptest::prelude::ProptestConfig::default()
-        })]
+        #![proptest_config(crate::testing::proptest_config::config(500))]
 
         /// A gate whose check never becomes Healthy, through random Argo CD operation
         /// lifecycles (sync, failure, automatic retry, a new sync, wavegate restarts), judged
