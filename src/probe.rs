@@ -1113,7 +1113,7 @@ mod tests {
     }
 }
 
-/// Issue 9 "prove it": whatever a pod sends, the parsers neither panic nor let unbounded or
+/// Whatever a pod sends, the parsers neither panic nor let unbounded or
 /// multi-line text through. Case count: `PROPTEST_CASES` (proptest's default otherwise).
 #[cfg(test)]
 mod fuzz {

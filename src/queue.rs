@@ -236,7 +236,7 @@ pub(crate) async fn run<K, R>(
                         let _permit = p.acquire_owned().await.ok();
                         // Boxed: a task waiting for its permit is then a few bytes, not the
                         // whole reconcile (~6 KB), which 1,000 dirty gates at once would each
-                        // reserve (issue 11: memory at 1,000 WaveGates).
+                        // reserve (see docs/benchmarks.md, memory at 1,000 WaveGates).
                         Box::pin(w.reconcile(k)).await.map_err(|e| e.to_string())
                     });
                     running.insert(handle.id(), key);

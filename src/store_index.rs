@@ -1,8 +1,8 @@
 //! The store of a typed watch (pods, Services, EndpointSlices): compact views
 //! ([`crate::views`]) by namespace in name order, and, for EndpointSlices, also by the Service
 //! they speak for, so that a check reads one namespace's pods or one Service's slices without
-//! scanning every object cached (issue 11: an uncached verdict must not cost more on a cluster
-//! of 30,000 pods than on one of ten).
+//! scanning every object cached: an uncached verdict must not cost more on a cluster of
+//! 30,000 pods than on one of ten.
 //!
 //! A store of wavegate's own rather than kube-rs' reflector `Store`: that one keys every object
 //! by an `ObjectRef` (name, namespace, resourceVersion and UID: four more strings per object)

@@ -5,7 +5,7 @@
 //!
 //! Why not the k8s-openapi objects, stripped: their structs are large even when nearly empty
 //! (a `Pod` is 2,464 bytes inline, 1,488 of them `PodSpec`; `ObjectMeta` 360; every label map
-//! a `BTreeMap` node of ~540 bytes), so a stripped pod still cost ~3.2 KB cached (issue 11: 178
+//! a `BTreeMap` node of ~540 bytes), so a stripped pod would cost ~3.2 KB cached (178
 //! MiB at 30,000 pods). A view is ~400 bytes with its place in the store (one heaptrack reading
 //! of benches/memory.rs --cluster): strings boxed to
 //! their length, UIDs as 16 bytes, label maps as sorted slices shared by identical label sets

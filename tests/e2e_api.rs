@@ -166,8 +166,8 @@ async fn generic_kind_is_judged_by_kstatus_and_jsonpath() {
     assert_eq!(v["status"], "Missing", "{v}");
 }
 
-/// Issue 9, item 2: `?degraded=$.data…` on a ConfigMap (or `$.spec.containers[*].env` on a pod)
-/// used to quote any field of any readable object. Such kinds are off the generic allow-list.
+/// `?degraded=$.data…` on a ConfigMap (or `$.spec.containers[*].env` on a pod) would quote any
+/// field of any readable object. Such kinds are off the generic allow-list.
 #[tokio::test]
 async fn generic_check_on_configmaps_secrets_or_pods_is_refused() {
     let client = cluster::client().await;

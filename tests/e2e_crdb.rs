@@ -1,4 +1,4 @@
-//! Issue 9 item 1 on the real local control plane: CockroachDB credentials go only to pods
+//! On the real local control plane: CockroachDB credentials go only to pods
 //! the CrdbCluster controls (here through its StatefulSet, as with the older
 //! cockroach-operator), over TLS verified against the cluster's Service name — never to pods a
 //! caller's selector picked, even when those serve a valid node certificate.

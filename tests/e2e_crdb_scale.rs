@@ -1,4 +1,4 @@
-//! Issue 11 item 4 on the local control plane: a 100-node CrdbCluster (stand-ins on
+//! On the local control plane: a 100-node CrdbCluster (stand-ins on
 //! 127.0.91.1–100) costs one probe round per pod per probe TTL however many ask, and never more
 //! than `probe::MAX_CONCURRENT_ROUNDS` rounds at once. Counts, not times: how long it takes is
 //! benches/coalescing.rs's job (`scripts/bench.sh`, docs/benchmarks.md).

@@ -48,7 +48,7 @@ struct Truth {
     ready: bool,
     since: Instant,
     /// Until then the gate's stored status cannot be current (wavegate is down, frozen or may
-    /// not write): a Healthy there is an old verdict, counted apart (issue 8, scenario 5).
+    /// not write): a Healthy there is an old verdict, counted apart.
     writes_blocked_until: Option<Instant>,
 }
 
@@ -124,7 +124,7 @@ impl Observer {
         match gate {
             Some("Healthy") if not_ready_for.is_some_and(|d| d > WATCH_LATENCY) => {
                 // The stored status can be no fresher than wavegate's own knowledge: while it
-                // cannot see, or may not write, the last status stands (issue 8, scenario 5).
+                // cannot see, or may not write, the last status stands.
                 let blocked = truth
                     .writes_blocked_until
                     .is_some_and(|until| now < until + WRITE_LATENCY)

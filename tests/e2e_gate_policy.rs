@@ -1,4 +1,4 @@
-//! Issue 9, item 2: a tenant who may create a WaveGate in their namespace must not read other
+//! A tenant who may create a WaveGate in their namespace must not read other
 //! namespaces (or Secrets) through it. On the real control plane, with the gate controller: a
 //! gate whose check names another namespace, or a generic check on a kind off the allow-list,
 //! gets that check Degraded with the reason in its status — and reveals nothing of the target.

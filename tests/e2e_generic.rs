@@ -1,4 +1,4 @@
-//! The generic rule on the real control plane (issue 8 scenario 3): a Deployment judged with no
+//! The generic rule on the real control plane: a Deployment judged with no
 //! expressions — as a gate's bare `resource` check and the waves view judge it — follows Argo
 //! CD's Deployment rule, read through the API server and wavegate's watch cache. The local
 //! control plane runs no deployment controller (and no kubelet), so the test writes the

@@ -1,4 +1,4 @@
-//! Several replicas, one writer (issue 11 item 6), on the real local control plane: three
+//! Several replicas, one writer, on the real local control plane: three
 //! `wavegate serve --leader-elect` processes share one Lease. Only the holder writes WaveGate
 //! status; SIGKILL it and another replica writes the next change within the lease duration;
 //! every change is written exactly once across all replicas, and every replica keeps answering
@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 /// The lease duration the replicas run with; takeover after a SIGKILL may take this long plus
 /// the time to notice the expiry.
 const LEASE: Duration = Duration::from_secs(10);
-/// Issue 11: a new leader writes within 15 s of the old one's death.
+/// A new leader writes within 15 s of the old one's death.
 const TAKEOVER_LIMIT: Duration = Duration::from_secs(15);
 
 struct Replica {

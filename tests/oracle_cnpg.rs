@@ -1,5 +1,4 @@
-//! The CNPG Database check against an independent reference of docs/contracts.md (issue 8,
-//! "prove it"). Written from the contract and CNPG's reconciler, sharing no code with the
+//! The CNPG Database check against an independent reference of docs/contracts.md. Written from the contract and CNPG's reconciler, sharing no code with the
 //! check:
 //!
 //! - Healthy needs: the Database exists and is not being deleted; its Cluster exists and is

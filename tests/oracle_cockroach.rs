@@ -1,5 +1,5 @@
-//! The CockroachDB judge against an independent reference of the rules in docs/contracts.md
-//! (issue 8, "prove it"). The oracle below is written from the contract, not from the check,
+//! The CockroachDB judge against an independent reference of the rules in docs/contracts.md.
+//! The oracle below is written from the contract, not from the check,
 //! and shares no code with it:
 //!
 //! - Healthy needs: at least one expected pod; exactly the expected pods exist, none
@@ -292,8 +292,8 @@ proptest! {
 }
 
 /// A CrdbCluster spec and what the pods report, through `plan` and `judge` together: the
-/// expected counts come from the spec (issue 8 scenario 7 lived here: a local region
-/// expecting no node gave "Healthy: all 0 pods ready").
+/// expected counts come from the spec (a local region expecting no node must not give
+/// "Healthy: all 0 pods ready").
 #[derive(Debug, Clone)]
 struct Spec {
     /// `nodes` per region (`None`: the field is absent).

@@ -351,7 +351,7 @@ fn wavegate_status_written_by_rust_reads_back_the_same_in_lua() {
 
 /// The WaveGate script's testdata shows what wavegate writes; its `status.health` must be what
 /// the gate controller computes (`gate_health`) from the fixture's own `status.checks`, so the
-/// messages Argo CD is shown in those tests cannot drift from the Rust code (issue 7). Fixtures
+/// messages Argo CD is shown in those tests cannot drift from the Rust code. Fixtures
 /// without a health or with a status wavegate never writes exist to test the script's guards
 /// and are listed, not skipped silently.
 #[test]

@@ -1,7 +1,7 @@
 //! Seed 000 end to end over real HTTP(S): stand-in CockroachDB pods on loopback addresses,
 //! probed by `wavegate::probe` and judged by `checks::cockroach`.
 //!
-//! Also issue 9's attacks on the prober: credentials offered to pods a caller picked, to pods
+//! Also attacks on the prober: credentials offered to pods a caller picked, to pods
 //! with a certificate from another CA, and pods writing their own verdict.
 
 #[path = "support/crdb_standin.rs"]
@@ -295,8 +295,8 @@ async fn joined_secure_cluster_is_healthy_over_verified_tls_and_probes_log_out()
 
 #[tokio::test]
 async fn credentials_never_reach_pods_a_caller_selector_picked() {
-    // Issue 9, item 1: with `selector` (and `expectedNodes`) a caller chose the pods, and the
-    // prober logged in to each. Here they even serve a valid node certificate.
+    // With `selector` (and `expectedNodes`) a caller chooses the pods; the prober must not log
+    // in to them. Here they even serve a valid node certificate.
     let seed = Seed::start_tls(40, 41, Cert::Node, Pods::Selected).await;
     seed.set(
         with_login(NodeState::ready(1, 2, ID_A)),
@@ -357,7 +357,7 @@ async fn credentials_never_reach_an_owned_pod_whose_certificate_is_from_another_
 
 #[tokio::test]
 async fn a_hostile_pod_cannot_write_the_verdict() {
-    // Issue 9, item 7: the /health body used to be copied into the verdict as it was.
+    // The /health body must not be copied into the verdict as it is.
     const FORGED: &str = "ok\n\nprod/cockroachdb: all 2 pods ready, each sees 2 live nodes\r\n\
         Healthy\u{202E} «quoted» \x1b[32mgreen\x1b[0m";
     let seed = Seed::start(46, 47).await;

@@ -490,7 +490,7 @@ mod tests {
 
     #[test]
     fn applied_database_on_a_cluster_being_deleted_is_not_healthy() {
-        // Issue 8 scenario 8: status.applied stays true while the Cluster under it goes away.
+        // status.applied stays true while the Cluster under it goes away.
         let mut cluster = fixture(CLUSTER_READY);
         cluster["metadata"]["deletionTimestamp"] = "2025-12-19T17:00:00Z".into();
         let v = settled(check(

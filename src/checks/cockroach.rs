@@ -956,8 +956,8 @@ mod tests {
 
     #[test]
     fn selector_and_expected_nodes_without_the_cluster_is_missing() {
-        // Issue 9: with both overrides the CrdbCluster used not to be needed, and the pods a
-        // caller's selector picked were treated as the cluster (and got the credentials).
+        // With both overrides the CrdbCluster is still needed: otherwise the pods a caller's
+        // selector picked would be treated as the cluster (and get the credentials).
         let params = Params {
             expected_nodes: Some(2),
             selector: Some(BTreeMap::from([(
@@ -975,8 +975,8 @@ mod tests {
 
     #[test]
     fn local_region_expecting_zero_nodes_is_never_healthy() {
-        // Issue 8 scenario 7: this Kubernetes cluster's region runs no node, so nothing was
-        // probed and "all 0 pods ready" was Healthy.
+        // This Kubernetes cluster's region runs no node: nothing to probe must not read as
+        // "all 0 pods ready", Healthy.
         let mut cluster = object(MULTI_REGION);
         cluster["spec"]["regions"][1]["nodes"] = 0.into();
         let finding = match plan(

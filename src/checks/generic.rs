@@ -976,7 +976,7 @@ pub(crate) mod tests {
         assert_eq!(judge("$[?@.availableReplicas > 0]"), HealthStatus::Healthy);
     }
 
-    // ---- Issue 8 scenario 3 and issue 9 item 2 ----
+    // ---- A Deployment with no expressions, and kinds off the allow-list ----
 
     fn generic(resource: &str, yaml: &str, r: &Rule) -> Verdict {
         let object = fixture(yaml);
