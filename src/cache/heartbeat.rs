@@ -66,7 +66,7 @@ pub(super) async fn heartbeat(cache: Weak<Cache>) {
             Some(e) => {
                 if answering {
                     tracing::warn!(error = %e, "API server unreachable; relisting every watch");
-                    c.relist(&e, None);
+                    c.watches.relist(&e, None);
                 }
                 answering = false;
             }
@@ -74,7 +74,7 @@ pub(super) async fn heartbeat(cache: Weak<Cache>) {
                 let heard = *lock(&c.heard);
                 if let Some(silence) = c.silence(None) {
                     tracing::warn!(%silence, "API server answers again; relisting the watches that have not since");
-                    c.relist(&silence, Some(heard));
+                    c.watches.relist(&silence, Some(heard));
                 }
                 *lock(&c.heard) = Instant::now();
                 answering = true;

@@ -57,6 +57,7 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
 use kube::{Client, Resource as KubeResource};
 use objects::{DynamicSink, Objects, to_json};
+use reflect::Sink;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
@@ -66,7 +67,7 @@ use std::time::{Duration, Instant};
 use strip::{strip_application, strip_database, strip_meta};
 use thiserror::Error;
 use tokio::sync::broadcast;
-use watches::{Phase, Views, Watch, WatchSet, evict_idle, label_of};
+use watches::{Feed, Phase, Views, WatchTable, Watched, evict_idle, label_of};
 
 /// Changes buffered for a slow subscriber before it lags (and then re-reconciles everything, see
 /// `queue::run`): a Deployment rollout of a few hundred pods fits.
@@ -157,17 +158,13 @@ pub struct Cache {
     namespaces: Option<BTreeSet<String>>,
     sync_wait: Duration,
     limits: WatchLimits,
-    pods: WatchSet<Views<PodView>>,
-    services: WatchSet<Views<ServiceView>>,
-    slices: WatchSet<Views<SliceView>>,
-    dynamic: WatchSet<Objects>,
+    watches: WatchTable,
     discovered: moka::future::Cache<(String, Served), Result<ApiResource, CacheError>>,
     /// (group, plural, namespace or "") → may wavegate list and watch it.
     access: moka::future::Cache<(String, String, String), bool>,
     /// Resources (`wavegates.wavegate.dev`) whose watches readiness covers,
     /// with why it could not be started last time, if it could not.
     required: Mutex<BTreeMap<String, Option<CacheError>>>,
-    on_demand: AtomicUsize,
     /// Objects held by all watches (see `WatchLimits::max_objects`).
     held: Arc<AtomicUsize>,
     /// When the API server last answered the heartbeat.
@@ -180,15 +177,7 @@ pub struct Cache {
 /// destination cluster removed at runtime (`clusters`) would go on being watched.
 impl Drop for Cache {
     fn drop(&mut self) {
-        fn stop<R>(set: &WatchSet<R>) {
-            for w in lock(set).values() {
-                w.task.abort();
-            }
-        }
-        stop(&self.pods);
-        stop(&self.services);
-        stop(&self.slices);
-        stop(&self.dynamic);
+        self.watches.stop_all();
     }
 }
 
@@ -222,10 +211,7 @@ impl Cache {
             namespaces,
             sync_wait,
             limits,
-            pods: Mutex::default(),
-            services: Mutex::default(),
-            slices: Mutex::default(),
-            dynamic: Mutex::default(),
+            watches: WatchTable::default(),
             discovered: moka::future::Cache::builder()
                 .expire_after(DiscoveryExpiry)
                 .max_capacity(512)
@@ -235,7 +221,6 @@ impl Cache {
                 .max_capacity(1024)
                 .build(),
             required: Mutex::default(),
-            on_demand: AtomicUsize::new(0),
             held: Arc::default(),
             heard: Mutex::new(Instant::now()),
             changes,
@@ -292,13 +277,13 @@ impl Cache {
             None => vec![None],
             Some(list) => list.iter().cloned().map(Some).collect(),
         };
+        let phases = self.watches.required_phases();
         let mut problems = Vec::new();
         let mut synced = 0;
         for (what, not_started) in &required {
             for scope in &scopes {
-                let key = (what.clone(), scope.clone());
                 let label = label_of(what, scope);
-                match self.phase_of(&key) {
+                match phases.get(&(what.clone(), scope.clone())).cloned() {
                     // Nothing to watch yet (the WaveGate CRD is installed by a later wave, or
                     // not at all where only the HTTP API is used): nothing stale to serve.
                     None if matches!(not_started, Some(CacheError::NotInstalled(_))) => {}
@@ -330,7 +315,7 @@ impl Cache {
     /// reword an unchanged verdict).
     pub(crate) async fn pods(&self, namespace: &str) -> Result<Vec<Arc<PodView>>, CacheError> {
         let w = self
-            .typed_watch::<Pod, _>(&self.pods, Kind::PODS, namespace, PodView::project, None)
+            .typed_watch::<Pod, _>(Kind::PODS, namespace, PodView::project, None)
             .await?;
         self.read(&w).await?;
         Ok(w.reader.in_namespace(namespace))
@@ -343,7 +328,7 @@ impl Cache {
         name: &str,
     ) -> Result<Option<Arc<PodView>>, CacheError> {
         let w = self
-            .typed_watch::<Pod, _>(&self.pods, Kind::PODS, namespace, PodView::project, None)
+            .typed_watch::<Pod, _>(Kind::PODS, namespace, PodView::project, None)
             .await?;
         self.read(&w).await?;
         Ok(w.reader.get(namespace, name))
@@ -355,13 +340,7 @@ impl Cache {
         name: &str,
     ) -> Result<Option<Arc<ServiceView>>, CacheError> {
         let w = self
-            .typed_watch::<Service, _>(
-                &self.services,
-                Kind::SERVICES,
-                namespace,
-                ServiceView::project,
-                None,
-            )
+            .typed_watch::<Service, _>(Kind::SERVICES, namespace, ServiceView::project, None)
             .await?;
         self.read(&w).await?;
         Ok(w.reader.get(namespace, name))
@@ -377,7 +356,6 @@ impl Cache {
     ) -> Result<Vec<Arc<SliceView>>, CacheError> {
         let w = self
             .typed_watch::<EndpointSlice, _>(
-                &self.slices,
                 Kind::ENDPOINT_SLICES,
                 namespace,
                 SliceView::project,
@@ -437,17 +415,12 @@ impl Cache {
         Ok(out)
     }
 
-    /// Which watch of `what` (in `set`) a namespace's reads go to. Scoped (`--namespaces`): the
+    /// Which watch of `what` (feeding `R`) a namespace's reads go to. Scoped (`--namespaces`): the
     /// namespace's own, and none outside the list. Unscoped: the cluster-wide one when the
     /// process requires the kind everywhere or one runs already; otherwise the namespace's
     /// own, so that a read about one namespace does not make wavegate hold (and the API server
     /// send) every namespace's objects of the kind — up to [`NAMESPACES_PER_KIND`] namespaces.
-    fn scope_in<R>(
-        &self,
-        set: &WatchSet<R>,
-        what: &str,
-        namespace: &str,
-    ) -> Result<Option<String>, CacheError> {
+    fn scope_in<R: Feed>(&self, what: &str, namespace: &str) -> Result<Option<String>, CacheError> {
         match &self.namespaces {
             Some(list) if list.contains(namespace) => Ok(Some(namespace.to_string())),
             Some(_) => Err(CacheError::NamespaceNotWatched(namespace.to_string())),
@@ -455,19 +428,9 @@ impl Cache {
                 if lock(&self.required).contains_key(what) {
                     return Ok(None);
                 }
-                let watches = lock(set);
-                let own = (what.to_string(), Some(namespace.to_string()));
-                if watches.contains_key(&(what.to_string(), None)) {
-                    return Ok(None);
-                }
-                if watches.contains_key(&own) {
-                    return Ok(own.1);
-                }
-                let scoped = watches
-                    .keys()
-                    .filter(|(w, s)| w == what && s.is_some())
-                    .count();
-                Ok((scoped < NAMESPACES_PER_KIND).then_some(own.1).flatten())
+                Ok(self
+                    .watches
+                    .unscoped::<R>(what, namespace, NAMESPACES_PER_KIND))
             }
         }
     }
@@ -478,7 +441,7 @@ impl Cache {
         self.sync_wait
     }
 
-    async fn read<R>(&self, w: &Watch<R>) -> Result<(), CacheError> {
+    async fn read<R>(&self, w: &Watched<R>) -> Result<(), CacheError> {
         w.health.touch();
         let listed = w.health.listed.notified();
         if w.health.phase() == Phase::Listing {
@@ -503,12 +466,11 @@ impl Cache {
     /// The watch of a typed kind, kept as views `V` projected from each `K` it delivers.
     async fn typed_watch<K, V>(
         &self,
-        set: &WatchSet<Views<V>>,
         kind: Kind,
         namespace: &str,
         project: fn(&K, &mut Interner) -> V,
         bucket: Option<Bucket<V>>,
-    ) -> Result<Watch<Views<V>>, CacheError>
+    ) -> Result<Watched<Views<V>>, CacheError>
     where
         K: KubeResource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
             + Clone
@@ -518,11 +480,12 @@ impl Cache {
             + serde::de::DeserializeOwned
             + 'static,
         V: crate::views::View,
+        Views<V>: Feed,
     {
-        let scope = self.scope_in(set, &kind.to_string(), namespace)?;
-        let key = (kind.to_string(), scope.clone());
-        if let Some(w) = lock(set).get(&key) {
-            return Ok(w.clone());
+        let what = kind.to_string();
+        let scope = self.scope_in::<Views<V>>(&what, namespace)?;
+        if let Some(w) = self.watches.get(&what, &scope) {
+            return Ok(w);
         }
         self.authorize(&kind, &scope).await?;
         let api: Api<K> = match &scope {
@@ -531,14 +494,14 @@ impl Cache {
         };
         let store = StoreIndex::new(bucket);
         let writer = StoreWriter::new(store.clone(), project);
-        self.start(set, kind, key, api, store, writer)
+        self.start(kind, scope, api, store, writer)
     }
 
     async fn dynamic_watch(
         &self,
         kind: &Kind,
         namespace: &str,
-    ) -> Result<Watch<Objects>, CacheError> {
+    ) -> Result<Watched<Objects>, CacheError> {
         let what = kind.to_string();
         // Whole pods carry environment values and slices are only ever read compactly; a view
         // that names one must not start a cluster-wide watch of them. Whole Services stay
@@ -550,11 +513,10 @@ impl Cache {
         let scope = if namespace.is_empty() {
             None
         } else {
-            self.scope_in(&self.dynamic, &what, namespace)?
+            self.scope_in::<Objects>(&what, namespace)?
         };
-        let key = (what.clone(), scope.clone());
-        if let Some(w) = lock(&self.dynamic).get(&key) {
-            return Ok(w.clone());
+        if let Some(w) = self.watches.get(&what, &scope) {
+            return Ok(w);
         }
         let ar = self.discover(kind).await?;
         self.authorize(kind, &scope).await?;
@@ -579,6 +541,33 @@ impl Cache {
             resource: ar,
             strip,
         };
-        self.start(&self.dynamic, kind.clone(), key, api, objects, sink)
+        self.start(kind.clone(), scope, api, objects, sink)
+    }
+
+    /// Start the watch of `kind` in `scope` unless another read just did: required ones
+    /// (readiness covers them) unbounded, on-demand ones within `max_on_demand`.
+    fn start<R, K, S>(
+        &self,
+        kind: Kind,
+        scope: Option<String>,
+        api: Api<K>,
+        reader: R,
+        sink: S,
+    ) -> Result<Watched<R>, CacheError>
+    where
+        R: Feed,
+        K: KubeResource + Clone + Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
+        S: Sink<K>,
+    {
+        let what = kind.to_string();
+        let required = lock(&self.required).contains_key(&what);
+        self.watches.get_or_start(
+            &what,
+            scope,
+            reader,
+            required,
+            self.limits.max_on_demand,
+            |label| self.spawn(api, sink, kind, label, required),
+        )
     }
 }

@@ -2,7 +2,7 @@
 //! after any error, announcing every change it stores, and counting what it holds against the
 //! cluster's object bound.
 
-use super::watches::{Phase, Watch, WatchHealth};
+use super::watches::{Phase, Started, WatchHealth};
 use super::{Cache, Change};
 use crate::metrics::{Metrics, ResourceLabel};
 use crate::resource::Kind;
@@ -28,15 +28,15 @@ pub(super) const RELIST_LAST_DELAY: Duration = Duration::from_secs(5);
 pub(super) const OVER_BOUND_RETRY: Duration = Duration::from_secs(60);
 
 impl Cache {
-    pub(super) fn spawn<R, K, S>(
+    /// Spawn the task of one watch.
+    pub(super) fn spawn<K, S>(
         &self,
         api: Api<K>,
-        reader: R,
         sink: S,
         kind: Kind,
-        label: String,
+        label: &str,
         required: bool,
-    ) -> Watch<R>
+    ) -> Started
     where
         K: KubeResource + Clone + Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
         S: Sink<K>,
@@ -48,7 +48,7 @@ impl Cache {
             sink,
             counted: 0,
             health: health.clone(),
-            label: label.clone(),
+            label: label.to_string(),
             kind,
             changes: self.changes.clone(),
             metrics: self.metrics.clone(),
@@ -63,13 +63,7 @@ impl Cache {
             },
         };
         let task = tokio::spawn(run.run()).abort_handle();
-        Watch {
-            reader,
-            health,
-            label,
-            required,
-            task,
-        }
+        Started { health, task }
     }
 }
 /// Where a watch's events go.

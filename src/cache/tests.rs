@@ -2,6 +2,7 @@
 //! the test says, when the test says, so the moments between a watch error and the end of
 //! the relist that follows it can be read from deterministically.
 
+use super::watches::Feeds;
 use super::*;
 use crate::metrics::ResourceLabel;
 use axum::Router;
@@ -458,7 +459,7 @@ async fn idle_on_demand_watches_are_stopped_and_their_place_freed() {
     };
     let cache = cache_with(fake_api(script.clone()).await, limits);
     cache.pods(NS).await.expect("the first watch fits");
-    assert_eq!(cache.on_demand.load(Ordering::SeqCst), 1);
+    assert_eq!(cache.watches.on_demand(), 1);
     let cached = || {
         cache
             .metrics
@@ -468,7 +469,7 @@ async fn idle_on_demand_watches_are_stopped_and_their_place_freed() {
     };
     assert_eq!(cached(), 1, "wavegate_cached_objects counts the listed pod");
     until("the idle watch is stopped", || {
-        cache.on_demand.load(Ordering::SeqCst) == 0 && lock(&cache.pods).is_empty()
+        cache.watches.on_demand() == 0 && cache.watches.scopes(Feeds::Pods).is_empty()
     })
     .await;
     until("a stopped watch counts nothing", || cached() == 0).await;
@@ -510,9 +511,7 @@ async fn on_demand_watches_cover_only_the_namespace_asked_for() {
     );
     let pods = cache.pods(NS).await.expect("a watch of shop alone");
     assert_eq!(pods.len(), 1);
-    let scopes = |c: &Cache| -> Vec<Option<String>> {
-        lock(&c.pods).keys().map(|(_, s)| s.clone()).collect()
-    };
+    let scopes = |c: &Cache| -> Vec<Option<String>> { c.watches.scopes(Feeds::Pods) };
     assert_eq!(scopes(&cache), [Some(NS.to_string())]);
     for i in 1..NAMESPACES_PER_KIND {
         let _ = cache.pods(&format!("team-{i}")).await;
@@ -592,7 +591,7 @@ async fn readiness_covers_only_required_watches() {
     cache.pods(NS).await.expect("listed");
     assert_eq!(cache.readiness(), Ok(1));
     assert_eq!(
-        cache.on_demand.load(Ordering::SeqCst),
+        cache.watches.on_demand(),
         0,
         "a required watch takes no on-demand place"
     );
