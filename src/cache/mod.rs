@@ -53,11 +53,12 @@ use heartbeat::heartbeat;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, ApiResource, DynamicObject};
-use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::watcher;
 use kube::{Client, Resource as KubeResource};
-use objects::{DynamicSink, Objects, to_json};
+pub(crate) use objects::Decoded;
+use objects::Objects;
 use reflect::Sink;
+use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
@@ -375,15 +376,20 @@ impl Cache {
     ) -> Result<Option<Value>, CacheError> {
         let w = self.dynamic_watch(kind, namespace).await?;
         self.read(&w).await?;
-        // A cluster-scoped object (Argo CD lists it with namespace "") has no namespace in its
-        // reference; `within("")` would name one that nothing lives in.
-        let key = ObjectRef::new_with(name, w.reader.resource.clone());
-        let key = if namespace.is_empty() {
-            key
-        } else {
-            key.within(namespace)
-        };
-        Ok(w.reader.store.get(&key).map(|o| to_json(&o)))
+        Ok(w.reader.get(namespace, name))
+    }
+
+    /// One object of a kind read as a type of the caller's (`None` when it does not exist):
+    /// parsed once, when its watch event arrived, and a parse error kept as the object's own.
+    pub(crate) async fn object_as<T: DeserializeOwned + Send + Sync + 'static>(
+        &self,
+        kind: &Kind,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Decoded<T>>, CacheError> {
+        let w = self.dynamic_watch(kind, namespace).await?;
+        self.read(&w).await?;
+        Ok(w.reader.get_as(namespace, name))
     }
 
     /// All objects of a kind in one namespace, or in every watched namespace when `namespace`
@@ -393,6 +399,47 @@ impl Cache {
         kind: &Kind,
         namespace: Option<&str>,
     ) -> Result<Vec<Value>, CacheError> {
+        let mut out = Vec::new();
+        for (scope, w) in self.dynamic_watches(kind, namespace).await? {
+            out.extend(w.reader.all(scope.as_deref()));
+        }
+        Ok(out)
+    }
+
+    /// [`Cache::objects`], read as a type of the caller's.
+    pub(crate) async fn objects_as<T: DeserializeOwned + Send + Sync + 'static>(
+        &self,
+        kind: &Kind,
+        namespace: Option<&str>,
+    ) -> Result<Vec<Decoded<T>>, CacheError> {
+        let mut out = Vec::new();
+        for (scope, w) in self.dynamic_watches(kind, namespace).await? {
+            out.extend(w.reader.all_as(scope.as_deref()));
+        }
+        Ok(out)
+    }
+
+    /// The namespace and name of every object [`Cache::objects`] would return.
+    pub(crate) async fn names(
+        &self,
+        kind: &Kind,
+        namespace: Option<&str>,
+    ) -> Result<Vec<(String, String)>, CacheError> {
+        let mut out = Vec::new();
+        for (scope, w) in self.dynamic_watches(kind, namespace).await? {
+            out.extend(w.reader.names(scope.as_deref()));
+        }
+        Ok(out)
+    }
+
+    /// The watches of a dynamic kind that hold its objects in `namespace`, or in every watched
+    /// namespace when `None`, each once readable, with the namespace its objects are taken from
+    /// (a cluster-wide watch read for one namespace).
+    async fn dynamic_watches(
+        &self,
+        kind: &Kind,
+        namespace: Option<&str>,
+    ) -> Result<Vec<(Option<String>, Watched<Objects>)>, CacheError> {
         let scopes: Vec<Option<String>> = match (namespace, &self.namespaces) {
             (Some(ns), _) => vec![Some(ns.to_string())],
             (None, Some(list)) => list.iter().cloned().map(Some).collect(),
@@ -400,17 +447,11 @@ impl Cache {
         };
         let mut out = Vec::new();
         for scope in scopes {
-            let ns = scope.as_deref().unwrap_or("");
-            let w = self.dynamic_watch(kind, ns).await?;
+            let w = self
+                .dynamic_watch(kind, scope.as_deref().unwrap_or(""))
+                .await?;
             self.read(&w).await?;
-            out.extend(
-                w.reader
-                    .store
-                    .state()
-                    .iter()
-                    .filter(|o| scope.is_none() || o.metadata.namespace == scope)
-                    .map(|o| to_json(o)),
-            );
+            out.push((scope, w));
         }
         Ok(out)
     }
@@ -531,16 +572,7 @@ impl Cache {
         } else {
             strip_meta
         };
-        let writer = reflector::store::Writer::new(ar.clone());
-        let objects = Objects {
-            store: writer.as_reader(),
-            resource: ar.clone(),
-        };
-        let sink = DynamicSink {
-            writer,
-            resource: ar,
-            strip,
-        };
+        let (objects, sink) = Objects::new(ar, strip);
         self.start(kind.clone(), scope, api, objects, sink)
     }
 
