@@ -4,7 +4,14 @@
 //! needs that kind, so wavegate never lists or watches what nobody asks about. Stores hold only
 //! what the checks read: pods, Services and EndpointSlices as compact views ([`crate::views`])
 //! in stores of wavegate's own ([`crate::store_index`]), every other object (kube-rs' reflector
-//! store of JSON objects) without its managed fields and last-applied annotation.
+//! store of JSON objects) without its managed fields and last-applied annotation, and, for a
+//! kind read as a type (WaveGates), parsed once when its watch event arrives.
+//!
+//! This module is the facade the rest of wavegate reads through; each concern behind it has a
+//! module of its own: `watches` (the watch table: one entry per watch, saying which store it
+//! feeds and where it stands), `reflect` (the watch task), `objects` (the store of a dynamic
+//! kind), `strip` (what whole objects lose), `discovery`, `access` (the
+//! SelfSubjectAccessReview before a watch starts) and `heartbeat`.
 //!
 //! A read succeeds only from a watch whose latest list has completed and which has not failed
 //! since. A watch is in one of three phases:
@@ -65,7 +72,6 @@ use std::fmt::Debug;
 use std::sync::atomic::AtomicUsize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use strip::{strip_application, strip_database, strip_meta};
 use thiserror::Error;
 use tokio::sync::broadcast;
 use watches::{Feed, Phase, Views, WatchTable, Watched, evict_idle, label_of};
@@ -111,6 +117,19 @@ pub(crate) enum CacheError {
     /// Refused by the installer's policy (`--generic-kinds`).
     #[error("{0}")]
     NotAllowed(String),
+}
+
+impl CacheError {
+    /// What was asked for is out of this cache's reach however long one waits on it: a kind
+    /// the API server does not serve, a namespace outside `--namespaces`. Every other error
+    /// is about a watch (not synced, relisting, refused, bounded) or discovery failing: it
+    /// may pass.
+    pub(crate) fn out_of_reach(&self) -> bool {
+        matches!(
+            self,
+            CacheError::NotInstalled(_) | CacheError::NamespaceNotWatched(_)
+        )
+    }
 }
 
 /// An object changed somewhere wavegate watches. The gate controller re-evaluates gates that
@@ -565,14 +584,7 @@ impl Cache {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
             None => Api::all_with(self.client.clone(), &ar),
         };
-        let strip = if *kind == Kind::fixed("argoproj.io", "applications") {
-            strip_application
-        } else if *kind == Kind::fixed("postgresql.cnpg.io", "databases") {
-            strip_database
-        } else {
-            strip_meta
-        };
-        let (objects, sink) = Objects::new(ar, strip);
+        let (objects, sink) = Objects::new(ar, strip::for_kind(kind));
         self.start(kind.clone(), scope, api, objects, sink)
     }
 

@@ -1,6 +1,7 @@
 //! JSON stripping: what the cache keeps of a whole object is what the checks, views and the
 //! timeline read, not its managed fields, last-applied annotation or sync history.
 
+use crate::resource::Kind;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::Resource as KubeResource;
 use kube::api::DynamicObject;
@@ -8,6 +9,17 @@ use serde_json::Value;
 
 /// The one managedFields entry the cache keeps.
 pub(crate) use crate::views::ARGOCD_MANAGER;
+
+/// What objects of `kind` lose before they are stored.
+pub(super) fn for_kind(kind: &Kind) -> fn(&mut DynamicObject) {
+    if *kind == Kind::fixed("argoproj.io", "applications") {
+        strip_application
+    } else if *kind == Kind::fixed("postgresql.cnpg.io", "databases") {
+        strip_database
+    } else {
+        strip_meta
+    }
+}
 
 /// Drop what no check reads: managed fields and the last-applied annotation are often larger
 /// than the rest of the object together. Argo CD's own managedFields entry stays, without its

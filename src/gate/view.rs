@@ -207,9 +207,7 @@ pub(crate) async fn wait(
         let gate = match get(cache, namespace, name).await {
             Ok(gate) => gate,
             // Definite: nothing to wait for here.
-            Err(e @ (CacheError::NotInstalled(_) | CacheError::NamespaceNotWatched(_))) => {
-                return Err(e);
-            }
+            Err(e) if e.out_of_reach() => return Err(e),
             // A watch that has not synced or is reconnecting: keep waiting, as for a gate
             // that is not ready, and never report a state read from it.
             Err(e) => {
