@@ -6,6 +6,7 @@
 //! per-resource `health` there is not persisted by default, so it is used only as a last resort.
 
 use crate::ask::Ask;
+use crate::cache::Decoded;
 use crate::clusters::Clusters;
 use crate::evaluate::Evaluator;
 use crate::gate::crd::WaveGate;
@@ -368,14 +369,14 @@ async fn judge_kind(evaluator: &Evaluator, policy: &CheckPolicy, r: &ResourceRef
 
 /// A WaveGate is judged by the status wavegate's controller wrote, read the same way as the
 /// gate API and the Lua check read it (stale generation → Progressing).
-fn gate_verdict(gate: Option<&Value>, r: &ResourceRef) -> Verdict {
+fn gate_verdict(gate: Option<Decoded<WaveGate>>, r: &ResourceRef) -> Verdict {
     let Some(gate) = gate else {
         return Verdict::missing(format!(
             "WaveGate {}/{} does not exist",
             r.namespace, r.name
         ));
     };
-    match serde_json::from_value::<WaveGate>(gate.clone()) {
+    match gate {
         Ok(gate) => Gate::of(&gate).health,
         Err(e) => Verdict::unknown(format!(
             "WaveGate {}/{} cannot be read: {e}",
@@ -593,10 +594,10 @@ async fn judge_one(
     } else if is_gate(r) {
         let gate = evaluator
             .cache()
-            .object(&gate_kind, &r.namespace, &r.name)
+            .object_as::<WaveGate>(&gate_kind, &r.namespace, &r.name)
             .await;
         match gate {
-            Ok(g) => (gate_verdict(g.as_ref(), r), JudgedBy::Wavegate),
+            Ok(g) => (gate_verdict(g, r), JudgedBy::Wavegate),
             Err(e) => (
                 Verdict::unknown(format!("WaveGate {}/{}: {e}", r.namespace, r.name)),
                 JudgedBy::Wavegate,
@@ -685,10 +686,39 @@ mod tests {
             name: "g".into(),
         };
         assert_eq!(
-            gate_verdict(Some(&gate), &r).status,
+            gate_verdict(Some(decoded(gate)), &r).status,
             HealthStatus::Progressing
         );
         assert_eq!(gate_verdict(None, &r).status, HealthStatus::Missing);
+    }
+
+    /// What the cache keeps of a WaveGate: parsed as the JSON it stores would be.
+    fn decoded(gate: Value) -> Decoded<WaveGate> {
+        serde_json::from_value(gate)
+            .map(std::sync::Arc::new)
+            .map_err(std::sync::Arc::new)
+    }
+
+    #[test]
+    fn a_gate_that_does_not_parse_is_unknown_and_says_why() {
+        let gate = serde_json::json!({
+            "apiVersion": "wavegate.dev/v1alpha1", "kind": "WaveGate",
+            "metadata": {"name": "g", "namespace": "cicd", "generation": 1},
+            "spec": {"checks": "web"}});
+        let r = ResourceRef {
+            group: "wavegate.dev".into(),
+            version: "v1alpha1".into(),
+            kind: "WaveGate".into(),
+            namespace: "cicd".into(),
+            name: "g".into(),
+        };
+        let parse_error = serde_json::from_value::<WaveGate>(gate.clone()).unwrap_err();
+        let v = gate_verdict(Some(decoded(gate)), &r);
+        assert_eq!(v.status, HealthStatus::Unknown);
+        assert_eq!(
+            v.message,
+            format!("WaveGate cicd/g cannot be read: {parse_error}")
+        );
     }
 
     #[test]

@@ -162,7 +162,7 @@ async fn forgejo_in_the_wave_of_its_database_is_shown_beside_the_wave() {
 
     // Read under the waves view's policy: no watch of ConfigMaps or Secrets. (Pods are watched
     // by the waves view's own Service check, in the compact pod view; the cache never watches
-    // them whole: src/cache.rs `no_whole_object_watch_of_a_kind_with_a_compact_view`.)
+    // them whole: src/cache/tests.rs `no_whole_object_watch_of_a_kind_with_a_compact_view`.)
     let metrics = wg.metrics.encode();
     for kind in ["configmaps", "secrets"] {
         let watched = metrics.lines().any(|l| {

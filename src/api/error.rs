@@ -2,6 +2,7 @@
 //! wavegate itself cannot answer, a 503) with a JSON message here, in one place, so handlers
 //! just return `Result`.
 
+use crate::cache::CacheError;
 use crate::resource::InputError;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
@@ -35,7 +36,59 @@ pub enum ApiError {
     TooManyWaiters(String),
 }
 
+/// A failed cache read, as every endpoint answers it unless [`Reading`] says otherwise: what
+/// the cache cannot reach (a kind not installed, a namespace outside `--namespaces`) is 404, and
+/// anything else — a watch not synced or relisting, RBAC, the watch bound, discovery failing —
+/// is wavegate unable to answer for now, 503 (never a verdict read from a stale store).
+impl From<CacheError> for ApiError {
+    fn from(e: CacheError) -> ApiError {
+        if e.out_of_reach() {
+            ApiError::NotFound(e.to_string())
+        } else {
+            ApiError::Unavailable(e.to_string())
+        }
+    }
+}
+
+/// The reads whose failure answers otherwise than `From<CacheError>`, and how.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Reading<'a> {
+    /// Discovery of the kind a health request names: the same statuses, the message naming
+    /// the kind (an unknown kind is the caller's mistake, discovery failing is wavegate's).
+    Kind(&'a str),
+    /// The Application a waves view is about. Argo CD names it, so its namespace outside
+    /// `--namespaces` is no mistake of the caller's but wavegate deployed blind to Argo CD's
+    /// Applications: 503, not 404. A CRD not installed is still 404.
+    Application,
+    /// The Application Argo CD authorized a proxied request for (`Application ns/name`): one
+    /// wavegate can never read refuses the request (403), so nothing is shown unscoped.
+    Scope(&'a str),
+}
+
 impl ApiError {
+    /// A failed cache read of `reading`.
+    pub(crate) fn reading(e: CacheError, reading: Reading<'_>) -> ApiError {
+        match reading {
+            Reading::Kind(resource) => match ApiError::from(e) {
+                ApiError::NotFound(e) => {
+                    ApiError::NotFound(format!("unknown resource {resource}: {e}"))
+                }
+                e => ApiError::Unavailable(format!("cannot resolve {resource}: {e}")),
+            },
+            Reading::Application => match e {
+                CacheError::NamespaceNotWatched(_) => ApiError::Unavailable(e.to_string()),
+                e => ApiError::from(e),
+            },
+            Reading::Scope(what) if e.out_of_reach() => ApiError::Forbidden(format!(
+                "{what}, which Argo CD authorized this request for, cannot be read by \
+                 wavegate ({e}), so nothing can be shown for it"
+            )),
+            Reading::Scope(what) => {
+                ApiError::Unavailable(format!("cannot read {what} to scope the request: {e}"))
+            }
+        }
+    }
+
     fn status(&self) -> StatusCode {
         match self {
             ApiError::Input(_) | ApiError::BadRequest(_) => StatusCode::BAD_REQUEST,
@@ -68,5 +121,59 @@ impl IntoResponse for ApiError {
                 .insert(header::RETRY_AFTER, HeaderValue::from_static(secs));
         }
         resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(e: ApiError) -> (StatusCode, String) {
+        (e.status(), e.to_string())
+    }
+
+    #[test]
+    fn a_failed_cache_read_is_404_out_of_reach_and_503_otherwise() {
+        let unwatched = || CacheError::NamespaceNotWatched("shop".into());
+        let not_installed = || CacheError::NotInstalled("wavegates.wavegate.dev".into());
+        let listing = || CacheError::NotSynced("wavegates.wavegate.dev".into());
+        assert_eq!(answer(unwatched().into()).0, StatusCode::NOT_FOUND);
+        assert_eq!(answer(not_installed().into()).0, StatusCode::NOT_FOUND);
+        assert_eq!(answer(listing().into()).0, StatusCode::SERVICE_UNAVAILABLE);
+
+        let app = |e| answer(ApiError::reading(e, Reading::Application)).0;
+        assert_eq!(app(unwatched()), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(app(not_installed()), StatusCode::NOT_FOUND);
+        assert_eq!(app(listing()), StatusCode::SERVICE_UNAVAILABLE);
+
+        let kind = |e| answer(ApiError::reading(e, Reading::Kind("foos.example.com")));
+        let (status, message) = kind(not_installed());
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(
+            message.starts_with("unknown resource foos.example.com: "),
+            "{message}"
+        );
+        let discovery = CacheError::Discovery {
+            what: "foos.example.com".into(),
+            error: "connection refused".into(),
+        };
+        let (status, message) = kind(discovery);
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(
+            message.starts_with("cannot resolve foos.example.com: "),
+            "{message}"
+        );
+
+        let scope = |e| {
+            answer(ApiError::reading(
+                e,
+                Reading::Scope("Application argocd/shop"),
+            ))
+        };
+        assert_eq!(scope(unwatched()).0, StatusCode::FORBIDDEN);
+        assert_eq!(scope(not_installed()).0, StatusCode::FORBIDDEN);
+        let (status, message) = scope(listing());
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(message.contains("to scope the request"), "{message}");
     }
 }

@@ -1,4 +1,5 @@
 use super::cluster::InCluster;
+use super::error::Reading;
 use super::scope::AppScope;
 use super::{ApiError, AppState};
 use crate::ask::Ask;
@@ -59,12 +60,7 @@ pub(crate) async fn health(
             .cache()
             .resolve(&resource.kind())
             .await
-            .map_err(|e| match e {
-                CacheError::NotInstalled(_) => {
-                    ApiError::NotFound(format!("unknown resource {resource}: {e}"))
-                }
-                e => ApiError::Unavailable(format!("cannot resolve {resource}: {e}")),
-            })?;
+            .map_err(|e| ApiError::reading(e, Reading::Kind(&resource.to_string())))?;
     }
     cluster
         .unless_stopped(evaluator.judge(&ask))
@@ -174,7 +170,7 @@ pub(crate) async fn applications(
     let mut apps = match state.clusters.home().cache.objects(&kind, None).await {
         Ok(apps) => apps,
         Err(CacheError::NotInstalled(_)) => Vec::new(),
-        Err(e) => return Err(ApiError::Unavailable(e.to_string())),
+        Err(e) => return Err(e.into()),
     };
     if let Some(Extension(scope)) = &scope {
         apps.retain(|app| scope.allows_application(app));
@@ -247,10 +243,7 @@ async fn waves_of(
         .cache
         .object(&target.resource.kind(), namespace, name)
         .await
-        .map_err(|e| match e {
-            CacheError::NotInstalled(_) => ApiError::NotFound(e.to_string()),
-            e => ApiError::Unavailable(e.to_string()),
-        })?
+        .map_err(|e| ApiError::reading(e, Reading::Application))?
         .ok_or_else(|| ApiError::NotFound(format!("Application {namespace}/{name} not found")))?;
     let view_scope = scope.as_ref().map(|Extension(s)| s.view_scope());
     let waves =
@@ -268,15 +261,6 @@ async fn waves_of(
         }
     };
     Ok(WavesWithTimeline { waves, timeline })
-}
-
-fn gate_cache_error(e: CacheError) -> ApiError {
-    match e {
-        CacheError::NotInstalled(_) | CacheError::NamespaceNotWatched(_) => {
-            ApiError::NotFound(e.to_string())
-        }
-        e => ApiError::Unavailable(e.to_string()),
-    }
 }
 
 #[derive(serde::Deserialize)]
@@ -302,7 +286,7 @@ pub(crate) async fn gates(cluster: InCluster, scope: Scope) -> Result<Json<Value
     let mut gates = match listed {
         Ok(gates) => gates,
         Err(CacheError::NotInstalled(_)) => Vec::new(),
-        Err(e) => return Err(ApiError::Unavailable(e.to_string())),
+        Err(e) => return Err(e.into()),
     };
     if let Some(Extension(scope)) = &scope {
         let mut kept = Vec::new();
@@ -325,8 +309,7 @@ pub(crate) async fn gate(
     let cache = &cluster.0.cache;
     cluster
         .unless_stopped(gate_view::get(cache, &namespace, &name))
-        .await?
-        .map_err(gate_cache_error)?
+        .await??
         .map(Json)
         .ok_or_else(|| ApiError::NotFound(format!("WaveGate {namespace}/{name} not found")))
 }
@@ -362,8 +345,7 @@ pub(crate) async fn gate_wait(
             false,
             |_| {},
         ))
-        .await?
-        .map_err(gate_cache_error)?;
+        .await??;
     Ok(match waited {
         gate_view::Waited::Healthy(g) => (StatusCode::OK, Json(g)).into_response(),
         gate_view::Waited::Degraded(g) => (StatusCode::CONFLICT, Json(g)).into_response(),

@@ -27,8 +27,8 @@
 //! A request without these headers did not come through the proxy (argocd-server always sets
 //! them); it is a direct call, which the bearer token guards (see `token`).
 
+use super::error::Reading;
 use super::{ApiError, AppState};
-use crate::cache::CacheError;
 use crate::clusters::{Cluster, ClusterError};
 use crate::evaluate::Evaluator;
 use crate::json::At;
@@ -135,15 +135,7 @@ impl AppScope {
             .cache
             .object(&Resource::Application.kind(), namespace, name)
             .await
-            .map_err(|e| match e {
-                CacheError::NotInstalled(_) | CacheError::NamespaceNotWatched(_) => {
-                    ApiError::Forbidden(format!(
-                        "{what}, which Argo CD authorized this request for, cannot be read by \
-                         wavegate ({e}), so nothing can be shown for it"
-                    ))
-                }
-                e => ApiError::Unavailable(format!("cannot read {what} to scope the request: {e}")),
-            })?
+            .map_err(|e| ApiError::reading(e, Reading::Scope(&what)))?
             .ok_or_else(|| {
                 ApiError::Forbidden(format!(
                     "{what}, which Argo CD authorized this request for, does not exist"

@@ -36,7 +36,7 @@ pub(crate) enum GateError {
     #[error(transparent)]
     Cache(#[from] CacheError),
     #[error("cannot read the WaveGate: {0}")]
-    Decode(#[from] serde_json::Error),
+    Decode(#[from] Arc<serde_json::Error>),
     #[error("status write failed: {0}")]
     Write(#[from] kube::Error),
 }
@@ -155,21 +155,12 @@ impl Reconcile<GateKey> for Gates {
             .context
             .evaluator
             .cache()
-            .objects(&super::kind(), None)
+            .names(&super::kind(), None)
             .await
         {
-            Ok(objects) => {
+            Ok(names) => {
                 self.missing_crd_logged.store(false, Ordering::Relaxed);
-                objects
-                    .iter()
-                    .filter_map(|o| {
-                        let m = o.get("metadata")?;
-                        Some((
-                            m.get("namespace")?.as_str()?.to_string(),
-                            m.get("name")?.as_str()?.to_string(),
-                        ))
-                    })
-                    .collect()
+                names
             }
             Err(e) => {
                 if !self.missing_crd_logged.swap(true, Ordering::Relaxed) {
@@ -189,11 +180,14 @@ impl Gates {
     async fn judge(&self, key: &GateKey) -> Result<Option<Duration>, GateError> {
         let (ns, name) = key;
         let cache = self.context.evaluator.cache();
-        let Some(object) = cache.object(&super::kind(), ns, name).await? else {
+        let Some(gate) = cache
+            .object_as::<WaveGate>(&super::kind(), ns, name)
+            .await?
+        else {
             self.forget(key);
             return Ok(None);
         };
-        let gate: WaveGate = serde_json::from_value(object)?;
+        let gate = gate?;
         let asks: Vec<(String, Result<Ask, _>)> = gate
             .spec
             .checks

@@ -7,7 +7,7 @@
 
 use super::crd::WaveGate;
 use super::judge::target_of;
-use crate::cache::{Cache, CacheError};
+use crate::cache::{Cache, CacheError, Decoded};
 use crate::health::{HealthStatus, Verdict};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
@@ -131,15 +131,14 @@ pub(crate) fn gate_target(target: &str) -> Option<&str> {
     gate.then_some(name)
 }
 
-fn decode(object: serde_json::Value) -> Option<WaveGate> {
-    serde_json::from_value(object)
-        .inspect_err(|e| tracing::warn!(error = %e, "skipping a WaveGate that does not decode"))
+fn decode(gate: Decoded<WaveGate>) -> Option<std::sync::Arc<WaveGate>> {
+    gate.inspect_err(|e| tracing::warn!(error = %e, "skipping a WaveGate that does not decode"))
         .ok()
 }
 
 /// Every WaveGate in the watched namespaces.
 pub(crate) async fn list(cache: &Cache) -> Result<Vec<Gate>, CacheError> {
-    let objects = cache.objects(&super::kind(), None).await?;
+    let objects = cache.objects_as::<WaveGate>(&super::kind(), None).await?;
     let mut gates: Vec<Gate> = objects
         .into_iter()
         .filter_map(decode)
@@ -154,7 +153,9 @@ pub(crate) async fn get(
     namespace: &str,
     name: &str,
 ) -> Result<Option<Gate>, CacheError> {
-    let object = cache.object(&super::kind(), namespace, name).await?;
+    let object = cache
+        .object_as::<WaveGate>(&super::kind(), namespace, name)
+        .await?;
     Ok(object.and_then(decode).map(|g| Gate::of(&g)))
 }
 
@@ -206,9 +207,7 @@ pub(crate) async fn wait(
         let gate = match get(cache, namespace, name).await {
             Ok(gate) => gate,
             // Definite: nothing to wait for here.
-            Err(e @ (CacheError::NotInstalled(_) | CacheError::NamespaceNotWatched(_))) => {
-                return Err(e);
-            }
+            Err(e) if e.out_of_reach() => return Err(e),
             // A watch that has not synced or is reconnecting: keep waiting, as for a gate
             // that is not ready, and never report a state read from it.
             Err(e) => {

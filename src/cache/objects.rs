@@ -1,0 +1,350 @@
+//! The store of a dynamic kind: kube-rs' reflector store of its objects, each stripped of what
+//! no check reads ([`super::strip`]) before it is stored, and, for a kind a caller reads as a
+//! type of its own (WaveGates as `WaveGate`), also kept parsed: parsed once, when its watch
+//! event arrives, not at every read.
+
+use super::reflect::Sink;
+use kube::api::{ApiResource, DynamicObject};
+use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+use std::any::{Any, TypeId};
+use std::borrow::Cow;
+use std::sync::{Arc, OnceLock};
+
+/// An object read as `T`: parsed once, or why it does not parse as `T` (the same error a parse
+/// of its JSON at the read would give).
+pub(crate) type Decoded<T> = Result<Arc<T>, Arc<serde_json::Error>>;
+
+type Parsed = Result<Arc<dyn Any + Send + Sync>, Arc<serde_json::Error>>;
+
+/// How a watch's objects are parsed, and as which type.
+type Parser = (TypeId, fn(&DynamicObject) -> Parsed);
+
+/// The object as `T`, through its JSON: the parse a read of [`super::Cache::object`] would do.
+fn parse<T: DeserializeOwned>(o: &DynamicObject) -> Decoded<T> {
+    serde_json::to_value(o)
+        .and_then(serde_json::from_value::<T>)
+        .map(Arc::new)
+        .map_err(Arc::new)
+}
+
+fn parse_any<T: DeserializeOwned + Send + Sync + 'static>(o: &DynamicObject) -> Parsed {
+    parse::<T>(o).map(|t| t as Arc<dyn Any + Send + Sync>)
+}
+
+/// One object as stored: stripped, and parsed once its kind is read typed.
+#[derive(Clone)]
+pub(super) struct Stored {
+    object: DynamicObject,
+    parsed: OnceLock<Parsed>,
+}
+
+impl Stored {
+    fn new(object: DynamicObject, parser: Option<&Parser>) -> Stored {
+        let parsed = OnceLock::new();
+        if let Some((_, parse)) = parser {
+            let _ = parsed.set(parse(&object));
+        }
+        Stored { object, parsed }
+    }
+
+    /// Namespace ("" for none) and name.
+    fn at(&self) -> (String, String) {
+        (
+            ResourceExt::namespace(&self.object).unwrap_or_default(),
+            self.object.name_any(),
+        )
+    }
+
+    fn json(&self) -> Value {
+        serde_json::to_value(&self.object).unwrap_or(Value::Null)
+    }
+
+    /// The object as `T`, parsed when its event arrived if the watch's parser is `T`'s, else
+    /// now, once (an object stored before its kind was first read typed).
+    fn decoded<T: DeserializeOwned + Send + Sync + 'static>(
+        &self,
+        parser: Option<&Parser>,
+    ) -> Decoded<T> {
+        if let Some((of, parse_as)) = parser
+            && *of == TypeId::of::<T>()
+        {
+            match self.parsed.get_or_init(|| parse_as(&self.object)) {
+                Ok(any) => {
+                    if let Ok(t) = any.clone().downcast::<T>() {
+                        return Ok(t);
+                    }
+                }
+                Err(e) => return Err(e.clone()),
+            }
+        }
+        parse::<T>(&self.object)
+    }
+}
+
+/// The reflector store keys objects by their metadata, as it does `DynamicObject`.
+impl Lookup for Stored {
+    type DynamicType = ApiResource;
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        <DynamicObject as Resource>::kind(dt)
+    }
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        <DynamicObject as Resource>::group(dt)
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        <DynamicObject as Resource>::version(dt)
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        <DynamicObject as Resource>::plural(dt)
+    }
+
+    fn name(&self) -> Option<Cow<'_, str>> {
+        self.object.metadata.name.as_deref().map(Cow::Borrowed)
+    }
+
+    fn namespace(&self) -> Option<Cow<'_, str>> {
+        self.object.metadata.namespace.as_deref().map(Cow::Borrowed)
+    }
+
+    fn resource_version(&self) -> Option<Cow<'_, str>> {
+        self.object
+            .metadata
+            .resource_version
+            .as_deref()
+            .map(Cow::Borrowed)
+    }
+
+    fn uid(&self) -> Option<Cow<'_, str>> {
+        self.object.metadata.uid.as_deref().map(Cow::Borrowed)
+    }
+}
+
+/// The objects of a dynamic kind, and the resource they are.
+#[derive(Clone)]
+pub(super) struct Objects {
+    store: Store<Stored>,
+    resource: ApiResource,
+    /// Set by the first read of the kind as a type: from then on each object is parsed when
+    /// its event arrives.
+    parser: Arc<OnceLock<Parser>>,
+}
+
+impl Objects {
+    /// An empty store of `resource`, and the sink its watch fills it through, dropping from
+    /// every object what `strip` drops.
+    pub(super) fn new(
+        resource: ApiResource,
+        strip: fn(&mut DynamicObject),
+    ) -> (Objects, DynamicSink) {
+        let writer = reflector::store::Writer::new(resource.clone());
+        let parser = Arc::new(OnceLock::new());
+        let objects = Objects {
+            store: writer.as_reader(),
+            resource: resource.clone(),
+            parser: parser.clone(),
+        };
+        let sink = DynamicSink {
+            writer,
+            resource,
+            strip,
+            parser,
+        };
+        (objects, sink)
+    }
+
+    fn key(&self, namespace: &str, name: &str) -> ObjectRef<Stored> {
+        // A cluster-scoped object (Argo CD lists it with namespace "") has no namespace in its
+        // reference; `within("")` would name one that nothing lives in.
+        let key = ObjectRef::new_with(name, self.resource.clone());
+        if namespace.is_empty() {
+            key
+        } else {
+            key.within(namespace)
+        }
+    }
+
+    /// One object as JSON.
+    pub(super) fn get(&self, namespace: &str, name: &str) -> Option<Value> {
+        self.store.get(&self.key(namespace, name)).map(|o| o.json())
+    }
+
+    /// Every object (of `namespace` only, when given) as JSON.
+    pub(super) fn all(&self, namespace: Option<&str>) -> Vec<Value> {
+        self.matching(namespace).map(|o| o.json()).collect()
+    }
+
+    /// The (namespace, name) of every object (of `namespace` only, when given).
+    pub(super) fn names(&self, namespace: Option<&str>) -> Vec<(String, String)> {
+        self.matching(namespace).map(|o| o.at()).collect()
+    }
+
+    /// One object as `T`.
+    pub(super) fn get_as<T: DeserializeOwned + Send + Sync + 'static>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<Decoded<T>> {
+        let parser = self.parse_as::<T>();
+        self.store
+            .get(&self.key(namespace, name))
+            .map(|o| o.decoded::<T>(Some(parser)))
+    }
+
+    /// Every object (of `namespace` only, when given) as `T`.
+    pub(super) fn all_as<T: DeserializeOwned + Send + Sync + 'static>(
+        &self,
+        namespace: Option<&str>,
+    ) -> Vec<Decoded<T>> {
+        let parser = self.parse_as::<T>();
+        self.matching(namespace)
+            .map(|o| o.decoded::<T>(Some(parser)))
+            .collect()
+    }
+
+    /// From now on, objects are parsed as `T` when their events arrive (unless another type
+    /// came first: one type per kind).
+    fn parse_as<T: DeserializeOwned + Send + Sync + 'static>(&self) -> &Parser {
+        self.parser
+            .get_or_init(|| (TypeId::of::<T>(), parse_any::<T>))
+    }
+
+    fn matching(&self, namespace: Option<&str>) -> impl Iterator<Item = Arc<Stored>> {
+        self.store.state().into_iter().filter(move |o| {
+            namespace.is_none() || o.object.metadata.namespace.as_deref() == namespace
+        })
+    }
+}
+
+/// A dynamic kind's reflector store, fed objects without what no check reads, parsed when the
+/// kind is read typed.
+pub(super) struct DynamicSink {
+    writer: reflector::store::Writer<Stored>,
+    resource: ApiResource,
+    strip: fn(&mut DynamicObject),
+    parser: Arc<OnceLock<Parser>>,
+}
+
+impl DynamicSink {
+    fn stored(&self, mut object: DynamicObject) -> Stored {
+        (self.strip)(&mut object);
+        Stored::new(object, self.parser.get())
+    }
+}
+
+impl Sink<DynamicObject> for DynamicSink {
+    fn apply(&mut self, event: watcher::Event<DynamicObject>) -> Vec<(String, String)> {
+        let event = match event {
+            watcher::Event::Apply(o) => watcher::Event::Apply(self.stored(o)),
+            watcher::Event::Delete(o) => watcher::Event::Delete(self.stored(o)),
+            watcher::Event::Init => watcher::Event::Init,
+            watcher::Event::InitApply(o) => watcher::Event::InitApply(self.stored(o)),
+            watcher::Event::InitDone => watcher::Event::InitDone,
+        };
+        let before =
+            matches!(event, watcher::Event::InitDone).then(|| self.writer.as_reader().state());
+        self.writer.apply_watcher_event(&event);
+        let now = self.writer.as_reader();
+        before
+            .unwrap_or_default()
+            .iter()
+            .filter(|o| now.get(&o.to_object_ref(self.resource.clone())).is_none())
+            .map(|o| o.at())
+            .collect()
+    }
+
+    fn len(&self) -> usize {
+        self.writer.as_reader().len()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+    use serde_json::json;
+
+    /// Stands for a kind read typed (the cache may not name `WaveGate`, which lives above it).
+    #[derive(Debug, Deserialize)]
+    struct Gate {
+        spec: GateSpec,
+    }
+
+    #[derive(Debug, Deserialize)]
+    struct GateSpec {
+        checks: Vec<String>,
+    }
+
+    fn object(name: &str, checks: Value) -> DynamicObject {
+        serde_json::from_value(json!({
+            "apiVersion": "wavegate.dev/v1alpha1", "kind": "WaveGate",
+            "metadata": {"name": name, "namespace": "shop", "resourceVersion": "1"},
+            "spec": {"checks": checks}
+        }))
+        .unwrap()
+    }
+
+    fn store() -> (Objects, DynamicSink) {
+        let resource = ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("wavegate.dev", "v1alpha1", "WaveGate"),
+            "wavegates",
+        );
+        Objects::new(resource, super::super::strip::strip_meta)
+    }
+
+    fn listed(sink: &mut DynamicSink, objects: Vec<DynamicObject>) {
+        sink.apply(watcher::Event::Init);
+        for o in objects {
+            sink.apply(watcher::Event::InitApply(o));
+        }
+        sink.apply(watcher::Event::InitDone);
+    }
+
+    #[test]
+    fn an_object_read_typed_is_parsed_once_and_a_bad_one_keeps_its_parse_error() {
+        let (objects, mut sink) = store();
+        // Listed before anything read the kind typed: parsed at its first typed read.
+        listed(
+            &mut sink,
+            vec![object("good", json!(["a"])), object("bad", json!("a"))],
+        );
+        let good = objects.get_as::<Gate>("shop", "good").unwrap().unwrap();
+        assert_eq!(good.spec.checks, ["a"]);
+        let again = objects.get_as::<Gate>("shop", "good").unwrap().unwrap();
+        assert!(
+            Arc::ptr_eq(&good, &again),
+            "parsed again at the second read"
+        );
+
+        // The error a parse of its JSON at the read gave before the typed store, word for word.
+        let json = objects.get("shop", "bad").unwrap();
+        let expected = serde_json::from_value::<Gate>(json)
+            .unwrap_err()
+            .to_string();
+        let bad = objects.get_as::<Gate>("shop", "bad").unwrap().unwrap_err();
+        assert_eq!(bad.to_string(), expected);
+        let all = objects.all_as::<Gate>(None);
+        assert_eq!(all.iter().filter(|g| g.is_err()).count(), 1);
+
+        // From now on an event is parsed when it arrives, before any read.
+        sink.apply(watcher::Event::Apply(object("new", json!(["b"]))));
+        let stored = objects
+            .store
+            .get(&objects.key("shop", "new"))
+            .expect("stored");
+        assert!(stored.parsed.get().is_some_and(Result::is_ok));
+        let mut names = objects.names(Some("shop"));
+        names.sort();
+        assert_eq!(
+            names,
+            [("shop", "bad"), ("shop", "good"), ("shop", "new")]
+                .map(|(n, m)| (n.to_string(), m.to_string()))
+        );
+    }
+}

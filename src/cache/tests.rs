@@ -1,0 +1,598 @@
+//! The cache against a scripted API server on loopback: each list and each watch answers as
+//! the test says, when the test says, so the moments between a watch error and the end of
+//! the relist that follows it can be read from deterministically.
+
+use super::watches::Feeds;
+use super::*;
+use crate::metrics::ResourceLabel;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde_json::json;
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::oneshot;
+
+const NS: &str = "shop";
+
+/// How one watch request is answered.
+enum WatchReply {
+    /// An `ERROR` event with this code (410: the resourceVersion was compacted away), sent
+    /// when the receiver fires, then the end of the stream.
+    ErrorWhen(u16, oneshot::Receiver<()>),
+    /// Nothing, ever: a quiet kind.
+    Quiet,
+}
+
+struct ListReply {
+    /// How many pods the list holds: web-0, web-1, ….
+    pods: usize,
+    ready: bool,
+    resource_version: &'static str,
+    /// The list answers only once this fires (a relist in progress).
+    hold: Option<oneshot::Receiver<()>>,
+}
+
+#[derive(Default)]
+struct Script {
+    lists: Mutex<VecDeque<ListReply>>,
+    watches: Mutex<VecDeque<WatchReply>>,
+    lists_started: AtomicUsize,
+    /// Resources the access review denies.
+    denied: Mutex<BTreeSet<String>>,
+    /// A paused API server (SIGSTOP): requests hang until it resumes.
+    paused: tokio::sync::watch::Sender<bool>,
+}
+
+impl Script {
+    async fn unless_paused(&self) {
+        let _ = self.paused.subscribe().wait_for(|paused| !paused).await;
+    }
+}
+
+async fn readyz(State(s): State<Arc<Script>>) -> Response {
+    s.unless_paused().await;
+    "ok".into_response()
+}
+
+fn pod_list(pods: usize, ready: bool, rv: &str) -> Value {
+    let status = if ready { "True" } else { "False" };
+    let items: Vec<Value> = (0..pods)
+        .map(|i| {
+            json!({"metadata": {"name": format!("web-{i}"), "namespace": NS,
+                                "resourceVersion": rv, "labels": {"app": "web"}},
+                   "status": {"phase": "Running", "podIP": format!("10.0.0.{}", i + 1),
+                              "conditions": [{"type": "Ready", "status": status}]}})
+        })
+        .collect();
+    json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": rv},
+           "items": items})
+}
+
+async fn pods(State(s): State<Arc<Script>>, Query(q): Query<HashMap<String, String>>) -> Response {
+    if q.get("watch").map(String::as_str) == Some("true") {
+        let reply = s
+            .watches
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or(WatchReply::Quiet);
+        let body = match reply {
+            WatchReply::Quiet => {
+                Body::from_stream(futures::stream::pending::<Result<Vec<u8>, std::io::Error>>())
+            }
+            WatchReply::ErrorWhen(code, fire) => {
+                Body::from_stream(futures::stream::once(async move {
+                    let _ = fire.await;
+                    let event = json!({"type": "ERROR", "object": {
+                    "apiVersion": "v1", "kind": "Status", "status": "Failure", "code": code,
+                    "reason": if code == 410 { "Expired" } else { "InternalError" },
+                    "message": if code == 410 { "too old resource version: 1 (7)" } else { "etcdserver: leader changed" }}});
+                    Ok::<_, std::io::Error>(format!("{event}\n").into_bytes())
+                }))
+            }
+        };
+        return (StatusCode::OK, body).into_response();
+    }
+    s.unless_paused().await;
+    if s.denied.lock().unwrap().contains("pods") {
+        let status = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+                            "reason": "Forbidden", "code": 403, "message": "pods is forbidden"});
+        return (StatusCode::FORBIDDEN, axum::Json(status)).into_response();
+    }
+    s.lists_started.fetch_add(1, Ordering::SeqCst);
+    // Each scripted list once, then the last one again for every later relist.
+    let reply = {
+        let mut lists = s.lists.lock().unwrap();
+        let reply = lists.pop_front().expect("a scripted list");
+        if lists.is_empty() {
+            lists.push_back(ListReply {
+                pods: reply.pods,
+                ready: reply.ready,
+                resource_version: reply.resource_version,
+                hold: None,
+            });
+        }
+        reply
+    };
+    if let Some(hold) = reply.hold {
+        let _ = hold.await;
+    }
+    axum::Json(pod_list(reply.pods, reply.ready, reply.resource_version)).into_response()
+}
+
+async fn access_review(
+    State(s): State<Arc<Script>>,
+    axum::Json(mut review): axum::Json<Value>,
+) -> Response {
+    let resource = review["spec"]["resourceAttributes"]["resource"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let allowed = !s.denied.lock().unwrap().contains(&resource);
+    review["status"] = json!({"allowed": allowed});
+    axum::Json(review).into_response()
+}
+
+async fn fake_api(script: Arc<Script>) -> Client {
+    let app = Router::new()
+        .route(&format!("/api/v1/namespaces/{NS}/pods"), get(pods))
+        .route("/readyz", get(readyz))
+        .route(
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            post(access_review),
+        )
+        .with_state(script);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let config = kube::Config::new(url.parse().unwrap());
+    Client::try_from(config).unwrap()
+}
+
+fn cache(client: Client) -> Arc<Cache> {
+    cache_with(client, WatchLimits::default())
+}
+
+fn cache_with(client: Client, limits: WatchLimits) -> Arc<Cache> {
+    Cache::with_limits(
+        client,
+        Some(BTreeSet::from([NS.to_string()])),
+        Duration::from_secs(2),
+        limits,
+        Arc::new(Metrics::default()),
+    )
+}
+
+fn ready_of(pods: &[Arc<PodView>]) -> Vec<bool> {
+    pods.iter()
+        .map(|p| p.ready.as_ref().is_some_and(|c| &*c.status == "True"))
+        .collect()
+}
+
+async fn until<F: FnMut() -> bool>(what: &str, mut f: F) {
+    let start = Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "{what}: not within 10s"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn reads_during_a_relist_after_410_gone_are_not_served_as_fresh() {
+    let script = Arc::new(Script::default());
+    let (gone, gone_rx) = oneshot::channel();
+    let (relisted, relisted_rx) = oneshot::channel();
+    script.lists.lock().unwrap().extend([
+        ListReply {
+            pods: 1,
+            ready: true,
+            resource_version: "1",
+            hold: None,
+        },
+        ListReply {
+            pods: 1,
+            ready: false,
+            resource_version: "7",
+            hold: Some(relisted_rx),
+        },
+    ]);
+    script
+        .watches
+        .lock()
+        .unwrap()
+        .push_back(WatchReply::ErrorWhen(410, gone_rx));
+    let cache = cache(fake_api(script.clone()).await);
+
+    let before = cache.pods(NS).await.expect("the first list is served");
+    assert_eq!(ready_of(&before), [true]);
+
+    // The pod turned NotReady while the watch was away; the relist that will say so is
+    // still on its way, and the store still holds the pod as it was before the outage.
+    gone.send(()).unwrap();
+    until("the relist starts", || {
+        script.lists_started.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    match cache.pods(NS).await {
+        Err(CacheError::Relisting { what, error }) => {
+            assert_eq!(what, "pods in shop");
+            assert!(error.contains("too old resource version"), "{error}");
+        }
+        other => panic!(
+            "a read between the watch error and the completed relist must fail, got {:?}",
+            other.map(|p| ready_of(&p))
+        ),
+    }
+
+    relisted.send(()).unwrap();
+    let start = Instant::now();
+    loop {
+        match cache.pods(NS).await {
+            Ok(p) => {
+                assert_eq!(
+                    ready_of(&p),
+                    [false],
+                    "after the relist the store is the truth"
+                );
+                break;
+            }
+            Err(e) => assert!(start.elapsed() < Duration::from_secs(10), "still {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_pod_deleted_while_the_watch_was_away_is_gone_after_the_relist_and_told() {
+    let script = Arc::new(Script::default());
+    let (gone, gone_rx) = oneshot::channel();
+    script.lists.lock().unwrap().extend([
+        ListReply {
+            pods: 2,
+            ready: true,
+            resource_version: "1",
+            hold: None,
+        },
+        ListReply {
+            pods: 1,
+            ready: true,
+            resource_version: "7",
+            hold: None,
+        },
+    ]);
+    script
+        .watches
+        .lock()
+        .unwrap()
+        .push_back(WatchReply::ErrorWhen(410, gone_rx));
+    let cache = cache(fake_api(script.clone()).await);
+    let mut changes = cache.subscribe();
+    let names = |pods: &[Arc<PodView>]| pods.iter().map(|p| p.name.to_string()).collect::<Vec<_>>();
+    let before = cache.pods(NS).await.expect("the first list is served");
+    assert_eq!(names(&before), ["web-0", "web-1"]);
+    while changes.try_recv().is_ok() {}
+
+    // web-1 was deleted while the watch was away: no DELETED event will ever say so, only
+    // the relist's absence of it.
+    gone.send(()).unwrap();
+    let start = Instant::now();
+    loop {
+        if let Ok(p) = cache.pods(NS).await
+            && names(&p) == ["web-0"]
+        {
+            break;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "web-1 is still served"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let mut told = Vec::new();
+    while let Ok(c) = changes.try_recv() {
+        told.push((c.kind, c.namespace, c.name));
+    }
+    assert!(
+        told.contains(&(Kind::PODS, NS.to_string(), "web-1".to_string())),
+        "dependants of the deleted pod must be woken: {told:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_watch_that_recovered_is_read_without_waiting_for_a_timer() {
+    let script = Arc::new(Script::default());
+    let (fail, fail_rx) = oneshot::channel();
+    script.lists.lock().unwrap().push_back(ListReply {
+        pods: 1,
+        ready: true,
+        resource_version: "1",
+        hold: None,
+    });
+    script
+        .watches
+        .lock()
+        .unwrap()
+        .push_back(WatchReply::ErrorWhen(500, fail_rx));
+    let cache = cache(fake_api(script.clone()).await);
+    cache.pods(NS).await.expect("the first list is served");
+
+    // A brown-out: one error, then a working (quiet) watch again. What the watch proves
+    // afterwards decides, not how long ago the error was.
+    fail.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let start = Instant::now();
+    loop {
+        match cache.pods(NS).await {
+            Ok(p) => {
+                assert_eq!(ready_of(&p), [true]);
+                break;
+            }
+            Err(e) => assert!(
+                start.elapsed() < Duration::from_secs(8),
+                "the watch recovered but reads still fail: {e}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_forbidden_kind_is_refused_at_once_and_does_not_wedge_readiness() {
+    let script = Arc::new(Script::default());
+    script.denied.lock().unwrap().insert("pods".into());
+    script.lists.lock().unwrap().push_back(ListReply {
+        pods: 1,
+        ready: true,
+        resource_version: "1",
+        hold: None,
+    });
+    let cache = cache(fake_api(script.clone()).await);
+
+    let start = Instant::now();
+    let read = cache.pods(NS).await;
+    assert_eq!(
+        read.map(|p| p.len()),
+        Err(CacheError::Forbidden {
+            what: "pods in shop".into()
+        })
+    );
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "a forbidden kind is answered at once, not after --sync-wait"
+    );
+    assert_eq!(
+        script.lists_started.load(Ordering::SeqCst),
+        0,
+        "no watch is started on a kind RBAC forbids"
+    );
+    assert!(
+        cache.readiness().is_ok(),
+        "a caller's forbidden read must not make wavegate NotReady: {:?}",
+        cache.readiness()
+    );
+}
+
+fn one_pod(script: &Script) {
+    script.lists.lock().unwrap().push_back(ListReply {
+        pods: 1,
+        ready: true,
+        resource_version: "1",
+        hold: None,
+    });
+}
+
+#[tokio::test]
+async fn a_paused_api_server_turns_reads_to_relisting_until_it_answers_again() {
+    let script = Arc::new(Script::default());
+    one_pod(&script);
+    let limits = WatchLimits {
+        heartbeat: Duration::from_millis(200),
+        ..WatchLimits::default()
+    };
+    let cache = cache_with(fake_api(script.clone()).await, limits);
+    cache.pods(NS).await.expect("the first list is served");
+
+    // SIGSTOP: the open watch just goes quiet, no error reaches kube-rs.
+    script.paused.send_replace(true);
+    let start = Instant::now();
+    loop {
+        match cache.pods(NS).await {
+            Err(CacheError::Relisting { error, .. }) => {
+                assert!(
+                    error.contains("did not answer") || error.contains("not heard from"),
+                    "{error}"
+                );
+                break;
+            }
+            other => assert!(
+                start.elapsed() < Duration::from_secs(3),
+                "reads from a paused API server's watch still served: {:?}",
+                other.map(|p| p.len())
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    script.paused.send_replace(false);
+    let start = Instant::now();
+    while let Err(e) = cache.pods(NS).await {
+        assert!(start.elapsed() < Duration::from_secs(5), "still {e}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test]
+async fn on_demand_watches_are_bounded_and_the_refusal_says_why() {
+    let script = Arc::new(Script::default());
+    one_pod(&script);
+    let limits = WatchLimits {
+        max_on_demand: 1,
+        ..WatchLimits::default()
+    };
+    let cache = cache_with(fake_api(script.clone()).await, limits);
+    cache.pods(NS).await.expect("the first watch fits");
+    let refused = cache.service(NS, "web").await;
+    assert_eq!(
+        refused,
+        Err(CacheError::TooManyWatches {
+            what: "services in shop".into(),
+            max: 1
+        })
+    );
+    assert!(refused.unwrap_err().to_string().contains("--max-watches"));
+}
+
+#[tokio::test]
+async fn idle_on_demand_watches_are_stopped_and_their_place_freed() {
+    let script = Arc::new(Script::default());
+    one_pod(&script);
+    let limits = WatchLimits {
+        idle: Duration::from_millis(200),
+        max_on_demand: 1,
+        ..WatchLimits::default()
+    };
+    let cache = cache_with(fake_api(script.clone()).await, limits);
+    cache.pods(NS).await.expect("the first watch fits");
+    assert_eq!(cache.watches.on_demand(), 1);
+    let cached = || {
+        cache
+            .metrics
+            .cached_objects
+            .get_or_create(&ResourceLabel::new("pods"))
+            .get()
+    };
+    assert_eq!(cached(), 1, "wavegate_cached_objects counts the listed pod");
+    until("the idle watch is stopped", || {
+        cache.watches.on_demand() == 0 && cache.watches.scopes(Feeds::Pods).is_empty()
+    })
+    .await;
+    until("a stopped watch counts nothing", || cached() == 0).await;
+    // Read again: a new watch, listed afresh.
+    cache.pods(NS).await.expect("a new watch after eviction");
+    assert_eq!(script.lists_started.load(Ordering::SeqCst), 2);
+}
+
+/// A view (the waves view, the timeline) that names a bare Pod must not start a
+/// cluster-wide watch of whole pods (environment values included): refused before any
+/// request, whatever the caller.
+#[tokio::test]
+async fn no_whole_object_watch_of_a_kind_with_a_compact_view() {
+    let script = Arc::new(Script::default());
+    one_pod(&script);
+    let cache = cache(fake_api(script.clone()).await);
+    for kind in [Kind::PODS, Kind::ENDPOINT_SLICES] {
+        let err = cache.object(&kind, NS, "web-0").await.unwrap_err();
+        assert!(matches!(err, CacheError::CompactOnly(_)), "{err}");
+        let err = cache.objects(&kind, None).await.unwrap_err();
+        assert!(matches!(err, CacheError::CompactOnly(_)), "{err}");
+    }
+    assert_eq!(script.lists_started.load(Ordering::SeqCst), 0);
+}
+
+/// Without --namespaces, a read about one namespace watches that namespace, not the
+/// cluster: the stand-in API server serves pods of `shop` only, so a cluster-wide watch
+/// would never list. Past 8 namespaces of one kind, one cluster-wide watch takes over.
+#[tokio::test]
+async fn on_demand_watches_cover_only_the_namespace_asked_for() {
+    let script = Arc::new(Script::default());
+    one_pod(&script);
+    let cache = Cache::with_limits(
+        fake_api(script.clone()).await,
+        None,
+        Duration::from_millis(500),
+        WatchLimits::default(),
+        Arc::new(Metrics::default()),
+    );
+    let pods = cache.pods(NS).await.expect("a watch of shop alone");
+    assert_eq!(pods.len(), 1);
+    let scopes = |c: &Cache| -> Vec<Option<String>> { c.watches.scopes(Feeds::Pods) };
+    assert_eq!(scopes(&cache), [Some(NS.to_string())]);
+    for i in 1..NAMESPACES_PER_KIND {
+        let _ = cache.pods(&format!("team-{i}")).await;
+    }
+    assert!(
+        scopes(&cache).iter().all(Option::is_some),
+        "{:?}",
+        scopes(&cache)
+    );
+    let _ = cache.pods("one-too-many").await;
+    assert!(scopes(&cache).contains(&None), "{:?}", scopes(&cache));
+}
+
+/// A remote cluster that lists more objects than `max_objects` is not held: the watch is
+/// emptied, and reads say why (so a verdict is Unknown/Progressing, never Healthy).
+#[tokio::test]
+async fn a_cluster_over_its_object_bound_is_not_held_and_says_why() {
+    let script = Arc::new(Script::default());
+    script.lists.lock().unwrap().push_back(ListReply {
+        pods: 5,
+        ready: true,
+        resource_version: "1",
+        hold: None,
+    });
+    let metrics = Arc::new(Metrics::default());
+    let limits = WatchLimits {
+        max_objects: Some(3),
+        ..WatchLimits::default()
+    };
+    let cache = Cache::with_limits(
+        fake_api(script.clone()).await,
+        Some(BTreeSet::from([NS.to_string()])),
+        Duration::from_secs(2),
+        limits,
+        metrics.clone(),
+    );
+    let err = cache.pods(NS).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("more than 3 objects (--max-cluster-objects)"),
+        "{err}"
+    );
+    assert_eq!(cache.held.load(Ordering::SeqCst), 0, "nothing held");
+    let text = metrics.encode();
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("wavegate_objects_over_bound_total") && l.ends_with(" 1")),
+        "{text}"
+    );
+    // Within the bound, the same cluster is read as usual.
+    let script = Arc::new(Script::default());
+    one_pod(&script);
+    let cache = Cache::with_limits(
+        fake_api(script).await,
+        Some(BTreeSet::from([NS.to_string()])),
+        Duration::from_secs(2),
+        limits,
+        Arc::new(Metrics::default()),
+    );
+    assert_eq!(cache.pods(NS).await.expect("within the bound").len(), 1);
+    assert_eq!(cache.held.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn readiness_covers_only_required_watches() {
+    let script = Arc::new(Script::default());
+    one_pod(&script);
+    let cache = cache(fake_api(script.clone()).await);
+    cache.require(Kind::PODS);
+    match cache.readiness() {
+        Err(problems) => assert!(
+            problems.len() == 1 && problems[0].starts_with("pods in shop: not watched yet"),
+            "{problems:?}"
+        ),
+        Ok(n) => panic!("ready with {n} watches before the required one started"),
+    }
+    cache.pods(NS).await.expect("listed");
+    assert_eq!(cache.readiness(), Ok(1));
+    assert_eq!(
+        cache.watches.on_demand(),
+        0,
+        "a required watch takes no on-demand place"
+    );
+}

@@ -1,0 +1,362 @@
+//! The watch table: every watch a cache runs, one entry each, saying which store it feeds and
+//! where it stands (listing, synced, or relisting after an error). Lifecycle code — readiness,
+//! a heartbeat's relist, stopping idle watches, stopping them all — walks this one table
+//! (kube-runtime keeps a store per reflector the same way; kubert's `index` keys them in one
+//! map).
+
+use super::objects::Objects;
+use super::{Cache, CacheError};
+use crate::locks::lock;
+use crate::store_index::StoreIndex;
+use crate::views::{PodView, ServiceView, SliceView};
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+use tokio::task::AbortHandle;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Phase {
+    Listing,
+    Synced,
+    Relisting(String),
+}
+
+/// Where one watch stands, and when it was last read.
+pub(super) struct WatchHealth {
+    pub(super) phase: Mutex<Phase>,
+    pub(super) listed: Notify,
+    /// When the latest list completed: proof, as good as a heartbeat, that the store was fresh.
+    pub(super) listed_at: Mutex<Option<Instant>>,
+    /// Wakes the watch's task to drop its stream and relist (a heartbeat's word).
+    pub(super) relist_now: Notify,
+    pub(super) last_read: Mutex<Instant>,
+}
+
+impl WatchHealth {
+    pub(super) fn new() -> Self {
+        WatchHealth {
+            phase: Mutex::new(Phase::Listing),
+            listed: Notify::new(),
+            listed_at: Mutex::new(None),
+            relist_now: Notify::new(),
+            last_read: Mutex::new(Instant::now()),
+        }
+    }
+
+    pub(super) fn phase(&self) -> Phase {
+        lock(&self.phase).clone()
+    }
+
+    /// A watch error: a synced watch is relisting from now on; one that never listed is still
+    /// listing.
+    pub(super) fn failed(&self, error: String) {
+        let mut phase = lock(&self.phase);
+        if *phase != Phase::Listing {
+            *phase = Phase::Relisting(error);
+        }
+    }
+
+    /// Stopped for a reason that outlasts a list (the object bound): reads give it, even
+    /// before the first list completed.
+    pub(super) fn stopped(&self, error: String) {
+        *lock(&self.phase) = Phase::Relisting(error);
+        self.listed.notify_waiters();
+    }
+
+    pub(super) fn listed(&self) {
+        *lock(&self.listed_at) = Some(Instant::now());
+        *lock(&self.phase) = Phase::Synced;
+        self.listed.notify_waiters();
+    }
+
+    pub(super) fn listed_at(&self) -> Option<Instant> {
+        *lock(&self.listed_at)
+    }
+
+    pub(super) fn touch(&self) {
+        *lock(&self.last_read) = Instant::now();
+    }
+
+    pub(super) fn idle_for(&self) -> Duration {
+        lock(&self.last_read).elapsed()
+    }
+}
+
+/// The compact views of a typed kind, in wavegate's own store.
+pub(super) type Views<V> = Arc<StoreIndex<V>>;
+
+/// The store a watch feeds, and so the reads it serves.
+#[derive(Clone)]
+pub(super) enum Reader {
+    Pods(Views<PodView>),
+    Services(Views<ServiceView>),
+    Slices(Views<SliceView>),
+    /// Whole objects of any other kind (and Services whole, for annotation mode).
+    Objects(Objects),
+}
+
+/// Which [`Reader`] a watch feeds, without the store: part of its key, since Services are
+/// watched both as compact views and whole.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(super) enum Feeds {
+    Pods,
+    Services,
+    Slices,
+    Objects,
+}
+
+/// A store a read can ask the table for by its type.
+pub(super) trait Feed: Clone + Sized {
+    const FEEDS: Feeds;
+    fn of(reader: &Reader) -> Option<&Self>;
+    fn into_reader(self) -> Reader;
+}
+
+macro_rules! feed {
+    ($($variant:ident: $t:ty),*) => {$(
+        impl Feed for $t {
+            const FEEDS: Feeds = Feeds::$variant;
+            fn of(reader: &Reader) -> Option<&Self> {
+                match reader {
+                    Reader::$variant(r) => Some(r),
+                    _ => None,
+                }
+            }
+            fn into_reader(self) -> Reader {
+                Reader::$variant(self)
+            }
+        }
+    )*};
+}
+feed!(Pods: Views<PodView>, Services: Views<ServiceView>, Slices: Views<SliceView>, Objects: Objects);
+
+/// A watch: which store, of which resource, in which namespace (`None`: cluster-wide).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct WatchKey {
+    feeds: Feeds,
+    /// `pods`, `wavegates.wavegate.dev`.
+    what: String,
+    scope: Option<String>,
+}
+
+impl WatchKey {
+    fn new(feeds: Feeds, what: &str, scope: Option<String>) -> WatchKey {
+        WatchKey {
+            feeds,
+            what: what.to_string(),
+            scope,
+        }
+    }
+
+    /// `pods in shop`, `wavegates.wavegate.dev`: what messages call this watch.
+    fn label(&self) -> String {
+        label_of(&self.what, &self.scope)
+    }
+}
+
+/// One entry of the table.
+struct Watch {
+    reader: Reader,
+    health: Arc<WatchHealth>,
+    label: String,
+    /// Required by the process: counts for readiness, never bounded or evicted.
+    required: bool,
+    task: AbortHandle,
+}
+
+/// One watch as a read sees it: its store as `R`, and where it stands.
+pub(super) struct Watched<R> {
+    pub(super) reader: R,
+    pub(super) health: Arc<WatchHealth>,
+    pub(super) label: String,
+}
+
+impl<R: Feed> Watched<R> {
+    fn of(w: &Watch) -> Option<Watched<R>> {
+        Some(Watched {
+            reader: R::of(&w.reader)?.clone(),
+            health: w.health.clone(),
+            label: w.label.clone(),
+        })
+    }
+}
+
+/// A started watch's task and health, for its entry.
+pub(super) struct Started {
+    pub(super) health: Arc<WatchHealth>,
+    pub(super) task: AbortHandle,
+}
+
+#[derive(Default)]
+pub(super) struct WatchTable {
+    watches: Mutex<HashMap<WatchKey, Watch>>,
+    /// How many entries were started for callers' reads (see `WatchLimits::max_on_demand`).
+    on_demand: AtomicUsize,
+}
+
+impl WatchTable {
+    pub(super) fn get<R: Feed>(&self, what: &str, scope: &Option<String>) -> Option<Watched<R>> {
+        let key = WatchKey::new(R::FEEDS, what, scope.clone());
+        lock(&self.watches).get(&key).and_then(Watched::of)
+    }
+
+    /// The watch of `what` in `scope`, started by `start` unless another read just did. An
+    /// on-demand watch takes one of the `max_on_demand` places or is refused.
+    pub(super) fn get_or_start<R: Feed>(
+        &self,
+        what: &str,
+        scope: Option<String>,
+        reader: R,
+        required: bool,
+        max_on_demand: usize,
+        start: impl FnOnce(&str) -> Started,
+    ) -> Result<Watched<R>, CacheError> {
+        let key = WatchKey::new(R::FEEDS, what, scope);
+        let mut watches = lock(&self.watches);
+        if let Some(w) = watches.get(&key).and_then(Watched::of) {
+            return Ok(w);
+        }
+        let label = key.label();
+        if !required {
+            self.on_demand
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < max_on_demand).then_some(n + 1)
+                })
+                .map_err(|_| CacheError::TooManyWatches {
+                    what: label.clone(),
+                    max: max_on_demand,
+                })?;
+        }
+        let Started { health, task } = start(&label);
+        let watched = Watched {
+            reader: reader.clone(),
+            health: health.clone(),
+            label: label.clone(),
+        };
+        let watch = Watch {
+            reader: reader.into_reader(),
+            health,
+            label,
+            required,
+            task,
+        };
+        watches.insert(key, watch);
+        Ok(watched)
+    }
+
+    /// The scope a read of `what` in `namespace` goes to when wavegate watches every
+    /// namespace: a cluster-wide watch that runs already, else the namespace's own, up to
+    /// `per_kind` namespaces of one kind, then a cluster-wide one.
+    pub(super) fn unscoped<R: Feed>(
+        &self,
+        what: &str,
+        namespace: &str,
+        per_kind: usize,
+    ) -> Option<String> {
+        let feeds = R::FEEDS;
+        let watches = lock(&self.watches);
+        let own = WatchKey::new(feeds, what, Some(namespace.to_string()));
+        if watches.contains_key(&WatchKey::new(feeds, what, None)) {
+            return None;
+        }
+        if watches.contains_key(&own) {
+            return own.scope;
+        }
+        let scoped = watches
+            .keys()
+            .filter(|k| k.feeds == feeds && k.what == what && k.scope.is_some())
+            .count();
+        (scoped < per_kind).then_some(own.scope).flatten()
+    }
+
+    /// The phase of every required watch and when its latest list completed, by resource
+    /// and scope.
+    pub(super) fn required_phases(
+        &self,
+    ) -> HashMap<(String, Option<String>), (Phase, Option<Instant>)> {
+        let mut phases = HashMap::new();
+        for (key, w) in lock(&self.watches).iter().filter(|(_, w)| w.required) {
+            let at = (key.what.clone(), key.scope.clone());
+            // Whole objects first, as the process requires them (`Cache::require` reads
+            // objects); a view of the same resource is another watch.
+            if key.feeds == Feeds::Objects || !phases.contains_key(&at) {
+                phases.insert(at, (w.health.phase(), w.health.listed_at()));
+            }
+        }
+        phases
+    }
+
+    /// The watches listed before `listed_before` (all with `None`) relist: none of them may
+    /// serve reads until its new list completes.
+    pub(super) fn relist(&self, reason: &str, listed_before: Option<Instant>) {
+        for w in lock(&self.watches).values() {
+            let stale = match (listed_before, w.health.listed_at()) {
+                (Some(t), Some(listed)) => listed <= t,
+                _ => true,
+            };
+            if stale {
+                w.health.failed(reason.to_string());
+                w.health.relist_now.notify_one();
+            }
+        }
+    }
+
+    /// Stop on-demand watches nobody has read for `idle`.
+    pub(super) fn evict_idle(&self, idle: Duration) {
+        lock(&self.watches).retain(|_, w| {
+            if w.required || w.health.idle_for() < idle {
+                return true;
+            }
+            tracing::info!(watch = %w.label, idle = %humantime::format_duration(idle), "stopping idle watch");
+            w.task.abort();
+            self.on_demand.fetch_sub(1, Ordering::AcqRel);
+            false
+        });
+    }
+
+    pub(super) fn stop_all(&self) {
+        for w in lock(&self.watches).values() {
+            w.task.abort();
+        }
+    }
+
+    /// How many watches were started for callers' reads.
+    #[cfg(test)]
+    pub(super) fn on_demand(&self) -> usize {
+        self.on_demand.load(Ordering::SeqCst)
+    }
+
+    /// The scopes of the watches feeding `feeds`.
+    #[cfg(test)]
+    pub(super) fn scopes(&self, feeds: Feeds) -> Vec<Option<String>> {
+        lock(&self.watches)
+            .iter()
+            .filter(|(k, _)| k.feeds == feeds)
+            .map(|(k, _)| k.scope.clone())
+            .collect()
+    }
+}
+
+/// Stop idle on-demand watches, as long as the cache exists.
+pub(super) async fn evict_idle(cache: Weak<Cache>) {
+    let every = match cache.upgrade() {
+        Some(c) => (c.limits.idle / 4).clamp(Duration::from_millis(10), Duration::from_secs(60)),
+        None => return,
+    };
+    loop {
+        tokio::time::sleep(every).await;
+        match cache.upgrade() {
+            Some(c) => c.watches.evict_idle(c.limits.idle),
+            None => return,
+        }
+    }
+}
+
+pub(super) fn label_of(what: &str, scope: &Option<String>) -> String {
+    match scope {
+        Some(ns) => format!("{what} in {ns}"),
+        None => what.to_string(),
+    }
+}
