@@ -707,8 +707,9 @@ mod sender_tests {
         let publisher = Publisher::with_retry(client, metrics.clone(), quick());
         let t = transition(Some(Progressing), Healthy, "db Healthy", false).unwrap();
         publisher.publish(t, JUDGE_GATE, gate("db"));
-        until("the Event accepted", || {
-            attempts(&api).iter().any(|(_, s)| *s == 201)
+        // The API server records its 201 before the client has counted it: wait for both.
+        until("the Event accepted and counted", || {
+            attempts(&api).iter().any(|(_, s)| *s == 201) && metrics.events_with("sent") == 1
         })
         .await;
         let statuses: Vec<u16> = attempts(&api).iter().map(|(_, s)| *s).collect();
