@@ -44,10 +44,36 @@ pub(crate) enum GateError {
 /// Namespace and name.
 type GateKey = (String, String);
 
+impl Written {
+    /// Whether the cache, showing `rv`, has not caught up with this write yet.
+    fn ahead_of(&self, rv: &Option<String>) -> bool {
+        self.behind.contains(rv)
+    }
+}
+
+/// The resourceVersion a status write must find when the cache shows `rv`: what our last write
+/// produced while the cache is behind it, else `rv`. Behind means at the version that write
+/// went over, or at the status write's own when the stamp followed: a write preconditioned on
+/// that one would be refused (409) though nobody else wrote.
+fn precondition(written: Option<&Written>, rv: &Option<String>) -> Option<String> {
+    match written {
+        Some(w) if w.ahead_of(rv) => w.produced.clone(),
+        _ => rv.clone(),
+    }
+}
+
+/// The resourceVersions one write produced: the status write's, and the stamp's if one followed.
+struct Versions {
+    status: Option<String>,
+    stamp: Option<String>,
+}
+
 /// A status this controller wrote: over which resourceVersion, and the one the write produced.
 #[derive(Clone)]
 struct Written {
-    over: Option<String>,
+    /// The versions the cache may still show before it shows `produced`: the one written
+    /// over, and the status write's own when the stamp followed it (two writes, two versions).
+    behind: Vec<Option<String>>,
     status: WaveGateStatus,
     produced: Option<String>,
 }
@@ -257,11 +283,19 @@ impl Gates {
                 })
             )
         });
+        let stored = self.current_status(key, &rv, gate.status.as_ref());
+        // Argo CD's health script shows a verdict past its validUntil as expired, whatever it
+        // says: renewing it changes what Argo CD shows even when the status stays the same.
+        let expired = stored
+            .as_ref()
+            .and_then(|s| s.health.as_ref())
+            .and_then(|h| h.valid_until)
+            .is_some_and(|until| until < now.as_second());
         let inputs = Inputs {
             gate: &gate,
             verdicts,
             blind,
-            stored: self.current_status(key, &rv, gate.status.as_ref()),
+            stored,
             sync,
             probing,
         };
@@ -286,13 +320,19 @@ impl Gates {
             // the spec, is refused (409) rather than written over what another writer or a new
             // generation put there; the retry judges again on the current object.
             let precondition = self.precondition(key, &rv);
-            let produced = self.write(&gate, &decision.status, precondition).await?;
+            let versions = self
+                .write(&gate, &decision.status, precondition, expired)
+                .await?;
+            let mut behind = vec![rv];
+            if versions.stamp.is_some() {
+                behind.push(versions.status.clone());
+            }
             lock(&self.written).insert(
                 key.clone(),
                 Written {
-                    over: rv,
+                    behind,
                     status: decision.status,
-                    produced,
+                    produced: versions.stamp.or(versions.status),
                 },
             );
             if let Some(t) = decision.event {
@@ -335,27 +375,25 @@ impl Gates {
     ) -> Option<WaveGateStatus> {
         let written = lock(&self.written).get(key).cloned();
         match written {
-            Some(w) if &w.over == rv => Some(w.status),
+            Some(w) if w.ahead_of(rv) => Some(w.status),
             _ => cached.cloned(),
         }
     }
 
     /// The resourceVersion a write must find: what our last write produced while the cache
-    /// still shows the version it was written over, else the cached one.
+    /// still shows a version from before it, else the cached one.
     fn precondition(&self, key: &GateKey, rv: &Option<String>) -> Option<String> {
-        let written = lock(&self.written).get(key).cloned();
-        match written {
-            Some(w) if &w.over == rv => w.produced,
-            _ => rv.clone(),
-        }
+        precondition(lock(&self.written).get(key), rv)
     }
 
+    /// Writes `status` over `resource_version`, then the stamp; the versions they produced.
     async fn write(
         &self,
         gate: &WaveGate,
         status: &WaveGateStatus,
         resource_version: Option<String>,
-    ) -> Result<Option<String>, GateError> {
+        expired: bool,
+    ) -> Result<Versions, GateError> {
         let api: Api<WaveGate> = Api::namespaced(
             self.context.client.clone(),
             &gate.namespace().unwrap_or_default(),
@@ -380,23 +418,30 @@ impl Gates {
             health = %health_of(status),
             "gate status written"
         );
-        let stamped = self.stamp(&api, gate, status).await;
-        Ok(stamped.or(written.resource_version()))
+        let stamp = self.stamp(&api, &written, status, expired).await;
+        Ok(Versions {
+            status: written.resource_version(),
+            stamp,
+        })
     }
 
     /// Marks the written status in the gate's metadata, where Argo CD notices it (see
     /// [`stamp`]); the resourceVersion the mark produced. Best effort: the status is written
     /// either way, and without the mark Argo CD shows it at its next periodic refresh.
+    /// `written` is the gate as the status write left it (the server's annotations, not the
+    /// cache's, which may be behind a stamp written a moment ago).
     async fn stamp(
         &self,
         api: &Api<WaveGate>,
         gate: &WaveGate,
         status: &WaveGateStatus,
+        expired: bool,
     ) -> Option<String> {
-        let want = stamp::of(status);
-        if gate.annotations().get(stamp::ANNOTATION) == Some(&want) {
-            return None;
-        }
+        let current = gate
+            .annotations()
+            .get(stamp::ANNOTATION)
+            .map(String::as_str);
+        let want = stamp::next(current, status, expired)?;
         let body =
             serde_json::json!({ "metadata": { "annotations": { stamp::ANNOTATION: want } } });
         let params = PatchParams {
@@ -432,5 +477,35 @@ impl Gates {
         lock(&self.index).remove(key);
         lock(&self.written).remove(key);
         lock(&self.attempts).remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rv(v: &str) -> Option<String> {
+        Some(v.to_string())
+    }
+
+    #[test]
+    fn a_write_followed_by_its_stamp_is_found_from_either_version_before_it() {
+        // The status went over 10 and produced 11; the stamp produced 12.
+        let w = Written {
+            behind: vec![rv("10"), rv("11")],
+            status: WaveGateStatus::default(),
+            produced: rv("12"),
+        };
+        assert_eq!(precondition(Some(&w), &rv("10")), rv("12"));
+        assert_eq!(
+            precondition(Some(&w), &rv("11")),
+            rv("12"),
+            "the in-between version"
+        );
+        assert_eq!(precondition(Some(&w), &rv("12")), rv("12"));
+        // Someone else wrote after us: their version is the one to find.
+        assert_eq!(precondition(Some(&w), &rv("13")), rv("13"));
+        assert_eq!(precondition(None, &rv("10")), rv("10"));
+        assert!(w.ahead_of(&rv("11")) && !w.ahead_of(&rv("12")));
     }
 }

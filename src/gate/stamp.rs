@@ -34,6 +34,20 @@ pub fn of(status: &WaveGateStatus) -> String {
     format!("{generation}/{health}/{:016x}", fnv1a(message.as_bytes()))
 }
 
+/// The stamp to write once `status` is written over a gate stamped `current`; `None` when Argo
+/// CD would show nothing new. A verdict whose `validUntil` had passed (`expired`) is shown by
+/// the health script as expired ("… is wavegate running?"), so its renewal changes what Argo CD
+/// shows even when the status itself is unchanged: the stamp then changes too.
+pub fn next(current: Option<&str>, status: &WaveGateStatus, expired: bool) -> Option<String> {
+    let fresh = of(status);
+    let want = if expired && current == Some(fresh.as_str()) {
+        format!("{fresh}/renewed")
+    } else {
+        fresh
+    };
+    (current != Some(want.as_str())).then_some(want)
+}
+
 fn fnv1a(bytes: &[u8]) -> u64 {
     const OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
     const PRIME: u64 = 0x0100_0000_01b3;
@@ -95,6 +109,21 @@ mod tests {
                 Some((HealthStatus::Progressing, "no pods"))
             ))
         );
+    }
+
+    #[test]
+    fn next_changes_only_when_argo_cd_would_show_something_new() {
+        let s = status(Some(1), Some((HealthStatus::Progressing, "no pods")));
+        let stamp = of(&s);
+        assert_eq!(next(None, &s, false), Some(stamp.clone()));
+        assert_eq!(next(Some(&stamp), &s, false), None);
+        // Argo CD showed the verdict as expired: the same status renewed is news.
+        let renewed = next(Some(&stamp), &s, true).unwrap();
+        assert_ne!(renewed, stamp);
+        // ... and the next expiry of the renewed one is news again.
+        assert_eq!(next(Some(&renewed), &s, true), Some(stamp.clone()));
+        let other = status(Some(1), Some((HealthStatus::Progressing, "not ready")));
+        assert_eq!(next(Some(&stamp), &other, false), Some(of(&other)));
     }
 
     #[test]
