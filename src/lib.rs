@@ -13,29 +13,29 @@
 //!    watch cache; CockroachDB probes; what the writers share; which replica writes; which
 //!    Event a transition deserves; `wavegate wait`'s output; wave order and readiness found in
 //!    rendered manifests;
-//! 4. [`deps`] — which cached objects a verdict was read from;
+//! 4. `deps` — which cached objects a verdict was read from;
 //! 5. `kinds` — each check kind's contract: its check and parameters, what it reads, how it
 //!    gathers a snapshot for its check, its WaveGate entry;
-//! 6. [`ask`] — what to check: an object and its kind's check;
-//! 7. [`evaluate`], [`policy`], [`queue`] — reads → verdicts; what a gate may check; the
+//! 6. `ask` — what to check: an object and its kind's check;
+//! 7. [`evaluate`], [`policy`], `queue` — reads → verdicts; what a gate may check; the
 //!    reconcile queue;
 //! 8. [`gate`], [`annotate`] — the writers;
 //! 9. [`clusters`] — which clusters are judged, each a [`clusters::Cluster`] (home too) with
 //!    its own client, cache and evaluator, and the writers of each;
 //! 10. `live_lint` — a live Application's objects linted like rendered manifests;
-//! 11. [`waves`] — an Application's resources by wave;
-//! 12. [`timeline`] — the last sync of those waves over time;
+//! 11. `waves` — an Application's resources by wave;
+//! 12. `timeline` — the last sync of those waves over time;
 //! 13. [`api`] — HTTP;
 //! 14. [`cli`] — the subcommands.
 
 pub mod annotate;
 pub mod api;
-pub mod ask;
+pub(crate) mod ask;
 pub mod cache;
 pub mod checks;
 pub mod cli;
 pub mod clusters;
-pub mod deps;
+pub(crate) mod deps;
 pub mod evaluate;
 pub mod events;
 pub mod gate;
@@ -50,13 +50,13 @@ pub mod metrics;
 pub mod policy;
 pub mod probe;
 mod progress;
-pub mod queue;
+pub(crate) mod queue;
 pub mod resource;
 pub(crate) mod store_index;
 mod table;
 #[cfg(test)]
 mod testing;
-pub mod timeline;
+pub(crate) mod timeline;
 pub mod views;
-pub mod waves;
+pub(crate) mod waves;
 pub mod written;

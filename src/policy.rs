@@ -72,22 +72,42 @@ impl Default for CheckPolicy {
     }
 }
 
+/// Flags that do not make a policy.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PolicyError {
+    #[error("--generic-kinds: {0}")]
+    GenericKind(#[source] InputError),
+    #[error("--generic-kinds: {0} has its own check and needs no listing")]
+    OwnCheck(Resource),
+    #[error("--gate-cross-namespace: {0}")]
+    CrossNamespace(#[source] InputError),
+}
+
+/// A generic check on a kind off the allow-list; the message is the sentence shown to the
+/// caller.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "generic checks on {resource} are not allowed by this wavegate (allowed: {}); the \
+     installer can add the kind with --generic-kinds",
+    allowed.join(", ")
+)]
+pub(crate) struct KindNotAllowed {
+    resource: String,
+    allowed: Vec<String>,
+}
+
 impl PolicyArgs {
-    pub(crate) fn policy(&self) -> Result<CheckPolicy, String> {
+    pub(crate) fn policy(&self) -> Result<CheckPolicy, PolicyError> {
         let mut policy = CheckPolicy::default();
         for kind in self.generic_kinds.iter().map(|s| s.trim()) {
             if kind.is_empty() {
                 continue;
             }
-            match Resource::parse(kind).map_err(|e| format!("--generic-kinds: {e}"))? {
+            match Resource::parse(kind).map_err(PolicyError::GenericKind)? {
                 Resource::Generic { group, plural } => {
                     policy.generic_kinds.insert((group, plural));
                 }
-                known => {
-                    return Err(format!(
-                        "--generic-kinds: {known} has its own check and needs no listing"
-                    ));
-                }
+                known => return Err(PolicyError::OwnCheck(known)),
             }
         }
         let mut listed = BTreeSet::new();
@@ -96,8 +116,7 @@ impl PolicyArgs {
                 "" => {}
                 "*" => policy.cross_namespace = CrossNamespace::Any,
                 ns => {
-                    crate::resource::validate_namespace(ns)
-                        .map_err(|e| format!("--gate-cross-namespace: {e}"))?;
+                    crate::resource::validate_namespace(ns).map_err(PolicyError::CrossNamespace)?;
                     listed.insert(ns.to_string());
                 }
             }
@@ -112,7 +131,7 @@ impl PolicyArgs {
 impl CheckPolicy {
     /// Whether a check may read this kind: the dedicated checks always; a generic check only on
     /// the allow-list. The error is the sentence shown to the caller.
-    pub(crate) fn allows_kind(&self, resource: &Resource) -> Result<(), String> {
+    pub(crate) fn allows_kind(&self, resource: &Resource) -> Result<(), KindNotAllowed> {
         let Resource::Generic { group, plural } = resource else {
             return Ok(());
         };
@@ -122,11 +141,10 @@ impl CheckPolicy {
         {
             return Ok(());
         }
-        Err(format!(
-            "generic checks on {resource} are not allowed by this wavegate (allowed: {}); the \
-             installer can add the kind with --generic-kinds",
-            self.generic_kind_names().join(", ")
-        ))
+        Err(KindNotAllowed {
+            resource: resource.to_string(),
+            allowed: self.generic_kind_names(),
+        })
     }
 
     fn generic_kind_names(&self) -> Vec<String> {
@@ -168,9 +186,9 @@ impl CheckPolicy {
         }
         if let Check::Generic { .. } = ask.check {
             self.allows_kind(&ask.resource())
-                .map_err(|reason| InputError::Parameter {
+                .map_err(|e| InputError::Parameter {
                     name: "resource".into(),
-                    reason,
+                    reason: e.to_string(),
                 })?;
         }
         Ok(())
@@ -199,7 +217,7 @@ mod tests {
         let p = CheckPolicy::default();
         for kind in ["secrets", "configmaps", "pods", "serviceaccounts", "nodes"] {
             let err = p.allows_kind(&Resource::parse(kind).unwrap()).unwrap_err();
-            assert!(err.contains("--generic-kinds"), "{err}");
+            assert!(err.to_string().contains("--generic-kinds"), "{err}");
         }
         for kind in ["deployments.apps", "jobs.batch", "persistentvolumeclaims"] {
             assert_eq!(p.allows_kind(&Resource::parse(kind).unwrap()), Ok(()));

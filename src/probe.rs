@@ -244,7 +244,7 @@ impl ProbeRounds {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, RoundsState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        crate::locks::lock(&self.state)
     }
 
     /// Wait for a slot for a round of `flow`. A caller that stops waiting leaves no slot
@@ -427,7 +427,7 @@ impl Prober {
         server_name: &str,
         roots: &Arc<RootCertStore>,
     ) -> Result<reqwest::Client, ProbeError> {
-        let mut clients = self.verified.lock().unwrap_or_else(|p| p.into_inner());
+        let mut clients = crate::locks::lock(&self.verified);
         if let Some(client) = clients.get(server_name) {
             return Ok(client.clone());
         }
@@ -600,12 +600,49 @@ fn seconds(d: Duration) -> String {
     }
 }
 
+/// What was wrong with a pod's answer. The text never quotes what the pod sent: it is shown
+/// in verdicts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+enum AnswerError {
+    /// [`transport_error`]'s bounded text.
+    #[error("{0}")]
+    Transport(String),
+    #[error("answer longer than {0} bytes")]
+    TooLong(usize),
+    #[error("HTTP {0}")]
+    Status(u16),
+    #[error("{0}: unterminated labels")]
+    UnterminatedLabels(&'static str),
+    #[error("{0}: no value")]
+    NoValue(&'static str),
+    #[error("{0}: value is not a number")]
+    NotANumber(&'static str),
+    #[error("not Prometheus text")]
+    NotPrometheus,
+    #[error("login rejected (HTTP {0})")]
+    LoginRejected(u16),
+    #[error("login answered without a session cookie")]
+    NoSessionCookie,
+    #[error("/_admin/v1/cluster answered HTTP {0}")]
+    ClusterStatus(u16),
+    #[error("/_admin/v1/cluster is not the expected JSON ({0})")]
+    ClusterJson(&'static str),
+    #[error("/_admin/v1/cluster has no clusterId")]
+    NoClusterId,
+    #[error("/_admin/v1/cluster: clusterId is not a UUID")]
+    NotAUuid,
+}
+
+fn transport(error: reqwest::Error) -> AnswerError {
+    AnswerError::Transport(transport_error(&error))
+}
+
 /// The body, up to `limit` bytes; a longer one is an error, not a truncated answer.
-async fn body(mut response: reqwest::Response, limit: usize) -> Result<String, String> {
+async fn body(mut response: reqwest::Response, limit: usize) -> Result<String, AnswerError> {
     let mut bytes = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(|e| transport_error(&e))? {
+    while let Some(chunk) = response.chunk().await.map_err(transport)? {
         if bytes.len() + chunk.len() > limit {
-            return Err(format!("answer longer than {limit} bytes"));
+            return Err(AnswerError::TooLong(limit));
         }
         bytes.extend_from_slice(&chunk);
     }
@@ -623,7 +660,7 @@ async fn health(client: &reqwest::Client, base: &str) -> Readiness {
     }
     match body(response, MAX_SMALL_BYTES).await {
         Ok(body) => not_ready_reason(status, &body),
-        Err(e) => Readiness::Unreachable(e),
+        Err(e) => Readiness::Unreachable(e.to_string()),
     }
 }
 
@@ -661,14 +698,14 @@ struct StatusVars {
     live_nodes: Option<i64>,
 }
 
-async fn status_vars(client: &reqwest::Client, base: &str) -> Result<StatusVars, String> {
+async fn status_vars(client: &reqwest::Client, base: &str) -> Result<StatusVars, AnswerError> {
     let response = client
         .get(format!("{base}/_status/vars"))
         .send()
         .await
-        .map_err(|e| transport_error(&e))?;
+        .map_err(transport)?;
     if !response.status().is_success() {
-        return Err(format!("HTTP {}", response.status().as_u16()));
+        return Err(AnswerError::Status(response.status().as_u16()));
     }
     parse_status_vars(&body(response, MAX_VARS_BYTES).await?)
 }
@@ -676,7 +713,7 @@ async fn status_vars(client: &reqwest::Client, base: &str) -> Result<StatusVars,
 /// `node_id` and `liveness_livenodes` from Prometheus text exposition. Only unlabelled or
 /// labelled samples of exactly these names count; anything else is skipped. The error never
 /// quotes the body.
-fn parse_status_vars(body: &str) -> Result<StatusVars, String> {
+fn parse_status_vars(body: &str) -> Result<StatusVars, AnswerError> {
     let mut vars = StatusVars::default();
     let mut samples = 0usize;
     for line in body.lines() {
@@ -689,33 +726,31 @@ fn parse_status_vars(body: &str) -> Result<StatusVars, String> {
             .find(|c: char| c == '{' || c.is_whitespace())
             .unwrap_or(line.len());
         let (name, rest) = line.split_at(name_end);
-        let slot = match name {
-            "node_id" => &mut vars.node_id,
-            "liveness_livenodes" => &mut vars.live_nodes,
+        let (slot, name) = match name {
+            "node_id" => (&mut vars.node_id, "node_id"),
+            "liveness_livenodes" => (&mut vars.live_nodes, "liveness_livenodes"),
             _ => continue,
         };
         let rest = match rest.strip_prefix('{') {
             // Label values are quoted and may contain '}' only escaped; the last '}' closes.
             Some(labels) => match labels.rfind('}') {
                 Some(end) => &labels[end + 1..],
-                None => return Err(format!("{name}: unterminated labels")),
+                None => return Err(AnswerError::UnterminatedLabels(name)),
             },
             None => rest,
         };
         let value = rest
             .split_whitespace()
             .next()
-            .ok_or_else(|| format!("{name}: no value"))?;
-        let value: f64 = value
-            .parse()
-            .map_err(|_| format!("{name}: value is not a number"))?;
+            .ok_or(AnswerError::NoValue(name))?;
+        let value: f64 = value.parse().map_err(|_| AnswerError::NotANumber(name))?;
         if slot.is_none() && value.is_finite() && value.fract() == 0.0 && value.abs() < 9.0e15 {
             // Whole numbers well inside i64; the cast cannot truncate.
             *slot = Some(value as i64);
         }
     }
     if samples == 0 && !body.trim().is_empty() && vars == StatusVars::default() {
-        return Err("not Prometheus text".to_string());
+        return Err(AnswerError::NotPrometheus);
     }
     Ok(vars)
 }
@@ -725,7 +760,7 @@ async fn cluster_id(
     client: &reqwest::Client,
     base: &str,
     credentials: Option<&Credentials>,
-) -> Result<Option<String>, String> {
+) -> Result<Option<String>, AnswerError> {
     let session = match credentials {
         Some(credentials) => Some(login(client, base, credentials).await?),
         None => None,
@@ -735,17 +770,14 @@ async fn cluster_id(
         request = request.header(COOKIE, session.as_str());
     }
     let outcome = async {
-        let response = request.send().await.map_err(|e| transport_error(&e))?;
+        let response = request.send().await.map_err(transport)?;
         match response.status() {
             // Secure cluster and no credentials for this pod: the ID is simply unknown.
             StatusCode::UNAUTHORIZED if session.is_none() => Ok(None),
             status if status.is_success() => {
                 parse_cluster_id(&body(response, MAX_SMALL_BYTES).await?).map(Some)
             }
-            status => Err(format!(
-                "/_admin/v1/cluster answered HTTP {}",
-                status.as_u16()
-            )),
+            status => Err(AnswerError::ClusterStatus(status.as_u16())),
         }
     }
     .await;
@@ -765,7 +797,7 @@ async fn login(
     client: &reqwest::Client,
     base: &str,
     credentials: &Credentials,
-) -> Result<String, String> {
+) -> Result<String, AnswerError> {
     let body = serde_json::json!({
         "username": credentials.username,
         "password": credentials.password,
@@ -775,13 +807,10 @@ async fn login(
         .json(&body)
         .send()
         .await
-        .map_err(|e| transport_error(&e))?;
+        .map_err(transport)?;
     if !response.status().is_success() {
         // The body may echo the username; the status says enough.
-        return Err(format!(
-            "login rejected (HTTP {})",
-            response.status().as_u16()
-        ));
+        return Err(AnswerError::LoginRejected(response.status().as_u16()));
     }
     response
         .headers()
@@ -789,7 +818,7 @@ async fn login(
         .iter()
         .filter_map(|v| v.to_str().ok())
         .find_map(session_cookie)
-        .ok_or_else(|| "login answered without a session cookie".to_string())
+        .ok_or(AnswerError::NoSessionCookie)
 }
 
 /// `session=<value>` from one `Set-Cookie` header, attributes dropped.
@@ -801,26 +830,22 @@ fn session_cookie(set_cookie: &str) -> Option<String> {
 
 /// `clusterId`, which must look like the UUID it is: it is shown in verdicts, so nothing else
 /// a pod writes there gets through.
-fn parse_cluster_id(body: &str) -> Result<String, String> {
+fn parse_cluster_id(body: &str) -> Result<String, AnswerError> {
     #[derive(Deserialize)]
     #[serde(rename_all = "camelCase")]
     struct ClusterResponse {
         #[serde(default)]
         cluster_id: String,
     }
-    let parsed: ClusterResponse = serde_json::from_str(body).map_err(|e| {
-        format!(
-            "/_admin/v1/cluster is not the expected JSON ({})",
-            e.classify_name()
-        )
-    })?;
+    let parsed: ClusterResponse =
+        serde_json::from_str(body).map_err(|e| AnswerError::ClusterJson(e.classify_name()))?;
     let id = parsed.cluster_id;
     if id.is_empty() {
-        Err("/_admin/v1/cluster has no clusterId".to_string())
+        Err(AnswerError::NoClusterId)
     } else if id.len() == 36 && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
         Ok(id)
     } else {
-        Err("/_admin/v1/cluster: clusterId is not a UUID".to_string())
+        Err(AnswerError::NotAUuid)
     }
 }
 
@@ -1033,7 +1058,10 @@ mod tests {
         assert!(parse_cluster_id(r#"{"cluster_id":"x"}"#).is_err());
         // Whatever else a pod writes there never reaches a verdict.
         let err = parse_cluster_id(r#"{"clusterId":"x\nHealthy: fine"}"#).unwrap_err();
-        assert_eq!(err, "/_admin/v1/cluster: clusterId is not a UUID");
+        assert_eq!(
+            err.to_string(),
+            "/_admin/v1/cluster: clusterId is not a UUID"
+        );
     }
 
     #[test]
@@ -1203,6 +1231,7 @@ mod fuzz {
                         id.len() == 36 && id.chars().all(|c| c.is_ascii_hexdigit() || c == '-')
                     ),
                     Err(e) => {
+                        let e = e.to_string();
                         assert_one_bounded_line(&e);
                         prop_assert!(raw.len() < 8 || !e.contains(raw.as_str()));
                     }

@@ -141,11 +141,11 @@ impl<V: View> StoreIndex<V> {
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Stored<V>> {
         // Nothing is left half-updated under this lock (each change is one insert or remove),
         // so a panic elsewhere does not poison the views.
-        self.inner.read().unwrap_or_else(|p| p.into_inner())
+        crate::locks::read(&self.inner)
     }
 
     fn write(&self) -> std::sync::RwLockWriteGuard<'_, Stored<V>> {
-        self.inner.write().unwrap_or_else(|p| p.into_inner())
+        crate::locks::write(&self.inner)
     }
 
     /// The views of one namespace, in name order.

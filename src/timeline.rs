@@ -511,7 +511,7 @@ async fn read(
     if crate::resource::Resource::dedicated(&r.group, &r.kind).is_none() {
         policy
             .allows_kind(&generic)
-            .map_err(CacheError::NotAllowed)?;
+            .map_err(|e| CacheError::NotAllowed(e.to_string()))?;
     }
     cache
         .object(&Kind::new(&r.group, &plural), &r.namespace, &r.name)

@@ -80,7 +80,7 @@ impl Scoped<'_> {
         evaluator: &Evaluator,
         policy: &CheckPolicy,
         r: &ResourceRef,
-    ) -> Result<(), String> {
+    ) -> Result<(), NotAdmitted> {
         let cache = evaluator.cache();
         let (group, kind) = (r.group.as_str(), r.kind.as_str());
         let method = self.scope.method;
@@ -88,7 +88,7 @@ impl Scoped<'_> {
             match cache.service(&r.namespace, &r.name).await {
                 Ok(Some(s)) => Some(s.tracking.app(method) == Some(self.instance.as_str())),
                 Ok(None) => None,
-                Err(e) => return Err(self.unreadable(r, &e)),
+                Err(e) => return Err(self.unreadable(r, e)),
             }
         } else if group.is_empty() && kind == "Pod" {
             match cache.pod(&r.namespace, &r.name).await {
@@ -97,7 +97,7 @@ impl Scoped<'_> {
                         == Some(self.instance.as_str()),
                 ),
                 Ok(None) => None,
-                Err(e) => return Err(self.unreadable(r, &e)),
+                Err(e) => return Err(self.unreadable(r, e)),
             }
         } else {
             let live_kind = match Resource::dedicated(group, kind) {
@@ -130,27 +130,51 @@ impl Scoped<'_> {
                         }),
                 ),
                 Ok(None) => None,
-                Err(e) => return Err(self.unreadable(r, &e)),
+                Err(e) => return Err(self.unreadable(r, e)),
             }
         };
         match managed {
-            Some(false) => Err(format!(
-                "{kind} {}/{} is not shown: it is listed by Application {}, but it is not \
-                 that application's own object (its Argo CD tracking does not name it, or it \
-                 is in another project)",
-                r.namespace, r.name, self.instance
-            )),
+            Some(false) => Err(NotAdmitted::NotItsOwn {
+                object: object_name(r),
+                app: self.instance.clone(),
+            }),
             _ => Ok(()),
         }
     }
 
-    fn unreadable(&self, r: &ResourceRef, e: &crate::cache::CacheError) -> String {
-        format!(
-            "{} {}/{} is not shown: wavegate cannot tell yet whether it is Application {}'s own \
-             object ({e})",
-            r.kind, r.namespace, r.name, self.instance
-        )
+    fn unreadable(&self, r: &ResourceRef, error: crate::cache::CacheError) -> NotAdmitted {
+        NotAdmitted::Unreadable {
+            object: object_name(r),
+            app: self.instance.clone(),
+            error,
+        }
     }
+}
+
+/// Why an object an Application lists is not shown through Argo CD's proxy.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum NotAdmitted {
+    #[error(
+        "{object} is not shown: it is listed by Application {app}, but it is not that \
+         application's own object (its Argo CD tracking does not name it, or it is in another \
+         project)"
+    )]
+    NotItsOwn { object: String, app: String },
+    #[error(
+        "{object} is not shown: wavegate cannot tell yet whether it is Application {app}'s own \
+         object ({error})"
+    )]
+    Unreadable {
+        object: String,
+        app: String,
+        #[source]
+        error: crate::cache::CacheError,
+    },
+}
+
+/// `<Kind> <namespace>/<name>`, as the messages name a listed object.
+fn object_name(r: &ResourceRef) -> String {
+    format!("{} {}/{}", r.kind, r.namespace, r.name)
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -555,7 +579,7 @@ async fn judge_scoped(
     {
         return match reported {
             Some(v) => (v, JudgedBy::Argocd),
-            None => (Verdict::unknown(why), JudgedBy::OutOfScope),
+            None => (Verdict::unknown(why.to_string()), JudgedBy::OutOfScope),
         };
     }
     judge_one(evaluator, policy, r, reported).await

@@ -48,7 +48,7 @@ pub(crate) async fn health(
     // Before any discovery: a kind off the allow-list costs the API server nothing.
     state.policy.allows_kind(&resource).map_err(|e| {
         state.metrics.record_refusal("kind_not_allowed");
-        ApiError::Forbidden(e)
+        ApiError::Forbidden(e.to_string())
     })?;
     // Bad parameters (an expression over its bounds) are refused before any discovery too.
     let ask = Ask::from_params(Target::new(resource.clone(), &namespace, &name)?, &params)?;
@@ -329,8 +329,12 @@ pub(crate) async fn gate_wait(
             "unknown parameter {k} (allowed: timeout)"
         )));
     }
-    let timeout = gate_view::http_wait_timeout(params.get("timeout").map(String::as_str))
-        .map_err(ApiError::BadRequest)?;
+    let timeout =
+        gate_view::http_wait_timeout(params.get("timeout").map(String::as_str)).map_err(|e| {
+            ApiError::BadRequest(format!(
+                "invalid parameter timeout: {e} (e.g. 30s, 2m; at most 5m)"
+            ))
+        })?;
     let _waiting = state
         .limits
         .waiter()

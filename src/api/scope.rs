@@ -349,7 +349,7 @@ impl AppScope {
                 // out whether the object is the application's.
                 self.policy
                     .allows_kind(&resource)
-                    .map_err(ApiError::Forbidden)?;
+                    .map_err(|e| ApiError::Forbidden(e.to_string()))?;
                 if self
                     .allows_object(&resource, p("namespace"), p("name"))
                     .await

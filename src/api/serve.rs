@@ -174,7 +174,7 @@ impl Live {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Conn>> {
-        self.open.lock().unwrap_or_else(|e| e.into_inner())
+        crate::locks::lock(&self.open)
     }
 }
 

@@ -11,6 +11,7 @@
 //! An unreadable or empty file after a change refuses every request: failing closed.
 
 use super::ApiError;
+use crate::locks::lock;
 use axum::http::HeaderValue;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
@@ -26,8 +27,20 @@ pub struct Token {
     state: Mutex<Loaded>,
 }
 
+/// Why there is no token to compare with.
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum TokenError {
+    #[error("token file {0} is empty")]
+    Empty(PathBuf),
+    #[error("cannot read token file {path}: {source}")]
+    Unreadable {
+        path: PathBuf,
+        source: Arc<std::io::Error>,
+    },
+}
+
 struct Loaded {
-    value: Result<Arc<str>, String>,
+    value: Result<Arc<str>, TokenError>,
     stamp: Option<Stamp>,
     checked: Instant,
 }
@@ -50,11 +63,14 @@ fn stamp(path: &Path) -> Option<Stamp> {
     })
 }
 
-fn read(path: &Path) -> Result<Arc<str>, String> {
+fn read(path: &Path) -> Result<Arc<str>, TokenError> {
     match std::fs::read_to_string(path) {
         Ok(t) if !t.trim().is_empty() => Ok(Arc::from(t.trim())),
-        Ok(_) => Err(format!("token file {} is empty", path.display())),
-        Err(e) => Err(format!("cannot read token file {}: {e}", path.display())),
+        Ok(_) => Err(TokenError::Empty(path.to_path_buf())),
+        Err(e) => Err(TokenError::Unreadable {
+            path: path.to_path_buf(),
+            source: Arc::new(e),
+        }),
     }
 }
 
@@ -74,11 +90,11 @@ impl Token {
 
     /// The token in `path`; an error when it cannot be read now (so `serve` fails at start
     /// rather than run with an API nobody can call).
-    pub(crate) fn from_file(path: &Path) -> Result<Token, String> {
+    pub(crate) fn from_file(path: &Path) -> Result<Token, TokenError> {
         Self::from_file_rechecked(path, RECHECK)
     }
 
-    pub(crate) fn from_file_rechecked(path: &Path, recheck: Duration) -> Result<Token, String> {
+    pub(crate) fn from_file_rechecked(path: &Path, recheck: Duration) -> Result<Token, TokenError> {
         let stamp = stamp(path);
         let value = read(path)?;
         Ok(Token {
@@ -92,11 +108,8 @@ impl Token {
         })
     }
 
-    fn current(&self) -> Result<Arc<str>, String> {
-        let mut loaded = self
-            .state
-            .lock()
-            .map_err(|_| "token state poisoned".to_string())?;
+    fn current(&self) -> Result<Arc<str>, TokenError> {
+        let mut loaded = lock(&self.state);
         if let Some(path) = &self.file
             && loaded.checked.elapsed() >= self.recheck
         {

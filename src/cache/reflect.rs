@@ -151,7 +151,7 @@ where
                             backoff = RELIST_FIRST_DELAY;
                         }
                         if let Err(why) = self.apply(event) {
-                            break (why, false, true);
+                            break (why.to_string(), false, true);
                         }
                     }
                     Some(Err(e)) => break (e.to_string(), false, false),
@@ -186,7 +186,7 @@ where
     }
 
     /// Apply one event; `Err` with the reason when the objects held would pass the bound.
-    fn apply(&mut self, event: watcher::Event<K>) -> Result<(), String> {
+    fn apply(&mut self, event: watcher::Event<K>) -> Result<(), OverBound> {
         if let (Some(max), watcher::Event::InitApply(_) | watcher::Event::Apply(_)) =
             (self.max_objects, &event)
         {
@@ -203,13 +203,10 @@ where
                 _ => others + self.counted.max(0) as usize + 1,
             };
             if held > max {
-                return Err(format!(
-                    "this cluster's watches would hold more than {max} objects \
-                     (--max-cluster-objects), so wavegate stopped the watch of {} and retries \
-                     it every {}",
-                    self.label,
-                    humantime::format_duration(OVER_BOUND_RETRY)
-                ));
+                return Err(OverBound {
+                    max,
+                    watch: self.label.clone(),
+                });
             }
         }
         let touched = match &event {
@@ -297,4 +294,16 @@ where
             name,
         });
     }
+}
+
+/// A watch stopped because the cluster's objects would pass `--max-cluster-objects`.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "this cluster's watches would hold more than {max} objects (--max-cluster-objects), so \
+     wavegate stopped the watch of {watch} and retries it every {}",
+    humantime::format_duration(OVER_BOUND_RETRY)
+)]
+struct OverBound {
+    max: usize,
+    watch: String,
 }

@@ -26,6 +26,7 @@
 //! a slow one never holds an async worker (or `/healthz`).
 
 use crate::json::At;
+use jsonpath_rust::parser::errors::JsonPathError;
 use jsonpath_rust::parser::model::{
     Comparable, Comparison, FilterAtom, FnArg, JpQuery, Literal, Segment, Selector, Test,
     TestFunction,
@@ -75,9 +76,9 @@ impl Rule {
             progressing,
             degraded,
         };
-        validate(&rule).map_err(|reason| InputError::Parameter {
+        validate(&rule).map_err(|e| InputError::Parameter {
             name: "healthy/progressing/degraded".into(),
-            reason,
+            reason: e.to_string(),
         })?;
         Ok(rule)
     }
@@ -88,8 +89,45 @@ impl Rule {
     }
 }
 
+/// An expression of a rule that cannot be used; the message names it (which one, and its text
+/// unless it is too long to quote).
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub(crate) enum RuleError {
+    #[error(
+        "{which} expression is {len} bytes long, more than the {} allowed",
+        Bounds::MAX_BYTES
+    )]
+    TooLong { which: &'static str, len: usize },
+    #[error("{which} expression `{expr}` is not valid JSONPath: {error}")]
+    NotJsonPath {
+        which: &'static str,
+        expr: String,
+        #[source]
+        error: JsonPathError,
+    },
+    #[error("{which} expression `{expr}` {why}")]
+    OverBudget {
+        which: &'static str,
+        expr: String,
+        why: String,
+    },
+}
+
+/// Why an expression cannot be judged on one object — naming the type of a selected scalar,
+/// never its value.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+enum HoldsError {
+    #[error("failed: {0}")]
+    Failed(JsonPathError),
+    #[error(
+        "selects {0}, which is neither true nor false; compare it in a filter, e.g. \
+         `$[?@.status.phase=='Bound']` or `$[?@.status.readyReplicas >= 1]`"
+    )]
+    NotBoolean(&'static str),
+}
+
 /// Parse every expression of `rule`; the error names the bad one.
-pub(crate) fn validate(rule: &Rule) -> Result<(), String> {
+pub(crate) fn validate(rule: &Rule) -> Result<(), RuleError> {
     Compiled::new(rule).map(|_| ())
 }
 
@@ -507,19 +545,25 @@ struct Expr {
 }
 
 impl Expr {
-    fn parse(which: &str, source: &str) -> Result<Self, String> {
+    fn parse(which: &'static str, source: &str) -> Result<Self, RuleError> {
         if source.len() > Bounds::MAX_BYTES {
             // Not quoted: the message would be as long as the expression.
-            return Err(format!(
-                "{which} expression is {} bytes long, more than the {} allowed",
-                source.len(),
-                Bounds::MAX_BYTES
-            ));
+            return Err(RuleError::TooLong {
+                which,
+                len: source.len(),
+            });
         }
-        let query = parse_json_path(source)
-            .map_err(|e| format!("{which} expression `{source}` is not valid JSONPath: {e}"))?;
+        let query = parse_json_path(source).map_err(|error| RuleError::NotJsonPath {
+            which,
+            expr: source.to_string(),
+            error,
+        })?;
         if let Some(why) = Cost::of(&query).over() {
-            return Err(format!("{which} expression `{source}` {why}"));
+            return Err(RuleError::OverBudget {
+                which,
+                expr: source.to_string(),
+                why,
+            });
         }
         Ok(Expr {
             source: source.to_owned(),
@@ -530,8 +574,8 @@ impl Expr {
     /// Whether the expression holds (see [`Rule`]): at least one node selected, all of them
     /// `true` or objects/arrays. `Err` says why it cannot be judged — naming the type of a
     /// selected scalar, never its value.
-    fn holds(&self, object: &Value) -> Result<bool, String> {
-        let nodes = js_path_process(&self.query, object).map_err(|e| format!("failed: {e}"))?;
+    fn holds(&self, object: &Value) -> Result<bool, HoldsError> {
+        let nodes = js_path_process(&self.query, object).map_err(HoldsError::Failed)?;
         let mut any = false;
         let mut all = true;
         for node in nodes {
@@ -549,10 +593,7 @@ impl Expr {
                 Value::Number(_) => "a number",
                 Value::Null => "null",
             };
-            return Err(format!(
-                "selects {kind}, which is neither true nor false; compare it in a filter, \
-                 e.g. `$[?@.status.phase=='Bound']` or `$[?@.status.readyReplicas >= 1]`"
-            ));
+            return Err(HoldsError::NotBoolean(kind));
         }
         Ok(any && all)
     }
@@ -565,7 +606,7 @@ struct Compiled {
 }
 
 impl Compiled {
-    fn new(rule: &Rule) -> Result<Self, String> {
+    fn new(rule: &Rule) -> Result<Self, RuleError> {
         let parse = |which, source: &Option<String>| {
             source.as_deref().map(|s| Expr::parse(which, s)).transpose()
         };
@@ -809,7 +850,9 @@ pub(crate) mod tests {
     #[test]
     fn validate_names_the_bad_expression() {
         assert_eq!(validate(&rule(Some(AVAILABLE), None, None)), Ok(()));
-        let err = validate(&rule(Some(AVAILABLE), None, Some("status.phase"))).unwrap_err();
+        let err = validate(&rule(Some(AVAILABLE), None, Some("status.phase")))
+            .unwrap_err()
+            .to_string();
         assert!(
             err.starts_with("degraded expression `status.phase`"),
             "{err}"
@@ -827,7 +870,9 @@ pub(crate) mod tests {
     fn nested_descendants_of_wide_unions_are_refused_before_evaluation() {
         let attack = exploding_expression();
         assert!(attack.len() < 250, "{}", attack.len());
-        let err = validate(&rule(Some(&attack), None, None)).unwrap_err();
+        let err = validate(&rule(Some(&attack), None, None))
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("descendant segments"), "{err}");
         // Each limit on its own, each named.
         let cases = [
@@ -852,7 +897,9 @@ pub(crate) mod tests {
             ),
         ];
         for (expr, limit) in cases {
-            let err = validate(&rule(None, Some(expr), None)).unwrap_err();
+            let err = validate(&rule(None, Some(expr), None))
+                .unwrap_err()
+                .to_string();
             assert!(
                 err.starts_with(&format!("progressing expression `{expr}`")) && err.contains(limit),
                 "{expr}: {err}"

@@ -131,18 +131,29 @@ impl Cluster {
 /// `pkg/admission/plugin/namespace/lifecycle`, `immortalNamespaces`), and a UID is unique per
 /// cluster, so two API addresses that show the same one front the same objects. Needs `get`
 /// on that one Namespace, at home and in every remote cluster.
-pub async fn identity(client: &kube::Client) -> Result<String, String> {
+pub async fn identity(client: &kube::Client) -> Result<String, IdentityError> {
     let namespaces: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
     let read = tokio::time::timeout(IDENTITY_TIMEOUT, namespaces.get("kube-system"));
     match read.await {
-        Err(_) => Err(format!("no answer within {}s", IDENTITY_TIMEOUT.as_secs())),
-        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(IdentityError::NoAnswer(IDENTITY_TIMEOUT)),
+        Ok(Err(e)) => Err(IdentityError::Read(e)),
         Ok(Ok(ns)) => ns
             .metadata
             .uid
             .filter(|u| !u.is_empty())
-            .ok_or_else(|| "Namespace kube-system has no uid".to_string()),
+            .ok_or(IdentityError::NoUid),
     }
+}
+
+/// Why a cluster's identity could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum IdentityError {
+    #[error("no answer within {}s", .0.as_secs())]
+    NoAnswer(Duration),
+    #[error(transparent)]
+    Read(kube::Error),
+    #[error("Namespace kube-system has no uid")]
+    NoUid,
 }
 
 /// How long reading a cluster's identity may take (once per cluster, or per resync until read).

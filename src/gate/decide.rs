@@ -94,7 +94,7 @@ pub(crate) fn decide(inputs: Inputs<'_>, rules: &Rules, now: Timestamp) -> Decis
         None => (None, None),
         Some(t) => match parse_timeout(t) {
             Ok(d) => (Some((t, d)), None),
-            Err(e) => (None, Some(e)),
+            Err(e) => (None, Some(e.to_string())),
         },
     };
     let sync_started = match &sync {

@@ -139,13 +139,26 @@ pub fn gate_health(
     ))
 }
 
+/// A timeout that is not one.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TimeoutError {
+    #[error("timeout {given:?} is not a duration: {source}")]
+    NotADuration {
+        given: String,
+        source: std::sync::Arc<kube::core::duration::ParseError>,
+    },
+    #[error("timeout {0:?} is negative")]
+    Negative(String),
+}
+
 /// `spec.timeout` as a duration (Go syntax, as the schema's pattern admits).
-pub fn parse_timeout(s: &str) -> Result<Duration, String> {
-    let d: kube::core::Duration = s
-        .parse()
-        .map_err(|e| format!("timeout {s:?} is not a duration: {e}"))?;
+pub fn parse_timeout(s: &str) -> Result<Duration, TimeoutError> {
+    let d: kube::core::Duration = s.parse().map_err(|e| TimeoutError::NotADuration {
+        given: s.to_string(),
+        source: std::sync::Arc::new(e),
+    })?;
     if d.is_negative() {
-        return Err(format!("timeout {s:?} is negative"));
+        return Err(TimeoutError::Negative(s.to_string()));
     }
     Ok(d.into())
 }

@@ -6,6 +6,7 @@
 //! health script for WaveGates does: the old generation's Healthy must not release anything.
 
 use super::crd::WaveGate;
+use super::judge::TimeoutError;
 use super::judge::target_of;
 use crate::cache::{Cache, CacheError, Decoded};
 use crate::health::{HealthStatus, Verdict};
@@ -166,12 +167,10 @@ pub(crate) const MAX_HTTP_WAIT: Duration = Duration::from_secs(300);
 pub(crate) const DEFAULT_HTTP_WAIT: Duration = Duration::from_secs(30);
 
 /// The `?timeout=` of a wait request: a Go duration (`30s`, `2m`), capped at [`MAX_HTTP_WAIT`].
-pub(crate) fn http_wait_timeout(given: Option<&str>) -> Result<Duration, String> {
+pub(crate) fn http_wait_timeout(given: Option<&str>) -> Result<Duration, TimeoutError> {
     match given {
         None => Ok(DEFAULT_HTTP_WAIT),
-        Some(s) => super::judge::parse_timeout(s)
-            .map(|d| d.min(MAX_HTTP_WAIT))
-            .map_err(|e| format!("invalid parameter timeout: {e} (e.g. 30s, 2m; at most 5m)")),
+        Some(s) => super::judge::parse_timeout(s).map(|d| d.min(MAX_HTTP_WAIT)),
     }
 }
 
