@@ -1,5 +1,6 @@
 use super::cluster::InCluster;
 use super::error::Reading;
+use super::extract::{ApiPath, ApiQuery};
 use super::scope::AppScope;
 use super::{ApiError, AppState};
 use crate::ask::Ask;
@@ -10,14 +11,12 @@ use crate::resource::{Resource, Target};
 use crate::timeline::{self, WavesWithTimeline};
 use crate::waves;
 use axum::Json;
-use axum::extract::rejection::{PathRejection, QueryRejection};
-use axum::extract::{Extension, Path, Query, Request, State};
+use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use futures::StreamExt;
 use serde_json::{Value, json};
-use std::collections::HashMap;
 use std::sync::Arc;
 
 /// The proxy scope, when the request came through Argo CD (see `scope`).
@@ -34,15 +33,13 @@ pub(crate) struct ObjectPath {
 pub(crate) async fn health(
     State(state): State<AppState>,
     cluster: InCluster,
-    path: Result<Path<ObjectPath>, PathRejection>,
-    query: Result<Query<HashMap<String, String>>, QueryRejection>,
-) -> Result<Json<Verdict>, ApiError> {
-    let Path(ObjectPath {
+    ApiPath(ObjectPath {
         resource,
         namespace,
         name,
-    }) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
-    let Query(params) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+    }): ApiPath<ObjectPath>,
+    ApiQuery(params): ApiQuery,
+) -> Result<Json<Verdict>, ApiError> {
     let resource = Resource::parse(&resource).map_err(|e| ApiError::NotFound(e.to_string()))?;
     let evaluator = cluster.0.evaluator.clone();
     // Before any discovery: a kind off the allow-list costs the API server nothing.
@@ -199,9 +196,8 @@ pub(crate) async fn applications(
 pub(crate) async fn application_waves(
     State(state): State<AppState>,
     scope: Scope,
-    path: Result<Path<(String, String)>, PathRejection>,
+    ApiPath((namespace, name)): ApiPath<(String, String)>,
 ) -> Result<Json<WavesWithTimeline>, ApiError> {
-    let Path((namespace, name)) = path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     waves_of(&state, &namespace, &name, scope).await.map(Json)
 }
 
@@ -269,9 +265,9 @@ pub(crate) struct GatePath {
     name: String,
 }
 
-fn gate_path(path: Result<Path<GatePath>, PathRejection>) -> Result<(String, String), ApiError> {
-    let Path(GatePath { namespace, name }) =
-        path.map_err(|e| ApiError::BadRequest(e.body_text()))?;
+fn gate_path(
+    ApiPath(GatePath { namespace, name }): ApiPath<GatePath>,
+) -> Result<(String, String), ApiError> {
     crate::resource::validate_namespace(&namespace)?;
     crate::resource::validate_name(&name)?;
     Ok((namespace, name))
@@ -303,7 +299,7 @@ pub(crate) async fn gates(cluster: InCluster, scope: Scope) -> Result<Json<Value
 /// `GET /api/v1/gates/{namespace}/{name}`.
 pub(crate) async fn gate(
     cluster: InCluster,
-    path: Result<Path<GatePath>, PathRejection>,
+    path: ApiPath<GatePath>,
 ) -> Result<Json<gate_view::Gate>, ApiError> {
     let (namespace, name) = gate_path(path)?;
     let cache = &cluster.0.cache;
@@ -319,11 +315,10 @@ pub(crate) async fn gate(
 pub(crate) async fn gate_wait(
     State(state): State<AppState>,
     cluster: InCluster,
-    path: Result<Path<GatePath>, PathRejection>,
-    query: Result<Query<HashMap<String, String>>, QueryRejection>,
+    path: ApiPath<GatePath>,
+    ApiQuery(params): ApiQuery,
 ) -> Result<Response, ApiError> {
     let (namespace, name) = gate_path(path)?;
-    let Query(params) = query.map_err(|e| ApiError::BadRequest(e.body_text()))?;
     if let Some(k) = params.keys().find(|k| *k != "timeout") {
         return Err(ApiError::BadRequest(format!(
             "unknown parameter {k} (allowed: timeout)"

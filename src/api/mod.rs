@@ -10,6 +10,7 @@
 
 mod cluster;
 mod error;
+mod extract;
 mod handlers;
 mod headers;
 mod limits;

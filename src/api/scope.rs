@@ -431,8 +431,7 @@ pub(crate) async fn authorize(
         .unwrap_or_default();
     let params = if route.contains('{') {
         Path::<HashMap<String, String>>::from_request_parts(&mut parts, &state)
-            .await
-            .map_err(|e| ApiError::BadRequest(e.body_text()))?
+            .await?
             .0
     } else {
         HashMap::new()
