@@ -295,12 +295,13 @@ impl AppScope {
                 }
                 false
             }
-            // Every other kind with a check of its own is read whole from the cache.
-            dedicated => {
-                let (group, kind) = dedicated.group_kind();
+            // Named so that a new kind must choose its rule here: these are read whole from
+            // the cache.
+            Resource::CnpgDatabase | Resource::CrdbCluster => {
+                let (group, kind) = resource.group_kind();
                 self.owns(group, kind, namespace, name)
                     && self
-                        .live_manages(&dedicated.kind(), kind, namespace, name)
+                        .live_manages(&resource.kind(), kind, namespace, name)
                         .await
             }
         }
