@@ -6,7 +6,7 @@
 # from a local git repository holding this repository's deploy/ at a tag, as their repoURL would.
 #
 # For each, in turn, on a cluster without the WaveGate CRD:
-#   1. The sync succeeds on the first attempt, every resource Synced; Argo CD applied the
+#   1. The first sync operation succeeds, every resource Synced; Argo CD applied the
 #      Namespace first and the CRD before the RBAC, Service and Deployment (its own sync result,
 #      in the order it recorded), and the CRD is Established.
 #   2. Argo CD's own health (argocd-server's resource tree): everything Healthy except the
@@ -50,6 +50,7 @@ dump_state() {
   tail -n 20 "$WAVEGATE_ARGOCD_STATE/logs/application-controller.log" 2>/dev/null
 }
 cleanup() {
+  [[ -z "${WATCH_PID:-}" ]] || kill "$WATCH_PID" 2>/dev/null || true
   clean_slate "wavegate" "$NS $USER_NS" || true
   stop_workload_controllers
   rm -rf "$WORK"
@@ -87,12 +88,54 @@ install_app() { # shipped Application file
   sed "s#repoURL: https://git.example.com/platform/wavegate.git#repoURL: file://$REPO#" "$1" | kubectl apply -f - >/dev/null
 }
 
-sync_result() { # -> "index kind name status" lines, in the order Argo CD recorded them
-  # (gitops-engine sorts its results by the order it set them in, sync_context.go GetState).
-  api_get "$APPS/wavegate" | python3 -c 'import json,sys
-rs = json.load(sys.stdin)["status"]["operationState"]["syncResult"]["resources"]
+watch_app() { # file: every version of the Application, in order, as the API server's watch sends it
+  curl -sfN --cacert "$WORK/ca.crt" -H "Authorization: Bearer $TOKEN" \
+    "$API$APPS?watch=true&fieldSelector=metadata.name%3Dwavegate" >"$1" 2>/dev/null &
+  WATCH_PID=$!
+}
+operations() { # watch file -> one JSON line per sync operation: the last version seen of each
+  # A later operation replaces status.operationState, so reading the Application after the first
+  # sync may show another one: with selfHeal, when Argo CD's cache has not yet seen the last object
+  # it created (the admission policy, applied last and with no health to wait for), the next
+  # comparison finds it missing and self-heal re-applies just that one (a "Partial sync").
+  python3 - "$1" <<'PY'
+import json, sys
+ops = []
+for line in open(sys.argv[1]):
+    try:
+        obj = json.loads(line)["object"]
+    except (ValueError, KeyError):
+        continue  # a line cut short while curl writes it
+    st = (obj.get("status") or {}).get("operationState")
+    if not st:
+        continue
+    if ops and ops[-1]["startedAt"] == st.get("startedAt"):
+        ops[-1] = st
+    else:
+        ops.append(st)
+for st in ops:
+    print(json.dumps(st))
+PY
+}
+first_operation_done() { # watch file
+  operations "$1" | sed -n 1p | python3 -c 'import json,sys
+sys.exit(json.load(sys.stdin)["phase"] not in ("Succeeded", "Failed", "Error"))' 2>/dev/null
+}
+sync_result() { # watch file -> "index kind name status" lines of the first operation, in the order
+  # Argo CD recorded them (gitops-engine sorts its results by the order it set them in,
+  # sync_context.go GetState).
+  operations "$1" | sed -n 1p | python3 -c 'import json,sys
+rs = json.load(sys.stdin)["syncResult"]["resources"]
 for i, r in enumerate(rs):
     print(i, r["kind"], r["name"], r.get("status", ""), r.get("hookPhase", ""))'
+}
+later_operations() { # watch file -> one line per operation after the first: what it applied
+  operations "$1" | tail -n +2 | python3 -c 'import json,sys
+for line in sys.stdin:
+    st = json.loads(line)
+    rs = (st.get("syncResult") or {}).get("resources") or []
+    print(st.get("phase", "?"), ("partial" if st["operation"]["sync"].get("resources") else "full") + ":",
+          " ".join(r["kind"] + "/" + r["name"] for r in rs))'
 }
 tree_health() { # -> "kind name status" for every managed resource, from argocd-server
   curl -sf --max-time 10 -H "Cookie: argocd.token=$SESSION" "$SERVER/api/v1/applications/wavegate/resource-tree" \
@@ -104,13 +147,15 @@ for n in json.load(sys.stdin).get("nodes", []):
 }
 app_field() { field "$APPS/wavegate" "$1"; }
 
-check_install() { # label image
-  local label="$1" image="$2" t0
+check_install() { # label image watchfile
+  local label="$1" image="$2" watched="$3" t0
   t0=$(now_ms)
-  wait_until 180 "$label: operation finished" phase_matches wavegate 'Succeeded|Failed|Error'
-  [[ "$(app_phase wavegate)" == Succeeded ]] || fail "$label: operation $(app_phase wavegate): $(app_field status.operationState.message)"
-  local t_sync=$(( $(now_ms) - t0 ))
-  local result; result="$(sync_result)"
+  wait_until 180 "$label: the first operation finished" first_operation_done "$watched"
+  local t_sync=$(( $(now_ms) - t0 )) first
+  first="$(operations "$watched" | sed -n 1p)"
+  [[ "$(jqget phase <<<"$first")" == Succeeded ]] \
+    || fail "$label: the first operation $(jqget phase <<<"$first"): $(jqget message <<<"$first")"
+  local result; result="$(sync_result "$watched")"
   echo "$result" >"$OUT/install-$label-sync-result.txt"
   awk '$4 != "Synced" {exit 1}' <<<"$result" || fail "$label: not every resource Synced:
 $result"
@@ -127,8 +172,11 @@ PY
   [[ "$(field "$CRD" status.conditions | python3 -c 'import json,sys
 print(any(c["type"] == "Established" and c["status"] == "True" for c in json.load(sys.stdin)))')" == True ]] \
     || fail "$label: CRD wavegates.wavegate.dev is not Established"
-  [[ "$(app_field status.sync.status)" == Synced ]] || fail "$label: sync status $(app_field status.sync.status)"
+  app_synced() { [[ "$(app_field status.sync.status)" == Synced ]] && phase_matches wavegate 'Succeeded'; }
+  wait_until 60 "$label: the Application Synced, its last operation Succeeded" app_synced
   log "$label: synced in $t_sync ms, clean and in order: $(awk '$2 != last {printf "%s%s", (NR>1?" → ":""), $2; last = $2}' <<<"$result")"
+  local later; later="$(later_operations "$watched")"
+  [[ -z "$later" ]] || log "$label: then Argo CD's self-heal ran (its cache had not yet seen what it had just applied): $later"
 
   # Argo CD's judgement before any kubelet.
   local tree not_healthy
@@ -193,8 +241,10 @@ YAML
 log "Helm: Application argocd/install/wavegate-helm.yaml"
 kubectl create namespace "$NS" >/dev/null
 kubectl -n "$NS" create secret generic wavegate-api-token --from-literal=token="$(openssl rand -hex 16)" >/dev/null
+watch_app "$WORK/helm-watch.jsonl"
 install_app "$ROOT/argocd/install/wavegate-helm.yaml"
-check_install helm ghcr.io/OWNER/wavegate:0.1.0
+check_install helm ghcr.io/OWNER/wavegate:0.1.0 "$WORK/helm-watch.jsonl"
+kill "$WATCH_PID" 2>/dev/null || true
 uninstall helm
 
 # -------------------------------------------------------------- 2. Kustomize ----
@@ -202,8 +252,10 @@ log "Kustomize: Application argocd/install/wavegate-kustomize.yaml"
 clean_slate "" "$NS"
 kubectl create namespace "$NS" >/dev/null
 kubectl -n "$NS" create secret generic wavegate-api-token --from-literal=token="$(openssl rand -hex 16)" >/dev/null
+watch_app "$WORK/kustomize-watch.jsonl"
 install_app "$ROOT/argocd/install/wavegate-kustomize.yaml"
-check_install kustomize ghcr.io/OWNER/wavegate:0.1.0
+check_install kustomize ghcr.io/OWNER/wavegate:0.1.0 "$WORK/kustomize-watch.jsonl"
+kill "$WATCH_PID" 2>/dev/null || true
 uninstall kustomize
 
 log "PASS"
