@@ -70,61 +70,9 @@ pub(crate) enum AnnotateError {
 /// Resource, namespace, name.
 type Key = (Resource, String, String);
 
-/// wavegate's annotations as last written on an object, and the resourceVersions at which the
-/// cache does not show them yet.
-#[derive(Clone, Debug, Default)]
-struct Written {
-    /// The version the last write was made over and, while the cache still showed an older one,
-    /// the versions wavegate's own earlier writes produced: a cache still at one of these lags
-    /// behind the last write.
-    behind: Vec<String>,
-    /// The version the last write produced (the patch response's).
-    produced: Option<String>,
-    ours: BTreeMap<String, String>,
-}
-
-/// Versions remembered per object: each is a write of wavegate's own the watch had not
-/// delivered when the next one was made; more than a few means the watch is far behind, and the
-/// oldest is the one least likely to be shown still.
-const BEHIND_AT_MOST: usize = 8;
-
-impl Written {
-    /// Whether the cache, showing the object at `rv`, has not caught up with the last write.
-    fn lags(&self, rv: &Option<String>) -> bool {
-        rv.as_ref().is_some_and(|rv| self.behind.contains(rv))
-    }
-
-    /// The memory after writing `ours` over what the cache showed at `rv`, producing
-    /// `produced`. While the cache lagged behind the previous write, it may still show that
-    /// write's result (or the versions before it): those stay behind the new one too.
-    fn after(
-        previous: Option<&Written>,
-        rv: &Option<String>,
-        produced: Option<String>,
-        ours: BTreeMap<String, String>,
-    ) -> Written {
-        let mut behind = match previous {
-            Some(p) if p.lags(rv) => {
-                let mut b = p.behind.clone();
-                b.extend(p.produced.clone());
-                b
-            }
-            _ => Vec::new(),
-        };
-        if let Some(rv) = rv
-            && !behind.contains(rv)
-        {
-            behind.push(rv.clone());
-        }
-        let excess = behind.len().saturating_sub(BEHIND_AT_MOST);
-        behind.drain(..excess);
-        Written {
-            behind,
-            produced,
-            ours,
-        }
-    }
-}
+/// wavegate's annotations as last written on an object, and the versions at which the cache
+/// does not show them yet.
+type Written = written::Memory<BTreeMap<String, String>>;
 
 struct Annotator {
     validity: Option<Duration>,
@@ -292,7 +240,7 @@ impl Annotator {
             let produced = self.write(kind, (ns, name), patch).await?;
             {
                 let mut w = lock(&self.written);
-                let after = Written::after(w.get(key), &rv, produced, wanted);
+                let after = Written::after(w.get(key), &rv, None, produced, wanted);
                 w.insert(key.clone(), after);
             }
             if let Some(t) = event {
@@ -371,7 +319,7 @@ fn as_written(
         && written.lags(rv)
     {
         for k in WRITTEN {
-            match written.ours.get(k) {
+            match written.value.get(k) {
                 Some(v) => cached.insert(k.to_string(), v.clone()),
                 None => cached.remove(k),
             };
@@ -588,7 +536,7 @@ mod tests {
         match annotation_patch(&current, &wanted) {
             Some(_) => {
                 let produced = Some(produces.to_string());
-                *memory = Some(Written::after(memory.as_ref(), &rv, produced, wanted));
+                *memory = Some(Written::after(memory.as_ref(), &rv, None, produced, wanted));
                 (true, event.is_some())
             }
             None => (false, false),

@@ -32,9 +32,169 @@ pub(crate) fn valid_until(
         .unwrap_or(now.saturating_add(v))
 }
 
+/// What a writer last wrote on one object, and the resourceVersions at which its cache does not
+/// show that yet. A watch delivers a writer's own write some time after the write returned; a
+/// judgement in between sees an older version and must neither write the same thing again nor
+/// precondition a write on a version the writer itself already moved past (409 though nobody
+/// else wrote). Both writers keep one per object (the gate controller its status, annotation
+/// mode its annotations).
+#[derive(Clone, Debug)]
+pub(crate) struct Memory<T> {
+    /// Every version the cache may still show before it shows `produced`: the one the last
+    /// write went over, the versions that write passed through on the way (a status write before
+    /// its stamp), and, while the cache still lagged when it was made, those of earlier writes.
+    behind: Vec<String>,
+    /// The version the last write produced (its response's).
+    produced: Option<String>,
+    pub(crate) value: T,
+}
+
+/// Versions remembered per object: each is one of wavegate's own writes the watch had not
+/// delivered when the next one was made; more than a few means the watch is far behind, and the
+/// oldest is the one least likely to be shown still.
+const BEHIND_AT_MOST: usize = 8;
+
+impl<T> Memory<T> {
+    /// The memory after writing `value` over what the cache showed at `rv`, passing through
+    /// `passed` and producing `produced`. While the cache lagged behind the previous write, it
+    /// may still show that write's versions (or those before it): they stay behind this one too.
+    pub(crate) fn after(
+        previous: Option<&Self>,
+        rv: &Option<String>,
+        passed: Option<String>,
+        produced: Option<String>,
+        value: T,
+    ) -> Self {
+        let mut behind = match previous {
+            Some(p) if p.lags(rv) => {
+                let mut b = p.behind.clone();
+                b.extend(p.produced.clone());
+                b
+            }
+            _ => Vec::new(),
+        };
+        for v in [rv.clone(), passed].into_iter().flatten() {
+            if !behind.contains(&v) {
+                behind.push(v);
+            }
+        }
+        let excess = behind.len().saturating_sub(BEHIND_AT_MOST);
+        behind.drain(..excess);
+        Memory {
+            behind,
+            produced,
+            value,
+        }
+    }
+
+    /// Whether the cache, showing the object at `rv`, has not caught up with the last write.
+    pub(crate) fn lags(&self, rv: &Option<String>) -> bool {
+        rv.as_ref().is_some_and(|rv| self.behind.contains(rv))
+    }
+}
+
+/// The resourceVersion a write must find when the cache shows `rv`: what the last write
+/// produced while the cache lags behind it, else `rv`.
+pub(crate) fn precondition<T>(memory: Option<&Memory<T>>, rv: &Option<String>) -> Option<String> {
+    match memory {
+        Some(m) if m.lags(rv) => m.produced.clone(),
+        _ => rv.clone(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use proptest::prelude::*;
+
+    fn rv(v: u64) -> Option<String> {
+        Some(v.to_string())
+    }
+
+    #[test]
+    fn a_write_followed_by_its_stamp_is_found_from_either_version_before_it() {
+        // The status went over 10 and produced 11; the stamp produced 12.
+        let m = Memory::after(None, &rv(10), rv(11), rv(12), ());
+        assert_eq!(precondition(Some(&m), &rv(10)), rv(12));
+        assert_eq!(precondition(Some(&m), &rv(11)), rv(12), "the in-between");
+        assert_eq!(precondition(Some(&m), &rv(12)), rv(12));
+        // Someone else wrote after us: their version is the one to find.
+        assert_eq!(precondition(Some(&m), &rv(13)), rv(13));
+        assert_eq!(precondition::<()>(None, &rv(10)), rv(10));
+        assert!(m.lags(&rv(11)) && !m.lags(&rv(12)));
+    }
+
+    #[test]
+    fn a_second_write_before_the_watch_caught_up_keeps_the_first_writes_versions() {
+        // Status over 10 → 11, stamp → 12; the watch delivers 11, a new verdict is written
+        // over 12 (the precondition) → 13, stamp → 14. The watch then delivers 12.
+        let first = Memory::after(None, &rv(10), rv(11), rv(12), "S1");
+        assert_eq!(precondition(Some(&first), &rv(11)), rv(12));
+        let second = Memory::after(Some(&first), &rv(11), rv(13), rv(14), "S2");
+        for shown in [10, 11, 12, 13] {
+            assert!(second.lags(&rv(shown)), "{shown}");
+            assert_eq!(precondition(Some(&second), &rv(shown)), rv(14), "{shown}");
+        }
+        assert_eq!(precondition(Some(&second), &rv(14)), rv(14));
+    }
+
+    proptest! {
+        #![proptest_config(crate::testing::proptest_config::config(500))]
+
+        /// One object, one writer, a watch that delivers the writer's versions late and in
+        /// order, and other writers now and then. Wherever the cache stands, a write is
+        /// preconditioned on the server's current version exactly when the cache shows one of
+        /// ours (or the last other writer's, which the cache then shows); it is never refused
+        /// by our own earlier write (unless the watch is more than BEHIND_AT_MOST of our own
+        /// versions behind, where the oldest are forgotten).
+        #[test]
+        fn a_write_is_never_preconditioned_on_a_version_we_moved_past(
+            steps in proptest::collection::vec((0u8..4, 1u8..3), 1..40),
+        ) {
+            let mut server: u64 = 1; // the object's current version
+            let mut shown: u64 = 1; // what the cache shows (a version the server had)
+            let mut history = vec![(1u64, false)]; // every version, ours?
+            let mut memory: Option<Memory<()>> = None;
+            for (action, passes) in steps {
+                match action {
+                    // We judge at the cached version and write (status, perhaps a stamp).
+                    0 | 1 => {
+                        let at = Some(shown.to_string());
+                        let pre = precondition(memory.as_ref(), &at);
+                        // The server refuses a precondition that is not its current version;
+                        // ours must hold unless another writer moved it since the cache showed it.
+                        let since = history.iter().filter(|(v, _)| *v > shown);
+                        let others_since = since.clone().any(|(_, ours)| !ours);
+                        let ours_since = since.filter(|(_, ours)| *ours).count();
+                        if pre != Some(server.to_string()) {
+                            prop_assert!(
+                                others_since || ours_since >= BEHIND_AT_MOST,
+                                "refused by our own write: cache {shown}, server {server}, \
+                                 precondition {pre:?}"
+                            );
+                            continue;
+                        }
+                        let mut passed = None;
+                        for i in 0..passes {
+                            server += 1;
+                            history.push((server, true));
+                            if i + 1 < passes {
+                                passed = Some(server.to_string());
+                            }
+                        }
+                        memory = Some(Memory::after(memory.as_ref(), &at, passed, Some(server.to_string()), ()));
+                    }
+                    // The watch delivers the next version.
+                    2 => shown = (shown + 1).min(server),
+                    // Someone else writes.
+                    _ => {
+                        server += 1;
+                        history.push((server, false));
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn a_deadline_is_kept_until_half_the_validity_is_left_and_reset_by_a_new_verdict() {

@@ -19,7 +19,7 @@ use crate::metrics::Metrics;
 use crate::policy::CheckPolicy;
 use crate::queue::{self, QueueConfig, Reconcile};
 use crate::resource::Kind;
-use crate::written::{DEFAULT_STATUS_VALIDITY, FIELD_MANAGER};
+use crate::written::{self, DEFAULT_STATUS_VALIDITY, FIELD_MANAGER};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
 use std::collections::HashMap;
@@ -44,47 +44,19 @@ pub(crate) enum GateError {
 /// Namespace and name.
 type GateKey = (String, String);
 
-impl Written {
-    /// Whether the cache, showing `rv`, has not caught up with this write yet.
-    fn ahead_of(&self, rv: &Option<String>) -> bool {
-        self.behind.contains(rv)
-    }
-}
-
-/// The resourceVersion a status write must find when the cache shows `rv`: what our last write
-/// produced while the cache is behind it, else `rv`. Behind means at the version that write
-/// went over, or at the status write's own when the stamp followed: a write preconditioned on
-/// that one would be refused (409) though nobody else wrote.
-fn precondition(written: Option<&Written>, rv: &Option<String>) -> Option<String> {
-    match written {
-        Some(w) if w.ahead_of(rv) => w.produced.clone(),
-        _ => rv.clone(),
-    }
-}
-
 /// The resourceVersions one write produced: the status write's, and the stamp's if one followed.
 struct Versions {
     status: Option<String>,
     stamp: Option<String>,
 }
 
-/// A status this controller wrote: over which resourceVersion, and the one the write produced.
-#[derive(Clone)]
-struct Written {
-    /// The versions the cache may still show before it shows `produced`: the one written
-    /// over, and the status write's own when the stamp followed it (two writes, two versions).
-    behind: Vec<Option<String>>,
-    status: WaveGateStatus,
-    produced: Option<String>,
-}
-
 struct Gates {
     context: Context,
     index: Mutex<DepIndex<GateKey>>,
-    /// The status last written per gate, with the resourceVersion it was written over: until
-    /// the watch delivers our write, the cache still holds the old status, and comparing with
-    /// that would write the same status twice.
-    written: Mutex<HashMap<GateKey, Written>>,
+    /// The status last written per gate, with the resourceVersions the cache may still show
+    /// before our write: until the watch delivers it, the cache holds the old status, and
+    /// comparing with that would write the same status twice.
+    written: Mutex<HashMap<GateKey, written::Memory<WaveGateStatus>>>,
     /// Per gate, the sync attempt of its managing Application last seen running and when it
     /// was first seen (Argo CD dates only an operation's first attempt, see
     /// [`judge::attempt_started`]). Keyed by attempt id, which carries the Application's UID.
@@ -323,18 +295,17 @@ impl Gates {
             let versions = self
                 .write(&gate, &decision.status, precondition, expired)
                 .await?;
-            let mut behind = vec![rv];
-            if versions.stamp.is_some() {
-                behind.push(versions.status.clone());
+            // With a stamp, the status write's version is one the cache passes through.
+            let (passed, produced) = match versions.stamp {
+                Some(stamp) => (versions.status, Some(stamp)),
+                None => (None, versions.status),
+            };
+            {
+                let mut memory = lock(&self.written);
+                let after =
+                    written::Memory::after(memory.get(key), &rv, passed, produced, decision.status);
+                memory.insert(key.clone(), after);
             }
-            lock(&self.written).insert(
-                key.clone(),
-                Written {
-                    behind,
-                    status: decision.status,
-                    produced: versions.stamp.or(versions.status),
-                },
-            );
             if let Some(t) = decision.event {
                 let regarding = gate.object_ref(&());
                 self.events.publish(t, events::JUDGE_GATE, regarding);
@@ -373,9 +344,8 @@ impl Gates {
         rv: &Option<String>,
         cached: Option<&WaveGateStatus>,
     ) -> Option<WaveGateStatus> {
-        let written = lock(&self.written).get(key).cloned();
-        match written {
-            Some(w) if w.ahead_of(rv) => Some(w.status),
+        match lock(&self.written).get(key) {
+            Some(w) if w.lags(rv) => Some(w.value.clone()),
             _ => cached.cloned(),
         }
     }
@@ -383,7 +353,7 @@ impl Gates {
     /// The resourceVersion a write must find: what our last write produced while the cache
     /// still shows a version from before it, else the cached one.
     fn precondition(&self, key: &GateKey, rv: &Option<String>) -> Option<String> {
-        precondition(lock(&self.written).get(key), rv)
+        written::precondition(lock(&self.written).get(key), rv)
     }
 
     /// Writes `status` over `resource_version`, then the stamp; the versions they produced.
@@ -477,35 +447,5 @@ impl Gates {
         lock(&self.index).remove(key);
         lock(&self.written).remove(key);
         lock(&self.attempts).remove(key);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn rv(v: &str) -> Option<String> {
-        Some(v.to_string())
-    }
-
-    #[test]
-    fn a_write_followed_by_its_stamp_is_found_from_either_version_before_it() {
-        // The status went over 10 and produced 11; the stamp produced 12.
-        let w = Written {
-            behind: vec![rv("10"), rv("11")],
-            status: WaveGateStatus::default(),
-            produced: rv("12"),
-        };
-        assert_eq!(precondition(Some(&w), &rv("10")), rv("12"));
-        assert_eq!(
-            precondition(Some(&w), &rv("11")),
-            rv("12"),
-            "the in-between version"
-        );
-        assert_eq!(precondition(Some(&w), &rv("12")), rv("12"));
-        // Someone else wrote after us: their version is the one to find.
-        assert_eq!(precondition(Some(&w), &rv("13")), rv("13"));
-        assert_eq!(precondition(None, &rv("10")), rv("10"));
-        assert!(w.ahead_of(&rv("11")) && !w.ahead_of(&rv("12")));
     }
 }
