@@ -373,6 +373,42 @@ fn patch_on_wavegates_comes_with_the_policy_that_narrows_it_to_the_stamp() {
     }
 }
 
+/// Each admission policy narrows RBAC the same install grants (patch on WaveGates, patch for
+/// annotation mode), so Argo CD must apply it first: every policy and its binding sits in sync
+/// wave -1, before everything else in wave 0 (Argo CD orders an unknown kind such as a
+/// ValidatingAdmissionPolicy after all the kinds it knows, i.e. after the Deployment, within one
+/// wave: gitops-engine sync_tasks.go kindOrder). No other object names a wave.
+#[test]
+fn admission_policies_are_applied_a_sync_wave_before_the_rbac_they_narrow() {
+    const WAVE: &str = "argocd.argoproj.io/sync-wave";
+    for dir in [
+        "deploy/base",
+        "deploy/overlays/annotate",
+        "deploy/overlays/crdb-credentials",
+        "deploy/overlays/clusters",
+        "deploy/overlays/clusters-kubeconfigs",
+        "deploy/remote-cluster",
+    ] {
+        let objects = render(dir);
+        let mut policies = 0;
+        for o in &objects {
+            let kind = o["kind"].as_str().unwrap_or_default();
+            let policy = matches!(
+                kind,
+                "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding"
+            );
+            policies += usize::from(policy);
+            assert_eq!(
+                o["metadata"]["annotations"][WAVE].as_str(),
+                policy.then_some("-1"),
+                "{dir}: {kind} {}",
+                o["metadata"]["name"]
+            );
+        }
+        assert!(policies >= 2, "{dir}: {policies} policy objects");
+    }
+}
+
 /// Many clusters from Argo CD's Secrets: the only new access is `list` on Secrets, in Argo CD's
 /// namespace (docs/security.md says what that reads), bound to wavegate's ServiceAccount.
 #[test]

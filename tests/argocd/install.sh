@@ -6,9 +6,10 @@
 # from a local git repository holding this repository's deploy/ at a tag, as their repoURL would.
 #
 # For each, in turn, on a cluster without the WaveGate CRD:
-#   1. The first sync operation succeeds, every resource Synced; Argo CD applied the
-#      Namespace first and the CRD before the RBAC, Service and Deployment (its own sync result,
-#      in the order it recorded), and the CRD is Established.
+#   1. The first sync operation succeeds, every resource Synced; Argo CD applied the admission
+#      policy first (sync wave -1, before the RBAC it narrows), then the Namespace, and the CRD
+#      before the RBAC, Service and Deployment (its own sync result, in the order it recorded),
+#      and the CRD is Established.
 #   2. Argo CD's own health (argocd-server's resource tree): everything Healthy except the
 #      Deployment, whose pods need a kubelet (and the PodDisruptionBudget until the disruption
 #      controller's first status: Argo CD's PDB script counts InsufficientPods as Healthy,
@@ -165,7 +166,10 @@ $result"
 import sys
 kinds = [l.split()[1] for l in sys.argv[1].splitlines()]
 first = lambda k: kinds.index(k)
-assert kinds[0] == "Namespace", kinds
+policy = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
+# Wave -1: the admission policy, before the RBAC it narrows. Then wave 0, the Namespace first.
+assert sorted(kinds[:2]) == sorted(policy), kinds
+assert kinds[2] == "Namespace", kinds
 for later in ("ClusterRole", "ClusterRoleBinding", "Role", "Service", "Deployment"):
     assert first("CustomResourceDefinition") < first(later), (later, kinds)
 PY
