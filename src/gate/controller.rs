@@ -256,13 +256,8 @@ impl Gates {
             )
         });
         let stored = self.current_status(key, &rv, gate.status.as_ref());
-        // Argo CD's health script shows a verdict past its validUntil as expired, whatever it
-        // says: renewing it changes what Argo CD shows even when the status stays the same.
-        let expired = stored
-            .as_ref()
-            .and_then(|s| s.health.as_ref())
-            .and_then(|h| h.valid_until)
-            .is_some_and(|until| until < now.as_second());
+        // What the write goes over, for the stamp: what Argo CD saw last.
+        let before = stored.clone();
         let inputs = Inputs {
             gate: &gate,
             verdicts,
@@ -293,7 +288,7 @@ impl Gates {
             // generation put there; the retry judges again on the current object.
             let precondition = self.precondition(key, &rv);
             let versions = self
-                .write(&gate, &decision.status, precondition, expired)
+                .write(&gate, &decision.status, precondition, before.as_ref(), now)
                 .await?;
             // With a stamp, the status write's version is one the cache passes through.
             let (passed, produced) = match versions.stamp {
@@ -356,13 +351,15 @@ impl Gates {
         written::precondition(lock(&self.written).get(key), rv)
     }
 
-    /// Writes `status` over `resource_version`, then the stamp; the versions they produced.
+    /// Writes `status` over `resource_version` (where the gate held `before`), then the stamp
+    /// if Argo CD needs one to look again; the versions they produced.
     async fn write(
         &self,
         gate: &WaveGate,
         status: &WaveGateStatus,
         resource_version: Option<String>,
-        expired: bool,
+        before: Option<&WaveGateStatus>,
+        now: k8s_openapi::jiff::Timestamp,
     ) -> Result<Versions, GateError> {
         let api: Api<WaveGate> = Api::namespaced(
             self.context.client.clone(),
@@ -388,30 +385,32 @@ impl Gates {
             health = %health_of(status),
             "gate status written"
         );
-        let stamp = self.stamp(&api, &written, status, expired).await;
+        let want = stamp::next(
+            written
+                .annotations()
+                .get(stamp::ANNOTATION)
+                .map(String::as_str),
+            before,
+            written.metadata.generation,
+            status,
+            now.as_second(),
+        );
+        let stamp = match want {
+            Some(want) => self.stamp(&api, &written, want).await,
+            None => None,
+        };
         Ok(Versions {
             status: written.resource_version(),
             stamp,
         })
     }
 
-    /// Marks the written status in the gate's metadata, where Argo CD notices it (see
-    /// [`stamp`]); the resourceVersion the mark produced. Best effort: the status is written
-    /// either way, and without the mark Argo CD shows it at its next periodic refresh.
-    /// `written` is the gate as the status write left it (the server's annotations, not the
-    /// cache's, which may be behind a stamp written a moment ago).
-    async fn stamp(
-        &self,
-        api: &Api<WaveGate>,
-        gate: &WaveGate,
-        status: &WaveGateStatus,
-        expired: bool,
-    ) -> Option<String> {
-        let current = gate
-            .annotations()
-            .get(stamp::ANNOTATION)
-            .map(String::as_str);
-        let want = stamp::next(current, status, expired)?;
+    /// Marks the written status in the gate's metadata with `want`, where Argo CD notices it
+    /// (see [`stamp`]); the resourceVersion the mark produced. Best effort: the status is
+    /// written either way, and without the mark Argo CD shows it at its next periodic refresh.
+    /// `gate` is the gate as the status write left it (the stamp to change is the server's, not
+    /// the cache's, which may be behind a stamp written a moment ago).
+    async fn stamp(&self, api: &Api<WaveGate>, gate: &WaveGate, want: String) -> Option<String> {
         let body =
             serde_json::json!({ "metadata": { "annotations": { stamp::ANNOTATION: want } } });
         let params = PatchParams {

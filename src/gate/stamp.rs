@@ -11,9 +11,11 @@
 //! cicd/forgejo … matches no pods" stays Progressing, so Argo CD's UI would keep the old words
 //! until its next periodic refresh (`timeout.reconciliation`, 120 s plus up to 60 s of jitter).
 //! `metadata` is hashed: writing the stamp makes Argo CD refresh the Application's tree, which
-//! reads the new status through the health script.
+//! reads the new status through the health script. Where the health status itself changes,
+//! Argo CD looks again without it, and no stamp is written ([`next`]).
 
 use super::crd::WaveGateStatus;
+use crate::health::HealthStatus;
 
 /// The annotation. The shipped ValidatingAdmissionPolicy (deploy/base/admission-policy.yaml)
 /// lets wavegate's ServiceAccount change this annotation of a WaveGate and nothing else.
@@ -34,18 +36,74 @@ pub fn of(status: &WaveGateStatus) -> String {
     format!("{generation}/{health}/{:016x}", fnv1a(message.as_bytes()))
 }
 
-/// The stamp to write once `status` is written over a gate stamped `current`; `None` when Argo
-/// CD would show nothing new. A verdict whose `validUntil` had passed (`expired`) is shown by
-/// the health script as expired ("… is wavegate running?"), so its renewal changes what Argo CD
-/// shows even when the status itself is unchanged: the stamp then changes too.
-pub fn next(current: Option<&str>, status: &WaveGateStatus, expired: bool) -> Option<String> {
+/// What Argo CD's cluster cache recorded as a gate's health status when it last saw the gate
+/// with status `before` and `generation`: the health script's answer, which `skipResourceUpdate`
+/// compares with the next one. `None` when it cannot be told: the script also turns a verdict
+/// past its `validUntil` into Progressing, as of the moment Argo CD saw it, which may be any
+/// time since the write; a verdict that expires within [`CLOCK_MARGIN`] of `now` may have
+/// been seen either way (or by a clock a little ahead of ours).
+fn recorded_health(
+    before: Option<&WaveGateStatus>,
+    generation: Option<i64>,
+    now: i64,
+) -> Option<HealthStatus> {
+    let Some(before) = before else {
+        return Some(HealthStatus::Progressing);
+    };
+    if before.observed_generation.is_none()
+        || (generation.is_some() && before.observed_generation != generation)
+    {
+        return Some(HealthStatus::Progressing);
+    }
+    let health = before.health.as_ref()?;
+    match health.valid_until {
+        Some(until) if until < now.saturating_add(CLOCK_MARGIN) => None,
+        _ => Some(health.status),
+    }
+}
+
+/// How close to `now` a verdict's expiry makes Argo CD's last judgement of it uncertain.
+const CLOCK_MARGIN: i64 = 30;
+
+/// The stamp to write once `status` is written over `before` (the gate's status until then, at
+/// `generation`, stamped `current`); `None` when Argo CD looks again without one or would show
+/// nothing new.
+///
+/// - Argo CD looks again by itself when the health status it records changes
+///   (`skipResourceUpdate`), which is most verdict changes (Progressing → Healthy): no stamp,
+///   one write instead of two.
+/// - Otherwise a new message, generation or status is news, and so is the renewal of a verdict
+///   whose `validUntil` had passed, which the health script shows as expired ("… is wavegate
+///   running?") whatever it says.
+/// - A stamp that is news always differs from `current`, which may still name an older status
+///   (the changes Argo CD noticed by itself left it as it was).
+pub fn next(
+    current: Option<&str>,
+    before: Option<&WaveGateStatus>,
+    generation: Option<i64>,
+    status: &WaveGateStatus,
+    now: i64,
+) -> Option<String> {
+    let after = status.health.as_ref().map(|h| h.status);
+    if let (Some(recorded), Some(after)) = (recorded_health(before, generation, now), after)
+        && recorded != after
+    {
+        return None;
+    }
     let fresh = of(status);
-    let want = if expired && current == Some(fresh.as_str()) {
-        format!("{fresh}/renewed")
+    let expired = before
+        .and_then(|b| b.health.as_ref())
+        .and_then(|h| h.valid_until)
+        .is_some_and(|until| until < now);
+    let news = expired || before.map(of).as_deref() != Some(fresh.as_str());
+    if !news {
+        return None;
+    }
+    Some(if current == Some(fresh.as_str()) {
+        format!("{fresh}/again")
     } else {
         fresh
-    };
-    (current != Some(want.as_str())).then_some(want)
+    })
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -60,7 +118,6 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 mod tests {
     use super::*;
     use crate::gate::crd::GateHealth;
-    use crate::health::HealthStatus;
 
     fn status(generation: Option<i64>, health: Option<(HealthStatus, &str)>) -> WaveGateStatus {
         WaveGateStatus {
@@ -111,19 +168,192 @@ mod tests {
         );
     }
 
+    fn verdict(generation: i64, health: HealthStatus, message: &str, until: i64) -> WaveGateStatus {
+        let mut s = status(Some(generation), Some((health, message)));
+        if let Some(h) = s.health.as_mut() {
+            h.valid_until = Some(until);
+        }
+        s
+    }
+
     #[test]
-    fn next_changes_only_when_argo_cd_would_show_something_new() {
-        let s = status(Some(1), Some((HealthStatus::Progressing, "no pods")));
-        let stamp = of(&s);
-        assert_eq!(next(None, &s, false), Some(stamp.clone()));
-        assert_eq!(next(Some(&stamp), &s, false), None);
-        // Argo CD showed the verdict as expired: the same status renewed is news.
-        let renewed = next(Some(&stamp), &s, true).unwrap();
-        assert_ne!(renewed, stamp);
-        // ... and the next expiry of the renewed one is news again.
-        assert_eq!(next(Some(&renewed), &s, true), Some(stamp.clone()));
-        let other = status(Some(1), Some((HealthStatus::Progressing, "not ready")));
-        assert_eq!(next(Some(&stamp), &other, false), Some(of(&other)));
+    fn a_new_message_under_the_same_status_is_stamped() {
+        let now = 1_000;
+        let before = verdict(1, HealthStatus::Progressing, "no pods", now + 150);
+        let after = verdict(1, HealthStatus::Progressing, "not ready", now + 180);
+        let stamp = of(&before);
+        assert_eq!(
+            next(Some(&stamp), Some(&before), Some(1), &after, now),
+            Some(of(&after))
+        );
+        // The first verdict: Argo CD showed its own "waiting for wavegate" Progressing.
+        assert_eq!(next(None, None, Some(1), &before, now), Some(of(&before)));
+        // A renewal shows nothing new.
+        let renewed = verdict(1, HealthStatus::Progressing, "no pods", now + 180);
+        assert_eq!(
+            next(Some(&stamp), Some(&before), Some(1), &renewed, now),
+            None
+        );
+    }
+
+    #[test]
+    fn a_change_of_health_status_is_not_stamped_argo_cd_notices_it() {
+        let now = 1_000;
+        let before = verdict(1, HealthStatus::Progressing, "no pods", now + 150);
+        let after = verdict(1, HealthStatus::Healthy, "1 ready", now + 180);
+        assert_eq!(
+            next(Some(&of(&before)), Some(&before), Some(1), &after, now),
+            None
+        );
+        // Unless Argo CD may have recorded the old verdict as expired (Progressing as well).
+        let expiring = verdict(1, HealthStatus::Healthy, "1 ready", now + 10);
+        let progressing = verdict(1, HealthStatus::Progressing, "no pods", now + 180);
+        assert!(next(None, Some(&expiring), Some(1), &progressing, now).is_some());
+        // A new generation: Argo CD recorded "waiting for wavegate" (Progressing).
+        let new_generation = verdict(2, HealthStatus::Progressing, "no pods", now + 180);
+        assert!(
+            next(
+                Some(&of(&before)),
+                Some(&before),
+                Some(2),
+                &new_generation,
+                now
+            )
+            .is_some()
+        );
+        let healthy = verdict(2, HealthStatus::Healthy, "1 ready", now + 180);
+        assert_eq!(
+            next(Some(&of(&before)), Some(&before), Some(2), &healthy, now),
+            None
+        );
+    }
+
+    #[test]
+    fn news_differs_from_a_stamp_left_behind_by_changes_argo_cd_noticed_itself() {
+        // Progressing "a" (stamped) → Healthy → Progressing "b" (status changes, not stamped)
+        // → Progressing "a": the stamp still names "a", and must change all the same.
+        let now = 1_000;
+        let a = verdict(1, HealthStatus::Progressing, "a", now + 180);
+        let b = verdict(1, HealthStatus::Progressing, "b", now + 180);
+        let stamp = next(Some(&of(&a)), Some(&b), Some(1), &a, now).unwrap();
+        assert_ne!(stamp, of(&a));
+        assert_eq!(next(Some(&stamp), Some(&b), Some(1), &a, now), Some(of(&a)));
+    }
+
+    #[test]
+    fn the_renewal_of_an_expired_verdict_is_stamped() {
+        let now = 1_000;
+        let before = verdict(1, HealthStatus::Healthy, "1 ready", now - 5);
+        let renewed = verdict(1, HealthStatus::Healthy, "1 ready", now + 180);
+        let stamp = next(Some(&of(&before)), Some(&before), Some(1), &renewed, now).unwrap();
+        assert_ne!(stamp, of(&before));
+    }
+
+    /// Argo CD, as far as the stamp matters, written from its source rather than from
+    /// [`next`]: its cluster cache records, at each event, the health script's answer and a
+    /// hash of everything but `status` (controller/cache/cache.go); an event that changes
+    /// neither the recorded health status nor the hash is skipped (`skipResourceUpdate`),
+    /// any other refreshes the Application, which then shows the script's answer.
+    struct ArgoCd {
+        recorded: Option<(HealthStatus, Hashed)>,
+        shown: (HealthStatus, String),
+    }
+
+    /// What Argo CD hashes of a gate, as far as this test changes it: the generation (a new
+    /// spec), the stamp, and someone else's edits of metadata (a label, an annotation).
+    type Hashed = (i64, Option<String>, u32);
+
+    /// The shipped health script (argocd/resource_customizations/…/WaveGate/health.lua), read
+    /// afresh: generation, then health, then expiry, then the verdict.
+    fn script(
+        generation: i64,
+        status: Option<&WaveGateStatus>,
+        now: i64,
+    ) -> (HealthStatus, String) {
+        let Some(s) = status.filter(|s| s.observed_generation == Some(generation)) else {
+            return (
+                HealthStatus::Progressing,
+                format!("waiting for {generation}"),
+            );
+        };
+        let Some(h) = &s.health else {
+            return (HealthStatus::Progressing, "no health".into());
+        };
+        match h.valid_until {
+            Some(until) if until < now => {
+                (HealthStatus::Progressing, format!("{:?} expired", h.status))
+            }
+            _ => (h.status, h.message.clone()),
+        }
+    }
+
+    impl ArgoCd {
+        fn event(&mut self, hash: Hashed, status: Option<&WaveGateStatus>, now: i64) {
+            let health = script(hash.0, status, now);
+            let skipped = self
+                .recorded
+                .as_ref()
+                .is_some_and(|(h, x)| *h == health.0 && *x == hash);
+            if !skipped {
+                self.shown = health.clone();
+            }
+            self.recorded = Some((health.0, hash));
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(crate::testing::proptest_config::config(2000))]
+
+        /// Whatever wavegate writes, whenever, and whatever Argo CD changes in between: once
+        /// a status (and its stamp, if any) is written, Argo CD shows what its health script
+        /// says of the gate as it now is, without waiting for a periodic refresh.
+        #[test]
+        fn argo_cd_shows_every_written_verdict_at_once(
+            steps in proptest::collection::vec((0u8..6, 0u8..3, 0u8..3, 0i64..200), 1..60),
+        ) {
+            let validity = std::time::Duration::from_secs(180);
+            let mut now = 1_000_000;
+            let (mut generation, mut edits) = (1, 0);
+            let mut stored: Option<WaveGateStatus> = None;
+            let mut stamp: Option<String> = None;
+            let mut argo = ArgoCd { recorded: None, shown: (HealthStatus::Progressing, String::new()) };
+            argo.event((generation, stamp.clone(), edits), None, now);
+            for (action, health, message, seconds) in steps {
+                match action {
+                    0 => now += seconds,
+                    // Argo CD applies a new spec.
+                    1 => {
+                        generation += 1;
+                        argo.event((generation, stamp.clone(), edits), stored.as_ref(), now);
+                    }
+                    // Someone edits the gate's metadata.
+                    2 => {
+                        edits += 1;
+                        argo.event((generation, stamp.clone(), edits), stored.as_ref(), now);
+                    }
+                    // Argo CD's periodic refresh (timeout.reconciliation).
+                    3 => argo.shown = script(generation, stored.as_ref(), now),
+                    _ => {
+                        let health = [HealthStatus::Healthy, HealthStatus::Progressing, HealthStatus::Degraded][health as usize];
+                        let message = ["a", "b", "c"][message as usize];
+                        let previous = stored.as_ref().and_then(|s| s.health.as_ref());
+                        let same = previous.is_some_and(|p| p.status == health && p.message == message)
+                            && stored.as_ref().and_then(|s| s.observed_generation) == Some(generation);
+                        let until = crate::written::valid_until(previous.and_then(|p| p.valid_until), same, validity, now);
+                        let written = verdict(generation, health, message, until);
+                        let want = next(stamp.as_deref(), stored.as_ref(), Some(generation), &written, now);
+                        argo.event((generation, stamp.clone(), edits), Some(&written), now);
+                        if let Some(want) = want {
+                            proptest::prop_assert_ne!(Some(&want), stamp.as_ref(), "a stamp that changes nothing");
+                            stamp = Some(want);
+                            argo.event((generation, stamp.clone(), edits), Some(&written), now);
+                        }
+                        stored = Some(written);
+                        proptest::prop_assert_eq!(&argo.shown, &script(generation, stored.as_ref(), now));
+                    }
+                }
+            }
+        }
     }
 
     #[test]
