@@ -409,6 +409,86 @@ fn admission_policies_are_applied_a_sync_wave_before_the_rbac_they_narrow() {
     }
 }
 
+/// The admission policies recognise wavegate by a mark in its RBAC (verb `narrowed` on
+/// `wavegate.dev` `writers`), not by an account name: every role that grants `patch` on a
+/// resource a policy narrows must carry the mark, or that patch goes unnarrowed.
+#[test]
+fn every_role_that_grants_a_narrowed_patch_carries_wavegates_mark() {
+    let grants = |role: &Value, group: &str, resource: &str, verb: &str| {
+        role["rules"].as_array().into_iter().flatten().any(|r| {
+            let has = |field: &str, want: &str| {
+                r[field].as_array().into_iter().flatten().any(|x| x == want)
+            };
+            has("apiGroups", group) && has("resources", resource) && has("verbs", verb)
+        })
+    };
+    for dir in [
+        "deploy/base",
+        "deploy/overlays/annotate",
+        "deploy/overlays/namespaced",
+        "deploy/overlays/namespaced-annotate",
+        "deploy/overlays/crdb-credentials",
+        "deploy/overlays/clusters",
+        "deploy/overlays/clusters-kubeconfigs",
+        "deploy/remote-cluster",
+    ] {
+        let objects = render(dir);
+        // What a shipped policy narrows: this rendering's, or the base's and annotation mode's
+        // (the namespaced overlays leave them to a cluster admin).
+        let mut narrowed: Vec<(String, String)> = Vec::new();
+        for policies in [
+            objects.clone(),
+            render("deploy/base"),
+            render("deploy/overlays/annotate"),
+        ] {
+            for p in policies
+                .iter()
+                .filter(|o| o["kind"] == "ValidatingAdmissionPolicy")
+            {
+                let text = p["spec"]["matchConditions"].to_string();
+                assert!(
+                    text.contains("resource('writers')") && text.contains("check('narrowed')"),
+                    "{dir}: {} recognises wavegate otherwise: {text}",
+                    p["metadata"]["name"]
+                );
+                for rule in p["spec"]["matchConstraints"]["resourceRules"]
+                    .as_array()
+                    .unwrap()
+                {
+                    for g in rule["apiGroups"].as_array().unwrap() {
+                        for r in rule["resources"].as_array().unwrap() {
+                            let key = (g.as_str().unwrap().into(), r.as_str().unwrap().into());
+                            if !narrowed.contains(&key) {
+                                narrowed.push(key);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(narrowed.len() >= 5, "{dir}: {narrowed:?}");
+        let mut checked = 0;
+        for role in objects
+            .iter()
+            .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+        {
+            if narrowed
+                .iter()
+                .any(|(g, r)| grants(role, g, r, "patch") || grants(role, g, r, "*"))
+            {
+                checked += 1;
+                assert!(
+                    grants(role, "wavegate.dev", "writers", "narrowed"),
+                    "{dir}: {} {} grants a narrowed patch without wavegate's mark",
+                    role["kind"],
+                    role["metadata"]["name"]
+                );
+            }
+        }
+        assert!(checked >= 1, "{dir}: no role grants a narrowed patch");
+    }
+}
+
 /// Many clusters from Argo CD's Secrets: the only new access is `list` on Secrets, in Argo CD's
 /// namespace (docs/security.md says what that reads), bound to wavegate's ServiceAccount.
 #[test]

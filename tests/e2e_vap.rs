@@ -244,7 +244,9 @@ const BASE_BINDING: &str = "deploy/base/clusterrolebinding.yaml";
 /// The gate controller's `patch` on WaveGates, narrowed by the base's policy: wavegate's
 /// ServiceAccount, with exactly the base RBAC, may set and change the verdict stamp
 /// (src/gate/stamp.rs) and nothing else of a WaveGate — not its checks, not another annotation,
-/// not a label — while its status writes (the status subresource) are not affected.
+/// not a label — while its status writes (the status subresource) are not affected. The same
+/// holds for wavegate under another account bound to the base ClusterRole, and not for anyone
+/// who may patch WaveGates without that role.
 #[tokio::test]
 async fn gate_controller_may_change_only_the_verdict_stamp_of_a_wavegate() {
     let admin = cluster::client().await;
@@ -344,4 +346,105 @@ async fn gate_controller_may_change_only_the_verdict_stamp_of_a_wavegate() {
     )
     .await
     .expect("other users are not constrained");
+
+    // wavegate under another account: a remote cluster's client certificate (user
+    // `wavegate-remote`) bound to the same ClusterRole is narrowed the same way: the policy
+    // recognises the role's mark, not an account name.
+    bind_cluster_role(
+        &admin,
+        "vap-test-wavegate-remote",
+        "wavegate",
+        "wavegate-remote",
+    )
+    .await;
+    let remote = client_as("wavegate-remote").await;
+    cluster::eventually(
+        Duration::from_secs(30),
+        "the RBAC cache to know wavegate-remote",
+        || async {
+            merge_patch(
+                &remote,
+                &gates,
+                &ns,
+                "serving",
+                json!({"metadata": {"annotations": {stamp: "1/Healthy/0000000000000003"}}}),
+            )
+            .await
+        },
+    )
+    .await;
+    // (Eventually: an earlier run may have left a policy of another content, which the API
+    // server reloads in the background.)
+    let attempt = std::sync::atomic::AtomicUsize::new(0);
+    cluster::eventually(
+        Duration::from_secs(30),
+        "the policy to deny wavegate under another account a change of a gate's checks",
+        || async {
+            let n = attempt.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            let rewrite = json!({"spec": {"checks": [{"name": format!("remote-{n}"),
+                                                      "service": {"name": "x"}}]}});
+            match merge_patch(&remote, &gates, &ns, "serving", rewrite).await {
+                Err(e) if e.contains("wavegate-gate-verdict-only") => Ok(()),
+                Err(e) => Err(e),
+                Ok(()) => Err("the checks patch was allowed".to_string()),
+            }
+        },
+    )
+    .await;
+
+    // Someone else who may patch WaveGates (but not update them), without wavegate's mark, is
+    // not wavegate and is not narrowed.
+    apply_cluster_scoped(
+        &admin,
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+                "metadata": {"name": "vap-test-gate-editor"},
+                "rules": [{"apiGroups": ["wavegate.dev"], "resources": ["wavegates"],
+                           "verbs": ["get", "patch"]}]}),
+    )
+    .await;
+    bind_cluster_role(
+        &admin,
+        "vap-test-gate-editor",
+        "vap-test-gate-editor",
+        "gate-editor",
+    )
+    .await;
+    let editor = client_as("gate-editor").await;
+    cluster::eventually(
+        Duration::from_secs(30),
+        "a gate editor without the mark to change a gate's timeout",
+        || async {
+            merge_patch(
+                &editor,
+                &gates,
+                &ns,
+                "serving",
+                json!({"spec": {"timeout": "20m"}}),
+            )
+            .await
+        },
+    )
+    .await;
+}
+
+/// Binds `role` to the user `user` cluster-wide.
+async fn bind_cluster_role(admin: &kube::Client, name: &str, role: &str, user: &str) {
+    apply_cluster_scoped(
+        admin,
+        &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+                "metadata": {"name": name},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                            "name": role},
+                "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User",
+                              "name": user}]}),
+    )
+    .await;
+}
+
+/// A client that acts as `user` (the admin impersonating it: the API server authorizes and
+/// admits the request as that user, as it would one with that user's client certificate).
+async fn client_as(user: &str) -> kube::Client {
+    let mut config = kube::Config::infer().await.unwrap();
+    config.auth_info.impersonate = Some(user.to_string());
+    kube::Client::try_from(config).unwrap()
 }

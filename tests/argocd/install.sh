@@ -7,9 +7,9 @@
 #
 # For each, in turn, on a cluster without the WaveGate CRD:
 #   1. The first sync operation succeeds, every resource Synced; Argo CD applied the admission
-#      policy first (sync wave -1, before the RBAC it narrows), then the Namespace, and the CRD
-#      before the RBAC, Service and Deployment (its own sync result, in the order it recorded),
-#      and the CRD is Established.
+#      policy (sync wave -1) before the RBAC it narrows and the Deployment, the Namespace before
+#      what lives in it, and the CRD before the RBAC, Service and Deployment (its own sync
+#      result, in the order it recorded), and the CRD is Established.
 #   2. Argo CD's own health (argocd-server's resource tree): everything Healthy except the
 #      Deployment, whose pods need a kubelet (and the PodDisruptionBudget until the disruption
 #      controller's first status: Argo CD's PDB script counts InsufficientPods as Healthy,
@@ -166,10 +166,13 @@ $result"
 import sys
 kinds = [l.split()[1] for l in sys.argv[1].splitlines()]
 first = lambda k: kinds.index(k)
-policy = ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding")
-# Wave -1: the admission policy, before the RBAC it narrows. Then wave 0, the Namespace first.
-assert sorted(kinds[:2]) == sorted(policy), kinds
-assert kinds[2] == "Namespace", kinds
+# The admission policy (sync wave -1) before the RBAC it narrows and the Deployment; the
+# Namespace before what lives in it (gitops-engine applies it in the earliest wave).
+for policy in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
+    for later in ("ClusterRole", "ClusterRoleBinding", "Role", "Deployment"):
+        assert first(policy) < first(later), (policy, later, kinds)
+for namespaced in ("NetworkPolicy", "ServiceAccount", "Role", "Service", "Deployment"):
+    assert first("Namespace") < first(namespaced), (namespaced, kinds)
 for later in ("ClusterRole", "ClusterRoleBinding", "Role", "Service", "Deployment"):
     assert first("CustomResourceDefinition") < first(later), (later, kinds)
 PY

@@ -58,6 +58,11 @@ membership-proof reads of deploy/components/crdb-credentials. */}}
 - apiGroups: [wavegate.dev]
   resources: [wavegates]
   verbs: [patch]
+# Not a resource but a mark: the admission policies narrow every update by whoever holds it
+# (in the object's namespace) and may not `update` the object (deploy/base/clusterrole.yaml).
+- apiGroups: [wavegate.dev]
+  resources: [writers]
+  verbs: [narrowed]
 # One Event per status transition (src/events.rs), through kube-rs's recorder.
 - apiGroups: [events.k8s.io]
   resources: [events]
@@ -97,6 +102,11 @@ membership-proof reads of deploy/components/crdb-credentials. */}}
 - apiGroups: [argoproj.io]
   resources: [applications]
   verbs: [patch]
+# Not a resource but a mark: the admission policies narrow every update by whoever holds it
+# (in the object's namespace) and may not `update` the object (deploy/base/clusterrole.yaml).
+- apiGroups: [wavegate.dev]
+  resources: [writers]
+  verbs: [narrowed]
 {{- end }}
 
 {{- define "wavegate.image" -}}
