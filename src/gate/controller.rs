@@ -385,6 +385,7 @@ impl Gates {
             health = %health_of(status),
             "gate status written"
         );
+        let version = written.resource_version().unwrap_or_default();
         let want = stamp::next(
             written
                 .annotations()
@@ -393,6 +394,7 @@ impl Gates {
             before,
             written.metadata.generation,
             status,
+            &version,
             now.as_second(),
         );
         let stamp = match want {
@@ -410,9 +412,16 @@ impl Gates {
     /// written either way, and without the mark Argo CD shows it at its next periodic refresh.
     /// `gate` is the gate as the status write left it (the stamp to change is the server's, not
     /// the cache's, which may be behind a stamp written a moment ago).
+    ///
+    /// The mark is conditional on the version the status write produced: if anyone wrote in
+    /// between, the mark is not made (their write changes what Argo CD hashes or the status it
+    /// judges anyway), and the versions this writer remembers stay contiguous (status, then
+    /// mark), so its next write is never preconditioned on a version its own mark moved past.
     async fn stamp(&self, api: &Api<WaveGate>, gate: &WaveGate, want: String) -> Option<String> {
-        let body =
-            serde_json::json!({ "metadata": { "annotations": { stamp::ANNOTATION: want } } });
+        let body = serde_json::json!({ "metadata": {
+            "resourceVersion": gate.resource_version(),
+            "annotations": { stamp::ANNOTATION: want },
+        } });
         let params = PatchParams {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
@@ -424,6 +433,13 @@ impl Gates {
             Ok(marked) => {
                 self.context.metrics.gate_stamp_writes.inc();
                 marked.resource_version()
+            }
+            Err(kube::Error::Api(e)) if e.code == 409 => {
+                tracing::debug!(
+                    gate = %format!("{}/{}", gate.namespace().unwrap_or_default(), gate.name_any()),
+                    "the gate changed after its status was written; not marked"
+                );
+                None
             }
             Err(e) => {
                 self.context.metrics.record_write_error("gate-stamp");

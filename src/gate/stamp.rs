@@ -71,22 +71,30 @@ const CLOCK_MARGIN: i64 = 30;
 ///
 /// - Argo CD looks again by itself when the health status it records changes
 ///   (`skipResourceUpdate`), which is most verdict changes (Progressing → Healthy): no stamp,
-///   one write instead of two.
+///   one write instead of two — but only when the gate's stamp names `before`. Argo CD may not
+///   have seen `before` at all: after a relist of its watch it compares the gate with the last
+///   version it did see, and only a stamp that moved on since then tells them apart. So a
+///   change is left unstamped only right after a stamped one (or the first verdict), never
+///   twice in a row.
 /// - Otherwise a new message, generation or status is news, and so is the renewal of a verdict
 ///   whose `validUntil` had passed, which the health script shows as expired ("… is wavegate
 ///   running?") whatever it says.
-/// - A stamp that is news always differs from `current`, which may still name an older status
-///   (the changes Argo CD noticed by itself left it as it was).
+/// - The stamp is [`of`] the status and `version`, the resourceVersion the status write
+///   produced: a stamp never repeats one Argo CD saw before, even where the status does (after
+///   a relist, Argo CD compares with whatever version it saw last, and a repeated stamp with the
+///   same health status would look like no change at all).
 pub fn next(
     current: Option<&str>,
     before: Option<&WaveGateStatus>,
     generation: Option<i64>,
     status: &WaveGateStatus,
+    version: &str,
     now: i64,
 ) -> Option<String> {
     let after = status.health.as_ref().map(|h| h.status);
     if let (Some(recorded), Some(after)) = (recorded_health(before, generation, now), after)
         && recorded != after
+        && names(current, before)
     {
         return None;
     }
@@ -96,14 +104,18 @@ pub fn next(
         .and_then(|h| h.valid_until)
         .is_some_and(|until| until < now);
     let news = expired || before.map(of).as_deref() != Some(fresh.as_str());
-    if !news {
-        return None;
+    news.then(|| format!("{fresh}/{version}"))
+}
+
+/// Whether the stamp `current` was written for `status` (both absent: a gate's first verdict).
+pub fn names(current: Option<&str>, status: Option<&WaveGateStatus>) -> bool {
+    match (current, status) {
+        (None, None) => true,
+        (Some(stamp), Some(status)) => stamp
+            .rsplit_once('/')
+            .is_some_and(|(stamped, _version)| stamped == of(status)),
+        _ => false,
     }
-    Some(if current == Some(fresh.as_str()) {
-        format!("{fresh}/again")
-    } else {
-        fresh
-    })
 }
 
 fn fnv1a(bytes: &[u8]) -> u64 {
@@ -176,22 +188,30 @@ mod tests {
         s
     }
 
+    /// The stamp a write producing resourceVersion `version` gives `s`.
+    fn stamp_of(s: &WaveGateStatus, version: &str) -> String {
+        format!("{}/{version}", of(s))
+    }
+
     #[test]
     fn a_new_message_under_the_same_status_is_stamped() {
         let now = 1_000;
         let before = verdict(1, HealthStatus::Progressing, "no pods", now + 150);
         let after = verdict(1, HealthStatus::Progressing, "not ready", now + 180);
-        let stamp = of(&before);
+        let stamp = stamp_of(&before, "10");
         assert_eq!(
-            next(Some(&stamp), Some(&before), Some(1), &after, now),
-            Some(of(&after))
+            next(Some(&stamp), Some(&before), Some(1), &after, "12", now),
+            Some(stamp_of(&after, "12"))
         );
         // The first verdict: Argo CD showed its own "waiting for wavegate" Progressing.
-        assert_eq!(next(None, None, Some(1), &before, now), Some(of(&before)));
+        assert_eq!(
+            next(None, None, Some(1), &before, "9", now),
+            Some(stamp_of(&before, "9"))
+        );
         // A renewal shows nothing new.
         let renewed = verdict(1, HealthStatus::Progressing, "no pods", now + 180);
         assert_eq!(
-            next(Some(&stamp), Some(&before), Some(1), &renewed, now),
+            next(Some(&stamp), Some(&before), Some(1), &renewed, "12", now),
             None
         );
     }
@@ -200,44 +220,76 @@ mod tests {
     fn a_change_of_health_status_is_not_stamped_argo_cd_notices_it() {
         let now = 1_000;
         let before = verdict(1, HealthStatus::Progressing, "no pods", now + 150);
+        let stamp = stamp_of(&before, "10");
         let after = verdict(1, HealthStatus::Healthy, "1 ready", now + 180);
         assert_eq!(
-            next(Some(&of(&before)), Some(&before), Some(1), &after, now),
+            next(Some(&stamp), Some(&before), Some(1), &after, "12", now),
             None
         );
         // Unless Argo CD may have recorded the old verdict as expired (Progressing as well).
         let expiring = verdict(1, HealthStatus::Healthy, "1 ready", now + 10);
         let progressing = verdict(1, HealthStatus::Progressing, "no pods", now + 180);
-        assert!(next(None, Some(&expiring), Some(1), &progressing, now).is_some());
+        let stamp_expiring = stamp_of(&expiring, "10");
+        assert!(
+            next(
+                Some(&stamp_expiring),
+                Some(&expiring),
+                Some(1),
+                &progressing,
+                "12",
+                now
+            )
+            .is_some()
+        );
         // A new generation: Argo CD recorded "waiting for wavegate" (Progressing).
         let new_generation = verdict(2, HealthStatus::Progressing, "no pods", now + 180);
         assert!(
             next(
-                Some(&of(&before)),
+                Some(&stamp),
                 Some(&before),
                 Some(2),
                 &new_generation,
+                "12",
                 now
             )
             .is_some()
         );
         let healthy = verdict(2, HealthStatus::Healthy, "1 ready", now + 180);
         assert_eq!(
-            next(Some(&of(&before)), Some(&before), Some(2), &healthy, now),
+            next(Some(&stamp), Some(&before), Some(2), &healthy, "12", now),
             None
         );
     }
 
     #[test]
-    fn news_differs_from_a_stamp_left_behind_by_changes_argo_cd_noticed_itself() {
-        // Progressing "a" (stamped) → Healthy → Progressing "b" (status changes, not stamped)
-        // → Progressing "a": the stamp still names "a", and must change all the same.
+    fn two_changes_in_a_row_are_not_both_left_unstamped() {
+        // Progressing "a" (stamped) → Healthy (not stamped) → Progressing "b": Argo CD, relisting
+        // after missing the Healthy, compares "b" with "a": same status, so only a new stamp
+        // makes it look.
+        let now = 1_000;
+        let a = verdict(1, HealthStatus::Progressing, "a", now + 180);
+        let healthy = verdict(1, HealthStatus::Healthy, "ok", now + 180);
+        let b = verdict(1, HealthStatus::Progressing, "b", now + 180);
+        let stamp = stamp_of(&a, "10");
+        assert_eq!(
+            next(Some(&stamp), Some(&a), Some(1), &healthy, "12", now),
+            None
+        );
+        assert_eq!(
+            next(Some(&stamp), Some(&healthy), Some(1), &b, "13", now),
+            Some(stamp_of(&b, "13"))
+        );
+    }
+
+    #[test]
+    fn a_stamp_never_repeats_even_where_the_status_does() {
         let now = 1_000;
         let a = verdict(1, HealthStatus::Progressing, "a", now + 180);
         let b = verdict(1, HealthStatus::Progressing, "b", now + 180);
-        let stamp = next(Some(&of(&a)), Some(&b), Some(1), &a, now).unwrap();
-        assert_ne!(stamp, of(&a));
-        assert_eq!(next(Some(&stamp), Some(&b), Some(1), &a, now), Some(of(&a)));
+        let first = next(None, None, Some(1), &a, "10", now).unwrap();
+        let second = next(Some(&first), Some(&a), Some(1), &b, "12", now).unwrap();
+        let third = next(Some(&second), Some(&b), Some(1), &a, "14", now).unwrap();
+        assert_ne!(first, third);
     }
 
     #[test]
@@ -245,8 +297,11 @@ mod tests {
         let now = 1_000;
         let before = verdict(1, HealthStatus::Healthy, "1 ready", now - 5);
         let renewed = verdict(1, HealthStatus::Healthy, "1 ready", now + 180);
-        let stamp = next(Some(&of(&before)), Some(&before), Some(1), &renewed, now).unwrap();
-        assert_ne!(stamp, of(&before));
+        let stamp = stamp_of(&before, "10");
+        assert_eq!(
+            next(Some(&stamp), Some(&before), Some(1), &renewed, "12", now),
+            Some(stamp_of(&renewed, "12"))
+        );
     }
 
     /// Argo CD, as far as the stamp matters, written from its source rather than from
@@ -257,6 +312,9 @@ mod tests {
     struct ArgoCd {
         recorded: Option<(HealthStatus, Hashed)>,
         shown: (HealthStatus, String),
+        /// Its watch is down: events are missed until the relist, which compares the gate as
+        /// it then is with the last version recorded (gitops-engine `replaceResourceCache`).
+        blind: bool,
     }
 
     /// What Argo CD hashes of a gate, as far as this test changes it: the generation (a new
@@ -289,6 +347,9 @@ mod tests {
 
     impl ArgoCd {
         fn event(&mut self, hash: Hashed, status: Option<&WaveGateStatus>, now: i64) {
+            if self.blind {
+                return;
+            }
             let health = script(hash.0, status, now);
             let skipped = self
                 .recorded
@@ -309,14 +370,14 @@ mod tests {
         /// says of the gate as it now is, without waiting for a periodic refresh.
         #[test]
         fn argo_cd_shows_every_written_verdict_at_once(
-            steps in proptest::collection::vec((0u8..6, 0u8..3, 0u8..3, 0i64..200), 1..60),
+            steps in proptest::collection::vec((0u8..8, 0u8..3, 0u8..3, 0i64..200), 1..60),
         ) {
             let validity = std::time::Duration::from_secs(180);
             let mut now = 1_000_000;
-            let (mut generation, mut edits) = (1, 0);
+            let (mut generation, mut edits, mut version) = (1, 0, 0u64);
             let mut stored: Option<WaveGateStatus> = None;
             let mut stamp: Option<String> = None;
-            let mut argo = ArgoCd { recorded: None, shown: (HealthStatus::Progressing, String::new()) };
+            let mut argo = ArgoCd { recorded: None, shown: (HealthStatus::Progressing, String::new()), blind: false };
             argo.event((generation, stamp.clone(), edits), None, now);
             for (action, health, message, seconds) in steps {
                 match action {
@@ -333,6 +394,23 @@ mod tests {
                     }
                     // Argo CD's periodic refresh (timeout.reconciliation).
                     3 => argo.shown = script(generation, stored.as_ref(), now),
+                    // Its watch of WaveGates breaks...
+                    4 => argo.blind = true,
+                    // ... and relists: once it has, it shows what the script says of the gate
+                    // (unless the verdict expired since, unrenewed: that shows at the next
+                    // periodic refresh, by design).
+                    5 => {
+                        let was_blind = std::mem::replace(&mut argo.blind, false);
+                        argo.event((generation, stamp.clone(), edits), stored.as_ref(), now);
+                        let expired = stored
+                            .as_ref()
+                            .and_then(|s| s.health.as_ref())
+                            .and_then(|h| h.valid_until)
+                            .is_some_and(|until| until < now);
+                        if was_blind && !expired {
+                            proptest::prop_assert_eq!(&argo.shown, &script(generation, stored.as_ref(), now), "after a relist");
+                        }
+                    }
                     _ => {
                         let health = [HealthStatus::Healthy, HealthStatus::Progressing, HealthStatus::Degraded][health as usize];
                         let message = ["a", "b", "c"][message as usize];
@@ -341,7 +419,8 @@ mod tests {
                             && stored.as_ref().and_then(|s| s.observed_generation) == Some(generation);
                         let until = crate::written::valid_until(previous.and_then(|p| p.valid_until), same, validity, now);
                         let written = verdict(generation, health, message, until);
-                        let want = next(stamp.as_deref(), stored.as_ref(), Some(generation), &written, now);
+                        version += 1;
+                        let want = next(stamp.as_deref(), stored.as_ref(), Some(generation), &written, &version.to_string(), now);
                         argo.event((generation, stamp.clone(), edits), Some(&written), now);
                         if let Some(want) = want {
                             proptest::prop_assert_ne!(Some(&want), stamp.as_ref(), "a stamp that changes nothing");
@@ -349,7 +428,9 @@ mod tests {
                             argo.event((generation, stamp.clone(), edits), Some(&written), now);
                         }
                         stored = Some(written);
-                        proptest::prop_assert_eq!(&argo.shown, &script(generation, stored.as_ref(), now));
+                        if !argo.blind {
+                            proptest::prop_assert_eq!(&argo.shown, &script(generation, stored.as_ref(), now));
+                        }
                     }
                 }
             }
