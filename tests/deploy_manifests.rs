@@ -374,38 +374,74 @@ fn patch_on_wavegates_comes_with_the_policy_that_narrows_it_to_the_stamp() {
 }
 
 /// Each admission policy narrows RBAC the same install grants (patch on WaveGates, patch for
-/// annotation mode), so Argo CD must apply it first: every policy and its binding sits in sync
-/// wave -1, before everything else in wave 0 (Argo CD orders an unknown kind such as a
-/// ValidatingAdmissionPolicy after all the kinds it knows, i.e. after the Deployment, within one
-/// wave: gitops-engine sync_tasks.go kindOrder). No other object names a wave.
+/// annotation mode), recognising wavegate by a mark those roles carry. Argo CD orders an unknown
+/// kind such as a ValidatingAdmissionPolicy after all the kinds it knows within one wave
+/// (gitops-engine sync_tasks.go kindOrder), i.e. after the Deployment. So every policy, its
+/// binding, and every role carrying the mark with its binding sit in sync wave -1: the roles
+/// first (an upgrade never meets a policy looking for a mark not yet granted), then the
+/// policies, then everything else, the Deployment included, in wave 0. No other object names a
+/// wave.
 #[test]
-fn admission_policies_are_applied_a_sync_wave_before_the_rbac_they_narrow() {
+fn admission_policies_and_the_roles_they_recognise_come_a_sync_wave_before_the_rest() {
     const WAVE: &str = "argocd.argoproj.io/sync-wave";
     for dir in [
         "deploy/base",
         "deploy/overlays/annotate",
+        "deploy/overlays/namespaced",
+        "deploy/overlays/namespaced-annotate",
         "deploy/overlays/crdb-credentials",
         "deploy/overlays/clusters",
         "deploy/overlays/clusters-kubeconfigs",
         "deploy/remote-cluster",
     ] {
         let objects = render(dir);
-        let mut policies = 0;
+        let marked = |o: &Value| {
+            o["rules"].as_array().into_iter().flatten().any(|r| {
+                r["resources"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .any(|x| x == "writers")
+                    && r["verbs"]
+                        .as_array()
+                        .into_iter()
+                        .flatten()
+                        .any(|v| v == "narrowed")
+            })
+        };
+        let marked_roles: Vec<(String, String)> = objects
+            .iter()
+            .filter(|o| marked(o))
+            .map(|o| {
+                (
+                    o["kind"].as_str().unwrap_or_default().to_string(),
+                    o["metadata"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_string(),
+                )
+            })
+            .collect();
+        let mut early = 0;
         for o in &objects {
             let kind = o["kind"].as_str().unwrap_or_default();
-            let policy = matches!(
+            let binds_marked = marked_roles.iter().any(|(k, n)| {
+                o["roleRef"]["kind"] == k.as_str() && o["roleRef"]["name"] == n.as_str()
+            });
+            let first = matches!(
                 kind,
                 "ValidatingAdmissionPolicy" | "ValidatingAdmissionPolicyBinding"
-            );
-            policies += usize::from(policy);
+            ) || marked(o)
+                || binds_marked;
+            early += usize::from(first);
             assert_eq!(
                 o["metadata"]["annotations"][WAVE].as_str(),
-                policy.then_some("-1"),
+                first.then_some("-1"),
                 "{dir}: {kind} {}",
                 o["metadata"]["name"]
             );
         }
-        assert!(policies >= 2, "{dir}: {policies} policy objects");
+        assert!(early >= 2, "{dir}: {early} objects in wave -1");
     }
 }
 

@@ -6,10 +6,10 @@
 # from a local git repository holding this repository's deploy/ at a tag, as their repoURL would.
 #
 # For each, in turn, on a cluster without the WaveGate CRD:
-#   1. The first sync operation succeeds, every resource Synced; Argo CD applied the admission
-#      policy (sync wave -1) before the RBAC it narrows and the Deployment, the Namespace before
-#      what lives in it, and the CRD before the RBAC, Service and Deployment (its own sync
-#      result, in the order it recorded), and the CRD is Established.
+#   1. The first sync operation succeeds, every resource Synced; Argo CD applied (its own sync
+#      result, in the order it recorded) wavegate's ClusterRole and then the admission policy
+#      that narrows it in sync wave -1, before everything else; the Namespace before what lives
+#      in it; the CRD before the Service and Deployment; and the CRD is Established.
 #   2. Argo CD's own health (argocd-server's resource tree): everything Healthy except the
 #      Deployment, whose pods need a kubelet (and the PodDisruptionBudget until the disruption
 #      controller's first status: Argo CD's PDB script counts InsufficientPods as Healthy,
@@ -166,14 +166,18 @@ $result"
 import sys
 kinds = [l.split()[1] for l in sys.argv[1].splitlines()]
 first = lambda k: kinds.index(k)
-# The admission policy (sync wave -1) before the RBAC it narrows and the Deployment; the
-# Namespace before what lives in it (gitops-engine applies it in the earliest wave).
+# Sync wave -1: the ClusterRole carrying wavegate's mark (and its binding), then the admission
+# policy that recognises the mark; wave 0 after both, the Deployment included. The Namespace
+# before what lives in it (gitops-engine applies it in the earliest wave), the CRD before the
+# Service and Deployment.
 for policy in ("ValidatingAdmissionPolicy", "ValidatingAdmissionPolicyBinding"):
-    for later in ("ClusterRole", "ClusterRoleBinding", "Role", "Deployment"):
+    for role in ("ClusterRole", "ClusterRoleBinding"):
+        assert first(role) < first(policy), (role, policy, kinds)
+    for later in ("NetworkPolicy", "ServiceAccount", "CustomResourceDefinition", "Deployment"):
         assert first(policy) < first(later), (policy, later, kinds)
 for namespaced in ("NetworkPolicy", "ServiceAccount", "Role", "Service", "Deployment"):
     assert first("Namespace") < first(namespaced), (namespaced, kinds)
-for later in ("ClusterRole", "ClusterRoleBinding", "Role", "Service", "Deployment"):
+for later in ("Service", "Deployment"):
     assert first("CustomResourceDefinition") < first(later), (later, kinds)
 PY
   [[ "$(field "$CRD" status.conditions | python3 -c 'import json,sys
