@@ -4,7 +4,7 @@
 //! (the recommended pattern: recreated every sync, so they carry no expiry and are never renewed).
 //!
 //! Measured, on the local control plane:
-//! - a settled system: status writes in a `--settle` window (default 60 s) after every gate has
+//! - a settled system: writes (status and verdict stamp) in a `--settle` window (default 60 s) after every gate has
 //!   its verdict;
 //! - the shared pod turning not Ready, then Ready again: for each gate, the time from the pod's
 //!   status change to the gate's new status arriving on a watch (p50/p95/max), and the status
@@ -126,8 +126,12 @@ async fn main() {
     ));
     let first = all_become(&seen, gates, "Healthy", started).await;
     let first = Summary::of(&first).unwrap();
-    let writes = || wg.metrics.gate_status_writes.get();
+    // Every write to the API server: the status, and the verdict stamp where Argo CD needs one
+    // to look again (src/gate/stamp.rs).
+    let writes = || wg.metrics.gate_status_writes.get() + wg.metrics.gate_stamp_writes.get();
+    let stamps = || wg.metrics.gate_stamp_writes.get();
     let after_first = writes();
+    let first_stamps = stamps();
 
     // Settled: nothing changes for a while.
     tokio::time::sleep(settle).await;
@@ -138,6 +142,7 @@ async fn main() {
         &[
             ("gates", gates.to_string()),
             ("first_verdict_all_ms", support::ms(first.max)),
+            ("first_stamps", first_stamps.to_string()),
             ("window_s", settle.as_secs().to_string()),
             ("writes", settled_writes.to_string()),
             ("writes_per_min", format!("{per_minute:.1}")),
@@ -145,7 +150,7 @@ async fn main() {
     );
 
     for (ready, want) in [(false, "Progressing"), (true, "Healthy")] {
-        let before = writes();
+        let (before, stamps_before) = (writes(), stamps());
         let changed = Instant::now();
         set_pod_ready(&admin, &ns, "shared", "10.244.200.1", ready).await;
         let took = all_become(&seen, gates, want, changed).await;
@@ -156,6 +161,7 @@ async fn main() {
             ("gates", gates.to_string()),
             ("to", want.to_string()),
             ("writes", (writes() - before).to_string()),
+            ("stamps", (stamps() - stamps_before).to_string()),
         ];
         fields.extend(s.fields());
         report("gates_change", &fields);
