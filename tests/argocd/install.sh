@@ -187,7 +187,7 @@ print(any(c["type"] == "Established" and c["status"] == "True" for c in json.loa
   wait_until 60 "$label: the Application Synced, its last operation Succeeded" app_synced
   log "$label: synced in $t_sync ms, clean and in order: $(awk '$2 != last {printf "%s%s", (NR>1?" → ":""), $2; last = $2}' <<<"$result")"
   local later; later="$(later_operations "$watched")"
-  [[ -z "$later" ]] || log "$label: then Argo CD's self-heal ran (its cache had not yet seen what it had just applied): $later"
+  [[ -z "$later" ]] || log "$label: then Argo CD's self-heal ran again (seen when its cache lags behind what it just applied): $later"
 
   # Argo CD's judgement before any kubelet.
   local tree not_healthy
