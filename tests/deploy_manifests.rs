@@ -6,6 +6,27 @@
 use serde_json::Value;
 use std::process::Command;
 
+/// Every shipped Kustomize rendering.
+const EVERY_VARIANT: &[&str] = &[
+    "deploy/base",
+    "deploy/overlays/annotate",
+    "deploy/overlays/namespaced",
+    "deploy/overlays/namespaced-annotate",
+    "deploy/overlays/crdb-credentials",
+    "deploy/overlays/clusters",
+    "deploy/overlays/clusters-kubeconfigs",
+    "deploy/remote-cluster",
+];
+
+/// Whether a Role or ClusterRole has a rule granting `verb` on `group`/`resource`.
+fn grants(role: &Value, group: &str, resource: &str, verb: &str) -> bool {
+    role["rules"].as_array().into_iter().flatten().any(|r| {
+        let has =
+            |field: &str, want: &str| r[field].as_array().into_iter().flatten().any(|x| x == want);
+        has("apiGroups", group) && has("resources", resource) && has("verbs", verb)
+    })
+}
+
 fn render(dir: &str) -> Vec<Value> {
     let root = env!("CARGO_MANIFEST_DIR");
     let out = Command::new(std::env::var("KUBECTL").unwrap_or_else(|_| "kubectl".into()))
@@ -384,31 +405,9 @@ fn patch_on_wavegates_comes_with_the_policy_that_narrows_it_to_the_stamp() {
 #[test]
 fn admission_policies_and_the_roles_they_recognise_come_a_sync_wave_before_the_rest() {
     const WAVE: &str = "argocd.argoproj.io/sync-wave";
-    for dir in [
-        "deploy/base",
-        "deploy/overlays/annotate",
-        "deploy/overlays/namespaced",
-        "deploy/overlays/namespaced-annotate",
-        "deploy/overlays/crdb-credentials",
-        "deploy/overlays/clusters",
-        "deploy/overlays/clusters-kubeconfigs",
-        "deploy/remote-cluster",
-    ] {
+    for dir in EVERY_VARIANT {
         let objects = render(dir);
-        let marked = |o: &Value| {
-            o["rules"].as_array().into_iter().flatten().any(|r| {
-                r["resources"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .any(|x| x == "writers")
-                    && r["verbs"]
-                        .as_array()
-                        .into_iter()
-                        .flatten()
-                        .any(|v| v == "narrowed")
-            })
-        };
+        let marked = |o: &Value| grants(o, "wavegate.dev", "writers", "narrowed");
         let marked_roles: Vec<(String, String)> = objects
             .iter()
             .filter(|o| marked(o))
@@ -450,24 +449,7 @@ fn admission_policies_and_the_roles_they_recognise_come_a_sync_wave_before_the_r
 /// resource a policy narrows must carry the mark, or that patch goes unnarrowed.
 #[test]
 fn every_role_that_grants_a_narrowed_patch_carries_wavegates_mark() {
-    let grants = |role: &Value, group: &str, resource: &str, verb: &str| {
-        role["rules"].as_array().into_iter().flatten().any(|r| {
-            let has = |field: &str, want: &str| {
-                r[field].as_array().into_iter().flatten().any(|x| x == want)
-            };
-            has("apiGroups", group) && has("resources", resource) && has("verbs", verb)
-        })
-    };
-    for dir in [
-        "deploy/base",
-        "deploy/overlays/annotate",
-        "deploy/overlays/namespaced",
-        "deploy/overlays/namespaced-annotate",
-        "deploy/overlays/crdb-credentials",
-        "deploy/overlays/clusters",
-        "deploy/overlays/clusters-kubeconfigs",
-        "deploy/remote-cluster",
-    ] {
+    for dir in EVERY_VARIANT {
         let objects = render(dir);
         // What a shipped policy narrows: this rendering's, or the base's and annotation mode's
         // (the namespaced overlays leave them to a cluster admin).
