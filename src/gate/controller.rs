@@ -413,10 +413,10 @@ impl Gates {
     /// `gate` is the gate as the status write left it (the stamp to change is the server's, not
     /// the cache's, which may be behind a stamp written a moment ago).
     ///
-    /// The mark is conditional on the version the status write produced: if anyone wrote in
-    /// between, the mark is not made (their write changes what Argo CD hashes or the status it
-    /// judges anyway), and the versions this writer remembers stay contiguous (status, then
-    /// mark), so its next write is never preconditioned on a version its own mark moved past.
+    /// The mark is conditional on the version the status write produced, so the versions this
+    /// writer remembers stay contiguous (status, then mark) and its next write is never
+    /// preconditioned on a version its own mark moved past. If anyone wrote in between, the
+    /// mark is not made: their write usually makes Argo CD look again itself (metadata, spec).
     async fn stamp(&self, api: &Api<WaveGate>, gate: &WaveGate, want: String) -> Option<String> {
         let body = serde_json::json!({ "metadata": {
             "resourceVersion": gate.resource_version(),
@@ -435,9 +435,15 @@ impl Gates {
                 marked.resource_version()
             }
             Err(kube::Error::Api(e)) if e.code == 409 => {
-                tracing::debug!(
+                // Not wavegate's failure (not a write error, which pages): someone wrote between
+                // the status and the mark. Most such writes make Argo CD look again anyway; one
+                // its update filter ignores (another status writer) leaves the new message to
+                // Argo CD's periodic refresh, so say so where an operator looks.
+                tracing::warn!(
                     gate = %format!("{}/{}", gate.namespace().unwrap_or_default(), gate.name_any()),
-                    "the gate changed after its status was written; not marked"
+                    "the gate changed between its status write and the mark ({}); not marked: \
+                     Argo CD may show the new message only at its next periodic refresh",
+                    stamp::ANNOTATION
                 );
                 None
             }

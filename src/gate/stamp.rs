@@ -111,9 +111,13 @@ pub fn next(
 pub fn names(current: Option<&str>, status: Option<&WaveGateStatus>) -> bool {
     match (current, status) {
         (None, None) => true,
-        (Some(stamp), Some(status)) => stamp
-            .rsplit_once('/')
-            .is_some_and(|(stamped, _version)| stamped == of(status)),
+        // The version is digits (etcd's revisions); anything else is a stamp of an older
+        // wavegate (`…/again`, or none), which may have stood on several statuses: it names none.
+        (Some(stamp), Some(status)) => stamp.rsplit_once('/').is_some_and(|(stamped, version)| {
+            !version.is_empty()
+                && version.bytes().all(|b| b.is_ascii_digit())
+                && stamped == of(status)
+        }),
         _ => false,
     }
 }
@@ -290,6 +294,20 @@ mod tests {
         let second = next(Some(&first), Some(&a), Some(1), &b, "12", now).unwrap();
         let third = next(Some(&second), Some(&b), Some(1), &a, "14", now).unwrap();
         assert_ne!(first, third);
+    }
+
+    #[test]
+    fn a_stamp_of_an_older_wavegate_names_no_status() {
+        // Before the version was part of the stamp, one value could stand on several statuses
+        // ("…/again", or the bare content): it must not let a change go unstamped.
+        let now = 1_000;
+        let a = verdict(1, HealthStatus::Progressing, "a", now + 180);
+        let healthy = verdict(1, HealthStatus::Healthy, "ok", now + 180);
+        for old in [of(&a), format!("{}/again", of(&a))] {
+            assert!(!names(Some(&old), Some(&a)), "{old}");
+            assert!(next(Some(&old), Some(&a), Some(1), &healthy, "12", now).is_some());
+        }
+        assert!(names(Some(&stamp_of(&a, "10")), Some(&a)));
     }
 
     #[test]
