@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Helm, built from its Go module (hack/helm pins helm.sh/helm/v3), cached under
-# ~/.cache/wavegate/bin like the control plane's binaries. Used by tests/helm_chart.rs to render
+# ~/.cache/wavegate/bin like the control plane's binaries. Used by tests/offline/helm_chart.rs to render
 # deploy/helm/wavegate next to the Kustomize variants.
 #
 # Usage: scripts/helm.sh build   build once (no-op when the binary is there)

@@ -3,38 +3,64 @@
 # tests on the local control plane (started here if it is not up), Argo CD's Lua VM on every
 # health script, Argo CD's own settings and health code on the argocd-cm patch, the real Argo CD
 # syncing with wavegate in the loop, and the browser tests of the dashboard and the UI extension.
+#
+# Two lanes run at once, because each spends most of its time waiting on something else (a
+# watch, a sync wave, a browser) and the machine has two cores:
+#
+#   the Argo CD lane (background, from the first second): each release's build and its own code
+#     judging the shipped Lua (CPU-heavy Go builds, which fill the cores the Rust build leaves
+#     idle), then the monitoring, Lua and release checks, then the real Argo CD of each release in
+#     its own network namespace, on a private control plane of its own;
+#   the cluster lane (foreground): the shared local control plane, fmt and clippy, one build of
+#     every test binary, the offline tests, the end-to-end binary (its tests concurrently, each in
+#     its own namespace or private control plane), the dashboard in chromium, README's first
+#     command.
+#
+# The lanes share nothing but the built binaries and the control plane's executables: the Argo CD
+# lane waits for the cluster lane's `wavegate` build before it starts Argo CD. Its output goes to
+# $TEST_OUTPUT/argocd-lane.log and is printed when it ends; a failure in either lane fails the run
+# (and stops the other).
+#
+# Environment: WAVEGATE_E2E_THREADS (default 8: concurrent end-to-end tests; they mostly wait),
+# WAVEGATE_ARGOCD_E2E (the releases whose real controllers run; default the pinned and the newest).
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
 export TEST_OUTPUT=${TEST_OUTPUT:-$here/test-output}
 mkdir -p "$TEST_OUTPUT"
+# Each background lane gets a process group of its own, so a failure can stop all it started.
+set -m
 
 step() { printf '\n== %s\n' "$*"; }
+started=$(date +%s)
+elapsed() { local s=$(( $(date +%s) - started )); printf '%dm%02ds' $((s / 60)) $((s % 60)); }
 
-# Argo CD with its web UI takes the longest to build (npm downloads, a webpack build, then Go):
-# start it now so it overlaps everything up to the Argo CD step, which waits for it.
-step "Argo CD and its web UI: building in the background (log: $TEST_OUTPUT/argocd-build.log)"
-scripts/argocd.sh build >"$TEST_OUTPUT/argocd-build.log" 2>&1 &
-argocd_build=$!
+lanes=()
+stop_lanes() {
+  local pid
+  for pid in "${lanes[@]}"; do kill -- -"$pid" 2>/dev/null || true; done
+}
+trap stop_lanes EXIT
 
-step "control plane"
-scripts/control-plane.sh up
-eval "$(scripts/control-plane.sh env)"
+built_marker="$TEST_OUTPUT/.wavegate-built"
+rm -f "$built_marker"
+
+# ---------------------------------------------------------------------------- the Argo CD lane --
 
 # The Argo CD releases of the version matrix (scripts/argocd.sh versions, oldest first). Every one
 # judges the shipped Lua and argocd-cm with its own code (hack/argocd's test in that release's
 # build module); the real-controller end-to-end test runs on WAVEGATE_ARGOCD_E2E (default: the
-# pinned release and the newest; the oldest adds a cold Argo CD build and a ~3-minute run,
-# docs/argocd.md). The Go work runs now, in the background, newest first, one step at a time (the
-# builds take the Go build lock), so it fills the cores the Rust steps leave idle; it is awaited
-# before the first Argo CD step.
+# pinned release and the newest, docs/argocd.md).
 mapfile -t argocd_versions < <(scripts/argocd.sh versions)
-argocd_e2e=${WAVEGATE_ARGOCD_E2E:-"$(scripts/argocd.sh versions --pinned) ${argocd_versions[-1]}"}
+pinned=$(scripts/argocd.sh versions --pinned)
+argocd_e2e=${WAVEGATE_ARGOCD_E2E:-"$pinned ${argocd_versions[-1]}"}
+
 argocd_matrix() {
   local i v dir
+  # Newest first, one step at a time (the builds take the Go build lock).
   for (( i=${#argocd_versions[@]}-1; i>=0; i-- )); do
     v=${argocd_versions[$i]}
-    echo "== argocd-cm judged by Argo CD $v's own settings and health code (hack/argocd)"
+    step "argocd-cm judged by Argo CD $v's own settings and health code (hack/argocd) [$(elapsed)]"
     dir=$(WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh module) || return 1
     # Same GOCACHE, CGO and -trimpath as scripts/argocd.sh build, so shared packages compile once.
     (cd "$dir" && WAVEGATE_REPO="$here" GOCACHE="${WAVEGATE_CACHE:-$HOME/.cache/wavegate}/go-build" \
@@ -44,58 +70,102 @@ argocd_matrix() {
     fi
   done
 }
-argocd_matrix >"$TEST_OUTPUT/argocd-matrix.log" 2>&1 &
-argocd_matrix_pid=$!
 
-step "cargo fmt / clippy"
+argocd_lane() {
+  set -euo pipefail
+  # Argo CD with its web UI takes the longest to build (npm downloads, the UI's production build,
+  # then Go): it starts at once, beside the version matrix.
+  step "Argo CD $pinned and its web UI: building [$(elapsed)]"
+  scripts/argocd.sh build >"$TEST_OUTPUT/argocd-build.log" 2>&1 &
+  local build=$!
+  argocd_matrix
+  wait "$build" || { tail -n 40 "$TEST_OUTPUT/argocd-build.log"; echo "test.sh: building Argo CD with its web UI failed" >&2; return 1; }
+  step "Argo CD lane: waiting for the cluster lane's wavegate build [$(elapsed)]"
+  until [[ -f "$built_marker" ]]; do sleep 1; done
+
+  step "deploy/monitoring: PromQL parsed by Prometheus's parser, metrics a real /metrics exposes [$(elapsed)]"
+  tests/monitoring/run.sh
+  step "Lua health checks in Argo CD's sandbox (gopher-lua) [$(elapsed)]"
+  (cd argocd/lua-harness && go test -count=1 ./...)
+  step "release: workflows pass actionlint; the image's rootfs (Debian packages + binary) runs as uid 65532, read-only [$(elapsed)]"
+  tests/release/run.sh
+
+  local v
+  for v in $argocd_e2e; do
+    step "real Argo CD $v in the loop (scripts/argocd.sh: private control plane in its own netns) [$(elapsed)]"
+    WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh up
+    WAVEGATE_ARGOCD_VERSION=$v tests/argocd/e2e.sh
+    if [[ "$v" == "$pinned" ]]; then
+      step "wavegate in Argo CD $v's own web UI (chromium against the real argocd-server) [$(elapsed)]"
+      tests/browser/install.sh
+      WAVEGATE_ARGOCD_VERSION=$v tests/argocd/ui.sh
+      step "no custom Lua: a Sync hook Job running wavegate wait holds and releases a wave (real Argo CD $v) [$(elapsed)]"
+      WAVEGATE_ARGOCD_VERSION=$v tests/argocd/no-lua.sh
+      step "wavegate lint's apply order is the one real Argo CD $v applies (creation times of a synced app) [$(elapsed)]"
+      WAVEGATE_ARGOCD_VERSION=$v tests/argocd/order.sh
+      step "installed by Argo CD: Applications from the Helm chart and the Kustomize base (real Argo CD $v) [$(elapsed)]"
+      WAVEGATE_ARGOCD_VERSION=$v tests/argocd/install.sh
+    fi
+    # Stop it on success (2 cores): a failure leaves it up for a look (scripts/argocd.sh status).
+    WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh down
+  done
+  step "Argo CD lane passed [$(elapsed)]"
+}
+
+argocd_log="$TEST_OUTPUT/argocd-lane.log"
+step "the Argo CD lane: started in the background (log: $argocd_log)"
+argocd_lane >"$argocd_log" 2>&1 &
+argocd_pid=$!
+lanes+=("$argocd_pid")
+# The browser tests' npm packages download while the Rust code compiles.
+tests/browser/install.sh >"$TEST_OUTPUT/browser-install.log" 2>&1 &
+browser_install=$!
+
+argocd_lane_failed() {
+  echo "test.sh: the Argo CD lane failed; its log ($argocd_log) ends:" >&2
+  tail -n 80 "$argocd_log" >&2
+  exit 1
+}
+
+# ---------------------------------------------------------------------------- the cluster lane --
+
+step "control plane [$(elapsed)]"
+scripts/control-plane.sh up
+eval "$(scripts/control-plane.sh env)"
+
+step "cargo fmt / clippy [$(elapsed)]"
 cargo fmt --check
 cargo clippy --all-targets --quiet -- -D warnings
 
-step "Helm built from its Go module (tests/helm_chart.rs renders the chart next to Kustomize)"
+step "Helm built from its Go module (tests/offline/helm_chart.rs renders the chart next to Kustomize) [$(elapsed)]"
 scripts/helm.sh build
 
-step "Rust unit and end-to-end tests"
-cargo test --lib --bins --tests --examples 2>&1 | tee "$TEST_OUTPUT/cargo-test.log"
+step "Rust: every test binary, the wavegate binary and the examples, built once [$(elapsed)]"
+# The test binaries run directly below, not through cargo: cargo holds the target directory's
+# lock while its tests run, which would stall every `cargo build` of the other lane.
+cargo build --quiet --bin wavegate --examples
+test_bins=$(cargo test --no-run --lib --bins --tests --examples --message-format=json 2>"$TEST_OUTPUT/cargo-build.log" |
+  jq -r 'select(.reason == "compiler-artifact" and .executable != null and .profile.test == true)
+         | "\(.target.name)\t\(.target.kind[0])\t\(.executable)"') ||
+  { cat "$TEST_OUTPUT/cargo-build.log" >&2; exit 1; }
+touch "$built_marker"
+bin_of() { awk -F'\t' -v n="$1" -v k="$2" '$1 == n && $2 == k {print $3}' <<<"$test_bins"; }
 
-step "deploy/monitoring: PromQL parsed by Prometheus's parser, metrics a real /metrics exposes"
-tests/monitoring/run.sh
+step "Rust unit tests and the offline tests (oracles, parity, lint, API fuzz and load, manifests) [$(elapsed)]"
+while IFS=$'\t' read -r name kind exe; do
+  [[ "$kind" == test && "$name" == e2e ]] && continue
+  echo "-- $kind $name"
+  "$exe" --include-ignored 2>&1 | tee -a "$TEST_OUTPUT/cargo-test.log"
+done <<<"$test_bins"
 
-step "Lua health checks in Argo CD's sandbox (gopher-lua)"
-(cd argocd/lua-harness && go test -count=1 ./...)
+step "Rust end-to-end tests on the local control plane, ${WAVEGATE_E2E_THREADS:-8} at a time [$(elapsed)]"
+e2e_bin=$(bin_of e2e test)
+[[ -x "$e2e_bin" ]] || { echo "test.sh: no e2e test binary was built" >&2; exit 1; }
+"$e2e_bin" --include-ignored --test-threads="${WAVEGATE_E2E_THREADS:-8}" 2>&1 | tee -a "$TEST_OUTPUT/cargo-test.log"
+kill -0 "$argocd_pid" 2>/dev/null || wait "$argocd_pid" || argocd_lane_failed
 
-step "Argo CD releases: each one's own code judges the Lua (hack/argocd), builds (started after the control plane)"
-argocd_rc=0
-wait "$argocd_matrix_pid" || argocd_rc=$?
-cat "$TEST_OUTPUT/argocd-matrix.log"
-(( argocd_rc == 0 )) || { echo "test.sh: the Argo CD version matrix failed (above)" >&2; exit 1; }
-
-wait "$argocd_build" || { tail -n 40 "$TEST_OUTPUT/argocd-build.log" >&2; echo "test.sh: building Argo CD with its web UI failed" >&2; exit 1; }
-cargo build --quiet --bin wavegate
-pinned=$(scripts/argocd.sh versions --pinned)
-for v in $argocd_e2e; do
-  step "real Argo CD $v in the loop (scripts/argocd.sh: private control plane in its own netns)"
-  WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh up
-  WAVEGATE_ARGOCD_VERSION=$v tests/argocd/e2e.sh
-  if [[ "$v" == "$pinned" ]]; then
-    step "wavegate in Argo CD $v's own web UI (chromium against the real argocd-server)"
-    tests/browser/install.sh
-    WAVEGATE_ARGOCD_VERSION=$v tests/argocd/ui.sh
-    step "no custom Lua: a Sync hook Job running wavegate wait holds and releases a wave (real Argo CD $v)"
-    WAVEGATE_ARGOCD_VERSION=$v tests/argocd/no-lua.sh
-    step "wavegate lint's apply order is the one real Argo CD $v applies (creation times of a synced app)"
-    WAVEGATE_ARGOCD_VERSION=$v tests/argocd/order.sh
-    step "installed by Argo CD: Applications from the Helm chart and the Kustomize base (real Argo CD $v)"
-    WAVEGATE_ARGOCD_VERSION=$v tests/argocd/install.sh
-  fi
-  # Stop it on success (2 cores): a failure leaves it up for a look (scripts/argocd.sh status).
-  WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh down
-done
-
-step "release: workflows pass actionlint; the image's rootfs (Debian packages + binary) runs as uid 65532, read-only"
-tests/release/run.sh
-
-step "browser tests (Debian chromium, headless)"
-tests/browser/install.sh
+step "browser tests (Debian chromium, headless) [$(elapsed)]"
+wait "$browser_install" || { cat "$TEST_OUTPUT/browser-install.log" >&2; exit 1; }
 # The end-to-end tests leave their namespaces (and WaveGates) behind; the dashboard should show
 # the seed scenarios only.
 # Pods on the fake node never finish graceful deletion (no kubelet), so force them first or the
@@ -106,12 +176,11 @@ done
 kubectl delete namespace -l wavegate.dev/test=e2e --wait=true --timeout=90s >/dev/null ||
   echo "test.sh: warning: some test namespaces are still terminating; the dashboard shows them too" >&2
 scripts/seed.sh
-cargo build --quiet --bin wavegate
 port=${WAVEGATE_TEST_PORT:-18080}
 target/debug/wavegate serve --listen "127.0.0.1:$port" --verdict-ttl 10ms \
   >"$TEST_OUTPUT/wavegate-serve.log" 2>&1 &
 serve_pid=$!
-trap 'kill $serve_pid 2>/dev/null || true' EXIT
+trap 'kill $serve_pid 2>/dev/null || true; stop_lanes' EXIT
 for _ in $(seq 1 100); do
   curl -fsS "http://127.0.0.1:$port/healthz" >/dev/null 2>&1 && break
   sleep 0.1
@@ -121,11 +190,11 @@ kill "$serve_pid" 2>/dev/null || true
 
 # README's first command, as a newcomer runs it (no KUBECONFIG): it builds, seeds and serves; the split
 # CockroachDB (seed 000, played by the stand-ins run.sh starts) must read Degraded.
-step "README's first command: scripts/run.sh serves the seed incidents"
+step "README's first command: scripts/run.sh serves the seed incidents [$(elapsed)]"
 run_port=${WAVEGATE_RUN_PORT:-18181}
 WAVEGATE_LISTEN="127.0.0.1:$run_port" setsid env -u KUBECONFIG scripts/run.sh >"$TEST_OUTPUT/run-sh.log" 2>&1 &
 run_pid=$!
-trap 'kill "$serve_pid" 2>/dev/null || true; kill -- -"$run_pid" 2>/dev/null || true' EXIT
+trap 'kill "$serve_pid" 2>/dev/null || true; kill -- -"$run_pid" 2>/dev/null || true; stop_lanes' EXIT
 crdb="http://127.0.0.1:$run_port/api/v1/health/crdbclusters.crdb.cockroachlabs.com/prod/cockroachdb"
 verdict=""
 for _ in $(seq 1 600); do
@@ -142,5 +211,9 @@ case "$verdict" in
     exit 1
     ;;
 esac
+step "cluster lane passed [$(elapsed)]"
 
-step "all tests passed"
+step "waiting for the Argo CD lane [$(elapsed)]"
+wait "$argocd_pid" || argocd_lane_failed
+cat "$argocd_log"
+step "all tests passed [$(elapsed)]"

@@ -107,7 +107,7 @@ pub async fn run_with(
 /// [`run_with`], with how long changes are coalesced before a reconcile. Shorter than the
 /// default (20 ms), a reconcile woken right after wavegate's own patch reads the cache before
 /// the watch has delivered that patch: what a busy API server does to the default, made
-/// certain (tests/e2e_annotate.rs).
+/// certain (tests/e2e/annotate.rs).
 pub async fn run_debounced(
     evaluator: Arc<Evaluator>,
     metrics: Arc<Metrics>,

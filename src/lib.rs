@@ -2,7 +2,7 @@
 //!
 //! Data flows one way: watch ([`cache`]) → snapshot → pure check ([`checks`]) → verdict
 //! ([`health`]) → HTTP ([`api`]), WaveGate status or annotations. Modules form layers, and a
-//! module imports only from layers below its own (`tests/layers.rs` enforces it):
+//! module imports only from layers below its own (`tests/offline/layers.rs` enforces it):
 //!
 //! 1. [`health`], [`resource`], [`views`], `json` — verdicts; how kinds, objects and
 //!    parameters are named; what the cache keeps of pods, Services and EndpointSlices; typed

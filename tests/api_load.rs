@@ -2,6 +2,8 @@
 //! wavegate is refused beyond the configured bounds — not queued (exactly the bound's share is
 //! served), with a JSON message and `Retry-After` — while `/healthz` keeps answering and memory
 //! stays flat across rounds. `--nocapture` prints the counts, the slowest refusal and RSS.
+//! Its own test binary, not a module of tests/offline: it measures this process's RSS, which other
+//! tests running beside it in one process would move.
 //! Two attacks that need no token are measured the same way: connections that never finish
 //! their headers, and JSONPath expressions built to explode.
 //!

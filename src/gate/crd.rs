@@ -1,5 +1,5 @@
 //! The `WaveGate` custom resource (`wavegate.dev/v1alpha1`), defined once in Rust: the CRD YAML
-//! under `deploy/crd/` is generated from these types (`wavegate crd`), and `tests/crd.rs` fails
+//! under `deploy/crd/` is generated from these types (`wavegate crd`), and `tests/offline/crd.rs` fails
 //! when the committed file drifts from them.
 //!
 //! The schema is structural and validates what the API server can: each check sets exactly one

@@ -8,7 +8,7 @@ use serde_json::Value;
 use std::collections::BTreeSet;
 
 /// Kinds, among those the rules ask about, for which Argo CD 3.2 ships a health check
-/// (argo-cd v3.2.11 `resource_customizations/<group>/<Kind>/health.lua`; `tests/lint.rs`
+/// (argo-cd v3.2.11 `resource_customizations/<group>/<Kind>/health.lua`; `tests/offline/lint.rs`
 /// re-reads that folder from the Go module cache). Not shipped: `postgresql.cnpg.io/Database`
 /// (3.6 adds one), `crdb.cockroachlabs.com/CrdbCluster`, `argoproj.io/Application` (removed
 /// in Argo CD 1.8) and `wavegate.dev/WaveGate`.

@@ -3,6 +3,9 @@
 # browser build) and the npm packages pinned in package-lock.json.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
+# scripts/test.sh runs this early in the background and again from its Argo CD lane: one at a time.
+exec 9>.install.lock
+flock 9
 
 if ! [ -x /usr/bin/chromium ]; then
   if [ "$(id -u)" -ne 0 ]; then SUDO=sudo; else SUDO=; fi

@@ -5,7 +5,7 @@
 //! long enough for a missing bound to show.
 //!
 //! The answers have CockroachDB's shapes as few lines allow; `crdb_standin.rs` is the stand-in
-//! with state, TLS and logins. Used by tests/e2e_crdb_scale.rs and benches/coalescing.rs with
+//! with state, TLS and logins. Used by tests/e2e/crdb_scale.rs and benches/coalescing.rs with
 //! `#[path = "…/support/counting_standin.rs"] mod counting_standin;`.
 
 #![allow(dead_code)]

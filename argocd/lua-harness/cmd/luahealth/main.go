@@ -7,7 +7,7 @@
 // --object takes JSON or YAML (kubectl get -o json output works as is); "-" reads stdin.
 //
 // With --batch it answers many questions in one process, for tests that run thousands of objects
-// (wavegate's tests/parity.rs): each stdin line is a JSON request {"script": path, "object": {...}}
+// (wavegate's tests/offline/parity.rs): each stdin line is a JSON request {"script": path, "object": {...}}
 // and each gets one stdout line, the verdict or {"error": "..."}, in order. Scripts are read once.
 package main
 

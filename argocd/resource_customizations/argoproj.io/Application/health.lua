@@ -3,7 +3,7 @@
 -- this script a parent's sync waves do not wait for their child apps at all.
 --
 -- One truth in two languages: this is the rule of wavegate's Rust check
--- (src/checks/application.rs), and tests/parity.rs runs every Application fixture through both
+-- (src/checks/application.rs), and tests/offline/parity.rs runs every Application fixture through both
 -- and requires the same status. Keep the two in step.
 --
 -- With wavegate annotation mode on, wavegate's verdict wins. Otherwise the child is Healthy only

@@ -14,8 +14,7 @@
 //! Random generations, observed generations, applied/message, deletion and Cluster states;
 //! checked after every state. `PROPTEST_CASES` sets how many (default 2,000 here).
 
-#[path = "support/proptest_config.rs"]
-mod proptest_config;
+use crate::proptest_config;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};

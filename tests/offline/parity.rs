@@ -14,8 +14,7 @@
 //! annotation-mode contract for Service, Database, CrdbCluster and Application (whatever verdict
 //! Rust writes, the Lua reads back), and WaveGate (the status the gate controller writes).
 
-#[path = "support/proptest_config.rs"]
-mod proptest_config;
+use crate::proptest_config;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};

@@ -2,8 +2,7 @@
 //! managedFields stamps for Argo CD's field manager, a gate's healthy time is its Ready
 //! transition, and nothing else gets a time.
 
-#[path = "support/cluster.rs"]
-mod cluster;
+use crate::cluster;
 
 use cluster::{Wavegate, eventually};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -54,6 +53,7 @@ fn result(group: &str, kind: &str, ns: &str, name: &str) -> Value {
 }
 
 #[tokio::test]
+#[ignore = "needs the local control plane"]
 async fn timeline_times_come_from_argocds_managed_fields_and_the_gates_ready_transition() {
     let client = cluster::client().await;
     let ns = cluster::namespace(&client, "timeline").await;

@@ -15,8 +15,7 @@
 //! counts, cluster IDs, readiness, probe failures — are judged and checked after every state.
 //! `PROPTEST_CASES` sets how many states each property explores (default 2,000 here).
 
-#[path = "support/proptest_config.rs"]
-mod proptest_config;
+use crate::proptest_config;
 
 use std::collections::{BTreeMap, BTreeSet};
 

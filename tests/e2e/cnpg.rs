@@ -2,8 +2,7 @@
 //! then gone, then recreated under the same name, is not Healthy until the new Cluster applies
 //! it — asked through wavegate's HTTP API.
 
-#[path = "support/cluster.rs"]
-mod cluster;
+use crate::cluster;
 
 use cluster::{Wavegate, apply, eventually, patch_status};
 use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams};
@@ -20,6 +19,7 @@ fn message(v: &Value) -> &str {
 }
 
 #[tokio::test]
+#[ignore = "needs the local control plane"]
 async fn applied_database_is_not_healthy_while_its_cluster_is_deleted_or_gone() {
     let client = cluster::client().await;
     let ns = cluster::namespace(&client, "issue8-cnpg").await;

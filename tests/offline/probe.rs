@@ -4,8 +4,7 @@
 //! Also attacks on the prober: credentials offered to pods a caller picked, to pods
 //! with a certificate from another CA, and pods writing their own verdict.
 
-#[path = "support/crdb_standin.rs"]
-mod crdb_standin;
+use crate::crdb_standin;
 
 use std::collections::BTreeMap;
 use std::net::Ipv4Addr;

@@ -17,8 +17,7 @@
 //!
 //! `PROPTEST_CASES` sets how many states are explored (default 2,000 here).
 
-#[path = "support/proptest_config.rs"]
-mod proptest_config;
+use crate::proptest_config;
 
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::core::v1::{Pod, PodCondition, PodStatus, Service, ServiceSpec};

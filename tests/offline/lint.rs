@@ -3,8 +3,7 @@
 //! gitops-engine order against an independent reference under shuffled input, and manifests
 //! nobody here wrote (read from Go modules at test time).
 
-#[path = "support/proptest_config.rs"]
-mod proptest_config;
+use crate::proptest_config;
 
 use proptest::prelude::*;
 use std::collections::BTreeMap;

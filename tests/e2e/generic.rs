@@ -4,8 +4,7 @@
 //! control plane runs no deployment controller (and no kubelet), so the test writes the
 //! Deployment's status as the deployment controller does, step by step.
 
-#[path = "support/cluster.rs"]
-mod cluster;
+use crate::cluster;
 
 use cluster::{Wavegate, apply, eventually, patch_status};
 use serde_json::{Value, json};
@@ -25,6 +24,7 @@ async fn wait_for(wg: &Wavegate, ns: &str, want: &str) -> Value {
 }
 
 #[tokio::test]
+#[ignore = "needs the local control plane"]
 async fn deployment_past_its_progress_deadline_with_no_available_replica_is_not_healthy() {
     let client = cluster::client().await;
     let ns = cluster::namespace(&client, "generic").await;

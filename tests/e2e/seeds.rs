@@ -1,10 +1,8 @@
 //! The two field reports, replayed on the real local control plane (kube-apiserver, etcd and
 //! kube-controller-manager's EndpointSlice controller), asked through wavegate's HTTP API.
 
-#[path = "support/cluster.rs"]
-mod cluster;
-#[path = "support/crdb_standin.rs"]
-mod crdb_standin;
+use crate::cluster;
+use crate::crdb_standin;
 
 use cluster::{Wavegate, apply, eventually, patch_status, pod, set_pod_ready};
 use crdb_standin::{CrdbStandin, NodeState};
@@ -23,6 +21,7 @@ fn message(v: &Value) -> &str {
 
 /// Seed 001: `Service forgejo` selects `app=forgejo`, the chart labelled its pod `app=gitea`.
 #[tokio::test]
+#[ignore = "needs the local control plane"]
 async fn selector_matching_no_pods_is_not_healthy_until_fixed_and_endpoints_publish() {
     let client = cluster::client().await;
     let ns = cluster::namespace(&client, "seed001-svc").await;
@@ -87,6 +86,7 @@ async fn selector_matching_no_pods_is_not_healthy_until_fixed_and_endpoints_publ
 
 /// A headless join Service with `minReady=0` is ready as soon as it exists (seed 000's race).
 #[tokio::test]
+#[ignore = "needs the local control plane"]
 async fn join_service_exists_only_check() {
     let client = cluster::client().await;
     let ns = cluster::namespace(&client, "seed000-join").await;
@@ -119,6 +119,7 @@ async fn join_service_exists_only_check() {
 
 /// Seed 001: Forgejo started before CNPG had created its database.
 #[tokio::test]
+#[ignore = "needs the local control plane"]
 async fn cnpg_database_is_healthy_only_when_applied_at_current_generation() {
     let client = cluster::client().await;
     let ns = cluster::namespace(&client, "seed001-db").await;
@@ -240,11 +241,12 @@ const ID_B: &str = "2c4d3ec6-47f5-4161-97ff-ef4b12f595f0";
 
 /// Seed 000: two pods that each bootstrapped alone, then joined; and a pod that never answers.
 #[tokio::test]
+#[ignore = "needs the local control plane"]
 async fn cockroachdb_split_is_degraded_joined_is_healthy_hung_pod_is_not() {
     let client = cluster::client().await;
     let ns = cluster::namespace(&client, "seed000-crdb").await;
     // An insecure cluster: /_admin/v1/cluster answers without a login. (Credentials go only
-    // over verified TLS to pods the CrdbCluster controls: tests/probe.rs.)
+    // over verified TLS to pods the CrdbCluster controls: tests/offline/probe.rs.)
 
     // Pod IPs are loopback addresses where stand-ins answer; 127.0.0.21/22 are this test's own.
     let a = CrdbStandin::start(Ipv4Addr::new(127, 0, 0, 21), 0).await;
