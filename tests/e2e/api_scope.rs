@@ -10,35 +10,7 @@ use crate::cluster;
 
 use cluster::{Wavegate, apply};
 use serde_json::{Value, json};
-use std::process::Command;
 use wavegate::evaluate::EvalConfig;
-
-/// The WaveGate CRD, as `deploy/` installs it (idempotent).
-fn install_wavegate_crd() {
-    let crd = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/deploy/crd/wavegate.dev_wavegates.yaml"
-    );
-    for args in [
-        vec!["apply", "--server-side", "--force-conflicts", "-f", crd],
-        vec![
-            "wait",
-            "--for=condition=Established",
-            "--timeout=30s",
-            "crd/wavegates.wavegate.dev",
-        ],
-    ] {
-        let out = Command::new("kubectl")
-            .args(&args)
-            .output()
-            .unwrap_or_else(|e| panic!("kubectl {args:?}: {e} (kubectl must be on PATH)"));
-        assert!(
-            out.status.success(),
-            "kubectl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-}
 
 /// `object`, tracked by Argo CD as Application `ns/app`'s (an app outside Argo CD's namespace
 /// is `<ns>_<name>` in the tracking id, argo-cd `Application.InstanceName`).
@@ -129,7 +101,6 @@ fn names(list: &Value) -> Vec<String> {
 #[ignore = "needs the local control plane"]
 async fn proxy_user_of_one_application_sees_only_what_belongs_to_it() {
     let client = cluster::client().await;
-    install_wavegate_crd();
     let ns = cluster::namespace(&client, "scope").await;
     for obj in [
         tracked(service(&ns, "web"), "platform"),
@@ -275,7 +246,6 @@ async fn apply_as_argocd(client: &kube::Client, obj: Value) {
 /// applied as Argo CD applies them (field manager `argocd-controller`), and a sync is running.
 async fn platform_listing_more_than_it_manages() -> (String, Wavegate) {
     let client = cluster::client().await;
-    install_wavegate_crd();
     let ns = cluster::namespace(&client, "scope-waves").await;
     let mine = format!("{ns}_platform");
     apply_as_argocd(&client, tracked(service(&ns, "web"), "platform")).await;

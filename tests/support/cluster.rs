@@ -33,7 +33,38 @@ pub async fn client() -> Client {
         .apiserver_version()
         .await
         .unwrap_or_else(|e| panic!("the API server in KUBECONFIG does not answer: {e}"));
+    // Every test may make WaveGates, and they run concurrently in one process in any order: none
+    // may rely on another having installed the CRD first.
+    static CRD: std::sync::OnceLock<()> = std::sync::OnceLock::new();
+    CRD.get_or_init(install_wavegate_crd);
     client
+}
+
+/// The WaveGate CRD, as `deploy/` installs it (idempotent).
+fn install_wavegate_crd() {
+    let crd = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/crd/wavegate.dev_wavegates.yaml"
+    );
+    for args in [
+        vec!["apply", "--server-side", "--force-conflicts", "-f", crd],
+        vec![
+            "wait",
+            "--for=condition=Established",
+            "--timeout=30s",
+            "crd/wavegates.wavegate.dev",
+        ],
+    ] {
+        let out = std::process::Command::new("kubectl")
+            .args(&args)
+            .output()
+            .unwrap_or_else(|e| panic!("kubectl {args:?}: {e} (kubectl must be on PATH)"));
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 /// A namespace of its own for one test, named after it.
