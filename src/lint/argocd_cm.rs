@@ -3,6 +3,7 @@
 //! `sync_context.go`: a resource with no health check does not hold its wave), so nothing in
 //! its wave waits for it to be ready.
 
+use super::glob::Glob;
 use super::manifest::{InputError, parse};
 use serde_json::Value;
 use std::collections::BTreeSet;
@@ -17,8 +18,8 @@ pub const BUILT_IN: &[&str] = &["postgresql.cnpg.io/Cluster"];
 /// Health customizations of an argocd-cm.
 #[derive(Debug, Clone, Default)]
 pub struct ArgocdCm {
-    /// `group/Kind` keys (`Kind` for the core group), possibly with `*` wildcards.
-    health: BTreeSet<String>,
+    /// `group/Kind` keys (`Kind` for the core group), possibly with wildcards.
+    health: Vec<Glob>,
 }
 
 impl ArgocdCm {
@@ -68,32 +69,22 @@ impl ArgocdCm {
                 }
             }
         }
-        Ok(ArgocdCm { health })
+        Ok(ArgocdCm {
+            health: health.iter().map(|k| Glob::new(k)).collect(),
+        })
     }
 
     /// Whether this argocd-cm customizes the health of `group_kind` (`group/Kind`), wildcards
-    /// included (argo-cd `util/lua/lua.go` `getWildcardHealthOverrideLua`, glob on `group/Kind`).
+    /// included (argo-cd `util/lua/lua.go` `getWildcardHealthOverrideLua`: [`Glob`] on
+    /// `group/Kind`).
     pub fn has_health(&self, group_kind: &str) -> bool {
-        self.health.iter().any(|k| glob(k, group_kind))
+        self.health.iter().any(|k| k.matches(group_kind))
     }
 }
 
 /// Whether Argo CD judges `group_kind`'s health: built in, or from the argocd-cm.
 pub fn has_health(cm: Option<&ArgocdCm>, group_kind: &str) -> bool {
     BUILT_IN.contains(&group_kind) || cm.is_some_and(|cm| cm.has_health(group_kind))
-}
-
-/// `*` matches any run of characters.
-fn glob(pattern: &str, text: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == text,
-        Some((head, rest)) => {
-            let Some(tail) = text.strip_prefix(head) else {
-                return false;
-            };
-            (0..=tail.len()).any(|i| tail.is_char_boundary(i) && glob(rest, &tail[i..]))
-        }
-    }
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 
 pub mod argocd_cm;
 pub mod command;
+mod glob;
 pub mod manifest;
 pub mod output;
 pub mod references;
