@@ -4,7 +4,8 @@
 //! its wave waits for it to be ready.
 
 use super::glob::Glob;
-use super::manifest::{InputError, parse};
+use super::manifest::{InputError, expands, parse_within};
+use super::yaml::{Budget, Refusal};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -31,7 +32,8 @@ impl ArgocdCm {
     /// YAML maps `group/Kind` to `{health.lua: …}`.
     pub fn parse(file: &str, text: &str) -> Result<ArgocdCm, InputError> {
         let mut objects = Vec::new();
-        parse(file, text, true, &mut objects)?;
+        let mut budget = Budget::default();
+        parse_within(file, text, true, &mut budget, &mut objects)?;
         let cm = objects
             .iter()
             .find(|o| o.is("", "ConfigMap"))
@@ -57,11 +59,17 @@ impl ArgocdCm {
             } else if key == "resource.customizations"
                 && let Some(text) = value.as_str()
             {
-                let legacy: Value = serde_yaml::from_str(text).map_err(|e| InputError {
-                    file: file.to_string(),
-                    line: cm.line,
-                    message: format!("argocd-cm resource.customizations is not YAML: {e}"),
-                })?;
+                let legacy = match budget.document(text) {
+                    Ok(legacy) => legacy,
+                    Err(Refusal::Expands) => return Err(expands(file, cm.line)),
+                    Err(Refusal::Invalid(e)) => {
+                        return Err(InputError {
+                            file: file.to_string(),
+                            line: cm.line,
+                            message: format!("argocd-cm resource.customizations is not YAML: {e}"),
+                        });
+                    }
+                };
                 for (gk, o) in legacy.as_object().into_iter().flatten() {
                     if o.get("health.lua").and_then(Value::as_str).is_some() {
                         health.insert(gk.clone());
@@ -103,6 +111,21 @@ mod tests {
         assert!(cm.has_health("postgresql.cnpg.io/Database"));
         assert!(cm.has_health("argoproj.io/Application"));
         assert!(!cm.has_health("crdb.cockroachlabs.com/CrdbCluster"));
+    }
+
+    #[test]
+    fn yaml_aliases_in_an_argocd_cm_cannot_expand() {
+        let laughs = crate::lint::manifest::tests::billion_laughs(3, 100);
+        let e = ArgocdCm::parse("cm.yaml", &laughs).unwrap_err();
+        assert!(e.message.contains("aliases"), "{e}");
+        // The legacy key holds YAML of its own.
+        let inner = laughs.replace('\n', "\n    ");
+        let cm = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: argocd-cm}}\ndata:\n  resource.customizations: |\n    {inner}\n"
+        );
+        let e = ArgocdCm::parse("cm.yaml", &cm).unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), ("cm.yaml", 1), "{e}");
+        assert!(e.message.contains("aliases"), "{e}");
     }
 
     #[test]

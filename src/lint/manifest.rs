@@ -7,6 +7,7 @@
 //! of the file it came from. Bad input is an [`InputError`] naming file and line; it never
 //! panics and is never guessed around.
 
+use super::yaml::{Budget, Refusal};
 use serde_json::Value;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -97,9 +98,10 @@ pub enum Source {
 /// Read every source; the first bad document stops the run.
 pub fn read(sources: &[Source]) -> Result<Vec<Object>, InputError> {
     let mut objects = Vec::new();
+    let budget = &mut Budget::default();
     for source in sources {
         match source {
-            Source::Text { name, text } => parse(name, text, true, &mut objects)?,
+            Source::Text { name, text } => parse_within(name, text, true, budget, &mut objects)?,
             Source::Path(path) if path.is_dir() => {
                 let mut files = Vec::new();
                 walk(path, &mut files)
@@ -109,12 +111,13 @@ pub fn read(sources: &[Source]) -> Result<Vec<Object>, InputError> {
                     let text = read_text(&file)?;
                     // A chart or kustomization directory also holds values files, Chart.yaml
                     // and the like: documents without a kind are not objects there.
-                    parse(&file.display().to_string(), &text, false, &mut objects)?;
+                    let name = file.display().to_string();
+                    parse_within(&name, &text, false, budget, &mut objects)?;
                 }
             }
             Source::Path(path) => {
                 let text = read_text(path)?;
-                parse(&path.display().to_string(), &text, true, &mut objects)?;
+                parse_within(&path.display().to_string(), &text, true, budget, &mut objects)?;
             }
         }
     }
@@ -157,6 +160,17 @@ pub fn parse(
     strict: bool,
     out: &mut Vec<Object>,
 ) -> Result<(), InputError> {
+    parse_within(file, text, strict, &mut Budget::default(), out)
+}
+
+/// [`parse`], as part of a run whose documents share `budget`.
+pub(crate) fn parse_within(
+    file: &str,
+    text: &str,
+    strict: bool,
+    budget: &mut Budget,
+    out: &mut Vec<Object>,
+) -> Result<(), InputError> {
     let file: Arc<str> = Arc::from(file);
     for doc in documents(text) {
         if let Some((line, _)) = doc
@@ -176,9 +190,10 @@ pub fn parse(
             .map(|(_, l)| *l)
             .collect::<Vec<_>>()
             .join("\n");
-        let value: Value = match serde_yaml::from_str(&body) {
+        let value: Value = match budget.document(&body) {
             Ok(v) => v,
-            Err(e) => {
+            Err(Refusal::Expands) => return Err(expands(&file, doc.start)),
+            Err(Refusal::Invalid(e)) => {
                 let line = e
                     .location()
                     .map_or(doc.first, |l| doc.first + l.line().saturating_sub(1));
@@ -206,6 +221,18 @@ pub fn parse(
         }
     }
     Ok(())
+}
+
+/// A document whose aliases expand past the run's budget.
+pub(crate) fn expands(file: &str, line: usize) -> InputError {
+    InputError::at(
+        file,
+        line,
+        format!(
+            "YAML aliases in this document expand past what wavegate lint reads ({}); expand them in the file, or lint it in parts",
+            Budget::describe()
+        ),
+    )
 }
 
 /// serde_yaml appends " at line N column M"; the line is reported separately.
@@ -512,7 +539,7 @@ fn documents(text: &str) -> Vec<Document<'_>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn read_text(text: &str) -> Result<Vec<Object>, InputError> {
@@ -583,6 +610,36 @@ mod tests {
     fn lists_and_json_are_read() {
         let objects = read_text(r#"{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"}},{"apiVersion":"v1","kind":"Secret","metadata":{"name":"b"}}]}"#).unwrap();
         assert_eq!(objects.len(), 2);
+    }
+
+    /// A billion-laughs document: `levels` anchors, each a list of `width` aliases of the one
+    /// before, so that a few KB expand to `width^levels` values.
+    pub(crate) fn billion_laughs(levels: usize, width: usize) -> String {
+        let mut text =
+            String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: laughs}\ndata:\n");
+        text.push_str(&format!("  l0: &l0 [{}]\n", vec!["lol"; width].join(", ")));
+        for level in 1..levels {
+            let alias = format!("*l{}", level - 1);
+            text.push_str(&format!(
+                "  l{level}: &l{level} [{}]\n",
+                vec![alias.as_str(); width].join(", ")
+            ));
+        }
+        text
+    }
+
+    #[test]
+    fn yaml_aliases_cannot_expand_a_small_file_into_millions_of_values() {
+        // Growing sizes: the smallest (about 1.5 KB, a million values) was read on main.
+        for (levels, width) in [(3, 100), (3, 300), (4, 100), (3, 1000), (10, 10)] {
+            let text = format!("# laughs\n{}", billion_laughs(levels, width));
+            let e = read_text(&text).unwrap_err();
+            assert_eq!((e.file.as_str(), e.line), ("m.yaml", 2), "{e}");
+            assert!(e.message.contains("aliases"), "{e}");
+        }
+        // Aliases as people use them (shared blocks) still read.
+        let shared = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared}\ndata:\n  x: &x {a: '1', b: '2'}\n  y: *x\n  z: {<<: *x, c: '3'}\n";
+        assert_eq!(read_text(shared).unwrap().len(), 1);
     }
 
     #[test]

@@ -13,6 +13,7 @@ pub mod output;
 pub mod references;
 pub mod rules;
 pub mod sync_order;
+mod yaml;
 
 pub use argocd_cm::ArgocdCm;
 pub use manifest::{InputError, Object, Source};
