@@ -340,7 +340,8 @@ mod tests {
         let mut wrong = Vec::new();
         for line in table.lines() {
             let mut cols = line.split('\t');
-            let (Some(pattern), Some(text), Some(matched)) = (cols.next(), cols.next(), cols.next())
+            let (Some(pattern), Some(text), Some(matched)) =
+                (cols.next(), cols.next(), cols.next())
             else {
                 panic!("bad line {line:?}");
             };

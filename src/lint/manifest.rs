@@ -7,6 +7,7 @@
 //! of the file it came from. Bad input is an [`InputError`] naming file and line; it never
 //! panics and is never guessed around.
 
+use super::printable::{is_hidden, printable};
 use super::yaml::{Budget, Refusal};
 use serde_json::Value;
 use std::collections::{BTreeMap, HashSet};
@@ -131,7 +132,13 @@ pub fn read(sources: &[Source]) -> Result<Vec<Object>, InputError> {
                     continue;
                 }
                 let text = read_text(path)?;
-                parse_within(&path.display().to_string(), &text, true, budget, &mut objects)?;
+                parse_within(
+                    &path.display().to_string(),
+                    &text,
+                    true,
+                    budget,
+                    &mut objects,
+                )?;
             }
         }
     }
@@ -368,6 +375,16 @@ fn text_field(
             file,
             line,
             format!("{field} {s:?} is an unrendered template: lint rendered manifests"),
+        )),
+        // Kubernetes refuses control characters in kinds, names and namespaces; in a lint
+        // message they would write to the CI log (see `printable`).
+        Some(Value::String(s)) if s.chars().any(is_hidden) => Err(InputError::at(
+            file,
+            line,
+            format!(
+                "{field} \"{}\" holds a control character, which Kubernetes refuses",
+                printable(s)
+            ),
         )),
         Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
         Some(other) if !other.is_null() && !other.is_string() => Err(InputError::at(
@@ -692,6 +709,25 @@ pub(crate) mod tests {
         assert_eq!(read_text(shared).unwrap().len(), 1);
     }
 
+    #[test]
+    fn names_with_control_characters_are_refused() {
+        for name in [
+            r#""a\n::error file=x::forged""#,
+            r#""a\e[2Jb""#,
+            r#""a\rb""#,
+        ] {
+            let text = format!(
+                "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: ns}}\n"
+            );
+            let e = read_text(&text).unwrap_err();
+            assert!(e.message.contains("control character"), "{e}");
+            assert!(!e.to_string().contains('\n'), "{e}");
+            let text =
+                format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: a, namespace: {name}}}\n");
+            assert!(read_text(&text).is_err());
+        }
+    }
+
     /// A directory under the system temp dir, removed when dropped.
     struct TempDir(PathBuf);
 
@@ -700,10 +736,8 @@ pub(crate) mod tests {
             let nanos = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map_or(0, |d| d.as_nanos());
-            let dir = std::env::temp_dir().join(format!(
-                "wavegate-{what}-{}-{nanos}",
-                std::process::id()
-            ));
+            let dir = std::env::temp_dir()
+                .join(format!("wavegate-{what}-{}-{nanos}", std::process::id()));
             std::fs::create_dir_all(&dir).unwrap();
             TempDir(dir)
         }

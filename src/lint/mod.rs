@@ -10,6 +10,7 @@ pub mod command;
 mod glob;
 pub mod manifest;
 pub mod output;
+mod printable;
 pub mod references;
 pub mod rules;
 pub mod sync_order;

@@ -658,11 +658,17 @@ mod tests {
         // 2,000 Databases and a 200 KB env value froze the waves view on main: every Database
         // split every text into words again.
         let (small, used) = word_work(&many_databases(50, 20_000));
-        assert_eq!(used, ["uses database db49 of Cluster pg (env DATABASE_URL of container app)"]);
+        assert_eq!(
+            used,
+            ["uses database db49 of Cluster pg (env DATABASE_URL of container app)"]
+        );
         let (large, used) = word_work(&many_databases(200, 80_000));
         assert_eq!(used.len(), 1, "{used:?}");
         // 4× the Databases and 4× the text: about 4× the work, not 16×.
-        assert!(large <= 5 * small, "{small} bytes split for 50 Databases, {large} for 200");
+        assert!(
+            large <= 5 * small,
+            "{small} bytes split for 50 Databases, {large} for 200"
+        );
         assert!(large <= 2 * 80_100, "{large} bytes split for 80 KB of text");
     }
 
