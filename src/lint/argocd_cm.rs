@@ -3,7 +3,9 @@
 //! `sync_context.go`: a resource with no health check does not hold its wave), so nothing in
 //! its wave waits for it to be ready.
 
-use super::manifest::{InputError, parse};
+use super::glob::Glob;
+use super::manifest::{InputError, expands, parse_within};
+use super::yaml::{Budget, Refusal};
 use serde_json::Value;
 use std::collections::BTreeSet;
 
@@ -17,8 +19,8 @@ pub const BUILT_IN: &[&str] = &["postgresql.cnpg.io/Cluster"];
 /// Health customizations of an argocd-cm.
 #[derive(Debug, Clone, Default)]
 pub struct ArgocdCm {
-    /// `group/Kind` keys (`Kind` for the core group), possibly with `*` wildcards.
-    health: BTreeSet<String>,
+    /// `group/Kind` keys (`Kind` for the core group), possibly with wildcards.
+    health: Vec<Glob>,
 }
 
 impl ArgocdCm {
@@ -30,7 +32,8 @@ impl ArgocdCm {
     /// YAML maps `group/Kind` to `{health.lua: …}`.
     pub fn parse(file: &str, text: &str) -> Result<ArgocdCm, InputError> {
         let mut objects = Vec::new();
-        parse(file, text, true, &mut objects)?;
+        let mut budget = Budget::default();
+        parse_within(file, text, true, &mut budget, &mut objects)?;
         let cm = objects
             .iter()
             .find(|o| o.is("", "ConfigMap"))
@@ -56,11 +59,17 @@ impl ArgocdCm {
             } else if key == "resource.customizations"
                 && let Some(text) = value.as_str()
             {
-                let legacy: Value = serde_yaml::from_str(text).map_err(|e| InputError {
-                    file: file.to_string(),
-                    line: cm.line,
-                    message: format!("argocd-cm resource.customizations is not YAML: {e}"),
-                })?;
+                let legacy = match budget.document(text) {
+                    Ok(legacy) => legacy,
+                    Err(Refusal::Expands) => return Err(expands(file, cm.line)),
+                    Err(Refusal::Invalid(e)) => {
+                        return Err(InputError {
+                            file: file.to_string(),
+                            line: cm.line,
+                            message: format!("argocd-cm resource.customizations is not YAML: {e}"),
+                        });
+                    }
+                };
                 for (gk, o) in legacy.as_object().into_iter().flatten() {
                     if o.get("health.lua").and_then(Value::as_str).is_some() {
                         health.insert(gk.clone());
@@ -68,32 +77,22 @@ impl ArgocdCm {
                 }
             }
         }
-        Ok(ArgocdCm { health })
+        Ok(ArgocdCm {
+            health: health.iter().map(|k| Glob::new(k)).collect(),
+        })
     }
 
     /// Whether this argocd-cm customizes the health of `group_kind` (`group/Kind`), wildcards
-    /// included (argo-cd `util/lua/lua.go` `getWildcardHealthOverrideLua`, glob on `group/Kind`).
+    /// included (argo-cd `util/lua/lua.go` `getWildcardHealthOverrideLua`: [`Glob`] on
+    /// `group/Kind`).
     pub fn has_health(&self, group_kind: &str) -> bool {
-        self.health.iter().any(|k| glob(k, group_kind))
+        self.health.iter().any(|k| k.matches(group_kind))
     }
 }
 
 /// Whether Argo CD judges `group_kind`'s health: built in, or from the argocd-cm.
 pub fn has_health(cm: Option<&ArgocdCm>, group_kind: &str) -> bool {
     BUILT_IN.contains(&group_kind) || cm.is_some_and(|cm| cm.has_health(group_kind))
-}
-
-/// `*` matches any run of characters.
-fn glob(pattern: &str, text: &str) -> bool {
-    match pattern.split_once('*') {
-        None => pattern == text,
-        Some((head, rest)) => {
-            let Some(tail) = text.strip_prefix(head) else {
-                return false;
-            };
-            (0..=tail.len()).any(|i| tail.is_char_boundary(i) && glob(rest, &tail[i..]))
-        }
-    }
 }
 
 #[cfg(test)]
@@ -112,6 +111,21 @@ mod tests {
         assert!(cm.has_health("postgresql.cnpg.io/Database"));
         assert!(cm.has_health("argoproj.io/Application"));
         assert!(!cm.has_health("crdb.cockroachlabs.com/CrdbCluster"));
+    }
+
+    #[test]
+    fn yaml_aliases_in_an_argocd_cm_cannot_expand() {
+        let laughs = crate::lint::manifest::tests::billion_laughs(3, 100);
+        let e = ArgocdCm::parse("cm.yaml", &laughs).unwrap_err();
+        assert!(e.message.contains("aliases"), "{e}");
+        // The legacy key holds YAML of its own.
+        let inner = laughs.replace('\n', "\n    ");
+        let cm = format!(
+            "apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: argocd-cm}}\ndata:\n  resource.customizations: |\n    {inner}\n"
+        );
+        let e = ArgocdCm::parse("cm.yaml", &cm).unwrap_err();
+        assert_eq!((e.file.as_str(), e.line), ("cm.yaml", 1), "{e}");
+        assert!(e.message.contains("aliases"), "{e}");
     }
 
     #[test]

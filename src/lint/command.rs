@@ -50,7 +50,11 @@ pub fn run(args: LintArgs) -> u8 {
             code
         }
         Err(e) => {
-            eprintln!("wavegate lint: {e}");
+            // The error names files and objects a pull request wrote.
+            eprintln!(
+                "wavegate lint: {}",
+                super::printable::printable(&e.to_string())
+            );
             EXIT_BAD_INPUT
         }
     }

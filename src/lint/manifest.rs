@@ -7,8 +7,10 @@
 //! of the file it came from. Bad input is an [`InputError`] naming file and line; it never
 //! panics and is never guessed around.
 
+use super::printable::{is_hidden, printable};
+use super::yaml::{Budget, Refusal};
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use thiserror::Error;
@@ -88,33 +90,55 @@ impl Object {
 /// Where manifests come from.
 #[derive(Debug, Clone)]
 pub enum Source {
-    /// A file, or a directory read recursively (`*.yaml`, `*.yml`, `*.json`).
+    /// A file, or a directory read recursively (`*.yaml`, `*.yml`, `*.json`; no hidden
+    /// entries, no symlinked directories, symlinked files only inside it).
     Path(PathBuf),
     /// Text already read (stdin, or a test), with the name findings should show.
     Text { name: String, text: String },
 }
 
-/// Read every source; the first bad document stops the run.
+/// Read every source; the first bad document stops the run. Each file is read once, however
+/// many names lead to it.
 pub fn read(sources: &[Source]) -> Result<Vec<Object>, InputError> {
     let mut objects = Vec::new();
+    let budget = &mut Budget::default();
+    let mut read = HashSet::new();
     for source in sources {
         match source {
-            Source::Text { name, text } => parse(name, text, true, &mut objects)?,
+            Source::Text { name, text } => parse_within(name, text, true, budget, &mut objects)?,
             Source::Path(path) if path.is_dir() => {
+                let shown = path.display().to_string();
+                let io = |e: std::io::Error| InputError::at(&shown, 0, e.to_string());
+                let root = path.canonicalize().map_err(io)?;
                 let mut files = Vec::new();
-                walk(path, &mut files)
-                    .map_err(|e| InputError::at(&path.display().to_string(), 0, e.to_string()))?;
-                files.sort();
+                walk(path, &root, &mut files).map_err(io)?;
+                // A file's own name before a link's, then path order.
+                files.sort_by(|a, b| (a.link, &a.path).cmp(&(b.link, &b.path)));
+                files.retain(|f| read.insert(f.canonical.clone()));
+                files.sort_by(|a, b| a.path.cmp(&b.path));
                 for file in files {
-                    let text = read_text(&file)?;
+                    let text = read_text(&file.path)?;
                     // A chart or kustomization directory also holds values files, Chart.yaml
                     // and the like: documents without a kind are not objects there.
-                    parse(&file.display().to_string(), &text, false, &mut objects)?;
+                    let name = file.path.display().to_string();
+                    parse_within(&name, &text, false, budget, &mut objects)?;
                 }
             }
             Source::Path(path) => {
+                // Named on the command line: read wherever it is, once.
+                if let Ok(canonical) = path.canonicalize()
+                    && !read.insert(canonical)
+                {
+                    continue;
+                }
                 let text = read_text(path)?;
-                parse(&path.display().to_string(), &text, true, &mut objects)?;
+                parse_within(
+                    &path.display().to_string(),
+                    &text,
+                    true,
+                    budget,
+                    &mut objects,
+                )?;
             }
         }
     }
@@ -126,9 +150,24 @@ fn read_text(path: &Path) -> Result<String, InputError> {
         .map_err(|e| InputError::at(&path.display().to_string(), 0, format!("cannot read: {e}")))
 }
 
-fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
+/// A manifest file found in a directory.
+struct Found {
+    /// As reached from the directory given.
+    path: PathBuf,
+    canonical: PathBuf,
+    /// Reached through a symbolic link.
+    link: bool,
+}
+
+/// The manifest files under `dir`, which is inside `root` (canonical). A pull request writes
+/// the tree, so the walk stays in it: a symlinked directory is not entered (links to `.` made
+/// the walk endless, a link to `/` read the CI runner's files), a symlinked file is read only
+/// when it resolves to a file inside `root`, and what is neither a file nor a directory (a
+/// FIFO would block the read) is passed over.
+fn walk(dir: &Path, root: &Path, out: &mut Vec<Found>) -> std::io::Result<()> {
     for entry in std::fs::read_dir(dir)? {
-        let path = entry?.path();
+        let entry = entry?;
+        let path = entry.path();
         let hidden = path
             .file_name()
             .and_then(|n| n.to_str())
@@ -136,14 +175,35 @@ fn walk(dir: &Path, out: &mut Vec<PathBuf>) -> std::io::Result<()> {
         if hidden {
             continue;
         }
-        if path.is_dir() {
-            walk(&path, out)?;
-        } else if path
+        let kind = entry.file_type()?;
+        if kind.is_dir() {
+            walk(&path, root, out)?;
+            continue;
+        }
+        let manifest = path
             .extension()
             .and_then(|e| e.to_str())
-            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"))
+            .is_some_and(|e| matches!(e, "yaml" | "yml" | "json"));
+        if !manifest {
+            continue;
+        }
+        if kind.is_file() {
+            let canonical = path.canonicalize()?;
+            out.push(Found {
+                path,
+                canonical,
+                link: false,
+            });
+        } else if kind.is_symlink()
+            && let Ok(canonical) = path.canonicalize()
+            && canonical.starts_with(root)
+            && canonical.is_file()
         {
-            out.push(path);
+            out.push(Found {
+                path,
+                canonical,
+                link: true,
+            });
         }
     }
     Ok(())
@@ -155,6 +215,17 @@ pub fn parse(
     file: &str,
     text: &str,
     strict: bool,
+    out: &mut Vec<Object>,
+) -> Result<(), InputError> {
+    parse_within(file, text, strict, &mut Budget::default(), out)
+}
+
+/// [`parse`], as part of a run whose documents share `budget`.
+pub(crate) fn parse_within(
+    file: &str,
+    text: &str,
+    strict: bool,
+    budget: &mut Budget,
     out: &mut Vec<Object>,
 ) -> Result<(), InputError> {
     let file: Arc<str> = Arc::from(file);
@@ -176,9 +247,10 @@ pub fn parse(
             .map(|(_, l)| *l)
             .collect::<Vec<_>>()
             .join("\n");
-        let value: Value = match serde_yaml::from_str(&body) {
+        let value: Value = match budget.document(&body) {
             Ok(v) => v,
-            Err(e) => {
+            Err(Refusal::Expands) => return Err(expands(&file, doc.start)),
+            Err(Refusal::Invalid(e)) => {
                 let line = e
                     .location()
                     .map_or(doc.first, |l| doc.first + l.line().saturating_sub(1));
@@ -206,6 +278,18 @@ pub fn parse(
         }
     }
     Ok(())
+}
+
+/// A document whose aliases expand past the run's budget.
+pub(crate) fn expands(file: &str, line: usize) -> InputError {
+    InputError::at(
+        file,
+        line,
+        format!(
+            "YAML aliases in this document expand past what wavegate lint reads ({}); expand them in the file, or lint it in parts",
+            Budget::describe()
+        ),
+    )
 }
 
 /// serde_yaml appends " at line N column M"; the line is reported separately.
@@ -291,6 +375,16 @@ fn text_field(
             file,
             line,
             format!("{field} {s:?} is an unrendered template: lint rendered manifests"),
+        )),
+        // Kubernetes refuses control characters in kinds, names and namespaces; in a lint
+        // message they would write to the CI log (see `printable`).
+        Some(Value::String(s)) if s.chars().any(is_hidden) => Err(InputError::at(
+            file,
+            line,
+            format!(
+                "{field} \"{}\" holds a control character, which Kubernetes refuses",
+                printable(s)
+            ),
         )),
         Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
         Some(other) if !other.is_null() && !other.is_string() => Err(InputError::at(
@@ -512,7 +606,7 @@ fn documents(text: &str) -> Vec<Document<'_>> {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     fn read_text(text: &str) -> Result<Vec<Object>, InputError> {
@@ -583,6 +677,123 @@ mod tests {
     fn lists_and_json_are_read() {
         let objects = read_text(r#"{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"}},{"apiVersion":"v1","kind":"Secret","metadata":{"name":"b"}}]}"#).unwrap();
         assert_eq!(objects.len(), 2);
+    }
+
+    /// A billion-laughs document: `levels` anchors, each a list of `width` aliases of the one
+    /// before, so that a few KB expand to `width^levels` values.
+    pub(crate) fn billion_laughs(levels: usize, width: usize) -> String {
+        let mut text =
+            String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: laughs}\ndata:\n");
+        text.push_str(&format!("  l0: &l0 [{}]\n", vec!["lol"; width].join(", ")));
+        for level in 1..levels {
+            let alias = format!("*l{}", level - 1);
+            text.push_str(&format!(
+                "  l{level}: &l{level} [{}]\n",
+                vec![alias.as_str(); width].join(", ")
+            ));
+        }
+        text
+    }
+
+    #[test]
+    fn yaml_aliases_cannot_expand_a_small_file_into_millions_of_values() {
+        // Growing sizes: the smallest (about 1.5 KB, a million values) was read on main.
+        for (levels, width) in [(3, 100), (3, 300), (4, 100), (3, 1000), (10, 10)] {
+            let text = format!("# laughs\n{}", billion_laughs(levels, width));
+            let e = read_text(&text).unwrap_err();
+            assert_eq!((e.file.as_str(), e.line), ("m.yaml", 2), "{e}");
+            assert!(e.message.contains("aliases"), "{e}");
+        }
+        // Aliases as people use them (shared blocks) still read.
+        let shared = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: shared}\ndata:\n  x: &x {a: '1', b: '2'}\n  y: *x\n  z: {<<: *x, c: '3'}\n";
+        assert_eq!(read_text(shared).unwrap().len(), 1);
+    }
+
+    #[test]
+    fn names_with_control_characters_are_refused() {
+        for name in [
+            r#""a\n::error file=x::forged""#,
+            r#""a\e[2Jb""#,
+            r#""a\rb""#,
+        ] {
+            let text = format!(
+                "apiVersion: v1\nkind: Secret\nmetadata: {{name: {name}, namespace: ns}}\n"
+            );
+            let e = read_text(&text).unwrap_err();
+            assert!(e.message.contains("control character"), "{e}");
+            assert!(!e.to_string().contains('\n'), "{e}");
+            let text =
+                format!("apiVersion: v1\nkind: Secret\nmetadata: {{name: a, namespace: {name}}}\n");
+            assert!(read_text(&text).is_err());
+        }
+    }
+
+    /// A directory under the system temp dir, removed when dropped.
+    struct TempDir(PathBuf);
+
+    impl TempDir {
+        fn new(what: &str) -> TempDir {
+            let nanos = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_nanos());
+            let dir = std::env::temp_dir()
+                .join(format!("wavegate-{what}-{}-{nanos}", std::process::id()));
+            std::fs::create_dir_all(&dir).unwrap();
+            TempDir(dir)
+        }
+    }
+
+    impl Drop for TempDir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn names_read(dir: &Path) -> Vec<String> {
+        read(&[Source::Path(dir.to_path_buf())])
+            .unwrap()
+            .iter()
+            .map(|o| format!("{} {}", o.kind, o.name))
+            .collect()
+    }
+
+    #[test]
+    fn a_directory_walk_stays_in_the_repository_and_reads_each_file_once() {
+        use std::os::unix::fs::symlink;
+        let tmp = TempDir::new("walk");
+        let (repo, outside) = (tmp.0.join("repo"), tmp.0.join("outside"));
+        std::fs::create_dir_all(repo.join("app")).unwrap();
+        std::fs::create_dir_all(&outside).unwrap();
+        std::fs::write(
+            repo.join("app/svc.yaml"),
+            "apiVersion: v1\nkind: Service\nmetadata: {name: web}\n",
+        )
+        .unwrap();
+        std::fs::write(
+            outside.join("secret.yaml"),
+            "apiVersion: v1\nkind: Secret\nmetadata: {name: runner-secret}\n",
+        )
+        .unwrap();
+        // A link to `.` (a Service read 41 times on main), to a directory and to a file outside
+        // the repository, and a second name for a file inside it.
+        symlink(".", repo.join("app/again")).unwrap();
+        symlink(&outside, repo.join("runner")).unwrap();
+        symlink(outside.join("secret.yaml"), repo.join("stolen.yaml")).unwrap();
+        symlink("app/svc.yaml", repo.join("alias.yaml")).unwrap();
+        symlink("nowhere.yaml", repo.join("dangling.yaml")).unwrap();
+        assert_eq!(names_read(&repo), ["Service web"]);
+        // Two links to `.` never finished on main.
+        symlink(".", repo.join("app/twice")).unwrap();
+        symlink("..", repo.join("app/up")).unwrap();
+        assert_eq!(names_read(&repo), ["Service web"]);
+        // The repository named through a link is still walked; a file given twice is read once.
+        symlink(&repo, tmp.0.join("checkout")).unwrap();
+        let objects = read(&[
+            Source::Path(tmp.0.join("checkout")),
+            Source::Path(repo.join("app/svc.yaml")),
+        ])
+        .unwrap();
+        assert_eq!(objects.len(), 1);
     }
 
     #[test]

@@ -7,11 +7,14 @@
 
 pub mod argocd_cm;
 pub mod command;
+mod glob;
 pub mod manifest;
 pub mod output;
+mod printable;
 pub mod references;
 pub mod rules;
 pub mod sync_order;
+mod yaml;
 
 pub use argocd_cm::ArgocdCm;
 pub use manifest::{InputError, Object, Source};

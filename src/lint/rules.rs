@@ -2,6 +2,7 @@
 
 use super::argocd_cm::{ArgocdCm, has_health};
 use super::manifest::{InputError, Object};
+use super::printable::printable;
 use super::references::{CNPG, CRDB, Need, Reference, Target, templates};
 use super::sync_order::{HOOK, Moment, Phase, SYNC_WAVE, Task, first_applied, last_moment};
 use crate::checks::service::{format_labels, relevant_labels, resemblance};
@@ -659,17 +660,19 @@ fn selector_rule(cx: &Cx<'_>, out: &mut Vec<Finding>) {
             .iter()
             .filter_map(|(k, _)| Some((k, labels.get(k)?)))
             .collect();
+        // The fix is several lines: label text, which the manifests write, must stay on one.
+        let shown = printable(&wanted);
         let relabel = if target.kind == "Pod" {
-            format!("label {} with {wanted}", target.describe())
+            format!("label {} with {shown}", target.describe())
         } else {
-            format!("label {}'s pod template with {wanted}", target.describe())
+            format!("label {}'s pod template with {shown}", target.describe())
         };
         let fix = if fixed.is_empty() {
             relabel
         } else {
             let lines: String = fixed
                 .iter()
-                .map(|(k, v)| format!("    {k}: {v}\n"))
+                .map(|(k, v)| format!("    {}: {}\n", printable(k), printable(v)))
                 .collect();
             format!("select the template's labels:\n  selector:\n{lines}or {relabel}")
         };
