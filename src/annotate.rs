@@ -292,7 +292,7 @@ impl Annotator {
         let written = api
             .patch(name, &params, &Patch::Merge(&patch))
             .await
-            .inspect_err(|_| self.metrics.record_write_error("annotate"))?;
+            .inspect_err(|e| self.metrics.record_write_failure("annotate", e))?;
         self.metrics.annotation_writes.inc();
         tracing::info!(object = %format!("{kind} {ns}/{name}"), "annotations written");
         Ok(written.metadata.resource_version)

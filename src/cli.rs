@@ -549,6 +549,22 @@ async fn clusters(
     Ok(clusters)
 }
 
+/// Why gate timeouts cannot apply, if `--namespaces` leaves out Argo CD's namespace: a gate's
+/// timeout is measured from the start of its managing Application's sync, and a gate whose
+/// Application wavegate cannot read gets no timeout at all (docs/contracts.md, "Grace periods,
+/// blindness and timeouts"). Said once at startup, loudly, and in each such gate's message.
+fn timeouts_off(namespaces: Option<&BTreeSet<String>>, argocd_namespace: &str) -> Option<String> {
+    let watched = namespaces?;
+    (!watched.contains(argocd_namespace)).then(|| {
+        format!(
+            "--namespaces does not include Argo CD's namespace {argocd_namespace} \
+             (--argocd-namespace): wavegate cannot read the Applications that manage gates, so \
+             no gate an Application manages gets its timeout (it waits instead of failing the \
+             sync); add {argocd_namespace} to --namespaces (Helm: watchNamespaces)"
+        )
+    })
+}
+
 pub async fn serve(args: ServeArgs) -> u8 {
     let token = match &args.token_file {
         Some(path) => match api::Token::from_file(path) {
@@ -566,6 +582,12 @@ pub async fn serve(args: ServeArgs) -> u8 {
         Ok(p) => p,
         Err(e) => return fail(CliError::Usage(e.to_string())),
     };
+    if let Some(why) = timeouts_off(
+        args.cluster.namespace_set().as_ref(),
+        &args.argocd_namespace,
+    ) {
+        tracing::warn!("{why}");
+    }
     let metrics = Arc::new(Metrics::default());
     let evaluator =
         match evaluator(&args.cluster, args.cluster.namespace_set(), metrics.clone()).await {
@@ -1011,5 +1033,26 @@ async fn wait_gate(args: &WaitArgs, name: &str) -> u8 {
             EXIT_TIMEOUT
         }
         Err(e) => fail(CliError::Failed(format!("{what}: {e}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_namespaced_install_without_argo_cds_namespace_says_gate_timeouts_are_off() {
+        let watched: BTreeSet<String> = ["ddb".to_string(), "cicd".to_string()].into();
+        let why = timeouts_off(Some(&watched), "argocd");
+        assert!(
+            why.as_deref().is_some_and(|w| w.contains("timeout")
+                && w.contains("argocd")
+                && w.contains("--namespaces")),
+            "{why:?}"
+        );
+        let with_argocd: BTreeSet<String> = ["ddb".into(), "argocd".into()].into();
+        assert_eq!(timeouts_off(Some(&with_argocd), "argocd"), None);
+        // Cluster-wide: every namespace is watched.
+        assert_eq!(timeouts_off(None, "argocd"), None);
     }
 }

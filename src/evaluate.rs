@@ -177,7 +177,7 @@ impl Evaluator {
         let found = match self.find(ask).await {
             Ok(found) => found,
             Err(e) => Found {
-                blind: Some(e.to_string()),
+                blind: blindness(&e),
                 ..Found::seen(cache_verdict(ask, &e).into(), Duration::ZERO, None)
             },
         };
@@ -338,10 +338,22 @@ fn observe<K: Clone + Eq + Hash>(m: &mut HashMap<K, Observed>, key: &K, now: Ins
     now.saturating_duration_since(entry.since)
 }
 
+/// Why a read that failed with `e` says more about wavegate than about the cluster, if it does:
+/// a watch not synced, relisting, refused or bounded, discovery failing — all may pass, so a
+/// gate's timeout must not fire on them. What is out of reach (a kind the cluster does not
+/// serve, a namespace outside `--namespaces`) stays so however long one waits: not blind, so
+/// the timeout applies, and the verdict's message says why.
+fn blindness(e: &CacheError) -> Option<String> {
+    (!e.out_of_reach()).then(|| e.to_string())
+}
+
 /// A cache that cannot answer is never evidence of health: not yet synced keeps the wave
 /// waiting (Progressing), anything else is Unknown with the reason.
 fn cache_verdict(ask: &Ask, e: &CacheError) -> Verdict {
-    let msg = format!("{} {}: {e}", ask.resource(), ask.object());
+    let mut msg = format!("{} {}: {e}", ask.resource(), ask.object());
+    if e.out_of_reach() {
+        msg.push_str("; waiting does not change that, so a gate's timeout applies");
+    }
     match e {
         // Transient blindness of wavegate's own cache: Progressing, never Unknown, which
         // fails a hook gate and with it the sync.
@@ -358,5 +370,55 @@ fn forget(probing: &Mutex<HashMap<String, (u64, SharedProbe)>>, key: &str, id: u
     let mut probing = lock(probing);
     if probing.get(key).is_some_and(|(i, _)| *i == id) {
         probing.remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resource::{Resource, Target};
+    use std::collections::BTreeSet;
+
+    /// An evaluator whose cache watches only `shop` and whose API server never answers.
+    fn scoped_to_shop() -> Arc<Evaluator> {
+        let metrics = Arc::new(Metrics::default());
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let cache = Cache::new(
+            kube::Client::try_from(config).unwrap(),
+            Some(BTreeSet::from(["shop".to_string()])),
+            Duration::from_millis(50),
+            metrics.clone(),
+        );
+        Evaluator::new(cache, EvalConfig::default(), metrics).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_namespace_outside_namespaces_is_out_of_reach_not_blind() {
+        // Waiting never brings prod into this wavegate's reach: the gate's timeout must apply.
+        let ev = scoped_to_shop();
+        let ask = Ask::with_defaults(Target::new(Resource::Service, "prod", "forgejo").unwrap());
+        let j = ev.judge_fresh(&ask).await;
+        assert_eq!(j.blind, None, "{j:?}");
+        assert!(j.verdict.message.contains("--namespaces"), "{j:?}");
+        assert!(j.verdict.message.contains("timeout applies"), "{j:?}");
+        // A watched namespace whose cache cannot list (the API server does not answer) is
+        // wavegate's own blindness.
+        let ask = Ask::with_defaults(Target::new(Resource::Service, "shop", "web").unwrap());
+        let j = ev.judge_fresh(&ask).await;
+        assert!(j.blind.is_some(), "{j:?}");
+    }
+
+    #[test]
+    fn only_errors_that_may_pass_are_blind() {
+        let not_served = CacheError::NotInstalled("crdbclusters.crdb.cockroachlabs.com".into());
+        assert_eq!(blindness(&not_served), None);
+        let outside = CacheError::NamespaceNotWatched("prod".into());
+        assert_eq!(blindness(&outside), None);
+        let relisting = CacheError::Relisting {
+            what: "pods in prod".into(),
+            error: "410 Gone".into(),
+        };
+        assert!(blindness(&relisting).is_some());
+        assert!(blindness(&CacheError::NotSynced("pods in prod".into())).is_some());
     }
 }

@@ -11,8 +11,9 @@
 //!   carries is not seen);
 //! - every other object by kind, name and wave alone.
 //!
-//! Waves are the ones Argo CD recorded (`syncWave`); hooks are not listed there, so every object
-//! is in the Sync phase. Argo CD's argocd-cm is not read (a ConfigMap): the rules count only
+//! Waves are the ones Argo CD recorded (`syncWave`); hooks are linted with them, in the phases
+//! the last sync recorded for them (`lint_resources`), so the findings are `wavegate lint`'s on
+//! the same manifests. Argo CD's argocd-cm is not read (a ConfigMap): the rules count only
 //! Argo CD's built-in health checks, as `wavegate lint` does without `--argocd-cm`.
 
 use crate::cache::Cache;
@@ -20,7 +21,7 @@ use crate::evaluate::Evaluator;
 use crate::json::At;
 use crate::lint::references::CNPG;
 use crate::lint::rules::IGNORE_ANNOTATION;
-use crate::lint::sync_order::SYNC_WAVE;
+use crate::lint::sync_order::{HELM_HOOK, HOOK, SYNC_WAVE};
 use crate::lint::{Finding, Object, Options, Rule};
 use crate::policy::CheckPolicy;
 use crate::resource::{Kind, Resource, ResourceRef};
@@ -89,8 +90,8 @@ impl Seen {
         }
     }
 
-    /// Keep only `fields` of an object read whole from the cache, and its lint-ignore
-    /// annotation (a silenced finding stays silent on the live Application).
+    /// Keep only `fields` of an object read whole from the cache, its lint-ignore annotation
+    /// (a silenced finding stays silent on the live Application) and its hook annotations.
     fn of(object: &Value, fields: &[&str]) -> Seen {
         let mut spec = Map::new();
         for f in fields {
@@ -98,13 +99,17 @@ impl Seen {
                 spec.insert((*f).to_string(), v.clone());
             }
         }
+        // Its lint-ignore annotation, and the hook annotations that say in which phases it
+        // is applied (for a hook whose types Argo CD has not recorded).
         let mut annotations = BTreeMap::new();
-        if let Some(v) = object
-            .pointer("/metadata/annotations")
-            .and_then(|a| a.get(IGNORE_ANNOTATION))
-            .and_then(Value::as_str)
-        {
-            annotations.insert(IGNORE_ANNOTATION.to_string(), v.to_string());
+        for key in [IGNORE_ANNOTATION, HOOK, HELM_HOOK] {
+            if let Some(v) = object
+                .pointer("/metadata/annotations")
+                .and_then(|a| a.get(key))
+                .and_then(Value::as_str)
+            {
+                annotations.insert(key.to_string(), v.to_string());
+            }
         }
         Seen {
             annotations,
@@ -191,6 +196,22 @@ async fn read(cache: &Cache, policy: &CheckPolicy, r: ResourceRef) -> Seen {
     }
 }
 
+/// The object lint sees for `listed`: a hook carries the types Argo CD recorded, else those
+/// its live object shows.
+fn live_object(listed: &Listed, mut seen: Seen) -> Object {
+    if let Hook::Of(types) = &listed.hook {
+        seen.annotations.insert(HOOK.to_string(), types.clone());
+    }
+    object(&listed.resource, listed.wave, seen)
+}
+
+/// Whether lint can tell which phases `listed` is applied in.
+fn phases_known(listed: &Listed, seen: &Seen) -> bool {
+    listed.hook != Hook::Unrecorded
+        || seen.annotations.contains_key(HOOK)
+        || seen.annotations.contains_key(HELM_HOOK)
+}
+
 /// The object lint sees for a listed resource.
 fn object(r: &ResourceRef, wave: i64, seen: Seen) -> Object {
     let mut annotations = seen.annotations;
@@ -267,17 +288,91 @@ fn summarise(unread: &[String], total: usize) -> Option<String> {
     Some(s)
 }
 
+/// Whether a listed resource is a hook, and of which types.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Hook {
+    No,
+    /// `argocd.argoproj.io/hook` as Argo CD recorded the hook's types (comma-separated).
+    Of(String),
+    /// A hook whose types Argo CD has not recorded: read from the live object, if it is read.
+    Unrecorded,
+}
+
+/// One resource lint sees in a live Application, with the wave Argo CD recorded.
+#[derive(Debug, Clone)]
+pub(crate) struct Listed {
+    pub resource: ResourceRef,
+    pub wave: i64,
+    pub hook: Hook,
+}
+
+/// The resources of `app` that `wavegate lint` would see in its manifests: every one Argo CD
+/// lists in `status.resources`, with the wave it recorded, hooks included. The waves view
+/// leaves hooks out of every wave's health, but lint must not: a PostSync hook makes the last
+/// Sync wave not the last of the sync (gitops-engine `sync_context.go`, `finalWave`). A hook's
+/// types are what the last sync recorded for it (`syncResult.resources[].hookType`, one result
+/// per phase it ran in); hooks that sync deleted again are not listed, and neither are they
+/// in the manifests' live objects.
+pub(crate) fn lint_resources(app: &Value) -> Vec<Listed> {
+    let Some(list) = app.array_at("/status/resources") else {
+        return Vec::new();
+    };
+    let results = app
+        .array_at("/status/operationState/syncResult/resources")
+        .map(Vec::as_slice)
+        .unwrap_or_default();
+    list.iter()
+        .map(|r| {
+            let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+            let resource = ResourceRef {
+                group: s("group"),
+                version: s("version"),
+                kind: s("kind"),
+                namespace: s("namespace"),
+                name: s("name"),
+            };
+            let hook = if r.get("hook").and_then(Value::as_bool).unwrap_or(false) {
+                let mut types: Vec<&str> = Vec::new();
+                for t in results
+                    .iter()
+                    .filter(|x| {
+                        ["group", "kind", "namespace", "name"]
+                            .iter()
+                            .all(|k| x.get(*k).and_then(Value::as_str).unwrap_or("") == s(k))
+                    })
+                    .filter_map(|x| x.get("hookType").and_then(Value::as_str))
+                {
+                    if !t.is_empty() && !types.contains(&t) {
+                        types.push(t);
+                    }
+                }
+                if types.is_empty() {
+                    Hook::Unrecorded
+                } else {
+                    Hook::Of(types.join(","))
+                }
+            } else {
+                Hook::No
+            };
+            Listed {
+                resource,
+                wave: r.get("syncWave").and_then(Value::as_i64).unwrap_or(0),
+                hook,
+            }
+        })
+        .collect()
+}
+
 /// Reads at once; most come from watches the waves view has just read.
 const READ_AT_ONCE: usize = 32;
 
 /// Lint the live objects of `app` in the cluster `evaluator` judges, within its patience:
-/// `resources` are the ones it manages with their waves (the waves view's reading of
-/// `status.resources`, hooks left out).
+/// `resources` are the ones it manages ([`lint_resources`], hooks included).
 pub(crate) async fn of(
     evaluator: &Evaluator,
     policy: &CheckPolicy,
     app: &Value,
-    resources: &[(ResourceRef, i64)],
+    resources: &[Listed],
 ) -> LiveLint {
     let destination = app
         .str_at("/spec/destination/namespace")
@@ -286,7 +381,7 @@ pub(crate) async fn of(
     let cache = evaluator.cache();
     let reads: Vec<_> = resources
         .iter()
-        .map(|(r, _)| read(cache, policy, r.clone()))
+        .map(|l| read(cache, policy, l.resource.clone()))
         .collect();
     let reading = futures::stream::iter(reads)
         .buffered(READ_AT_ONCE)
@@ -304,11 +399,20 @@ pub(crate) async fn of(
     let objects: Vec<Object> = resources
         .iter()
         .zip(seen)
-        .map(|((r, wave), mut seen)| {
+        .filter_map(|(l, mut seen)| {
             if let Some(why) = seen.partly.take() {
                 unread.push(why);
             }
-            object(r, *wave, seen)
+            if !phases_known(l, &seen) {
+                let r = &l.resource;
+                unread.push(format!(
+                    "{} {}/{}: a hook whose phases neither the last sync nor its live object \
+                     shows, left out",
+                    r.kind, r.namespace, r.name
+                ));
+                return None;
+            }
+            Some(live_object(l, seen))
         })
         .collect();
     lint(&objects, &destination, unread)
@@ -400,6 +504,146 @@ mod tests {
             "{:?}",
             found.findings
         );
+    }
+
+    /// An Argo CD Application that synced `manifests` (ConfigMaps, WaveGates, Job hooks), as
+    /// its status lists them: `status.resources` with each one's wave, hooks flagged, and the
+    /// last sync's results with each hook's types (controller/sync.go, one result per phase).
+    fn synced(manifests: &[Value]) -> Value {
+        let mut resources = Vec::new();
+        let mut results = Vec::new();
+        for m in manifests {
+            let (group, version) = match m["apiVersion"].as_str().unwrap().split_once('/') {
+                Some((g, v)) => (g.to_string(), v.to_string()),
+                None => (String::new(), m["apiVersion"].as_str().unwrap().to_string()),
+            };
+            let annotations = &m["metadata"]["annotations"];
+            let wave: i64 = annotations[SYNC_WAVE].as_str().unwrap().parse().unwrap();
+            let hook = annotations[crate::lint::sync_order::HOOK].as_str();
+            let entry = json!({"group": group, "version": version, "kind": m["kind"],
+                "namespace": m["metadata"]["namespace"], "name": m["metadata"]["name"],
+                "syncWave": wave, "hook": hook.is_some()});
+            resources.push(entry);
+            for t in hook.iter().flat_map(|h| h.split(',')) {
+                results.push(json!({"group": group, "kind": m["kind"],
+                    "namespace": m["metadata"]["namespace"], "name": m["metadata"]["name"],
+                    "status": "Synced", "hookType": t}));
+            }
+        }
+        json!({"spec": {"destination": {"namespace": "cicd"}},
+            "status": {"resources": resources, "operationState": {"phase": "Succeeded",
+                "syncResult": {"resources": results}}}})
+    }
+
+    /// What the waves view lints for `app`, the live objects read as `manifests` show them.
+    fn live_findings(app: &Value, manifests: &[Value]) -> Vec<(Rule, String)> {
+        let objects: Vec<Object> = lint_resources(app)
+            .into_iter()
+            .map(|l| {
+                let m = manifests
+                    .iter()
+                    .find(|m| m["metadata"]["name"] == l.resource.name.as_str())
+                    .unwrap();
+                let seen = if l.resource.kind == "WaveGate" {
+                    Seen::of(m, &["checks"])
+                } else {
+                    Seen::default()
+                };
+                live_object(&l, seen)
+            })
+            .collect();
+        let mut found: Vec<_> = lint(&objects, "cicd", Vec::new())
+            .findings
+            .into_iter()
+            .map(|f| (f.rule, f.message))
+            .collect();
+        found.sort();
+        found
+    }
+
+    /// What `wavegate lint` finds in `manifests`.
+    fn cli_findings(manifests: &[Value]) -> Vec<(Rule, String)> {
+        let text: String = manifests
+            .iter()
+            .map(|m| format!("---\n{}", serde_yaml::to_string(m).unwrap()))
+            .collect();
+        let mut objects = Vec::new();
+        crate::lint::manifest::parse("app.yaml", &text, true, &mut objects).unwrap();
+        let options = Options {
+            destination: "cicd".into(),
+            ..Options::default()
+        };
+        let report = crate::lint::lint(&objects, &options).unwrap();
+        let mut found: Vec<_> = report
+            .active()
+            .map(|f| (f.rule, f.message.clone()))
+            .collect();
+        found.sort();
+        found
+    }
+
+    fn manifest(kind: u8, i: usize, wave: i64, hook: &str) -> Value {
+        let mut annotations = json!({ SYNC_WAVE: wave.to_string() });
+        let (api_version, kind, spec) = match kind {
+            0 => ("v1", "ConfigMap", Value::Null),
+            1 => ("wavegate.dev/v1alpha1", "WaveGate", json!({"checks": []})),
+            _ => {
+                annotations[crate::lint::sync_order::HOOK] = hook.into();
+                (
+                    "batch/v1",
+                    "Job",
+                    json!({"template": {"spec": {"containers": []}}}),
+                )
+            }
+        };
+        let mut m = json!({"apiVersion": api_version, "kind": kind,
+            "metadata": {"name": format!("o{i}"), "namespace": "cicd", "annotations": annotations}});
+        if !spec.is_null() {
+            m["spec"] = spec;
+        }
+        m
+    }
+
+    #[test]
+    fn a_gate_in_the_last_sync_wave_before_a_post_sync_hook_is_not_in_the_last_wave() {
+        let manifests = [
+            manifest(1, 0, 2, ""),
+            manifest(0, 1, 1, ""),
+            manifest(2, 2, 0, "PostSync"),
+        ];
+        let cli = cli_findings(&manifests);
+        assert!(
+            !cli.iter().any(|(r, _)| *r == Rule::GateInLastWave),
+            "{cli:?}"
+        );
+        assert_eq!(live_findings(&synced(&manifests), &manifests), cli);
+    }
+
+    proptest::proptest! {
+        #![proptest_config(crate::testing::proptest_config::config(300))]
+
+        /// One input, one set of findings: the waves view, linting what Argo CD recorded of
+        /// an Application that synced these manifests, finds what `wavegate lint` finds in
+        /// them, hooks of every phase included.
+        #[test]
+        fn the_waves_views_findings_equal_wavegate_lints_on_the_same_manifests(
+            objects in proptest::collection::vec(
+                (0u8..3, -1i64..3, proptest::sample::select(vec![
+                    "PreSync", "Sync", "PostSync", "SyncFail", "PreSync,PostSync",
+                ])),
+                1..7,
+            ),
+        ) {
+            let manifests: Vec<Value> = objects
+                .iter()
+                .enumerate()
+                .map(|(i, (kind, wave, hook))| manifest(*kind, i, *wave, hook))
+                .collect();
+            proptest::prop_assert_eq!(
+                live_findings(&synced(&manifests), &manifests),
+                cli_findings(&manifests)
+            );
+        }
     }
 
     #[test]

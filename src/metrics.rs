@@ -94,6 +94,10 @@ pub struct Metrics {
     pub gate_health: Family<GateLabels, Gauge>,
     /// Status or annotation patches the API server refused (the "writes failing" alert).
     pub write_errors: Family<WriterLabel, Counter>,
+    /// Patches refused by their own precondition (409: the object changed since it was read),
+    /// an outcome the writers expect and answer by judging again; never in `write_errors`,
+    /// which pages.
+    pub write_conflicts: Family<WriterLabel, Counter>,
     /// CockroachDB pod probes without a usable answer (the "probe errors" alert).
     pub probe_errors: Counter,
     /// Kubernetes Events by outcome: `sent`, `retried` (refused, tried again later), `dropped`
@@ -204,6 +208,18 @@ impl Default for Metrics {
             "WaveGate status (writer=gate) and annotation (writer=annotate) patches that failed",
             write_errors.clone(),
         );
+        let write_conflicts = Family::<WriterLabel, Counter>::default();
+        for writer in WRITERS {
+            let _ = write_conflicts.get_or_create(&WriterLabel {
+                writer: writer.to_string(),
+            });
+        }
+        registry.register(
+            "write_conflicts",
+            "Patches refused by their resourceVersion precondition (409, the object changed \
+             since it was judged; judged again), by writer",
+            write_conflicts.clone(),
+        );
         let probe_errors = Counter::default();
         registry.register(
             "probe_errors",
@@ -229,6 +245,7 @@ impl Default for Metrics {
             reconcile_errors,
             gate_health,
             write_errors,
+            write_conflicts,
             probe_errors,
             asks,
             verdicts,
@@ -279,6 +296,20 @@ impl Metrics {
                 queue: queue.to_string(),
             })
             .inc();
+    }
+
+    /// A patch by `writer` (one of [`WRITERS`]) was refused with `e`: a refused precondition
+    /// (409) is counted apart from the errors that page.
+    pub(crate) fn record_write_failure(&self, writer: &str, e: &kube::Error) {
+        if crate::written::refused_precondition(e) {
+            self.write_conflicts
+                .get_or_create(&WriterLabel {
+                    writer: writer.to_string(),
+                })
+                .inc();
+        } else {
+            self.record_write_error(writer);
+        }
     }
 
     /// A patch by `writer` (one of [`WRITERS`]) failed.

@@ -462,12 +462,16 @@ pub(crate) async fn view_with_findings(
                     &scope.argocd_namespace,
                 ),
             });
-            let admitted = managed_resources(app).into_iter().map(|(r, wave, _)| {
+            let admitted = crate::live_lint::lint_resources(app).into_iter().map(|l| {
                 let (scoped, evaluator) = (scoped.as_ref(), &evaluator);
                 async move {
                     match scoped {
-                        Some(scoped) if scoped.admits(evaluator, policy, &r).await.is_err() => None,
-                        _ => Some((r, wave)),
+                        Some(scoped)
+                            if scoped.admits(evaluator, policy, &l.resource).await.is_err() =>
+                        {
+                            None
+                        }
+                        _ => Some(l),
                     }
                 }
             });

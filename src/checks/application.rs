@@ -76,8 +76,12 @@ pub fn check(namespace: &str, name: &str, application: Option<&Value>) -> Verdic
     // (`needRefreshAppStatus` / `currentSourceEqualsSyncedSource` in
     // controller/appcontroller.go: "spec.source differs", "spec.destination differs").
     let stale = stale_comparison(app);
-    let comparison_current = stale.is_none();
-    if let Some(clause) = stale {
+    // With a source hydrator, comparedTo names only the branch the hydrated manifests are
+    // synced from; a new dry revision or hydrator config changes what is on it only once the
+    // hydrator has run, so until then the comparison describes the old spec too.
+    let hydrating = hydration_behind(app);
+    let comparison_current = stale.is_none() && hydrating.is_none();
+    for clause in stale.into_iter().chain(hydrating) {
         shortfalls.push((HealthStatus::Progressing, clause));
     }
 
@@ -200,20 +204,18 @@ fn failed_operation(app: &Value, settled: bool) -> Option<(HealthStatus, String)
 }
 
 /// Whether `operationState.syncResult` is a sync of the revision(s) last compared and of the
-/// spec's source(s).
+/// spec's source(s). Argo CD records a sync's `source` as `GetSource()` and its `sources` as
+/// `spec.sources` (controller/sync.go, `newSyncOperationResult`), so a multi-source sync is
+/// recognised by its `sources` and `revisions`, every other one by its `source` and
+/// `revision`, a hydrator's being its sync source.
 fn failed_sync_is_current(app: &Value) -> bool {
     let Some(result) = app.pointer("/status/operationState/syncResult") else {
         return false;
     };
     let spec = app.get("spec").unwrap_or(&Value::Null);
-    let multi = spec
-        .get("sources")
-        .and_then(Value::as_array)
-        .is_some_and(|s| !s.is_empty());
-    let (revision_key, source_key) = if multi {
-        ("revisions", "sources")
-    } else {
-        ("revision", "source")
+    let (revision_key, source_key, wanted) = match wanted_sources(spec) {
+        Wanted::Many(sources) => ("revisions", "sources", Value::Array(sources.to_vec())),
+        Wanted::One(source) => ("revision", "source", source),
     };
     let synced = app
         .pointer("/status/sync")
@@ -222,8 +224,68 @@ fn failed_sync_is_current(app: &Value) -> bool {
     let attempted = result.get(revision_key).and_then(normalized);
     synced.is_some()
         && synced == attempted
-        && normalized(result.get(source_key).unwrap_or(&Value::Null))
-            == normalized(spec.get(source_key).unwrap_or(&Value::Null))
+        && normalized(result.get(source_key).unwrap_or(&Value::Null)) == normalized(&wanted)
+}
+
+/// What Argo CD compares an Application with and syncs, as it records it in
+/// `status.sync.comparedTo` (controller/state.go, `CompareAppState`; the same in 3.4–3.6).
+enum Wanted<'a> {
+    /// `comparedTo.source`: `spec.source`, or the source hydrator's sync source.
+    One(Value),
+    /// `comparedTo.sources`: `spec.sources`, in order, `ref` sources included.
+    Many(&'a [Value]),
+}
+
+/// `ApplicationSpec.GetSource` / `HasMultipleSources` (pkg/apis/application/v1alpha1/types.go):
+/// a `sourceHydrator` wins over `sources`, which win over `source` when not empty.
+fn wanted_sources(spec: &Value) -> Wanted<'_> {
+    if let Some(hydrator) = spec.get("sourceHydrator").filter(|h| h.is_object()) {
+        return Wanted::One(hydrator_sync_source(hydrator));
+    }
+    match spec.get("sources").and_then(Value::as_array) {
+        Some(sources) if !sources.is_empty() => Wanted::Many(sources),
+        _ => Wanted::One(spec.get("source").cloned().unwrap_or(Value::Null)),
+    }
+}
+
+/// `SourceHydrator.GetSyncSource`: where hydrated manifests are synced from. The repository
+/// is `syncSource.repoURL` when set (a field since Argo CD 3.5, absent from 3.4's CRD, whose
+/// controller always takes the dry source's), else `drySource.repoURL`; the revision is
+/// `syncSource.targetBranch`. Nothing else of the hydrator is compared.
+fn hydrator_sync_source(hydrator: &Value) -> Value {
+    let text = |p: &str| hydrator.str_at(p).unwrap_or("");
+    let repo = Some(text("/syncSource/repoURL"))
+        .filter(|r| !r.is_empty())
+        .unwrap_or(text("/drySource/repoURL"));
+    serde_json::json!({
+        "repoURL": repo,
+        "path": text("/syncSource/path"),
+        "targetRevision": text("/syncSource/targetBranch"),
+    })
+}
+
+/// With `spec.sourceHydrator`, why the hydrated branch may not yet hold what the spec asks
+/// for: Argo CD's hydrator records each run in `status.sourceHydrator.currentOperation`,
+/// with the hydrator config it ran for (controller/hydrator/hydrator.go). Hydrating, Failed
+/// (the hydrator retries), or hydrated for another config (a new dry revision the parent just
+/// applied) is Progressing. No record at all says nothing (the branch may be written by
+/// something other than Argo CD's hydrator).
+fn hydration_behind(app: &Value) -> Option<String> {
+    let wanted = app
+        .pointer("/spec/sourceHydrator")
+        .filter(|h| h.is_object())?;
+    let run = app.pointer("/status/sourceHydrator/currentOperation")?;
+    let with_message = |what: String| match run.text_at("/message") {
+        Some(m) => format!("{what} ({m})"),
+        None => what,
+    };
+    match run.str_at("/phase").unwrap_or("") {
+        "Hydrated" => (normalized(run.get("sourceHydrator").unwrap_or(&Value::Null))
+            != normalized(wanted))
+        .then(|| "last hydrated another sourceHydrator than the spec has".to_string()),
+        "Hydrating" => Some(with_message("hydrating its dry source".to_string())),
+        phase => Some(with_message(format!("hydration {phase}"))),
+    }
 }
 
 /// Why the last comparison does not describe the current spec, if it does not.
@@ -232,15 +294,11 @@ fn stale_comparison(app: &Value) -> Option<String> {
         return Some("has not been compared with its spec yet".to_string());
     };
     let spec = app.get("spec").unwrap_or(&Value::Null);
-    let spec_sources = spec
-        .get("sources")
-        .and_then(Value::as_array)
-        .filter(|s| !s.is_empty());
 
-    // Argo CD treats an Application as multi-source when `spec.sources` is non-empty
-    // (`ApplicationSpec.HasMultipleSources`), and then records `comparedTo.sources`.
-    let source_clause = match spec_sources {
-        Some(wanted) => {
+    // Argo CD's controller compares the same way to decide that a comparison is stale
+    // (`currentSourceEqualsSyncedSource`): `sources` for a multi-source spec, else `source`.
+    let source_clause = match wanted_sources(spec) {
+        Wanted::Many(wanted) => {
             let seen = compared
                 .get("sources")
                 .and_then(Value::as_array)
@@ -264,10 +322,9 @@ fn stale_comparison(app: &Value) -> Option<String> {
                 (!differences.is_empty()).then(|| differences.join(", "))
             }
         }
-        None => source_difference(
-            compared.get("source").unwrap_or(&Value::Null),
-            spec.get("source").unwrap_or(&Value::Null),
-        ),
+        Wanted::One(wanted) => {
+            source_difference(compared.get("source").unwrap_or(&Value::Null), &wanted)
+        }
     };
 
     let destination_clause = {
@@ -444,6 +501,114 @@ mod tests {
             other => panic!("no fixture {other}"),
         };
         serde_yaml::from_str(yaml).unwrap()
+    }
+
+    /// Every source shape Argo CD 3.4–3.6 accepts (`source`, `sources` with a `ref` source,
+    /// `sourceHydrator` with and without `syncSource.repoURL`, `destination.name`), in the
+    /// Application script's testdata, which the Lua harness and tests/offline/parity.rs run too.
+    #[test]
+    fn every_source_shape_is_judged_on_what_argo_cd_records_in_compared_to() {
+        let cases: [(&str, &str, HealthStatus); 9] = [
+            (
+                "healthy.yaml",
+                include_str!(
+                    "../../argocd/resource_customizations/argoproj.io/Application/testdata/healthy.yaml"
+                ),
+                HealthStatus::Healthy,
+            ),
+            (
+                "source-hydrator-healthy.yaml",
+                include_str!(
+                    "../../argocd/resource_customizations/argoproj.io/Application/testdata/source-hydrator-healthy.yaml"
+                ),
+                HealthStatus::Healthy,
+            ),
+            (
+                "source-hydrator-sync-repo.yaml",
+                include_str!(
+                    "../../argocd/resource_customizations/argoproj.io/Application/testdata/source-hydrator-sync-repo.yaml"
+                ),
+                HealthStatus::Healthy,
+            ),
+            (
+                "source-hydrator-stale-branch.yaml",
+                include_str!(
+                    "../../argocd/resource_customizations/argoproj.io/Application/testdata/source-hydrator-stale-branch.yaml"
+                ),
+                HealthStatus::Progressing,
+            ),
+            (
+                "source-hydrator-hydrating.yaml",
+                include_str!(
+                    "../../argocd/resource_customizations/argoproj.io/Application/testdata/source-hydrator-hydrating.yaml"
+                ),
+                HealthStatus::Progressing,
+            ),
+            (
+                "source-hydrator-sync-failed.yaml",
+                include_str!(
+                    "../../argocd/resource_customizations/argoproj.io/Application/testdata/source-hydrator-sync-failed.yaml"
+                ),
+                HealthStatus::Degraded,
+            ),
+            (
+                "destination-name.yaml",
+                include_str!(
+                    "../../argocd/resource_customizations/argoproj.io/Application/testdata/destination-name.yaml"
+                ),
+                HealthStatus::Healthy,
+            ),
+            (
+                "destination-server-became-name.yaml",
+                include_str!(
+                    "../../argocd/resource_customizations/argoproj.io/Application/testdata/destination-server-became-name.yaml"
+                ),
+                HealthStatus::Progressing,
+            ),
+            (
+                "multi-source-ref-stale.yaml",
+                include_str!(
+                    "../../argocd/resource_customizations/argoproj.io/Application/testdata/multi-source-ref-stale.yaml"
+                ),
+                HealthStatus::Progressing,
+            ),
+        ];
+        let mut wrong = Vec::new();
+        for (file, yaml, expected) in cases {
+            let app: Value = serde_yaml::from_str(yaml).unwrap();
+            let v = check("argocd", "forgejo", Some(&app));
+            if v.status != expected {
+                wrong.push(format!(
+                    "{file}: {} ({}), expected {expected}",
+                    v.status, v.message
+                ));
+            }
+        }
+        assert!(wrong.is_empty(), "{wrong:#?}");
+    }
+
+    #[test]
+    fn a_hydrated_branch_of_an_older_dry_revision_is_not_healthy() {
+        // The parent moved the dry source on; the hydrator is still at it.
+        let yaml = include_str!(
+            "../../argocd/resource_customizations/argoproj.io/Application/testdata/source-hydrator-hydrating.yaml"
+        );
+        let mut app: Value = serde_yaml::from_str(yaml).unwrap();
+        let v = check("argocd", "forgejo", Some(&app));
+        assert!(
+            v.message.contains("last hydrated another sourceHydrator"),
+            "{v}"
+        );
+        app["status"]["sourceHydrator"]["currentOperation"]["phase"] = "Hydrating".into();
+        let v = check("argocd", "forgejo", Some(&app));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        assert!(v.message.contains("hydrating its dry source"), "{v}");
+        // Hydrated for this spec: Healthy.
+        app["status"]["sourceHydrator"]["currentOperation"]["phase"] = "Hydrated".into();
+        app["status"]["sourceHydrator"]["currentOperation"]["sourceHydrator"]["drySource"]["targetRevision"] =
+            "v1.5.0".into();
+        let v = check("argocd", "forgejo", Some(&app));
+        assert_eq!(v.status, HealthStatus::Healthy, "{v}");
     }
 
     fn judge(name: &str) -> Verdict {

@@ -23,7 +23,7 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
-use crate::health::{Finding, Verdict, is_invisible};
+use crate::health::{Finding, HealthStatus, Verdict, is_invisible};
 use crate::resource::{InputError, Query};
 use crate::views::PodView;
 
@@ -564,6 +564,19 @@ fn kubernetes_unreadiness(pod: &PodView) -> Option<String> {
 /// nodes" is [`Finding::Persistent`], because gossip takes a moment to settle after a join and
 /// Degraded fails the Argo CD sync; pods that agree on fewer live nodes than expected are
 /// waiting for the others (Progressing).
+/// Why `finding`, judged from `probes`, says more about wavegate than about the cluster, if it
+/// does: a pod that did not answer its probe. Never for a verdict that is Degraded already
+/// (two cluster IDs): what the answering pods proved stands whatever the silent one would say.
+pub(crate) fn blindness(finding: &Finding, probes: &[PodProbe]) -> Option<String> {
+    if matches!(finding, Finding::Settled(v) if v.status == HealthStatus::Degraded) {
+        return None;
+    }
+    probes.iter().find_map(|p| match &p.readiness {
+        Readiness::Unreachable(why) => Some(format!("pod {} did not answer: {why}", p.pod)),
+        _ => None,
+    })
+}
+
 pub fn judge(namespace: &str, name: &str, plan: &Plan, probes: &[PodProbe]) -> Finding {
     let object = format!("{namespace}/{name}");
     let expected = i64::from(plan.expected_nodes);
@@ -1250,6 +1263,38 @@ mod tests {
             "  cockroachdb-fgrbw  1     1     15152a17-fcc9-4a51-8c04-af0ec0126551  yes"
         );
         assert!(lines[3].contains(ID_B));
+    }
+
+    #[test]
+    fn a_proven_split_is_not_blind_when_a_third_pod_does_not_answer() {
+        let mut plan = seed_plan();
+        let mut third = plan.targets[0].clone();
+        third.pod = "cockroachdb-x7q2p".into();
+        plan.targets.push(third);
+        let probes = [
+            probe("cockroachdb-fgrbw").node(1, 1).cluster(ID_A),
+            probe("cockroachdb-nbm5k").node(1, 1).cluster(ID_B),
+            PodProbe::bare(
+                "cockroachdb-x7q2p",
+                Readiness::Unreachable("timeout".into()),
+            ),
+        ];
+        let finding = judge("prod", "cockroachdb", &plan, &probes);
+        assert_eq!(settled(finding.clone()).status, HealthStatus::Degraded);
+        // Two cluster IDs are proof about the cluster whatever a third pod says; blindness
+        // would only hold back a timeout, never this.
+        assert_eq!(blindness(&finding, &probes), None);
+        // Waiting on a pod that does not answer is blind.
+        let waiting = [
+            probe("cockroachdb-fgrbw").node(1, 1).cluster(ID_A),
+            PodProbe::bare(
+                "cockroachdb-nbm5k",
+                Readiness::Unreachable("timeout".into()),
+            ),
+        ];
+        let finding = judge("prod", "cockroachdb", &plan, &waiting);
+        assert_eq!(settled(finding.clone()).status, HealthStatus::Progressing);
+        assert!(blindness(&finding, &waiting).is_some_and(|w| w.contains("cockroachdb-nbm5k")));
     }
 
     #[test]

@@ -378,7 +378,7 @@ impl Gates {
         let written = api
             .patch_status(&gate.name_any(), &params, &Patch::Apply(&body))
             .await
-            .inspect_err(|_| self.context.metrics.record_write_error("gate"))?;
+            .inspect_err(|e| self.context.metrics.record_write_failure("gate", e))?;
         self.context.metrics.gate_status_writes.inc();
         tracing::info!(
             gate = %format!("{}/{}", gate.namespace().unwrap_or_default(), gate.name_any()),
@@ -434,7 +434,8 @@ impl Gates {
                 self.context.metrics.gate_stamp_writes.inc();
                 marked.resource_version()
             }
-            Err(kube::Error::Api(e)) if e.code == 409 => {
+            Err(e) if written::refused_precondition(&e) => {
+                self.context.metrics.record_write_failure("gate-stamp", &e);
                 // Not wavegate's failure (not a write error, which pages): someone wrote between
                 // the status and the mark. Most such writes make Argo CD look again anyway; one
                 // its update filter ignores (another status writer) leaves the new message to
@@ -448,7 +449,7 @@ impl Gates {
                 None
             }
             Err(e) => {
-                self.context.metrics.record_write_error("gate-stamp");
+                self.context.metrics.record_write_failure("gate-stamp", &e);
                 tracing::warn!(
                     gate = %format!("{}/{}", gate.namespace().unwrap_or_default(), gate.name_any()),
                     error = %e,
@@ -468,5 +469,122 @@ impl Gates {
         lock(&self.index).remove(key);
         lock(&self.written).remove(key);
         lock(&self.attempts).remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cache::Cache;
+    use crate::evaluate::EvalConfig;
+    use crate::gate::crd::WaveGateSpec;
+    use crate::health::Verdict;
+    use kube::api::ObjectMeta;
+
+    /// A gate controller whose API server refuses every write with `code` (the cache's API
+    /// server never answers; nothing here reads it).
+    fn refusing(code: u16) -> (Gates, Arc<Metrics>) {
+        let svc = tower::service_fn(move |_req: http::Request<kube::client::Body>| async move {
+            let status = serde_json::json!({
+                "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code,
+                "reason": "Conflict",
+                "message": "Operation cannot be fulfilled on wavegates.wavegate.dev \"g\": the object has been modified",
+            });
+            let body = serde_json::to_vec(&status).unwrap_or_default();
+            http::Response::builder()
+                .status(code)
+                .header("content-type", "application/json")
+                .body(kube::client::Body::from(body))
+        });
+        let client = kube::Client::new(svc, "default");
+        let metrics = Arc::new(Metrics::default());
+        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
+        let cache = Cache::new(
+            kube::Client::try_from(config).unwrap(),
+            None,
+            Duration::from_millis(50),
+            metrics.clone(),
+        );
+        let evaluator = Evaluator::new(cache, EvalConfig::default(), metrics.clone()).unwrap();
+        let gates = Gates {
+            events: events::Publisher::new(client.clone(), metrics.clone()),
+            context: Context {
+                cluster: "in-cluster".into(),
+                client,
+                evaluator: evaluator.clone(),
+                applications: evaluator,
+                metrics: metrics.clone(),
+            },
+            index: Mutex::default(),
+            written: Mutex::default(),
+            attempts: Mutex::default(),
+            missing_crd_logged: AtomicBool::new(false),
+            settings: Settings::new(Duration::from_secs(15)),
+        };
+        (gates, metrics)
+    }
+
+    fn gate() -> WaveGate {
+        let mut g = WaveGate::new(
+            "g",
+            WaveGateSpec {
+                timeout: None,
+                checks: Vec::new(),
+            },
+        );
+        g.metadata = ObjectMeta {
+            namespace: Some("ddb".into()),
+            generation: Some(1),
+            resource_version: Some("5".into()),
+            ..g.metadata
+        };
+        g
+    }
+
+    fn status(g: &WaveGate) -> WaveGateStatus {
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let health = Verdict::progressing("waiting");
+        judge::next_status(g, None, Vec::new(), health, None, now, None)
+    }
+
+    #[tokio::test]
+    async fn a_write_refused_by_its_precondition_is_no_write_error() {
+        // Argo CD changed the gate while it was judged: the status is judged again (contract),
+        // an expected outcome that must not page as wavegate failing to write.
+        let (gates, metrics) = refusing(409);
+        let g = gate();
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let written = gates
+            .write(&g, &status(&g), Some("5".into()), None, now)
+            .await;
+        assert!(
+            written.is_err(),
+            "the refusal is still a failed reconcile, retried"
+        );
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"wavegate_write_errors_total{writer="gate"} 0"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"wavegate_write_conflicts_total{writer="gate"} 1"#),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_write_refused_otherwise_is_a_write_error() {
+        let (gates, metrics) = refusing(403);
+        let g = gate();
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let written = gates
+            .write(&g, &status(&g), Some("5".into()), None, now)
+            .await;
+        assert!(written.is_err());
+        let text = metrics.encode();
+        assert!(
+            text.contains(r#"wavegate_write_errors_total{writer="gate"} 1"#),
+            "{text}"
+        );
     }
 }

@@ -5,7 +5,9 @@
 //! unit test (compare controller-rs, whose `reconcile` returns an `Action`).
 
 use super::crd::{WaveGate, WaveGateStatus};
-use super::judge::{gate_health, next_status, parse_timeout, until_timeout, waited, waiting_since};
+use super::judge::{
+    definite_failure, gate_health, next_status, parse_timeout, until_timeout, waited, waiting_since,
+};
 use crate::events::{self, Transition};
 use crate::health::{HealthStatus, Verdict};
 use k8s_openapi::jiff::Timestamp;
@@ -103,11 +105,14 @@ pub(crate) fn decide(inputs: Inputs<'_>, rules: &Rules, now: Timestamp) -> Decis
     };
     let since = waiting_since(gate, stored.as_ref(), sync_started);
     let waited = waited(since, now);
+    // A check's own Degraded is definite: no clock or blindness turns it into waiting, and it
+    // is no timeout (its Event says Degraded, not TimedOut).
+    let definite = definite_failure(&verdicts);
     let (health, timed_out) = match &sync {
         SyncClock::Blind(why) => {
             let v = gate_health(&verdicts, &blind, None, waited);
             let v = match timeout {
-                Some((spelled, limit)) if !v.is_healthy() && waited >= limit => {
+                Some((spelled, limit)) if !v.is_healthy() && !definite && waited >= limit => {
                     Verdict::progressing(format!(
                         "{}; the {spelled} timeout is not applied: {why}",
                         v.message
@@ -120,6 +125,7 @@ pub(crate) fn decide(inputs: Inputs<'_>, rules: &Rules, now: Timestamp) -> Decis
         SyncClock::Unmanaged | SyncClock::Read(_) => {
             let v = gate_health(&verdicts, &blind, timeout, waited);
             let timed_out = v.status == HealthStatus::Degraded
+                && !definite
                 && timeout.is_some_and(|(_, limit)| waited >= limit);
             (v, timed_out)
         }
@@ -353,5 +359,160 @@ mod tests {
         assert_eq!(d.health(), HealthStatus::Progressing);
         assert!(d.write);
         assert_ne!(d.event.map(|e| e.reason), Some("TimedOut"));
+    }
+
+    /// A proven split CockroachDB cluster, a Database CNPG refused: definite failures.
+    fn split() -> Verdict {
+        Verdict::degraded("prod/cockroachdb: split cluster — 2 cluster IDs among 3 pods")
+    }
+
+    #[test]
+    fn a_definite_failure_stays_degraded_when_the_sync_clock_cannot_be_read() {
+        let g = gate(Some("10m"));
+        let mut i = inputs(
+            &g,
+            None,
+            SyncClock::Blind("Application argocd/forgejo was not found".into()),
+        );
+        i.verdicts = vec![("crdb".into(), split())];
+        // Past the timeout: the clock cannot be read, so the timeout is not applied; the split
+        // is about the cluster, not about the clock.
+        let d = decide(i, &RULES, ts("2026-11-30T07:00:00Z"));
+        assert_eq!(d.health(), HealthStatus::Degraded, "{:?}", d.status.health);
+        assert_ne!(d.event.map(|e| e.reason), Some("TimedOut"));
+    }
+
+    #[test]
+    fn a_definite_failure_stays_degraded_beside_a_blind_check() {
+        let g = gate(Some("10m"));
+        let mut i = inputs(&g, None, SyncClock::Read(None));
+        i.verdicts = vec![
+            ("crdb".into(), split()),
+            (
+                "http".into(),
+                Verdict::progressing("the cache is relisting"),
+            ),
+        ];
+        i.blind = HashMap::from([
+            ("http".to_string(), "the cache is relisting".to_string()),
+            (
+                "crdb".to_string(),
+                "pod cockroachdb-2 did not answer".to_string(),
+            ),
+        ]);
+        let d = decide(i, &RULES, ts("2026-11-30T06:30:00Z"));
+        assert_eq!(d.health(), HealthStatus::Degraded, "{:?}", d.status.health);
+        let message = &d.status.health.as_ref().map(|h| h.message.clone());
+        assert!(
+            message
+                .as_deref()
+                .is_some_and(|m| m.contains("split cluster")),
+            "{message:?}"
+        );
+        // Degraded by the check, not by the clock.
+        assert_eq!(d.event.map(|e| e.reason), Some("Degraded"));
+    }
+
+    /// What the clock reads in the model: the kind of [`SyncClock`], and for `Read`, how many
+    /// minutes after the gate's creation the sync attempt began (if one runs).
+    #[derive(Debug, Clone)]
+    enum ModelClock {
+        Unmanaged,
+        Read(Option<i64>),
+        Blind,
+    }
+
+    proptest::proptest! {
+        #![proptest_config(crate::testing::proptest_config::config(1000))]
+
+        /// Timeout × blindness × definite failure × sync clock, against a model written from
+        /// the contract (docs/contracts.md, "Grace periods, blindness and timeouts"), not from
+        /// the code: a definite Degraded stays Degraded whatever the clock and blindness; the
+        /// timeout turns waiting into Degraded only when the clock can be read and no check
+        /// that is not Healthy is blind; nothing else is ever Degraded, and the gate is never
+        /// Unknown or Missing.
+        #[test]
+        fn a_definite_failure_is_never_softened_and_waiting_fails_only_on_a_readable_clock(
+            checks in proptest::collection::vec((0u8..6, proptest::bool::ANY), 1..4),
+            timeout in proptest::option::of(1i64..30),
+            waited in 0i64..60,
+            clock in proptest::prop_oneof![
+                proptest::strategy::Just(ModelClock::Unmanaged),
+                proptest::strategy::Just(ModelClock::Blind),
+                proptest::strategy::Strategy::prop_map(proptest::option::of(0i64..60), ModelClock::Read),
+            ],
+        ) {
+            use proptest::prelude::*;
+            let statuses = [
+                HealthStatus::Healthy,
+                HealthStatus::Progressing,
+                HealthStatus::Degraded,
+                HealthStatus::Suspended,
+                HealthStatus::Missing,
+                HealthStatus::Unknown,
+            ];
+            let spelled = timeout.map(|m| format!("{m}m"));
+            let g = gate(spelled.as_deref());
+            let created = ts("2026-11-30T06:00:00Z");
+            let now = created + k8s_openapi::jiff::SignedDuration::from_mins(waited);
+            let mut verdicts = Vec::new();
+            let mut blind = HashMap::new();
+            for (i, (status, is_blind)) in checks.iter().enumerate() {
+                let name = format!("c{i}");
+                let status = statuses[usize::from(*status)];
+                verdicts.push((name.clone(), Verdict::new(status, format!("{status} evidence"))));
+                if *is_blind {
+                    blind.insert(name, "wavegate cannot see it".to_string());
+                }
+            }
+            let sync = match &clock {
+                ModelClock::Unmanaged => SyncClock::Unmanaged,
+                ModelClock::Blind => SyncClock::Blind("cannot read the Application".into()),
+                ModelClock::Read(started) => SyncClock::Read(started.map(|m| {
+                    created + k8s_openapi::jiff::SignedDuration::from_mins(m)
+                })),
+            };
+            let d = decide(
+                Inputs { gate: &g, verdicts, blind, stored: None, sync, probing: false },
+                &RULES,
+                now,
+            );
+
+            // The model.
+            let definite = checks.iter().any(|(s, _)| statuses[usize::from(*s)] == HealthStatus::Degraded);
+            let all_healthy = checks.iter().all(|(s, _)| statuses[usize::from(*s)] == HealthStatus::Healthy);
+            let blind_waiting = checks
+                .iter()
+                .any(|(s, b)| *b && statuses[usize::from(*s)] != HealthStatus::Healthy);
+            let waiting_for = match &clock {
+                ModelClock::Read(Some(started)) => waited - (*started).min(waited),
+                _ => waited,
+            };
+            let past = timeout.is_some_and(|limit| waiting_for >= limit);
+            let timed_out = past && !matches!(clock, ModelClock::Blind) && !blind_waiting;
+            let expected = if definite {
+                HealthStatus::Degraded
+            } else if all_healthy {
+                HealthStatus::Healthy
+            } else if timed_out {
+                HealthStatus::Degraded
+            } else if past {
+                // Held past the timeout only because wavegate cannot judge: waiting, saying so.
+                HealthStatus::Progressing
+            } else if checks.iter().all(|(s, _)| {
+                matches!(statuses[usize::from(*s)], HealthStatus::Healthy | HealthStatus::Suspended)
+            }) {
+                HealthStatus::Suspended
+            } else {
+                HealthStatus::Progressing
+            };
+            prop_assert_eq!(d.health(), expected, "{:?}", d.status.health);
+            let reason = d.event.map(|e| e.reason);
+            prop_assert_eq!(
+                reason == Some("TimedOut"),
+                !definite && !all_healthy && timed_out,
+                "event {:?}", reason
+            );
+        }
     }
 }

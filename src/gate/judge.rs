@@ -86,6 +86,11 @@ pub(crate) fn invalid_check(e: &InputError) -> Verdict {
 /// blind, waiting longer than the timeout says nothing about the cluster, only about wavegate
 /// (a restart whose caches have not synced, a first probe that got no answer), and the gate
 /// stays Progressing with both facts in its message.
+///
+/// Blindness and the timeout decide only about *waiting*. A check that is Degraded (a proven
+/// split CockroachDB cluster, a Database CNPG refused, an invalid check) is a definite verdict
+/// about the cluster: the gate is Degraded with that check's reason whatever else is blind and
+/// however long it waited, so the sync fails on the known failure instead of hanging on it.
 pub fn gate_health(
     checks: &[(String, Verdict)],
     blind: &HashMap<String, String>,
@@ -105,6 +110,9 @@ pub fn gate_health(
         })
         .collect();
     let worst = worst_of(at_gate.iter().map(|(n, v)| (n.as_str(), v)));
+    if definite_failure(&at_gate) {
+        return worst;
+    }
     let Some((spelled, limit)) = timeout else {
         return worst;
     };
@@ -137,6 +145,14 @@ pub fn gate_health(
     Verdict::degraded(format!(
         "timed out after {spelled}; still not ready: {still}"
     ))
+}
+
+/// Whether a check is Degraded on its own evidence (not by the gate's timeout): see
+/// [`gate_health`].
+pub(crate) fn definite_failure(checks: &[(String, Verdict)]) -> bool {
+    checks
+        .iter()
+        .any(|(_, v)| v.status == HealthStatus::Degraded)
 }
 
 /// A timeout that is not one.

@@ -104,13 +104,9 @@ pub(crate) async fn gather<R: Reads, P: Probes>(
                     .map(|t| from.probes.probe(namespace, name, t)),
             )
             .await;
-            unanswered = probes.iter().find_map(|p| match &p.readiness {
-                cockroach::Readiness::Unreachable(why) => {
-                    Some(format!("pod {} did not answer: {why}", p.pod))
-                }
-                _ => None,
-            });
-            cockroach::judge(namespace, name, &plan, &probes)
+            let f = cockroach::judge(namespace, name, &plan, &probes);
+            unanswered = cockroach::blindness(&f, &probes);
+            f
         }
     };
     let identity = cluster.as_ref().map(json_identity);

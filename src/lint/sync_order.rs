@@ -30,7 +30,7 @@ use serde::Serialize;
 
 pub const SYNC_WAVE: &str = "argocd.argoproj.io/sync-wave";
 pub const HOOK: &str = "argocd.argoproj.io/hook";
-const HELM_HOOK: &str = "helm.sh/hook";
+pub(crate) const HELM_HOOK: &str = "helm.sh/hook";
 const HELM_HOOK_WEIGHT: &str = "helm.sh/hook-weight";
 
 /// Sync phases in the order gitops-engine runs them (`syncPhaseOrder`).

@@ -9,12 +9,13 @@
 -- With wavegate annotation mode on, wavegate's verdict wins. Otherwise the child is Healthy only
 -- when its status describes the spec the parent just applied and nothing is left to do:
 --   * no sync operation requested (top-level `operation`) or Running/Terminating,
---   * status.sync.comparedTo equals the spec: source (or every element of sources, in order),
---     destination and ignoreDifferences, compared whole (repoURL, path, chart, targetRevision,
+--   * status.sync.comparedTo equals the spec: source (or every element of sources, in order,
+--     or a sourceHydrator's sync source), destination and ignoreDifferences, compared whole (repoURL, path, chart, targetRevision,
 --     ref, helm, kustomize, directory, plugin, ...). Argo CD's controller copies the spec into
 --     comparedTo when it compares, and recompares when they differ (needRefreshAppStatus in
 --     controller/appcontroller.go), so a difference means the status is about an older spec.
 --     Unset, empty, false and 0 count as the same, as Go's omitempty makes them,
+--   * with a sourceHydrator, Argo CD's hydrator is not behind the spec (below),
 --   * the last operation did not finish Failed or Error,
 --   * status.sync.status is Synced and status.health.status is Healthy.
 -- This closes argo-cd #4577 (waves complete while the child app is still Progressing) and #6708
@@ -254,8 +255,24 @@ elseif obj.operation ~= nil then
   shortfall("Progressing", "sync operation requested, not started yet")
 end
 
--- Argo CD treats an Application as multi-source when spec.sources is non-empty.
-local multi = spec.sources ~= nil and #spec.sources > 0
+-- What Argo CD compares and syncs, as it records it in status.sync.comparedTo
+-- (ApplicationSpec.GetSource / HasMultipleSources, pkg/apis/application/v1alpha1/types.go; the
+-- same in 3.4-3.6): a sourceHydrator's sync source, else spec.sources when not empty (ref
+-- sources included), else spec.source. The sync source (SourceHydrator.GetSyncSource) is the
+-- repository syncSource.repoURL (Argo CD 3.5+) or else drySource.repoURL, syncSource.path and
+-- syncSource.targetBranch as targetRevision; nothing else of the hydrator is compared.
+local hydrator = spec.sourceHydrator
+local multi = hydrator == nil and spec.sources ~= nil and #spec.sources > 0
+local wantedSource = spec.source
+if hydrator ~= nil then
+  local dry = hydrator.drySource or {}
+  local syncSource = hydrator.syncSource or {}
+  local repo = syncSource.repoURL
+  if repo == nil or repo == "" then
+    repo = dry.repoURL
+  end
+  wantedSource = {repoURL = repo, path = syncSource.path, targetRevision = syncSource.targetBranch}
+end
 local sync = status.sync or {}
 local compared = sync.comparedTo
 local stale = false
@@ -275,9 +292,9 @@ else
         end
       end
     end
-  elseif not same(compared.source, spec.source) then
+  elseif not same(compared.source, wantedSource) then
     local seen = compared.source or {}
-    local wanted = spec.source or {}
+    local wanted = wantedSource or {}
     if not same(seen.targetRevision, wanted.targetRevision) then
       local function text(v)
         if isEmpty(v) then
@@ -302,6 +319,36 @@ else
   end
 end
 
+-- With a source hydrator, comparedTo names only the branch hydrated manifests are synced from:
+-- a new dry revision or hydrator config changes what is on it only once Argo CD's hydrator has
+-- run, which it records in status.sourceHydrator.currentOperation with the config it ran for
+-- (controller/hydrator/hydrator.go). Hydrating, Failed (it retries) or hydrated for another
+-- config is Progressing; no record says nothing (something else may write the branch).
+if hydrator ~= nil then
+  local run = (status.sourceHydrator or {}).currentOperation
+  if run ~= nil then
+    local clause = nil
+    if run.phase == "Hydrated" then
+      if not same(run.sourceHydrator, hydrator) then
+        clause = "last hydrated another sourceHydrator than the spec has"
+      end
+    else
+      if run.phase == "Hydrating" then
+        clause = "hydrating its dry source"
+      else
+        clause = "hydration " .. (run.phase or "")
+      end
+      if run.message ~= nil and run.message ~= "" then
+        clause = clause .. " (" .. run.message .. ")"
+      end
+    end
+    if clause ~= nil then
+      stale = true
+      shortfall("Progressing", clause)
+    end
+  end
+end
+
 -- A finished operation that failed. Definite (Degraded) only when it was a sync of exactly the
 -- revision(s) and source(s) compared now and nothing is running or stale.
 if op ~= nil and (op.phase == "Failed" or op.phase == "Error") then
@@ -309,14 +356,16 @@ if op ~= nil and (op.phase == "Failed" or op.phase == "Error") then
   if op.message ~= nil and op.message ~= "" then
     clause = clause .. ": " .. op.message
   end
-  local revisionKey, sourceKey = "revision", "source"
+  -- Argo CD records a sync's source as GetSource() and its sources as spec.sources
+  -- (controller/sync.go, newSyncOperationResult).
+  local revisionKey, sourceKey, wanted = "revision", "source", wantedSource
   if multi then
-    revisionKey, sourceKey = "revisions", "sources"
+    revisionKey, sourceKey, wanted = "revisions", "sources", spec.sources
   end
   local result = op.syncResult
   local current = result ~= nil and not isEmpty(sync[revisionKey])
     and same(sync[revisionKey], result[revisionKey])
-    and same(result[sourceKey], spec[sourceKey])
+    and same(result[sourceKey], wanted)
   if current and not stale and not inFlight then
     shortfall("Degraded", clause)
   else
