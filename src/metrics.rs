@@ -61,6 +61,13 @@ pub struct WriterLabel {
 /// first failure.
 pub const WRITERS: [&str; 3] = ["gate", "gate-stamp", "annotate"];
 
+/// Whether the API server refused a write because its precondition (`resourceVersion`) no
+/// longer holds: the object changed since it was judged. The writers judge again; it is an
+/// outcome they expect, not a failure to write.
+pub(crate) fn refused_precondition(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(status) if status.code == 409)
+}
+
 /// The outcomes of [`Metrics::events`], created at 0.
 pub const EVENT_OUTCOMES: [&str; 3] = ["sent", "retried", "dropped"];
 
@@ -301,7 +308,7 @@ impl Metrics {
     /// A patch by `writer` (one of [`WRITERS`]) was refused with `e`: a refused precondition
     /// (409) is counted apart from the errors that page.
     pub(crate) fn record_write_failure(&self, writer: &str, e: &kube::Error) {
-        if crate::written::refused_precondition(e) {
+        if refused_precondition(e) {
             self.write_conflicts
                 .get_or_create(&WriterLabel {
                     writer: writer.to_string(),

@@ -6,13 +6,6 @@ use std::time::Duration;
 /// The field manager of every write (server-side apply of WaveGate status, annotation patches).
 pub const FIELD_MANAGER: &str = "wavegate";
 
-/// Whether the API server refused a write because its precondition (`resourceVersion`) no
-/// longer holds: the object changed since it was judged. The writers judge again; it is an
-/// outcome they expect, not a failure to write.
-pub(crate) fn refused_precondition(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(status) if status.code == 409)
-}
-
 /// Three minutes: long enough that a wavegate restart (or an API server brown-out) does not
 /// expire every settled verdict, short enough that a wave does not advance on a verdict from a
 /// wavegate that stopped long ago. Confirmed every 90 s, so the resync (15 s) must be shorter.

@@ -15,7 +15,7 @@ use crate::deps::{Dep, DepIndex};
 use crate::evaluate::{Evaluator, Judgement, reads};
 use crate::events;
 use crate::locks::lock;
-use crate::metrics::Metrics;
+use crate::metrics::{Metrics, refused_precondition};
 use crate::policy::CheckPolicy;
 use crate::queue::{self, QueueConfig, Reconcile};
 use crate::resource::Kind;
@@ -434,7 +434,7 @@ impl Gates {
                 self.context.metrics.gate_stamp_writes.inc();
                 marked.resource_version()
             }
-            Err(e) if written::refused_precondition(&e) => {
+            Err(e) if refused_precondition(&e) => {
                 self.context.metrics.record_write_failure("gate-stamp", &e);
                 // Not wavegate's failure (not a write error, which pages): someone wrote between
                 // the status and the mark. Most such writes make Argo CD look again anyway; one
