@@ -23,4 +23,5 @@ mod oracle_cnpg;
 mod oracle_cockroach;
 mod oracle_service;
 mod parity;
+mod parity_hydrator;
 mod probe;

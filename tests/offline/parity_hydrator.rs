@@ -1,13 +1,12 @@
 //! Random Application states with `spec.sourceHydrator` through the Rust check and the shipped
 //! `argoproj.io/Application/health.lua`: the statuses Argo CD acts on must agree (Rust's
-//! Missing/Unknown count as Progressing, as in tests/parity.rs, whose random states cover
-//! `source` and `sources`; this file adds the hydrator shape until the two are folded together).
+//! Missing/Unknown count as Progressing, as in parity.rs, whose random states cover
+//! `source` and `sources`; this module adds the hydrator shape).
 //!
 //! The Lua runs in the argocd-cm sandbox of `argocd/lua-harness` (`luahealth --batch`, built
 //! with `go build`; Go is required).
 
-#[path = "support/proptest_config.rs"]
-mod proptest_config;
+use crate::proptest_config;
 
 use proptest::prelude::*;
 use serde_json::{Value, json};
