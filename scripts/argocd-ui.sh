@@ -142,7 +142,8 @@ cmd_fetch() {
     return 0
   fi
   local mod pm t0
-  mod="$(module_dir)" && [[ -d "$mod/ui" ]] || die "cannot download the Argo CD $VERSION module"
+  mod="$(module_dir)" || die "cannot download the Argo CD $VERSION module"
+  [[ -d "$mod/ui" ]] || die "the Argo CD $VERSION module has no ui/ folder ($mod)"
   rm -rf "$WORK/ui" "$WORK/argo-ui"
   cp -r "$mod/ui" "$WORK/ui"
   chmod -R u+w "$WORK/ui"

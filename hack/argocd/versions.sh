@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Argo CD releases wavegate is tested against, and the Go module each one builds from.
 # Sourced (bash) by scripts/argocd.sh, scripts/test.sh and hack/argocd/gen-gomod.sh; needs ROOT
 # (the project root) and CACHE (WAVEGATE_CACHE) set, and die().
