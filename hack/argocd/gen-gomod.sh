@@ -1,21 +1,29 @@
 #!/usr/bin/env bash
 # Regenerates the build module of one Argo CD release: hack/argocd/go.mod + go.sum for the pinned
-# line (3.2), hack/argocd/v<major>.<minor>/go.mod + go.sum for every other (hack/argocd/versions.sh
-# says how those are assembled and built).
+# line, hack/argocd/v<major>.<minor>/ (or eol/v<major>.<minor>/ where that exists) for every other
+# (hack/argocd/versions.sh says how those are assembled and built).
 #
 # Argo CD's go.mod pins k8s.io/* (and a few others) with a `replace` block; replace directives
 # of a dependency are ignored by Go, so a consuming module must repeat them or it resolves other
 # versions than Argo CD builds with. The block is DERIVED from the upstream go.mod (never typed
 # by hand). A replace to a local path (which the module zip cannot contain) is an error, except
-# gitops-engine's own folder from 3.4 on (`github.com/argoproj/argo-cd/gitops-engine =>
-# ./gitops-engine`), which versions.sh fills from ../shared/third_party after a sha256 check.
+# gitops-engine's own folder: 3.3-3.5's `github.com/argoproj/argo-cd/gitops-engine =>
+# ./gitops-engine`, which versions.sh fills from ../shared/third_party after a sha256 check, and
+# 3.6's `github.com/argoproj/argo-cd/gitops-engine/v3 => ./gitops-engine`, dropped because that
+# module is published (the module proxy serves the version upstream's go.mod requires, tagged
+# from the same folder). The gitops-engine requirement is copied from upstream too, so the
+# healthcheck test runs the exact gitops-engine the release ships.
 #
-# Releases with a build module, and why these: 3.0.23 (newest 3.0 patch the module proxy serves;
-# oldest supported line), 3.2.11 (pinned: v3.2.12's module zip does not compile —
-# controller/cache/info.go calls a function missing from the zip), 3.5.1 (newest release whose
-# gitops-engine source is in ../shared/third_party).
+# A release whose `go` directive is newer than the machine's go gets a `toolchain` line: run this
+# with GOTOOLCHAIN=goX.Y.Z (e.g. GOTOOLCHAIN=go1.27.3 for 3.6), which is written there.
 #
-# Usage: hack/argocd/gen-gomod.sh [VERSION]      (or ARGOCD_VERSION=...; default 3.2.11)
+# Releases with a build module, and why these: 3.4.7 (newest 3.4 patch whose gitops-engine source
+# is in ../shared/third_party), 3.5.1 (pinned: the newest release whose web UI builds exactly
+# here), 3.6.1 (newest release the module proxy serves). Out of upstream support, in eol/: 3.0.23
+# (newest 3.0 patch the module proxy serves) and 3.2.11 (v3.2.12's module zip does not compile —
+# controller/cache/info.go calls a function missing from the zip).
+#
+# Usage: [GOTOOLCHAIN=goX.Y.Z] hack/argocd/gen-gomod.sh [VERSION]   (or ARGOCD_VERSION=...; default: the pinned one)
 set -euo pipefail
 ROOT="$(cd "$(dirname "$0")/../.." && pwd)"
 CACHE="${WAVEGATE_CACHE:-$HOME/.cache/wavegate}"
@@ -23,15 +31,28 @@ die() { echo "gen-gomod: $*" >&2; exit 1; }
 # shellcheck source=hack/argocd/versions.sh
 source "$ROOT/hack/argocd/versions.sh"
 
-ARGOCD_VERSION="${1:-${ARGOCD_VERSION:-3.2.11}}"
+ARGOCD_VERSION="${1:-${ARGOCD_VERSION:-$(argocd_pinned_version)}}"
 ARGOCD_VERSION="${ARGOCD_VERSION#v}"
 MOD=github.com/argoproj/argo-cd/v3
 
-json="$(cd /tmp && go mod download -json "$MOD@v${ARGOCD_VERSION}")"
+json="$(cd /tmp && go mod download -json "$MOD@v${ARGOCD_VERSION}")" ||
+  { echo "$json" >&2; die "cannot download $MOD@v${ARGOCD_VERSION} (a release that needs a newer go: GOTOOLCHAIN=goX.Y.Z)"; }
 upstream_mod="$(printf '%s\n' "$json" | sed -n 's/^[[:space:]]*"GoMod": "\(.*\)",\{0,1\}$/\1/p')"
 [[ -f "$upstream_mod" ]] || { echo "$json" >&2; die "cannot find go.mod of $MOD@v${ARGOCD_VERSION}"; }
 
 go_directive="$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$upstream_mod")"
+toolchain=""
+local_go="$(GOTOOLCHAIN=local go env GOVERSION)"; local_go="${local_go#go}"
+if [[ "$(printf '%s\n%s\n' "$go_directive" "$local_go" | sort -V | tail -n1)" != "$local_go" ]]; then
+  toolchain="${GOTOOLCHAIN:-}"
+  [[ "$toolchain" =~ ^go[0-9]+\.[0-9]+\.[0-9]+$ ]] ||
+    die "$MOD@v${ARGOCD_VERSION} needs go >= $go_directive (this machine: $local_go): run with GOTOOLCHAIN=goX.Y.Z"
+  export GOTOOLCHAIN="$toolchain"
+fi
+# The gitops-engine the release builds with (up to 3.2 a separate repository, then a module of
+# argo-cd's own repository: nested, or published as .../gitops-engine/v3).
+engine_require="$(sed -nE 's#^(require |[[:space:]]+)(github\.com/argoproj/(argo-cd/gitops-engine(/v3)?|gitops-engine) v[^[:space:]]+).*$#\2#p' "$upstream_mod" | head -n1)"
+[[ -n "$engine_require" ]] || die "$upstream_mod requires no gitops-engine module"
 # Both forms: `replace a => b v` and the lines of a `replace ( ... )` block; comments dropped.
 mapfile -t replaces < <(awk '
   /^replace[[:space:]]*\(/ { inblock = 1; next }
@@ -46,6 +67,7 @@ for r in "${replaces[@]}"; do
   if [[ "$r" =~ ^github\.com/argoproj/argo-cd/gitops-engine[[:space:]]*=\>[[:space:]]*\./gitops-engine$ ]]; then
     nested="$r"; continue
   fi
+  [[ "$r" =~ ^github\.com/argoproj/argo-cd/gitops-engine/v3[[:space:]]*=\>[[:space:]]*\./gitops-engine$ ]] && continue
   [[ "$r" =~ =\>[[:space:]]*\.{0,2}/ ]] && die "local-path replace in upstream go.mod: $r"
   kept+=("$r")
 done
@@ -59,8 +81,11 @@ mkdir -p "$out"
   else echo "module wavegate/hack/argocd/v$(argocd_line "$ARGOCD_VERSION")"; fi
   echo
   echo "go ${go_directive}"
+  if [[ -n "$toolchain" ]]; then echo; echo "toolchain $toolchain"; fi
   echo
-  echo "require $MOD v${ARGOCD_VERSION}"
+  echo "require ("
+  printf '\t%s\n' "$MOD v${ARGOCD_VERSION}" "$engine_require"
+  echo ")"
   echo
   echo "replace ("
   for r in "${kept[@]}"; do printf '\t%s\n' "$r"; done
@@ -69,7 +94,7 @@ mkdir -p "$out"
   if [[ -n "$nested" ]]; then echo; echo "replace $nested"; fi
 } > "$out/go.mod"
 rm -f "$out/go.sum"
-echo "gen-gomod: $MOD v${ARGOCD_VERSION}, go ${go_directive}, ${#kept[@]} replace directives${nested:+, gitops-engine nested} -> ${out#"$ROOT"/}" >&2
+echo "gen-gomod: $MOD v${ARGOCD_VERSION}, go ${go_directive}${toolchain:+ (toolchain $toolchain)}, ${engine_require%% *}, ${#kept[@]} replace directives${nested:+, gitops-engine nested} -> ${out#"$ROOT"/}" >&2
 dir="$(argocd_module "$ARGOCD_VERSION" generate)" || exit 1
 (cd "$dir" && go mod tidy)
 if [[ "$dir" != "$out" ]]; then

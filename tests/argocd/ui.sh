@@ -128,14 +128,29 @@ YAML
 }
 
 # -------------------------------------------------- seed 001 to the middle ----
+# Wave 0's CNPG Cluster exists, with the status its operator writes, before Argo CD applies it
+# (and adopts it). Argo CD's built-in health check for postgresql.cnpg.io/Cluster (its
+# resource_customizations/postgresql.cnpg.io/Cluster/health.lua, the same in 3.4.7, 3.5.1 and
+# 3.6.1) indexes obj.status.phaseReason on a Cluster that has no status yet: a Lua error, which
+# Argo CD makes a ComparisonError that ends the running sync (phase Error; automated sync does
+# not retry the revision). The real operator writes status within moments; a test playing it
+# from outside loses that race to the controller's first look after applying wave 0.
+ts="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
+cluster_ready() {
+  kubectl -n ddb patch cluster ddb-cluster --subresource=status --type merge -p "{\"status\":{
+  \"phase\":\"Cluster in healthy state\",\"instances\":3,\"readyInstances\":3,\"currentPrimary\":\"ddb-cluster-1\",\"targetPrimary\":\"ddb-cluster-1\",
+  \"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"ClusterIsReady\",\"message\":\"Cluster is Ready\",\"lastTransitionTime\":\"$ts\"}]}}" >/dev/null
+}
+kubectl create namespace ddb >/dev/null
+kubectl apply -f "$REPO/seed-001/00-cnpg-cluster.yaml" >/dev/null
+cluster_ready
 log "seed 001 and seed 000 Applications created (automated sync)"
 application seed-001-forgejo seed-001 cicd
 application seed-000-cockroachdb seed-000 prod
-wait_until 120 "wave 0: CNPG Cluster ddb-cluster applied" exists /apis/postgresql.cnpg.io/v1/namespaces/ddb/clusters/ddb-cluster
-ts="$(date -u +%Y-%m-%dT%H:%M:%SZ)"
-kubectl -n ddb patch cluster ddb-cluster --subresource=status --type merge -p "{\"status\":{
-  \"phase\":\"Cluster in healthy state\",\"instances\":3,\"readyInstances\":3,\"currentPrimary\":\"ddb-cluster-1\",\"targetPrimary\":\"ddb-cluster-1\",
-  \"conditions\":[{\"type\":\"Ready\",\"status\":\"True\",\"reason\":\"ClusterIsReady\",\"message\":\"Cluster is Ready\",\"lastTransitionTime\":\"$ts\"}]}}" >/dev/null
+cluster_applied() { # Argo CD's annotation tracking marks what it applied
+  [[ -n "$(kubectl -n ddb get cluster ddb-cluster -o jsonpath='{.metadata.annotations.argocd\.argoproj\.io/tracking-id}' 2>/dev/null)" ]]
+}
+wait_until 120 "wave 0: CNPG Cluster ddb-cluster applied by Argo CD" cluster_applied
 DB=/apis/postgresql.cnpg.io/v1/namespaces/ddb/databases
 wait_until 60 "wave 1: Database forgejo applied" exists "$DB/forgejo"
 wait_until 10 "wave 1: Database authentik applied" exists "$DB/authentik"

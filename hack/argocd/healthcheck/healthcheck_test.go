@@ -18,7 +18,7 @@ import (
 	"github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/argoproj/argo-cd/v3/util/lua"
 	"github.com/argoproj/argo-cd/v3/util/settings"
-	"github.com/argoproj/gitops-engine/pkg/health"
+	"github.com/argoproj/argo-cd/gitops-engine/pkg/health"
 	log "github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,8 +27,10 @@ import (
 	"sigs.k8s.io/yaml"
 )
 
-// The project root: relative from hack/argocd/healthcheck, or WAVEGATE_REPO when the test runs in
-// another release's build module assembled outside the tree (hack/argocd/versions.sh).
+// The project root: WAVEGATE_REPO, since the test runs in a release's build module assembled
+// outside the tree (hack/argocd/versions.sh, `scripts/argocd.sh test` sets it); the relative
+// default serves an editor that opens hack/argocd/healthcheck in place. The gitops-engine import
+// is rewritten there to the release's own module path.
 var (
 	repo           = repoRoot()
 	patchFile      = filepath.Join(repo, "argocd", "argocd-cm", "argocd-cm-patch.yaml")
