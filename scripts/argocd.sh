@@ -38,6 +38,9 @@ CACHE="${WAVEGATE_CACHE:-$HOME/.cache/wavegate}"
 APISERVER_PORT=6443
 ETCD_PORT=23790
 KCM_PORT=10357
+# The private control plane listens on these whatever the caller's environment says (a
+# WAVEGATE_APISERVER_PORT exported for the shared control plane must not move this one).
+export WAVEGATE_APISERVER_PORT=$APISERVER_PORT WAVEGATE_ETCD_PORT=$ETCD_PORT WAVEGATE_KCM_PORT=$KCM_PORT
 REDIS_PORT=6379
 REPO_SERVER_PORT=8081
 REPO_SERVER_METRICS_PORT=8084
