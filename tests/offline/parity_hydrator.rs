@@ -174,6 +174,20 @@ fn app() -> impl Strategy<Value = Value> {
         )
 }
 
+/// `v` without its empty-string fields: Argo CD compares the hydrator's Go structs, where an
+/// empty `repoURL` and none are the same value (`omitempty` drops it from what it records).
+fn without_empty(v: &Value) -> Value {
+    match v {
+        Value::Object(map) => Value::Object(
+            map.iter()
+                .filter(|(_, v)| v.as_str() != Some(""))
+                .map(|(k, v)| (k.clone(), without_empty(v)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
 proptest! {
     #![proptest_config(proptest_config::config(400))]
 
@@ -193,7 +207,8 @@ proptest! {
         let s = &app["status"];
         let run = &s["sourceHydrator"]["currentOperation"];
         let settled = s["sync"]["comparedTo"]["source"]["targetRevision"] == h["syncSource"]["targetBranch"]
-            && (run.is_null() || (run["phase"] == "Hydrated" && run["sourceHydrator"] == *h))
+            && (run.is_null()
+                || (run["phase"] == "Hydrated" && without_empty(&run["sourceHydrator"]) == without_empty(h)))
             && s["health"]["status"] == "Healthy"
             && s["sync"]["status"] == "Synced"
             && (s["operationState"].is_null() || s["operationState"]["phase"] == "Succeeded");
