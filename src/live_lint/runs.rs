@@ -283,6 +283,38 @@ mod tests {
         }
     }
 
+    /// The shipped 500m limit gives tokio one worker (`#[tokio::test]`'s runtime has one too):
+    /// while the rules run, that worker must still answer (`/healthz`). Were the rules run on
+    /// it, nothing else could run until they gave up waiting, and the wait below would time out.
+    #[tokio::test]
+    async fn the_one_async_worker_stays_free_while_the_rules_run() {
+        let runs = Arc::new(Runs::new(Budget {
+            time: Duration::from_secs(60),
+            ..Budget::default()
+        }));
+        let running = Arc::new(AtomicUsize::new(0));
+        let (release, wait) = std::sync::mpsc::channel::<()>();
+        let slow = running.clone();
+        let rules = move |input: LintInput| {
+            slow.fetch_add(1, Ordering::SeqCst);
+            let _ = wait.recv_timeout(Duration::from_secs(5));
+            slow.fetch_sub(1, Ordering::SeqCst);
+            input.lint()
+        };
+        let view = {
+            let runs = runs.clone();
+            tokio::spawn(async move { runs.lint(viewed("slow"), app(3, 10), rules).await })
+        };
+        let answered = tokio::time::timeout(
+            Duration::from_secs(3),
+            until(|| running.load(Ordering::SeqCst) == 1),
+        )
+        .await;
+        assert!(answered.is_ok(), "the async worker was held by the rules");
+        let _ = release.send(());
+        assert_eq!(view.await.ok().and_then(|f| f.skipped), None);
+    }
+
     #[tokio::test]
     async fn thousands_of_databases_over_budget_are_skipped_without_running_the_rules() {
         let runs = Runs::new(Budget {
