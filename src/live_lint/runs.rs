@@ -277,10 +277,17 @@ mod tests {
         }
     }
 
+    /// Waits for `what`, without a timing bound a loaded machine could miss; a run that never
+    /// gets there fails the test after a minute instead of hanging it.
     async fn until(what: impl Fn() -> bool) {
-        while !what() {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let waiting = async {
+            while !what() {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        };
+        tokio::time::timeout(Duration::from_secs(60), waiting)
+            .await
+            .expect("the awaited state never came");
     }
 
     /// The shipped 500m limit gives tokio one worker (`#[tokio::test]`'s runtime has one too):
@@ -452,16 +459,11 @@ mod tests {
         let other = runs.lint(viewed("other"), app(1, 10), counted(&ran)).await;
         assert!(other.skipped.is_some_and(|s| s.contains("busy")));
         let _ = release.send(());
-        until(|| running.load(Ordering::SeqCst) == 0).await;
-        // Once done, its findings are the next poll's, without running the rules again.
-        let mut later = runs.lint(viewed("slow"), app(3, 10), counted(&ran)).await;
-        for _ in 0..200 {
-            if later.skipped.is_none() {
-                break;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            later = runs.lint(viewed("slow"), app(3, 10), counted(&ran)).await;
-        }
+        // Once done, its findings are the next poll's, without running the rules again. The
+        // run remembers them after its permit is back, so wait for the memory, not the permit.
+        until(|| runs.remembered.contains_key(&viewed("slow"))).await;
+        assert_eq!(running.load(Ordering::SeqCst), 0);
+        let later = runs.lint(viewed("slow"), app(3, 10), counted(&ran)).await;
         assert_eq!(later.skipped, None);
         assert!(!later.findings.is_empty());
         assert_eq!(ran.load(Ordering::SeqCst), 0);
