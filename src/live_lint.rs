@@ -31,6 +31,9 @@ use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod runs;
+pub(crate) use runs::{Runs, Viewed};
+
 /// One finding about a live Application.
 #[derive(Debug, Clone, Serialize)]
 pub(crate) struct LiveFinding {
@@ -58,6 +61,26 @@ pub(crate) struct LiveLint {
     pub findings: Vec<LiveFinding>,
     /// Which objects lint saw only in part, and why (`None`: every object as the rules need).
     pub note: Option<String>,
+    /// Why the rules did not run at this poll ("lint skipped: over budget: …", "lint skipped:
+    /// busy: …"), so the UIs show it instead of an empty list that reads as "no findings".
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub skipped: Option<String>,
+}
+
+/// What the rules read for one Application: its objects as lint sees them, the destination
+/// namespace, and which objects were seen only in part.
+#[derive(Debug)]
+pub(crate) struct LintInput {
+    objects: Vec<Object>,
+    destination: String,
+    unread: Vec<String>,
+}
+
+impl LintInput {
+    /// The rules on this input: pure, and as costly as the input is large (see [`Runs`]).
+    pub(crate) fn lint(self) -> LiveLint {
+        lint(&self.objects, &self.destination, self.unread)
+    }
 }
 
 /// Kinds whose pod template the rules read (`references::pod_template`), and their plural.
@@ -249,7 +272,11 @@ pub(crate) fn lint(objects: &[Object], destination: &str, unread: Vec<String>) -
             Vec::new()
         }
     };
-    LiveLint { findings, note }
+    LiveLint {
+        findings,
+        note,
+        skipped: None,
+    }
 }
 
 fn live(f: &Finding) -> LiveFinding {
@@ -366,14 +393,15 @@ pub(crate) fn lint_resources(app: &Value) -> Vec<Listed> {
 /// Reads at once; most come from watches the waves view has just read.
 const READ_AT_ONCE: usize = 32;
 
-/// Lint the live objects of `app` in the cluster `evaluator` judges, within its patience:
-/// `resources` are the ones it manages ([`lint_resources`], hooks included).
-pub(crate) async fn of(
+/// Read what the rules need of the live objects of `app` in the cluster `evaluator` judges,
+/// within its patience: `resources` are the ones it manages ([`lint_resources`], hooks
+/// included). `Err` says why nothing can be linted.
+pub(crate) async fn read_input(
     evaluator: &Evaluator,
     policy: &CheckPolicy,
     app: &Value,
     resources: &[Listed],
-) -> LiveLint {
+) -> Result<LintInput, LiveLint> {
     let destination = app
         .str_at("/spec/destination/namespace")
         .unwrap_or("")
@@ -387,13 +415,13 @@ pub(crate) async fn of(
         .buffered(READ_AT_ONCE)
         .collect::<Vec<_>>();
     let Ok(seen) = tokio::time::timeout(evaluator.patience(), reading).await else {
-        return LiveLint {
-            findings: Vec::new(),
+        return Err(LiveLint {
             note: Some(format!(
                 "not linted: the objects were not read within {} (--sync-wait and the probe timeout)",
                 humantime::format_duration(evaluator.patience())
             )),
-        };
+            ..LiveLint::default()
+        });
     };
     let mut unread = Vec::new();
     let objects: Vec<Object> = resources
@@ -415,7 +443,11 @@ pub(crate) async fn of(
             Some(live_object(l, seen))
         })
         .collect();
-    lint(&objects, &destination, unread)
+    Ok(LintInput {
+        objects,
+        destination,
+        unread,
+    })
 }
 
 #[cfg(test)]

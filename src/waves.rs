@@ -443,10 +443,11 @@ pub(crate) async fn view(
 
 /// [`view`], with `wavegate lint`'s findings on the Application's live objects. Through Argo
 /// CD's proxy (`scope`), lint reads only the objects the view may read: the viewed
-/// application's own.
+/// application's own. The rules run in `runs`, within its budget.
 pub(crate) async fn view_with_findings(
     clusters: &Clusters,
     policy: &CheckPolicy,
+    runs: &crate::live_lint::Runs,
     app: &Value,
     scope: Option<&ViewScope>,
 ) -> Waves {
@@ -480,11 +481,22 @@ pub(crate) async fn view_with_findings(
                 .filter_map(std::future::ready)
                 .collect()
                 .await;
-            crate::live_lint::of(&evaluator, policy, app, &resources).await
+            match crate::live_lint::read_input(&evaluator, policy, app, &resources).await {
+                Ok(input) => {
+                    let viewed = crate::live_lint::Viewed {
+                        namespace: s("/metadata/namespace").to_string(),
+                        name: s("/metadata/name").to_string(),
+                        project: scope.map(|scope| scope.project.clone()),
+                    };
+                    runs.lint(viewed, input, crate::live_lint::LintInput::lint)
+                        .await
+                }
+                Err(not_read) => not_read,
+            }
         }
         Err(why) => LiveLint {
-            findings: Vec::new(),
             note: Some(format!("not linted: {why}")),
+            ..LiveLint::default()
         },
     });
     waves

@@ -460,8 +460,10 @@
               }),
               findingsOf(w, wave.wave).map(FindingRow));
           }),
-          findingsOf(w, null).length || (w.lint && w.lint.note) ? h('tbody', { key: 'lint', 'data-testid': 'wavegate-lint-other' },
+          findingsOf(w, null).length || (w.lint && (w.lint.skipped || w.lint.note)) ? h('tbody', { key: 'lint', 'data-testid': 'wavegate-lint-other' },
             findingsOf(w, null).map(FindingRow),
+            // "lint skipped: …" (over budget, or busy): no findings at this poll is not "no findings".
+            w.lint && w.lint.skipped ? h('tr', { key: 'skipped' }, h('td', { colSpan: 4, style: { ...S.td, ...S.muted }, 'data-testid': 'wavegate-lint-skipped' }, w.lint.skipped)) : null,
             w.lint && w.lint.note ? h('tr', null, h('td', { colSpan: 4, style: { ...S.td, ...S.muted }, 'data-testid': 'wavegate-lint-note' }, 'lint: ' + w.lint.note)) : null) : null));
   }
 

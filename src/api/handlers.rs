@@ -242,8 +242,14 @@ async fn waves_of(
         .map_err(|e| ApiError::reading(e, Reading::Application))?
         .ok_or_else(|| ApiError::NotFound(format!("Application {namespace}/{name} not found")))?;
     let view_scope = scope.as_ref().map(|Extension(s)| s.view_scope());
-    let waves =
-        waves::view_with_findings(&state.clusters, &state.policy, &app, view_scope.as_ref()).await;
+    let waves = waves::view_with_findings(
+        &state.clusters,
+        &state.policy,
+        &state.live_lint,
+        &app,
+        view_scope.as_ref(),
+    )
+    .await;
     let now = k8s_openapi::jiff::Timestamp::now();
     // The live objects are in the Application's destination cluster.
     let timeline = match state.clusters.of_application(&app) {

@@ -27,6 +27,8 @@ pub struct AppState {
     pub argocd_namespace: String,
     /// argocd-cm `application.resourceTrackingMethod` (`--tracking-method`).
     pub tracking_method: crate::views::TrackingMethod,
+    /// The waves view's lint runs: bounded, budgeted and remembered across requests.
+    pub(crate) live_lint: Arc<crate::live_lint::Runs>,
 }
 
 impl AppState {
@@ -46,6 +48,7 @@ impl AppState {
             metrics_on_api: true,
             argocd_namespace: crate::gate::controller::DEFAULT_ARGOCD_NAMESPACE.into(),
             tracking_method: crate::views::TrackingMethod::default(),
+            live_lint: Arc::new(crate::live_lint::Runs::default()),
         }
     }
 
