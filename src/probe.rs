@@ -732,11 +732,7 @@ fn parse_status_vars(body: &str) -> Result<StatusVars, AnswerError> {
             _ => continue,
         };
         let rest = match rest.strip_prefix('{') {
-            // Label values are quoted and may contain '}' only escaped; the last '}' closes.
-            Some(labels) => match labels.rfind('}') {
-                Some(end) => &labels[end + 1..],
-                None => return Err(AnswerError::UnterminatedLabels(name)),
-            },
+            Some(labels) => after_labels(labels).ok_or(AnswerError::UnterminatedLabels(name))?,
             None => rest,
         };
         let value = rest
@@ -753,6 +749,25 @@ fn parse_status_vars(body: &str) -> Result<StatusVars, AnswerError> {
         return Err(AnswerError::NotPrometheus);
     }
     Ok(vars)
+}
+
+/// What follows a sample's label set, given the text after its `{`. Label values are quoted,
+/// and a `}` or `"` inside one is no delimiter: the exposition format escapes only `\\`, `\"`
+/// and `\n` in them (Prometheus' `docs/instrumenting/exposition_formats.md`), so a value such
+/// as `"}2"` must not end the set and be read as the sample's value. `None`: the line ends
+/// inside the set (a value broken by a raw line break, or no closing brace).
+fn after_labels(labels: &str) -> Option<&str> {
+    let (mut quoted, mut escaped) = (false, false);
+    for (i, c) in labels.char_indices() {
+        match c {
+            _ if escaped => escaped = false,
+            '\\' if quoted => escaped = true,
+            '"' => quoted = !quoted,
+            '}' if !quoted => return Some(&labels[i + 1..]),
+            _ => {}
+        }
+    }
+    None
 }
 
 /// The cluster ID, if the node will tell. `Ok(None)`: it wants a login we do not have.
@@ -1047,6 +1062,11 @@ mod tests {
         assert_eq!(vars.node_id, Some(3));
         assert_eq!(vars.live_nodes, Some(2));
         assert!(parse_status_vars("liveness_livenodes two\n").is_err());
+        // A quoted '}' followed by digits is no value, wherever the line ends (found by
+        // `status_vars_read_the_two_samples_wherever_they_are`: a raw line break in a value).
+        let vars = parse_status_vars("node_id{a=\"}2\\\"}9\"} 1\n").unwrap();
+        assert_eq!(vars.node_id, Some(1));
+        assert!(parse_status_vars("node_id{a=\"}2\t\n\"} 1\nliveness_livenodes 0\n").is_err());
     }
 
     #[test]
