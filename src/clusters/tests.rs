@@ -5,6 +5,7 @@ use super::*;
 use crate::cache::Cache;
 use crate::evaluate::EvalConfig;
 use crate::metrics::Metrics;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -428,4 +429,37 @@ async fn a_remote_list_body_that_never_ends_is_cut_at_the_bound() {
     tokio::time::sleep(Duration::from_millis(200)).await;
     let sent = sent.load(Ordering::SeqCst);
     assert!(sent < 32 * 1024 * 1024, "{sent} bytes were read");
+}
+
+/// One writer per real cluster: remotes that reach one cluster by several addresses or
+/// credentials share its identity, and only the first of them by name gets a gate controller;
+/// a remote whose identity is unread or is home's gets none. Every assignment of three names to
+/// {unread, home, X, Y}, against the rule written out.
+#[tokio::test]
+async fn one_writer_per_cluster_identity_the_first_by_name() {
+    let names = ["b", "a", "c"];
+    let choices = [None, Some("home"), Some("x"), Some("y")];
+    for case in 0..choices.len().pow(names.len() as u32) {
+        let clusters = Clusters::new(Cluster::home(home()));
+        clusters.home.identity.set("home".to_string()).unwrap();
+        let mut remote = BTreeMap::new();
+        let mut first_of: BTreeMap<&str, &str> = BTreeMap::new();
+        for (i, name) in names.iter().enumerate() {
+            let id = choices[case / choices.len().pow(i as u32) % choices.len()];
+            let cluster = Cluster::new(name, &format!("https://{name}.test"), home());
+            if let Some(id) = id {
+                cluster.identity.set(id.to_string()).unwrap();
+                if id != "home" {
+                    let first = first_of.entry(id).or_insert(name);
+                    *first = (*first).min(name);
+                }
+            }
+            remote.insert(name.to_string(), Arc::new(cluster));
+        }
+        *clusters.remote.write().unwrap() = Arc::new(remote);
+        let got: BTreeSet<String> = clusters.writable().into_keys().collect();
+        let mut want: BTreeSet<String> = first_of.values().map(|n| n.to_string()).collect();
+        want.insert(HOME.to_string());
+        assert_eq!(got, want, "case {case}");
+    }
 }

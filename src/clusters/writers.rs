@@ -78,11 +78,28 @@ impl Clusters {
     /// The clusters whose WaveGates get a writer, by name: home, and each remote cluster proven
     /// not to be home (one that might be home by another address would be a second writer of
     /// home's WaveGates, see [`Clusters::proven_elsewhere`]).
-    fn writable(&self) -> HashMap<String, Arc<Cluster>> {
-        let mut all: HashMap<String, Arc<Cluster>> = self
-            .remotes()
-            .iter()
-            .filter(|(_, c)| self.proven_elsewhere(c))
+    ///
+    /// One writer per real cluster: two Secrets or kubeconfigs may reach one cluster by two
+    /// addresses (a load balancer and a direct URL) or with two credentials (project-scoped
+    /// clusters). Two controllers there would judge the same WaveGates and refuse each other's
+    /// preconditioned writes, each refusal counted as a write error. Remotes are grouped by
+    /// identity (the `kube-system` namespace's UID, [`super::identity`]) and the first name in
+    /// each group writes: deterministic, so every replica and every restart picks the same one.
+    /// The others still serve reads from their own caches.
+    pub(super) fn writable(&self) -> HashMap<String, Arc<Cluster>> {
+        let remotes = self.remotes();
+        let mut writer_of: HashMap<&str, (&String, &Arc<Cluster>)> = HashMap::new();
+        // The remote map is ordered by name, so the first seen of an identity is its writer.
+        for (name, cluster) in remotes.iter() {
+            if !self.proven_elsewhere(cluster) {
+                continue;
+            }
+            if let Some(id) = cluster.identity.get() {
+                writer_of.entry(id.as_str()).or_insert((name, cluster));
+            }
+        }
+        let mut all: HashMap<String, Arc<Cluster>> = writer_of
+            .into_values()
             .map(|(name, c)| (name.clone(), c.clone()))
             .collect();
         all.insert(self.home.name.clone(), self.home.clone());
