@@ -7,19 +7,22 @@
 # Two lanes run at once, because each spends most of its time waiting on something else (a
 # watch, a sync wave, a browser) and the machine has two cores:
 #
-#   the Argo CD lane (background, from the first second): each release's build and its own code
-#     judging the shipped Lua (CPU-heavy Go builds, which fill the cores the Rust build leaves
-#     idle), then the monitoring, Lua and release checks, then the real Argo CD of each release in
-#     its own network namespace, on a private control plane of its own;
-#   the cluster lane (foreground): the shared local control plane, fmt and clippy, one build of
-#     every test binary, the offline tests, the end-to-end binary (its tests concurrently, each in
-#     its own namespace or private control plane), the dashboard in chromium, README's first
-#     command.
+#   the Argo CD lane (background, from the first second): the builds its real Argo CD tests need
+#     (the pinned release with its web UI, and the other releases it runs), then the monitoring,
+#     Lua and release checks and the real Argo CD of each release in its own network namespace,
+#     on a private control plane of its own. Beside all that, at a lower priority, each
+#     release's own code judges the shipped Lua (CPU-heavy Go builds nothing else needs: they
+#     take the CPU the other builds and the waiting tests leave);
+#   the cluster lane (foreground): the shared local control plane (built and started in the
+#     background), fmt and clippy, one build of every test binary, the offline tests, the
+#     end-to-end binary (its tests concurrently, each in its own namespace or private control
+#     plane), the dashboard in chromium, README's first command.
 #
 # The lanes share nothing but the built binaries and the control plane's executables: the Argo CD
-# lane waits for the cluster lane's `wavegate` build before it starts Argo CD. Its output goes to
-# $TEST_OUTPUT/argocd-lane.log and is printed when it ends; a failure in either lane fails the run
-# (and stops the other).
+# lane waits for the cluster lane's `wavegate` build and control plane before it starts Argo CD.
+# Its output goes to $TEST_OUTPUT/argocd-lane.log and is printed when it ends; a failure in
+# either lane fails the run (and stops the other). The Go builds take one lock
+# ($WAVEGATE_CACHE/build.lock), so they run one at a time, each on every core.
 #
 # Environment: WAVEGATE_E2E_THREADS (default 8: concurrent end-to-end tests; they mostly wait),
 # WAVEGATE_ARGOCD_E2E (the releases whose real controllers run; default the pinned and the newest).
@@ -55,31 +58,44 @@ mapfile -t argocd_versions < <(scripts/argocd.sh versions)
 pinned=$(scripts/argocd.sh versions --pinned)
 argocd_e2e=${WAVEGATE_ARGOCD_E2E:-"$pinned ${argocd_versions[-1]}"}
 
+# Each release's own code judges the shipped Lua and argocd-cm: the releases whose Argo CD is
+# not built here first, then the built ones newest first, so that by their turn their build has
+# filled the Go build cache these tests share (same GOCACHE, CGO and -trimpath).
 argocd_matrix() {
-  local i v
-  # Newest first, one step at a time (the builds take the Go build lock).
+  local i v order=()
+  for v in "${argocd_versions[@]}"; do
+    [[ " $argocd_e2e " == *" $v "* ]] || order+=("$v")
+  done
   for (( i=${#argocd_versions[@]}-1; i>=0; i-- )); do
     v=${argocd_versions[$i]}
+    [[ " $argocd_e2e " == *" $v "* ]] && order+=("$v")
+  done
+  for v in "${order[@]}"; do
     step "argocd-cm judged by Argo CD $v's own settings and health code (hack/argocd) [$(elapsed)]"
-    # In the release's assembled module with its own Go toolchain (3.6.1: go1.27.3); same
-    # GOCACHE, CGO and -trimpath as scripts/argocd.sh build, so shared packages compile once.
+    # In the release's assembled module with its own Go toolchain (3.6.1: go1.27.3).
     WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh test || return 1
-    if [[ " $argocd_e2e " == *" $v "* ]]; then
-      WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh build || return 1
-    fi
   done
 }
 
 argocd_lane() {
   set -euo pipefail
+  # At nice 10: these soak up what the builds and the waiting tests leave, and never hold up
+  # the builds the tests wait for.
+  local matrix_log="$TEST_OUTPUT/argocd-matrix.log"
+  ( renice -n 10 -p "$BASHPID" >/dev/null; argocd_matrix ) >"$matrix_log" 2>&1 &
+  local matrix=$!
   # Argo CD with its web UI takes the longest to build (npm downloads, the UI's production build,
-  # then Go): it starts at once, beside the version matrix.
+  # then Go): it starts at once, beside the other releases' builds.
   step "Argo CD $pinned and its web UI: building [$(elapsed)]"
   scripts/argocd.sh build >"$TEST_OUTPUT/argocd-build.log" 2>&1 &
-  local build=$!
-  argocd_matrix
+  local build=$! v
+  for v in $argocd_e2e; do
+    [[ "$v" == "$pinned" ]] && continue
+    step "Argo CD $v: building [$(elapsed)]"
+    WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh build
+  done
   wait "$build" || { tail -n 40 "$TEST_OUTPUT/argocd-build.log"; echo "test.sh: building Argo CD with its web UI failed" >&2; return 1; }
-  step "Argo CD lane: waiting for the cluster lane's wavegate build [$(elapsed)]"
+  step "Argo CD lane: waiting for the cluster lane's wavegate build and control plane [$(elapsed)]"
   until [[ -f "$built_marker" ]]; do sleep 1; done
   # This lane started before the cluster lane brought the shared control plane up (the marker
   # comes after that): the monitoring check judges on it.
@@ -92,7 +108,6 @@ argocd_lane() {
   step "release: workflows pass actionlint; the image's rootfs (Debian packages + binary) runs as uid 65532, read-only [$(elapsed)]"
   tests/release/run.sh
 
-  local v
   for v in $argocd_e2e; do
     step "real Argo CD $v in the loop (scripts/argocd.sh: private control plane in its own netns) [$(elapsed)]"
     WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh up
@@ -111,6 +126,9 @@ argocd_lane() {
     # Stop it on success (2 cores): a failure leaves it up for a look (scripts/argocd.sh status).
     WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh down
   done
+  step "Argo CD lane: waiting for each release's own code on the shipped Lua [$(elapsed)]"
+  wait "$matrix" || { cat "$matrix_log"; echo "test.sh: a release's own code refused the shipped Lua or argocd-cm" >&2; return 1; }
+  cat "$matrix_log"
   step "Argo CD lane passed [$(elapsed)]"
 }
 
@@ -131,16 +149,18 @@ argocd_lane_failed() {
 
 # ---------------------------------------------------------------------------- the cluster lane --
 
-step "control plane [$(elapsed)]"
-scripts/control-plane.sh up
-eval "$(scripts/control-plane.sh env)"
+# The control plane and Helm build (Go) while clippy and the Rust build run: nothing here needs
+# them before the tests.
+step "control plane and Helm (tests/offline/helm_chart.rs): building and starting in the background [$(elapsed)]"
+scripts/control-plane.sh up >"$TEST_OUTPUT/control-plane-up.log" 2>&1 &
+control_plane_up=$!
+scripts/helm.sh build >"$TEST_OUTPUT/helm-build.log" 2>&1 &
+helm_build=$!
+lanes+=("$control_plane_up" "$helm_build")
 
 step "cargo fmt / clippy [$(elapsed)]"
 cargo fmt --check
 cargo clippy --all-targets --quiet -- -D warnings
-
-step "Helm built from its Go module (tests/offline/helm_chart.rs renders the chart next to Kustomize) [$(elapsed)]"
-scripts/helm.sh build
 
 step "Rust: every test binary, the wavegate binary and the examples, built once [$(elapsed)]"
 # The test binaries run directly below, not through cargo: cargo holds the target directory's
@@ -150,6 +170,12 @@ test_bins=$(cargo test --no-run --lib --bins --tests --examples --message-format
   jq -r 'select(.reason == "compiler-artifact" and .executable != null and .profile.test == true)
          | "\(.target.name)\t\(.target.kind[0])\t\(.executable)"') ||
   { cat "$TEST_OUTPUT/cargo-build.log" >&2; exit 1; }
+
+step "control plane and Helm: waiting for them [$(elapsed)]"
+wait "$control_plane_up" || { cat "$TEST_OUTPUT/control-plane-up.log" >&2; echo "test.sh: the control plane did not come up" >&2; exit 1; }
+cat "$TEST_OUTPUT/control-plane-up.log"
+eval "$(scripts/control-plane.sh env)"
+wait "$helm_build" || { cat "$TEST_OUTPUT/helm-build.log" >&2; echo "test.sh: building Helm failed" >&2; exit 1; }
 touch "$built_marker"
 bin_of() { awk -F'\t' -v n="$1" -v k="$2" '$1 == n && $2 == k {print $3}' <<<"$test_bins"; }
 

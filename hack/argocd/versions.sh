@@ -125,7 +125,9 @@ argocd_gitops_engine_source() {
 
 _argocd_put() { # src dst: copy only when the content differs (a build may be reading dst)
   cmp -s "$1" "$2" 2>/dev/null && return 0
-  cp "$1" "$2.tmp" && mv "$2.tmp" "$2"
+  # A temporary name of this process's own: the test command assembles one release's module from
+  # two processes at once (its build and its hack/argocd test).
+  cp "$1" "$2.tmp.$$" && mv "$2.tmp.$$" "$2"
 }
 
 # The folder to run `go build` / `go test` in for a release, assembled under $CACHE/argocd-mod/.
@@ -148,9 +150,9 @@ argocd_module() {
   done
   # The sources import gitops-engine under any of its three paths; each release gets its own.
   for f in "$ROOT"/hack/argocd/healthcheck/*.go; do
-    sed -E "s#\"github\.com/argoproj/(argo-cd/gitops-engine(/v3)?|gitops-engine)/#\"$engine_path/#" "$f" >"$dir/healthcheck/.import"
-    _argocd_put "$dir/healthcheck/.import" "$dir/healthcheck/${f##*/}"
-    rm -f "$dir/healthcheck/.import"
+    sed -E "s#\"github\.com/argoproj/(argo-cd/gitops-engine(/v3)?|gitops-engine)/#\"$engine_path/#" "$f" >"$dir/healthcheck/.import.$$"
+    _argocd_put "$dir/healthcheck/.import.$$" "$dir/healthcheck/${f##*/}"
+    rm -f "$dir/healthcheck/.import.$$"
   done
   if $nested; then
     # die() in a command substitution ends only that subshell: pass its failure on.
