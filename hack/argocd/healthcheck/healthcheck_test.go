@@ -15,10 +15,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/argoproj/argo-cd/gitops-engine/pkg/health"
 	"github.com/argoproj/argo-cd/v3/pkg/apis/application/v1alpha1"
 	"github.com/argoproj/argo-cd/v3/util/lua"
 	"github.com/argoproj/argo-cd/v3/util/settings"
-	"github.com/argoproj/argo-cd/gitops-engine/pkg/health"
 	log "github.com/sirupsen/logrus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -218,4 +218,68 @@ func keys(m map[string]v1alpha1.ResourceOverride) []string {
 	}
 	sort.Strings(out)
 	return out
+}
+
+// What the release's own bundled CNPG Database check says on each of wavegate's Database
+// testdata objects, with no argocd-cm at all. Argo CD 3.6 bundles one
+// (resource_customizations/postgresql.cnpg.io/Database/health.lua, argo-cd #29511); 3.4 and 3.5
+// have none, so there a Database has no health and never holds a wave. wavegate's argocd-cm key
+// replaces the bundled script on every release; docs/argocd.md says where the two differ and why
+// wavegate keeps its own. A release that changes its rules fails here instead of silently.
+var bundledDatabase = map[string]struct {
+	status  health.HealthStatusCode
+	message string
+}{
+	// wavegate's verdict in annotation mode: the bundled script never reads it.
+	"annotated-degraded.yaml":                       {health.HealthStatusHealthy, ""},
+	"annotated-degraded-current.yaml":               {health.HealthStatusDegraded, `role "forgejo" does not exist`},
+	"annotated-degraded-cluster-deleted-since.yaml": {health.HealthStatusProgressing, "cluster resource has been deleted, skipping reconciliation"},
+	"annotated-no-verdict.yaml":                     {health.HealthStatusProgressing, "Waiting for CloudNativePG to reconcile Database"},
+	"annotated-stale-generation.yaml":               {health.HealthStatusHealthy, ""},
+	"opt-in-removed.yaml":                           {health.HealthStatusProgressing, "Waiting for CloudNativePG to reconcile Database"},
+	// CNPG's own status alone.
+	"no-status.yaml":                  {health.HealthStatusProgressing, "Waiting for CloudNativePG to reconcile Database"},
+	"empty-status.yaml":               {health.HealthStatusProgressing, "Waiting for CloudNativePG to reconcile Database"},
+	"stale-generation.yaml":           {health.HealthStatusProgressing, "Waiting for CloudNativePG to reconcile Database"},
+	"applied.yaml":                    {health.HealthStatusHealthy, ""},
+	"applied-unknown.yaml":            {health.HealthStatusProgressing, "Waiting for CloudNativePG to reconcile Database"},
+	"applied-without-generation.yaml": {health.HealthStatusHealthy, ""},
+	"not-applied.yaml":                {health.HealthStatusDegraded, `while creating database "forgejo": role "forgejo" does not exist`},
+}
+
+func TestBundledDatabaseCheckBesideWavegates(t *testing.T) {
+	files, err := filepath.Glob(filepath.Join(customizations, "postgresql.cnpg.io", "Database", "testdata", "*.yaml"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no Database testdata (%v)", err)
+	}
+	// No argocd-cm: what the release bundles, and nothing else.
+	none := lua.ResourceHealthOverrides{}
+	script, _, err := lua.VM{}.GetHealthScript(loadObject(t, files[0]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bundles := script != ""
+	t.Logf("this release bundles a Database health check: %v", bundles)
+	for _, file := range files {
+		name := filepath.Base(file)
+		t.Run(name, func(t *testing.T) {
+			got, err := health.GetResourceHealth(loadObject(t, file), none)
+			if err != nil {
+				t.Fatalf("Argo CD's health path failed: %v", err)
+			}
+			if !bundles {
+				if got != nil {
+					t.Fatalf("no bundled script, yet Argo CD says %s %q", got.Status, got.Message)
+				}
+				return
+			}
+			want, ok := bundledDatabase[name]
+			if !ok {
+				t.Fatalf("%s is not in bundledDatabase: Argo CD says %s %q (add it, and to docs/argocd.md if it differs from wavegate's)", name, got.Status, got.Message)
+			}
+			if got == nil || got.Status != want.status || got.Message != want.message {
+				t.Errorf("the bundled Database check says %v\nwant %s %q", got, want.status, want.message)
+			}
+		})
+	}
 }
