@@ -636,6 +636,7 @@ pub async fn serve(args: ServeArgs) -> u8 {
             argocd_namespace: args.argocd_namespace.clone(),
             status_validity: validity,
             policy: Arc::new(policy.clone()),
+            tracking_method: args.tracking_method,
         },
         annotate: args.annotate.then_some((args.resync, validity)),
     };

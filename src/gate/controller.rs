@@ -19,6 +19,7 @@ use crate::metrics::{Metrics, refused_precondition};
 use crate::policy::CheckPolicy;
 use crate::queue::{self, QueueConfig, Reconcile};
 use crate::resource::Kind;
+use crate::views::TrackingMethod;
 use crate::written::{self, DEFAULT_STATUS_VALIDITY, FIELD_MANAGER};
 use kube::api::{Api, Patch, PatchParams};
 use kube::{Resource, ResourceExt};
@@ -95,6 +96,9 @@ pub struct Settings {
     pub status_validity: Option<Duration>,
     /// What a gate's checks may read (`--gate-cross-namespace`, `--generic-kinds`).
     pub policy: Arc<CheckPolicy>,
+    /// argocd-cm's `application.resourceTrackingMethod` (`--tracking-method`): which mark on a
+    /// gate names the Application whose sync clock its timeout runs on.
+    pub tracking_method: TrackingMethod,
 }
 
 impl Settings {
@@ -105,6 +109,7 @@ impl Settings {
             argocd_namespace: DEFAULT_ARGOCD_NAMESPACE.into(),
             status_validity: Some(DEFAULT_STATUS_VALIDITY),
             policy: Arc::default(),
+            tracking_method: TrackingMethod::default(),
         }
     }
 }
@@ -192,7 +197,11 @@ impl Gates {
             .iter()
             .map(|c| (c.name.clone(), ask_under(c, ns, &self.settings.policy)))
             .collect();
-        let managed_by = judge::managing_application(&gate, &self.settings.argocd_namespace);
+        let managed_by = judge::managing_application(
+            &gate,
+            &self.settings.argocd_namespace,
+            self.settings.tracking_method,
+        );
         // Register what the gate reads before reading it: a change that lands while the
         // checks are being judged then wakes the gate again instead of waiting for the resync.
         let mut deps: Vec<_> = asks

@@ -13,6 +13,7 @@ use crate::ask::Ask;
 use crate::health::{HealthStatus, Verdict, worst_of};
 use crate::policy::CheckPolicy;
 use crate::resource::{InputError, Resource, Target};
+use crate::views::{INSTANCE_LABEL, ObjectId, TRACKING_ID, TrackingMethod, app_of_id};
 use crate::written;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -203,32 +204,37 @@ pub(crate) fn waiting_since(
     }
 }
 
-/// The Argo CD Application that manages `gate`, as `(namespace, name)`: from the tracking
-/// annotation `argocd.argoproj.io/tracking-id` (`<app>:<group>/<kind>:<namespace>/<name>`,
-/// Argo CD's default tracking method since 3.0, util/argo/resource_tracking.go), else the
-/// instance label `app.kubernetes.io/instance` (label tracking). An app name `<ns>_<name>`
-/// names an Application outside Argo CD's own namespace ("apps in any namespace").
+/// The Argo CD Application that manages `gate`, as `(namespace, name)`, read the way Argo CD
+/// reads it under `method` (argo-cd `util/argo/resource_tracking.go` `GetAppName`): the
+/// tracking annotation `argocd.argoproj.io/tracking-id`
+/// (`<app>:<group>/<kind>:<namespace>/<name>`, the default since 3.0), kept only when the rest
+/// of the id names this gate (`controller/state.go` `isSelfReferencedObj`: an id copied from
+/// another object does not make it managed); or, under label tracking only, the instance label
+/// `app.kubernetes.io/instance`. Under annotation tracking the label decides nothing: Helm
+/// charts set it on everything they render, so it could pick another Application, and with it
+/// the wrong sync clock for the gate's timeout. An app name `<ns>_<name>` names an Application
+/// outside Argo CD's own namespace ("apps in any namespace").
 pub(crate) fn managing_application(
     gate: &WaveGate,
     argocd_namespace: &str,
+    method: TrackingMethod,
 ) -> Option<(String, String)> {
-    let tracked = gate
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get("argocd.argoproj.io/tracking-id"))
-        .and_then(|id| id.split_once(':'))
-        .map(|(app, _)| app.to_string());
-    let app = tracked.or_else(|| {
-        gate.metadata
-            .labels
-            .as_ref()
-            .and_then(|l| l.get("app.kubernetes.io/instance"))
-            .cloned()
-    })?;
+    let meta = &gate.metadata;
+    let app = match method {
+        TrackingMethod::Label => meta.labels.as_ref()?.get(INSTANCE_LABEL)?.as_str(),
+        TrackingMethod::Annotation | TrackingMethod::AnnotationAndLabel => {
+            let this = ObjectId {
+                group: "wavegate.dev",
+                kind: "WaveGate",
+                namespace: meta.namespace.as_deref().unwrap_or(""),
+                name: meta.name.as_deref().unwrap_or(""),
+            };
+            app_of_id(meta.annotations.as_ref()?.get(TRACKING_ID)?, this)?
+        }
+    };
     let (ns, name) = match app.split_once('_') {
         Some((ns, name)) => (ns.to_string(), name.to_string()),
-        None => (argocd_namespace.to_string(), app),
+        None => (argocd_namespace.to_string(), app.to_string()),
     };
     (Target::new(Resource::Application, &ns, &name).is_ok()).then_some((ns, name))
 }
@@ -893,32 +899,45 @@ mod tests {
 
     #[test]
     fn managing_application_comes_from_argo_cd_tracking() {
+        use TrackingMethod::{Annotation, AnnotationAndLabel, Label};
+        let id = |id: &str| Some([(TRACKING_ID.to_string(), id.to_string())].into());
+        let label = |app: &str| Some([(INSTANCE_LABEL.to_string(), app.to_string())].into());
         let mut g = gate();
-        g.metadata.annotations = Some(
-            [(
-                "argocd.argoproj.io/tracking-id".to_string(),
-                "team-a_forgejo:wavegate.dev/WaveGate:ddb/databases-created".to_string(),
-            )]
-            .into(),
-        );
+        g.metadata.annotations = id("team-a_forgejo:wavegate.dev/WaveGate:ddb/databases-created");
+        let forgejo = Some(("team-a".into(), "forgejo".into()));
+        assert_eq!(managing_application(&g, "argocd", Annotation), forgejo);
         assert_eq!(
-            managing_application(&g, "argocd"),
-            Some(("team-a".into(), "forgejo".into()))
+            managing_application(&g, "argocd", AnnotationAndLabel),
+            forgejo
+        );
+        // Under annotation tracking, a Helm chart's instance label names no Application, even
+        // beside a tracking id; under label tracking it is the only mark read.
+        g.metadata.labels = label("platform");
+        assert_eq!(managing_application(&g, "argocd", Annotation), forgejo);
+        assert_eq!(
+            managing_application(&g, "argocd", Label),
+            Some(("argocd".into(), "platform".into()))
         );
         g.metadata.annotations = None;
-        g.metadata.labels = Some(
-            [(
-                "app.kubernetes.io/instance".to_string(),
-                "forgejo".to_string(),
-            )]
-            .into(),
-        );
-        assert_eq!(
-            managing_application(&g, "argocd"),
-            Some(("argocd".into(), "forgejo".into()))
-        );
+        assert_eq!(managing_application(&g, "argocd", Annotation), None);
+        assert_eq!(managing_application(&g, "argocd", AnnotationAndLabel), None);
+        // An id copied from another object (another gate, another namespace, another kind)
+        // does not make this gate managed (Argo CD's isSelfReferencedObj).
+        for copied in [
+            "forgejo:wavegate.dev/WaveGate:ddb/other-gate",
+            "forgejo:wavegate.dev/WaveGate:other-ns/databases-created",
+            "forgejo:/Service:ddb/databases-created",
+            "forgejo:wavegate.dev/WaveGate/x:ddb/databases-created",
+        ] {
+            g.metadata.annotations = id(copied);
+            assert_eq!(
+                managing_application(&g, "argocd", Annotation),
+                None,
+                "{copied}"
+            );
+        }
         g.metadata.labels = None;
-        assert_eq!(managing_application(&g, "argocd"), None);
+        assert_eq!(managing_application(&g, "argocd", Label), None);
     }
 
     #[test]
