@@ -22,7 +22,7 @@
 //! 8. [`gate`], [`annotate`] — the writers;
 //! 9. [`notice`] — Argo CD's notice on an Application whose sync a WaveGate holds;
 //! 10. [`clusters`] — which clusters are judged, each a [`clusters::Cluster`] (home too) with
-//!    its own client, cache and evaluator, and the writers of each;
+//!     its own client, cache and evaluator, and the writers of each;
 //! 11. `live_lint` — a live Application's objects linted like rendered manifests;
 //! 12. `waves` — an Application's resources by wave;
 //! 13. `timeline` — the last sync of those waves over time;
