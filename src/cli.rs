@@ -1088,6 +1088,27 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_public_url_is_an_http_base_address() {
+        assert_eq!(
+            public_url("https://wavegate.example.com/").as_deref(),
+            Ok("https://wavegate.example.com")
+        );
+        assert_eq!(
+            public_url("http://127.0.0.1:18090").as_deref(),
+            Ok("http://127.0.0.1:18090")
+        );
+        for bad in [
+            "javascript:alert(1)",
+            "wavegate.example.com",
+            "https://",
+            "https://wavegate.example.com/?x=1",
+            "https://wave gate.example.com",
+        ] {
+            assert!(public_url(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
     fn a_namespaced_install_without_argo_cds_namespace_says_gate_timeouts_are_off() {
         let watched: BTreeSet<String> = ["ddb".to_string(), "cicd".to_string()].into();
         let why = timeouts_off(Some(&watched), "argocd");
