@@ -115,6 +115,20 @@ pub struct ServeArgs {
     /// object of those kinds (in --namespaces), and it needs `patch` on them.
     #[arg(long, env = "WAVEGATE_ANNOTATE")]
     pub annotate: bool,
+    /// Notices: while Argo CD's sync of an Application waits for a WaveGate, write Argo CD's
+    /// notice annotations (`notice.argocd.argoproj.io/content`, `/severity`, `/url`) on that
+    /// Application, so Argo CD 3.5+ shows why as a banner without any UI extension; removed
+    /// when the wave advances or the sync ends. Off by default: it needs `patch` on
+    /// Applications (narrowed to those keys by deploy/'s admission policy).
+    #[arg(long, env = "WAVEGATE_NOTICES")]
+    pub notices: bool,
+    /// wavegate's address as a browser reaches it (e.g. `https://wavegate.example.com`): a
+    /// notice links to the Application's waves view there. Unset: notices carry no link.
+    #[arg(long, env = "WAVEGATE_PUBLIC_URL", value_parser = public_url)]
+    pub public_url: Option<String>,
+    /// At most one notice write per Application this often.
+    #[arg(long, env = "WAVEGATE_NOTICE_INTERVAL", default_value = "10s", value_parser = humantime::parse_duration)]
+    pub notice_interval: Duration,
     /// Namespace of Argo CD's own Applications: a WaveGate whose tracking id names an
     /// Application without a namespace is managed by one in this namespace, and the start of
     /// that Application's running sync restarts the gate's timeout.
@@ -250,6 +264,27 @@ impl ClustersArgs {
             },
         }
     }
+}
+
+/// `--public-url`: an http(s) URL, which is all Argo CD links a notice to
+/// (`application-notice/notice.ts`, `sanitizeURL`, drops any other scheme).
+fn public_url(text: &str) -> Result<String, String> {
+    let rest = text
+        .strip_prefix("https://")
+        .or_else(|| text.strip_prefix("http://"))
+        .ok_or_else(|| format!("{text:?} is not an http:// or https:// URL"))?;
+    let host = rest.split('/').next().unwrap_or_default();
+    if host.is_empty() || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(format!(
+            "{text:?} is not an http:// or https:// URL with a host"
+        ));
+    }
+    if text.contains(['?', '#']) {
+        return Err(format!(
+            "{text:?}: give the base address only (no query or fragment); the waves view's path is added to it"
+        ));
+    }
+    Ok(text.trim_end_matches('/').to_string())
 }
 
 /// Where a pod's ServiceAccount namespace is mounted.
@@ -640,10 +675,22 @@ pub async fn serve(args: ServeArgs) -> u8 {
         },
         annotate: args.annotate.then_some((args.resync, validity)),
     };
+    // Notices run where Argo CD's Applications are read: home.
+    let notices = args.notices.then(|| crate::notice::Settings {
+        public_url: args.public_url.clone(),
+        interval: args.notice_interval,
+        resync: args.resync,
+    });
     let (all, m) = (clusters.clone(), metrics.clone());
     let writers = move || {
         let run = all.clone().run_writers(m.clone(), writers.clone());
-        vec![tokio::spawn(supervised("writers", run)).abort_handle()]
+        let mut tasks = vec![tokio::spawn(supervised("writers", run)).abort_handle()];
+        if let Some(settings) = notices.clone() {
+            let home = all.home().evaluator.clone();
+            let run = crate::notice::run(home, m.clone(), settings);
+            tasks.push(tokio::spawn(supervised("notices", run)).abort_handle());
+        }
+        tasks
     };
     // Cancelled once the server has stopped (SIGTERM): the leader stops its writers and
     // releases the Lease, so another replica takes over at once instead of after it expires.
@@ -1040,6 +1087,27 @@ async fn wait_gate(args: &WaitArgs, name: &str) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_public_url_is_an_http_base_address() {
+        assert_eq!(
+            public_url("https://wavegate.example.com/").as_deref(),
+            Ok("https://wavegate.example.com")
+        );
+        assert_eq!(
+            public_url("http://127.0.0.1:18090").as_deref(),
+            Ok("http://127.0.0.1:18090")
+        );
+        for bad in [
+            "javascript:alert(1)",
+            "wavegate.example.com",
+            "https://",
+            "https://wavegate.example.com/?x=1",
+            "https://wave gate.example.com",
+        ] {
+            assert!(public_url(bad).is_err(), "{bad}");
+        }
+    }
 
     #[test]
     fn a_namespaced_install_without_argo_cds_namespace_says_gate_timeouts_are_off() {

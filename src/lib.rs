@@ -20,13 +20,14 @@
 //! 7. [`evaluate`], [`policy`], `queue` — reads → verdicts; what a gate may check; the
 //!    reconcile queue;
 //! 8. [`gate`], [`annotate`] — the writers;
-//! 9. [`clusters`] — which clusters are judged, each a [`clusters::Cluster`] (home too) with
-//!    its own client, cache and evaluator, and the writers of each;
-//! 10. `live_lint` — a live Application's objects linted like rendered manifests;
-//! 11. `waves` — an Application's resources by wave;
-//! 12. `timeline` — the last sync of those waves over time;
-//! 13. [`api`] — HTTP;
-//! 14. [`cli`] — the subcommands.
+//! 9. [`notice`] — Argo CD's notice on an Application whose sync a WaveGate holds;
+//! 10. [`clusters`] — which clusters are judged, each a [`clusters::Cluster`] (home too) with
+//!     its own client, cache and evaluator, and the writers of each;
+//! 11. `live_lint` — a live Application's objects linted like rendered manifests;
+//! 12. `waves` — an Application's resources by wave;
+//! 13. `timeline` — the last sync of those waves over time;
+//! 14. [`api`] — HTTP;
+//! 15. [`cli`] — the subcommands.
 
 pub mod annotate;
 pub mod api;
@@ -47,6 +48,7 @@ pub mod lint;
 mod live_lint;
 pub(crate) mod locks;
 pub mod metrics;
+pub mod notice;
 pub mod policy;
 pub mod probe;
 mod progress;

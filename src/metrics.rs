@@ -59,7 +59,7 @@ pub struct WriterLabel {
 
 /// The writers of [`Metrics::write_errors`], created at 0 so that `rate()` sees them before the
 /// first failure.
-pub const WRITERS: [&str; 3] = ["gate", "gate-stamp", "annotate"];
+pub const WRITERS: [&str; 4] = ["gate", "gate-stamp", "annotate", "notice"];
 
 /// Whether the API server refused a write because its precondition (`resourceVersion`) no
 /// longer holds: the object changed since it was judged. The writers judge again; it is an
@@ -88,6 +88,7 @@ pub struct Metrics {
     /// Metadata patches that mark a new gate status where Argo CD notices it (gate/stamp.rs).
     pub gate_stamp_writes: Counter,
     pub annotation_writes: Counter,
+    pub notice_writes: Counter,
     /// API requests refused before a handler answered them: `unauthorized`, `out_of_scope`
     /// (Argo CD proxy scope), `kind_not_allowed`, `overloaded`, `timeout`, `too_many_waiters`.
     pub api_refusals: Family<ReasonLabel, Counter>,
@@ -131,6 +132,7 @@ impl Default for Metrics {
         let gate_status_writes = Counter::default();
         let gate_stamp_writes = Counter::default();
         let annotation_writes = Counter::default();
+        let notice_writes = Counter::default();
         registry.register("asks", "Health asks by resource", asks.clone());
         registry.register("verdicts", "Verdicts by status", verdicts.clone());
         registry.register(
@@ -178,6 +180,11 @@ impl Default for Metrics {
             "annotation_writes",
             "Annotation-mode patches sent to the API server",
             annotation_writes.clone(),
+        );
+        registry.register(
+            "notice_writes",
+            "Argo CD notice annotation patches on Applications sent to the API server (--notices)",
+            notice_writes.clone(),
         );
         let api_refusals = Family::<ReasonLabel, Counter>::default();
         registry.register(
@@ -265,6 +272,7 @@ impl Default for Metrics {
             gate_status_writes,
             gate_stamp_writes,
             annotation_writes,
+            notice_writes,
             api_refusals,
             gates_shown: Default::default(),
         }

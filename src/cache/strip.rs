@@ -73,7 +73,8 @@ pub(super) fn strip_database(o: &mut DynamicObject) {
 /// An Argo CD Application also loses its sync history (up to ten past syncs, each with its
 /// full source), and the per-resource results of its last sync keep only which resource and
 /// how it went: the Application check reads the operation's phase and message and the
-/// comparison, the waves view `status.resources`, the timeline which resources the sync reached.
+/// comparison, the waves view `status.resources`, the timeline which resources the sync reached,
+/// notices which WaveGate the sync still waits for (`hookPhase: Running`).
 pub(super) fn strip_application(o: &mut DynamicObject) {
     strip_meta(o);
     if let Some(status) = o.data.get_mut("status").and_then(Value::as_object_mut) {
@@ -87,7 +88,13 @@ pub(super) fn strip_application(o: &mut DynamicObject) {
                 r.retain(|k, _| {
                     matches!(
                         k.as_str(),
-                        "group" | "kind" | "namespace" | "name" | "status" | "hookType"
+                        "group"
+                            | "kind"
+                            | "namespace"
+                            | "name"
+                            | "status"
+                            | "hookType"
+                            | "hookPhase"
                     )
                 });
             }
@@ -119,7 +126,7 @@ mod tests {
                        "operationState": {"phase": "Succeeded",
                                           "syncResult": {"revision": "abc", "resources": [
                                               {"group": "", "version": "v1", "kind": "Service", "namespace": "shop", "name": "web",
-                                               "status": "Synced", "message": "service/web configured", "syncPhase": "Sync",
+                                               "status": "Synced", "message": "service/web configured", "syncPhase": "Sync", "hookPhase": "Succeeded",
                                                "images": ["registry.example/web:1"]}]}}}
         }))
         .unwrap();
@@ -139,7 +146,7 @@ mod tests {
         assert_eq!(
             v["status"]["operationState"],
             json!({"phase": "Succeeded", "syncResult": {"revision": "abc", "resources": [
-                {"group": "", "kind": "Service", "namespace": "shop", "name": "web", "status": "Synced"}]}})
+                {"group": "", "kind": "Service", "namespace": "shop", "name": "web", "status": "Synced", "hookPhase": "Succeeded"}]}})
         );
         assert_eq!(v["status"]["resources"][0]["name"], "web");
         assert_eq!(v["status"]["sync"]["status"], "Synced");

@@ -75,7 +75,11 @@ done
 kubectl delete namespace $NAMESPACES --ignore-not-found --wait=true --timeout=90s >/dev/null
 
 # ----------------------------------------------------------------- wavegate ----
-"$WAVEGATE" serve --listen "127.0.0.1:$WAVEGATE_ARGOCD_WAVEGATE_PORT" --resync 2s >"$OUT/wavegate-ui.log" 2>&1 &
+# --notices: Argo CD 3.5's notice banner while a gate holds the sync (src/notice.rs), linking to
+# wavegate's waves view at the address the browser reaches it by.
+"$WAVEGATE" serve --listen "127.0.0.1:$WAVEGATE_ARGOCD_WAVEGATE_PORT" --resync 2s \
+  --notices --notice-interval 1s --public-url "http://127.0.0.1:$WAVEGATE_ARGOCD_WAVEGATE_PORT" \
+  >"$OUT/wavegate-ui.log" 2>&1 &
 WAVEGATE_PID=$!
 trap 'kill $WAVEGATE_PID 2>/dev/null || true; rm -rf "$WORK"' EXIT
 wait_until 30 "wavegate /healthz" curl -sf --max-time 1 "http://127.0.0.1:$WAVEGATE_ARGOCD_WAVEGATE_PORT/healthz" -o /dev/null

@@ -117,6 +117,16 @@ describe('wavegate in Argo CD\'s own UI', () => {
       { ms: 60000, what: 'the tree\'s WaveGate cicd/forgejo-serving to show Progressing' });
     assert.equal(await treeHealth(page, 'ConfigMap', 'cicd', 'next-app'), 'Missing', 'wave 5 is not Missing while the gate holds');
     await screenshot(page, 'argocd-ui-tree-held');
+    // Argo CD's own notice banner (3.5, application-notice/notice-banner.tsx), which wavegate's
+    // --notices writes while the sync waits for the gate: no extension involved.
+    const banner = page.locator('.application-notice');
+    await banner.waitFor({ timeout: 30000 });
+    assert.match(await banner.getAttribute('class'), /application-notice--warning/);
+    const bannerText = await banner.locator('.application-notice__content').innerText();
+    assert.match(bannerText, /wavegate holds sync wave 4: WaveGate cicd\/forgejo-serving is Progressing/);
+    assert.equal(await banner.locator('.application-notice__content a').getAttribute('href'),
+      new URL('api/v1/applications/argocd/seed-001-forgejo/waves', WAVEGATE).href);
+    await screenshot(page, 'argocd-ui-notice-held');
     // Its summary carries wavegate's message, as Argo CD read it from the WaveGate's status.
     // Compared with the stored message of the same moment: the gate may rephrase while it holds,
     // and Argo CD must follow within seconds, not at its next periodic refresh. Argo CD ignores a
@@ -219,8 +229,21 @@ spec:
     }, { ms: 60000, what: 'wave 5\'s ConfigMap next-app to appear in the tree, Synced' });
     await eventually(async () => (await panel.getAttribute('data-wave')) === 'none',
       { ms: 30000, what: 'the status panel to say no wave is blocking' });
+    // The wave advanced and the sync ended: wavegate removed its notice, and the banner went.
+    await eventually(async () => (await page.locator('.application-notice').count()) === 0,
+      { ms: 30000, what: 'the notice banner to go away once the gate released the wave' });
     assert.equal(await page.evaluate(() => window.__wavegateNoReload), true, 'the page was reloaded');
     await screenshot(page, 'argocd-ui-tree-released');
+
+    // The applications list: seed 000, still held at its wave 3, carries the notice icon;
+    // seed 001 no longer does (application-notice/notice-icon.tsx).
+    await page.goto(new URL('applications', ARGOCD).href);
+    const tile = name => page.locator('.applications-list__entry', { hasText: name });
+    await eventually(async () => (await tile('seed-000-cockroachdb').locator('.application-notice-icon--warning').count()) === 1,
+      { ms: 30000, what: 'seed 000\'s tile to carry the notice icon' });
+    assert.equal(await tile('seed-001-forgejo').locator('.application-notice-icon').count(), 0,
+      'seed 001\'s tile still carries a notice after its sync ended');
+    await screenshot(page, 'argocd-ui-notice-icon');
 
     // Seed 000: the CrdbCluster that the operator calls ready, held by wavegate's gate.
     await page.goto(new URL(SEED0 + '?view=tree', ARGOCD).href);

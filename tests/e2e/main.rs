@@ -31,6 +31,7 @@ mod gate_policy;
 mod gates;
 mod generic;
 mod leader;
+mod notices;
 mod seeds;
 mod timeline;
 mod vap;

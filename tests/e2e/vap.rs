@@ -449,3 +449,105 @@ async fn client_as(user: &str) -> kube::Client {
     config.auth_info.impersonate = Some(user.to_string());
     kube::Client::try_from(config).unwrap()
 }
+
+const NOTICES_POLICY: &str = "deploy/components/notices/admission-policy.yaml";
+const NOTICES_ROLE: &str = "deploy/components/notices/role.yaml";
+
+/// Notices' `patch` on Applications, narrowed by its policy: wavegate's ServiceAccount, with the
+/// shipped Role (here in the test's namespace instead of `argocd`), may write exactly the notice
+/// keys src/notice.rs writes — not a notice's `permanent`, not another annotation, not the
+/// source, an operation or the status.
+#[tokio::test]
+#[ignore = "needs the local control plane"]
+async fn notices_may_write_only_the_notice_keys_of_an_application() {
+    let admin = cluster::client().await;
+    for obj in documents(NOTICES_POLICY) {
+        apply_cluster_scoped(&admin, &obj).await;
+    }
+    let ns = cluster::namespace(&admin, "vap-notice").await;
+    for mut obj in documents(NOTICES_ROLE) {
+        obj["metadata"]["namespace"] = json!(ns);
+        cluster::apply(&admin, obj).await;
+    }
+    cluster::apply(
+        &admin,
+        json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+               "metadata": {"name": "shop", "namespace": ns, "annotations": {"team": "shop"}},
+               "spec": {"project": "default",
+                        "source": {"repoURL": "https://git.example.com/shop.git",
+                                   "path": "shop", "targetRevision": "main"},
+                        "destination": {"server": "https://kubernetes.default.svc",
+                                        "namespace": ns}}}),
+    )
+    .await;
+    let wavegate = wavegate_sa_client(&admin).await;
+    let apps = cluster::api_resource("argoproj.io", "v1alpha1", "Application", "applications");
+    let notice: serde_json::Map<String, Value> = wavegate::notice::WRITTEN
+        .iter()
+        .map(|k| (k.to_string(), json!("x")))
+        .collect();
+    // The Role and the policy take a moment to reach the authorizer and the admission chain.
+    let mut last = String::new();
+    for _ in 0..50 {
+        match merge_patch(
+            &wavegate,
+            &apps,
+            &ns,
+            "shop",
+            json!({"metadata": {"annotations": notice}}),
+        )
+        .await
+        {
+            Ok(()) => {
+                last.clear();
+                break;
+            }
+            Err(e) => last = e,
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    assert!(last.is_empty(), "wavegate may write its notice: {last}");
+    let removal: serde_json::Map<String, Value> = wavegate::notice::WRITTEN
+        .iter()
+        .map(|k| (k.to_string(), Value::Null))
+        .collect();
+    merge_patch(
+        &wavegate,
+        &apps,
+        &ns,
+        "shop",
+        json!({"metadata": {"annotations": removal}}),
+    )
+    .await
+    .expect("wavegate may remove its notice");
+    for (what, patch) in [
+        (
+            "a permanent notice",
+            json!({"metadata": {"annotations": {"notice.argocd.argoproj.io/permanent": "true"}}}),
+        ),
+        (
+            "another annotation",
+            json!({"metadata": {"annotations": {"team": "attacker"}}}),
+        ),
+        (
+            "the source",
+            json!({"spec": {"source": {"repoURL": "https://attacker.example/x.git"}}}),
+        ),
+        (
+            "an operation",
+            json!({"operation": {"sync": {"revision": "evil"}}}),
+        ),
+        (
+            "the status",
+            json!({"status": {"health": {"status": "Healthy"}}}),
+        ),
+    ] {
+        let err = merge_patch(&wavegate, &apps, &ns, "shop", patch)
+            .await
+            .expect_err(what);
+        assert!(
+            err.contains("wavegate-notices-only") || err.contains("wavegate-annotations-only"),
+            "{what}: {err}"
+        );
+    }
+}

@@ -10,6 +10,7 @@ use std::process::Command;
 const EVERY_VARIANT: &[&str] = &[
     "deploy/base",
     "deploy/overlays/annotate",
+    "deploy/overlays/notices",
     "deploy/overlays/namespaced",
     "deploy/overlays/namespaced-annotate",
     "deploy/overlays/crdb-credentials",
@@ -336,6 +337,72 @@ fn admission_policy_lets_wavegate_write_every_annotation_it_writes() {
     assert!(
         !owned.contains(OPT_IN),
         "the opt-in is the user's, not wavegate's"
+    );
+}
+
+/// `--notices` patches Applications: its overlay ships the Role that allows it (in Argo CD's
+/// namespace, marked for the admission policies) and the policy that narrows it to exactly the
+/// keys src/notice.rs writes; annotation mode's policy lets the notice keys through to a holder
+/// of the `notices` mark, or a write with both modes on would be refused by one of them.
+#[test]
+fn the_notices_policy_names_exactly_what_notices_write() {
+    use wavegate::notice::WRITTEN;
+    let objects = render("deploy/overlays/notices");
+    assert!(deployment_args(&objects).contains(&"--notices".to_string()));
+    let role = objects
+        .iter()
+        .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == "wavegate-notices")
+        .expect("Role wavegate-notices");
+    assert_eq!(role["metadata"]["namespace"], "argocd");
+    assert!(grants(role, "argoproj.io", "applications", "patch"));
+    assert!(grants(role, "wavegate.dev", "writers", "narrowed"));
+    assert!(grants(role, "wavegate.dev", "notices", "narrowed"));
+    let owned_of = |objects: &[Value], name: &str| -> String {
+        let policy = objects
+            .iter()
+            .find(|o| o["kind"] == "ValidatingAdmissionPolicy" && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("the admission policy {name}"));
+        policy["spec"]["variables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|v| v["name"] == "owned")
+            .and_then(|v| v["expression"].as_str())
+            .expect("variable owned")
+            .to_string()
+    };
+    let owned = owned_of(&objects, "wavegate-notices-only");
+    let listed: Vec<&str> = owned
+        .split('\'')
+        .skip(1)
+        .step_by(2)
+        .filter(|k| k.starts_with("notice.") || *k == "wavegate.dev/notice")
+        .collect();
+    assert_eq!(listed, WRITTEN.to_vec(), "{owned}");
+    for key in ["permanent", "scope", "icon"] {
+        assert!(
+            !owned.contains(&format!("notice.argocd.argoproj.io/{key}")),
+            "{owned}"
+        );
+    }
+    let annotate = owned_of(
+        &render("deploy/overlays/annotate"),
+        "wavegate-annotations-only",
+    );
+    for key in WRITTEN {
+        assert!(
+            annotate.contains(&format!("'{key}'")),
+            "{key} missing from {annotate}"
+        );
+    }
+    // The read-only base grants no patch on Applications.
+    let base = render("deploy/base");
+    assert!(
+        !base
+            .iter()
+            .filter(|o| o["kind"] == "ClusterRole" || o["kind"] == "Role")
+            .any(|r| grants(r, "argoproj.io", "applications", "patch")),
+        "deploy/base may patch Applications"
     );
 }
 

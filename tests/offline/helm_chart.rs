@@ -251,6 +251,19 @@ fn annotate() {
 
 #[test]
 #[ignore = "needs Helm, built from its Go module by scripts/helm.sh"]
+fn notices() {
+    assert_equivalent(
+        "notices",
+        render_kustomize("notices", "deploy/base", &["deploy/components/notices"]),
+        render_helm(
+            "notices",
+            &["--include-crds", "--set", "notices.enabled=true"],
+        ),
+    );
+}
+
+#[test]
+#[ignore = "needs Helm, built from its Go module by scripts/helm.sh"]
 fn crdb_credentials() {
     assert_equivalent(
         "crdb-credentials",

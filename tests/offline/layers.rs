@@ -18,6 +18,7 @@ const LAYERS: &[&[&str]] = &[
     &["ask"],
     &["evaluate", "policy", "queue"],
     &["gate", "annotate"],
+    &["notice"],
     &["clusters"],
     &["live_lint"],
     &["waves"],
