@@ -686,7 +686,7 @@ proptest! {
 
 /// A Go module's directory in the module cache (downloaded through the Go module proxy when
 /// absent).
-fn go_module(module: &str) -> PathBuf {
+pub(crate) fn go_module(module: &str) -> PathBuf {
     let out = Command::new("go")
         .args(["mod", "download", "-json", module])
         .current_dir(std::env::temp_dir())

@@ -1,0 +1,102 @@
+//! Argo CD's Lua health scripts, run by wavegate: the same script Argo CD would pick for a
+//! kind, in the same sandbox, with the same result.
+//!
+//! ```text
+//! argocd-cm (live) ─┐
+//!                   ├─ Scripts::lookup(group, Kind) ─ Engine::run(script, obj) ─ Outcome
+//! bundled dir ──────┘
+//! ```
+//!
+//! [`scripts`] knows where a kind's script comes from (argo-cd `util/lua/lua.go`
+//! `GetHealthScript`), [`engine`] how it runs (`ExecuteHealthLua`). The checks turn an
+//! [`Outcome`] into a [`Verdict`](crate::health::Verdict) with [`judge`].
+
+mod engine;
+mod scripts;
+
+pub use engine::{Engine, Libraries, Limits, Outcome};
+pub use scripts::{Bundled, Customizations, Origin, Script, Scripts};
+
+use crate::health::{HealthStatus, Verdict};
+use serde_json::Value;
+
+/// Why a script gave no health.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScriptError {
+    #[error("{0}")]
+    Compile(String),
+    #[error("{0}")]
+    Runtime(String),
+    /// An instruction, memory or time bound stopped it.
+    #[error("{0}")]
+    Bound(String),
+    #[error("the Lua sandbox could not be built: {0}")]
+    Sandbox(String),
+}
+
+/// gitops-engine's health codes (`isValidHealthStatusCode`).
+pub(crate) fn parse_status(s: &str) -> Option<HealthStatus> {
+    HealthStatus::ALL.into_iter().find(|h| h.as_str() == s)
+}
+
+/// Argo CD's verdict on an object, as it would show it: what `ExecuteHealthLua` returned, or,
+/// on an error, gitops-engine's `GetResourceHealth` answer (`Unknown` with the error's text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgoHealth {
+    /// `""` when the script returned no status.
+    pub status: String,
+    pub message: String,
+}
+
+impl ArgoHealth {
+    pub fn of(result: &Result<Outcome, ScriptError>) -> ArgoHealth {
+        let (status, message) = match result {
+            Ok(Outcome::Health { status, message }) => (status.as_str(), message.clone()),
+            Ok(Outcome::Empty) => ("", String::new()),
+            Ok(Outcome::InvalidStatus) => (
+                "Unknown",
+                "Lua returned an invalid health status".to_string(),
+            ),
+            Err(e) => ("Unknown", e.to_string()),
+        };
+        ArgoHealth {
+            status: status.to_string(),
+            message,
+        }
+    }
+}
+
+/// wavegate's verdict from a script's run on the object `id` names. A script that returns no
+/// status, an invalid one, or fails is never Healthy: Unknown, with the reason.
+pub(crate) fn judge(id: &str, script: &Script, result: &Result<Outcome, ScriptError>) -> Verdict {
+    let by = script.judged_by();
+    match result {
+        Ok(Outcome::Health { status, message }) => {
+            let message = if message.is_empty() {
+                format!("{id}: {by} says {status}")
+            } else {
+                format!("{id}: {message}")
+            };
+            Verdict {
+                status: *status,
+                message,
+            }
+        }
+        Ok(Outcome::Empty) => Verdict::unknown(format!("{id}: {by} returned no health status")),
+        Ok(Outcome::InvalidStatus) => {
+            Verdict::unknown(format!("{id}: {by} returned an invalid health status"))
+        }
+        Err(e) => Verdict::unknown(format!("{id}: {by} failed: {e}")),
+    }
+}
+
+/// The `group/Kind` of an object (`Kind` alone for the core group), as Argo CD keys scripts.
+pub(crate) fn group_kind(object: &Value) -> Option<(String, String)> {
+    let api_version = object.get("apiVersion")?.as_str()?;
+    let kind = object.get("kind")?.as_str()?;
+    let group = match api_version.rsplit_once('/') {
+        Some((group, _)) => group,
+        None => "",
+    };
+    Some((group.to_string(), kind.to_string()))
+}
