@@ -421,7 +421,10 @@ pub(crate) async fn gather(
         .iter()
         .flat_map(|w| &w.resources)
         .map(|j| {
-            let read = matches!(j.judged_by, JudgedBy::Wavegate | JudgedBy::Kstatus)
+            let read = matches!(
+                j.judged_by,
+                JudgedBy::Wavegate | JudgedBy::Kstatus | JudgedBy::ArgocdLua(_)
+            )
                 .then(|| read(cache, policy, &j.resource));
             let unread = match j.judged_by {
                 JudgedBy::OutOfScope => "not read: the application lists it but does not manage it",

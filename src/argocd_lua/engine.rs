@@ -10,6 +10,10 @@
 //! - `ExecuteHealthLua`: the value on top of the stack after the chunk ran, encoded to JSON by
 //!   `layeh.com/gopher-json` and decoded into gitops-engine's `HealthStatus`; see [`Outcome`].
 //!
+//! gopher-lua is Lua 5.1 with 5.2's `goto`; wavegate runs PUC Lua 5.2 (numbers are doubles, as
+//! in 5.1) and puts back the 5.1 names scripts use (`unpack`, `loadstring`, `table.getn`,
+//! `table.maxn`, `math.pow`, `math.log10`, `math.mod`).
+//!
 //! Where wavegate's sandbox is narrower than gopher-lua's, it is on purpose: no `io`, `debug`,
 //! `coroutine`, no `dofile`/`loadfile`, no `require` from files, `os` only as `time`, `date`,
 //! `clock` and `difftime` even for open libraries, and no binary chunks through
@@ -297,12 +301,12 @@ impl Run {
 /// `pcall` unable to swallow a bound, and keeps `load`/`loadstring` to source text.
 const SANDBOX: &str = r#"
 local os, over, open = ...
-local byte, error, type, select, unpack = string.byte, error, type, select, unpack
-local raw_pcall, raw_xpcall, raw_load, raw_loadstring = pcall, xpcall, load, loadstring
+local error, type, pairs = error, type, pairs
+local raw_pcall, raw_xpcall, raw_load = pcall, xpcall, load
 
 dofile, loadfile = nil, nil
 package.path, package.cpath = "", ""
-package.loaders = { package.loaders[1] }
+package.searchers = { package.searchers[1] }
 package.preload["os"] = function() return os end
 package.loaded["os"] = nil
 
@@ -311,28 +315,27 @@ local function rethrow_bound(ok, ...)
   return ok, ...
 end
 pcall = function(f, ...) return rethrow_bound(raw_pcall(f, ...)) end
-xpcall = function(f, h) return rethrow_bound(raw_xpcall(f, h)) end
+xpcall = function(f, h, ...) return rethrow_bound(raw_xpcall(f, h, ...)) end
 
-local function source_only(s)
-  if type(s) == "string" and byte(s, 1) == 27 then
-    return nil, "binary chunks are not allowed"
+-- Source text only: a binary chunk is not checked by the Lua VM.
+load = function(chunk, name) return raw_load(chunk, name, "t") end
+loadstring = load
+
+-- Lua 5.1's names, which gopher-lua has and Lua 5.2 dropped.
+unpack = table.unpack
+table.getn = function(t) return #t end
+table.maxn = function(t)
+  local n = 0
+  for k in pairs(t) do
+    if type(k) == "number" and k > n then n = k end
   end
-  return s
+  return n
 end
-loadstring = function(s, name)
-  local text, why = source_only(s)
-  if not text then return nil, why end
-  return raw_loadstring(text, name)
-end
-load = function(reader, name)
-  if type(reader) ~= "function" then return raw_load(reader, name) end
-  local parts = {}
-  while true do
-    local part = reader()
-    if part == nil or part == "" then break end
-    parts[#parts + 1] = part
-  end
-  return loadstring(table.concat(parts), name)
+if math then
+  local log = math.log
+  math.log10 = function(x) return log(x, 10) end
+  math.pow = function(x, y) return x ^ y end
+  math.mod = math.fmod
 end
 
 if open then
@@ -719,7 +722,26 @@ mod tests {
             "local f, why = loadstring(string.dump(function() end))\nreturn {status = f and 'Degraded' or 'Healthy', message = why}",
             json!({}),
         );
-        assert!(matches!(out, Ok(Outcome::Health { status: Status::Healthy, .. }) | Err(_)), "{out:?}");
+        assert!(
+            matches!(out, Ok(Outcome::Health { status: Status::Healthy, .. })),
+            "{out:?}"
+        );
+    }
+
+    #[test]
+    fn goto_continue_works_as_in_gopher_lua() {
+        let out = run(
+            "local n = 0\nfor _, c in ipairs(obj.items) do\n  if c ~= 'x' then goto continue end\n  n = n + 1\n  ::continue::\nend\nreturn {status = 'Healthy', message = tostring(n) .. ' ' .. table.getn(obj.items) .. ' ' .. unpack({7})}",
+            json!({"items": ["x", "y", "x"]}),
+        )
+        .unwrap();
+        assert_eq!(
+            out,
+            Outcome::Health {
+                status: Status::Healthy,
+                message: "2 3 7".into()
+            }
+        );
     }
 
     #[test]

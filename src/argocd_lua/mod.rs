@@ -11,6 +11,7 @@
 //! `GetHealthScript`), [`engine`] how it runs (`ExecuteHealthLua`). The checks turn an
 //! [`Outcome`] into a [`Verdict`](crate::health::Verdict) with [`judge`].
 
+pub mod argocd_cm;
 mod engine;
 mod scripts;
 
@@ -99,4 +100,57 @@ pub(crate) fn group_kind(object: &Value) -> Option<(String, String)> {
         None => "",
     };
     Some((group.to_string(), kind.to_string()))
+}
+
+/// The engine and the scripts a running wavegate judges with; the argocd-cm part is replaced
+/// whenever the ConfigMap changes.
+#[derive(Default)]
+pub struct LuaHealth {
+    engine: Engine,
+    scripts: std::sync::RwLock<Scripts>,
+}
+
+impl std::fmt::Debug for LuaHealth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LuaHealth")
+            .field("compiled_scripts", &self.engine.compiled_scripts())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LuaHealth {
+    pub fn new(bundled: Bundled) -> LuaHealth {
+        LuaHealth {
+            engine: Engine::default(),
+            scripts: std::sync::RwLock::new(Scripts {
+                custom: Customizations::default(),
+                bundled: std::sync::Arc::new(bundled),
+            }),
+        }
+    }
+
+    /// Take the health customizations of argocd-cm's `data` (`None`: the ConfigMap is gone).
+    pub fn set_argocd_cm(&self, data: Option<&std::collections::BTreeMap<String, String>>) {
+        let custom = data.map(Customizations::from_data).unwrap_or_default();
+        for problem in &custom.problems {
+            tracing::warn!("argocd-cm: {problem}");
+        }
+        if let Ok(mut scripts) = self.scripts.write() {
+            scripts.custom = custom;
+        }
+    }
+
+    /// The script Argo CD would run for `group`/`kind`.
+    pub fn script_for(&self, group: &str, kind: &str) -> Option<Script> {
+        self.scripts.read().ok()?.lookup(group, kind)
+    }
+
+    /// Run the kind's script on `object`, when there is one.
+    pub(crate) fn judge(&self, id: &str, object: &Value) -> Option<(Script, Verdict)> {
+        let (group, kind) = group_kind(object)?;
+        let script = self.script_for(&group, &kind)?;
+        let result = self.engine.run(&script.source, script.libraries, object);
+        let verdict = judge(id, &script, &result);
+        Some((script, verdict))
+    }
 }
