@@ -618,7 +618,8 @@ pub async fn serve(args: ServeArgs) -> u8 {
             Ok(c) => c,
             Err(e) => return fail(e),
         };
-        let follow = crate::argocd_lua::argocd_cm::follow(client, args.argocd_namespace.clone(), lua);
+        let follow =
+            crate::argocd_lua::argocd_cm::follow(client, args.argocd_namespace.clone(), lua);
         tokio::spawn(follow);
     }
     // Readiness is what `serve` needs to do its job, the gate controller's WaveGates; watches

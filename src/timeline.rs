@@ -425,7 +425,7 @@ pub(crate) async fn gather(
                 j.judged_by,
                 JudgedBy::Wavegate | JudgedBy::Kstatus | JudgedBy::ArgocdLua(_)
             )
-                .then(|| read(cache, policy, &j.resource));
+            .then(|| read(cache, policy, &j.resource));
             let unread = match j.judged_by {
                 JudgedBy::OutOfScope => "not read: the application lists it but does not manage it",
                 _ => "wavegate does not watch this kind (Argo CD's health was used)",

@@ -387,18 +387,22 @@ fn to_lua(lua: &Lua, value: &Value) -> LuaValue {
         Value::Bool(b) => return LuaValue::Boolean(*b),
         Value::Number(n) => return LuaValue::Number(n.as_f64().unwrap_or(f64::NAN)),
         Value::String(s) => lua.create_string(s).map(LuaValue::String),
-        Value::Array(items) => lua.create_table_with_capacity(items.len(), 0).and_then(|t| {
-            for (i, item) in items.iter().enumerate() {
-                t.raw_set(i + 1, to_lua(lua, item))?;
-            }
-            Ok(LuaValue::Table(t))
-        }),
-        Value::Object(fields) => lua.create_table_with_capacity(0, fields.len()).and_then(|t| {
-            for (k, v) in fields {
-                t.raw_set(k.as_str(), to_lua(lua, v))?;
-            }
-            Ok(LuaValue::Table(t))
-        }),
+        Value::Array(items) => lua
+            .create_table_with_capacity(items.len(), 0)
+            .and_then(|t| {
+                for (i, item) in items.iter().enumerate() {
+                    t.raw_set(i + 1, to_lua(lua, item))?;
+                }
+                Ok(LuaValue::Table(t))
+            }),
+        Value::Object(fields) => lua
+            .create_table_with_capacity(0, fields.len())
+            .and_then(|t| {
+                for (k, v) in fields {
+                    t.raw_set(k.as_str(), to_lua(lua, v))?;
+                }
+                Ok(LuaValue::Table(t))
+            }),
     };
     made.unwrap_or(LuaValue::Nil)
 }
@@ -415,8 +419,8 @@ fn outcome(returned: &LuaValue) -> Result<Outcome, ScriptError> {
             )));
         }
     };
-    let json = to_json(&LuaValue::Table(table.clone()), &mut Vec::new())
-        .map_err(ScriptError::Runtime)?;
+    let json =
+        to_json(&LuaValue::Table(table.clone()), &mut Vec::new()).map_err(ScriptError::Runtime)?;
     // `json.Unmarshal` into `HealthStatus`: an array (the empty table) or a field of another
     // type is an `UnmarshalTypeError`, which Argo CD answers with an empty `HealthStatus`.
     let Value::Object(fields) = json else {
@@ -476,7 +480,10 @@ fn to_json(value: &LuaValue, visiting: &mut Vec<*const std::ffi::c_void>) -> Res
             } else if pairs.iter().all(|(k, _)| k.is_string()) {
                 let mut fields = Map::new();
                 for (k, v) in &pairs {
-                    let key = k.as_string().map(|s| s.to_string_lossy()).unwrap_or_default();
+                    let key = k
+                        .as_string()
+                        .map(|s| s.to_string_lossy())
+                        .unwrap_or_default();
                     fields.insert(key, to_json(v, visiting)?);
                 }
                 Value::Object(fields)
@@ -486,7 +493,11 @@ fn to_json(value: &LuaValue, visiting: &mut Vec<*const std::ffi::c_void>) -> Res
                     .map(|(k, v)| (k.as_number().unwrap_or(0.0), v))
                     .collect();
                 items.sort_by(|a, b| a.0.total_cmp(&b.0));
-                if items.iter().enumerate().any(|(i, (k, _))| *k != (i + 1) as f64) {
+                if items
+                    .iter()
+                    .enumerate()
+                    .any(|(i, (k, _))| *k != (i + 1) as f64)
+                {
                     return Err("cannot encode sparse array".to_string());
                 }
                 let mut out = Vec::with_capacity(items.len());
@@ -671,13 +682,19 @@ mod tests {
     #[test]
     fn a_runtime_error_names_the_line() {
         let e = run("local x = nil\nreturn x.y", json!({})).unwrap_err();
-        assert!(matches!(&e, ScriptError::Runtime(m) if m.starts_with("<string>:2:")), "{e}");
+        assert!(
+            matches!(&e, ScriptError::Runtime(m) if m.starts_with("<string>:2:")),
+            "{e}"
+        );
     }
 
     #[test]
     fn an_endless_loop_stops_at_the_instruction_bound() {
         let e = run("while true do end", json!({})).unwrap_err();
-        assert!(matches!(&e, ScriptError::Bound(m) if m.contains("instructions")), "{e}");
+        assert!(
+            matches!(&e, ScriptError::Bound(m) if m.contains("instructions")),
+            "{e}"
+        );
     }
 
     #[test]
@@ -697,13 +714,20 @@ mod tests {
             json!({}),
         )
         .unwrap_err();
-        assert!(matches!(&e, ScriptError::Bound(m) if m.contains("memory")), "{e}");
+        assert!(
+            matches!(&e, ScriptError::Bound(m) if m.contains("memory")),
+            "{e}"
+        );
     }
 
     #[test]
     fn argocd_libraries_have_no_string_functions_and_no_files() {
         let e = Engine::default()
-            .run("return {message = ('x'):upper()}", Libraries::Argocd, &json!({}))
+            .run(
+                "return {message = ('x'):upper()}",
+                Libraries::Argocd,
+                &json!({}),
+            )
             .unwrap_err();
         assert!(matches!(e, ScriptError::Runtime(_)), "{e}");
         let out = Engine::default()
@@ -713,7 +737,16 @@ mod tests {
                 &json!({}),
             )
             .unwrap();
-        assert!(matches!(out, Outcome::Health { status: Status::Healthy, .. }), "{out:?}");
+        assert!(
+            matches!(
+                out,
+                Outcome::Health {
+                    status: Status::Healthy,
+                    ..
+                }
+            ),
+            "{out:?}"
+        );
     }
 
     #[test]
@@ -723,7 +756,13 @@ mod tests {
             json!({}),
         );
         assert!(
-            matches!(out, Ok(Outcome::Health { status: Status::Healthy, .. })),
+            matches!(
+                out,
+                Ok(Outcome::Health {
+                    status: Status::Healthy,
+                    ..
+                })
+            ),
             "{out:?}"
         );
     }
@@ -748,7 +787,9 @@ mod tests {
     fn a_syntax_error_is_reported_and_compiled_once() {
         let engine = Engine::default();
         for _ in 0..2 {
-            let e = engine.run("return {", Libraries::Open, &json!({})).unwrap_err();
+            let e = engine
+                .run("return {", Libraries::Open, &json!({}))
+                .unwrap_err();
             assert!(matches!(e, ScriptError::Compile(_)), "{e}");
         }
         assert_eq!(engine.compiled_scripts(), 1);

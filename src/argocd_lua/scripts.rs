@@ -160,7 +160,10 @@ impl Customizations {
     pub fn from_data(data: &BTreeMap<String, String>) -> Customizations {
         let mut health: BTreeMap<String, (String, bool)> = BTreeMap::new();
         let mut problems = Vec::new();
-        if let Some(legacy) = data.get("resource.customizations").filter(|v| !v.is_empty()) {
+        if let Some(legacy) = data
+            .get("resource.customizations")
+            .filter(|v| !v.is_empty())
+        {
             match serde_yaml::from_str::<BTreeMap<String, LegacyOverride>>(legacy) {
                 Ok(entries) => {
                     for (key, o) in entries {
@@ -278,7 +281,10 @@ mod tests {
                 "resource.customizations",
                 "cert-manager.io/Certificate:\n  health.lua: legacy\n  health.lua.useOpenLibs: true\nexample.com/Old:\n  health.lua: old\n",
             ),
-            ("resource.customizations.health.cert-manager.io_Certificate", "split"),
+            (
+                "resource.customizations.health.cert-manager.io_Certificate",
+                "split",
+            ),
             ("resource.customizations.health.Service", "svc"),
             ("resource.customizations.health.*.example.io_Thing*", "wild"),
         ]));

@@ -587,7 +587,14 @@ pub(crate) async fn check_off_runtime(
     };
     let judged = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        check_with(&kind, &namespace, &name, object.as_ref(), &rule, lua.as_deref())
+        check_with(
+            &kind,
+            &namespace,
+            &name,
+            object.as_ref(),
+            &rule,
+            lua.as_deref(),
+        )
     })
     .await;
     judged.unwrap_or_else(|e| unknown(format!("{id}: evaluating the rule failed: {e}")))

@@ -93,12 +93,18 @@ async fn a_health_script_added_to_argocd_cm_changes_the_verdict_without_a_restar
     )
     .await;
     let v = wait_for(&wg, &ns, "Healthy").await;
-    assert!(v["message"].as_str().unwrap().contains("labelled ready"), "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("labelled ready"),
+        "{v}"
+    );
 
     // A script that never ends is stopped by its bound: Unknown, never Healthy.
     apply(&client, cm(Some("while true do end"))).await;
     let v = wait_for(&wg, &ns, "Unknown").await;
-    assert!(v["message"].as_str().unwrap().contains("instructions"), "{v}");
+    assert!(
+        v["message"].as_str().unwrap().contains("instructions"),
+        "{v}"
+    );
 
     // The key removed: kstatus again.
     apply(&client, cm(None)).await;

@@ -51,7 +51,10 @@ fn text(v: Option<&Value>) -> String {
 
 impl HealthTest {
     fn from_yaml(v: &Value) -> HealthTest {
-        let cases = field(v, "tests").and_then(Value::as_array).cloned().unwrap_or_default();
+        let cases = field(v, "tests")
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
         HealthTest {
             tests: cases
                 .iter()
@@ -81,7 +84,11 @@ fn conformance(release: &str) -> Tally {
     let module = go_module(&format!("github.com/argoproj/argo-cd/v3@{release}"));
     let dir = module.join("resource_customizations");
     let bundled = Bundled::load(&dir).unwrap_or_else(|e| panic!("{release}: {e}"));
-    assert!(bundled.len() > 100, "{release}: only {} scripts", bundled.len());
+    assert!(
+        bundled.len() > 100,
+        "{release}: only {} scripts",
+        bundled.len()
+    );
     let scripts = Scripts {
         custom: Default::default(),
         bundled: Arc::new(bundled),
@@ -110,9 +117,9 @@ fn conformance(release: &str) -> Tally {
                     tally.known_passing.push(id);
                 }
             } else if known.is_none() {
-                tally.failures.push(format!(
-                    "{id}: wavegate {got:?}, Argo CD expects {want:?}"
-                ));
+                tally
+                    .failures
+                    .push(format!("{id}: wavegate {got:?}, Argo CD expects {want:?}"));
             }
         }
     }
@@ -122,14 +129,13 @@ fn conformance(release: &str) -> Tally {
 /// Argo CD's `GetHealthScript` picks the script by the object's own group and kind (wildcard
 /// folders included), then `ExecuteHealthLua` runs it; an error is `Unknown` with its text.
 fn run_case(engine: &Engine, scripts: &Scripts, input: &Path) -> (String, String) {
-    let text = std::fs::read_to_string(input)
-        .unwrap_or_else(|e| panic!("{}: {e}", input.display()));
+    let text =
+        std::fs::read_to_string(input).unwrap_or_else(|e| panic!("{}: {e}", input.display()));
     // `sigs.k8s.io/yaml.Unmarshal` reads the first document of a file that holds several.
     let first = serde_yaml::Deserializer::from_str(&text)
         .next()
         .unwrap_or_else(|| panic!("{}: no YAML document", input.display()));
-    let object = Value::deserialize(first)
-        .unwrap_or_else(|e| panic!("{}: {e}", input.display()));
+    let object = Value::deserialize(first).unwrap_or_else(|e| panic!("{}: {e}", input.display()));
     let api_version = object["apiVersion"].as_str().unwrap_or_default();
     let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
     let kind = object["kind"].as_str().unwrap_or_default();
@@ -143,10 +149,16 @@ fn run_case(engine: &Engine, scripts: &Scripts, input: &Path) -> (String, String
 
 fn health_tests(dir: &Path) -> Vec<(std::path::PathBuf, HealthTest)> {
     let mut out = Vec::new();
-    let mut groups: Vec<_> = std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().path()).collect();
+    let mut groups: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
     groups.sort();
     for g in groups.into_iter().filter(|g| g.is_dir()) {
-        let mut kinds: Vec<_> = std::fs::read_dir(&g).unwrap().map(|e| e.unwrap().path()).collect();
+        let mut kinds: Vec<_> = std::fs::read_dir(&g)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .collect();
         kinds.sort();
         for k in kinds {
             let file = k.join("health_test.yaml");
@@ -154,8 +166,8 @@ fn health_tests(dir: &Path) -> Vec<(std::path::PathBuf, HealthTest)> {
                 continue;
             }
             let text = std::fs::read_to_string(&file).unwrap();
-            let tests: Value = serde_yaml::from_str(&text)
-                .unwrap_or_else(|e| panic!("{}: {e}", file.display()));
+            let tests: Value =
+                serde_yaml::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", file.display()));
             out.push((k, HealthTest::from_yaml(&tests)));
         }
     }
@@ -177,10 +189,17 @@ fn bundled_health_scripts_give_argo_cds_own_expected_results() {
             problems.push(format!("{release} {f}"));
         }
         for k in &t.known_passing {
-            problems.push(format!("{release} {k}: listed in KNOWN but passes; remove it"));
+            problems.push(format!(
+                "{release} {k}: listed in KNOWN but passes; remove it"
+            ));
         }
     }
-    assert!(problems.is_empty(), "{} differences:\n{}", problems.len(), problems.join("\n"));
+    assert!(
+        problems.is_empty(),
+        "{} differences:\n{}",
+        problems.len(),
+        problems.join("\n")
+    );
 }
 
 /// The incident: a freshly created CNPG `Cluster` has no status, which kstatus calls Current,
@@ -199,7 +218,8 @@ fn a_cnpg_cluster_without_status_is_never_healthy_until_argo_cds_script_says_so(
     let script = scripts.lookup("postgresql.cnpg.io", "Cluster").unwrap();
     assert_eq!(script.judged_by(), "argocd-lua:postgresql.cnpg.io/Cluster");
     let engine = Engine::default();
-    let run = |cluster: &Value| ArgoHealth::of(&engine.run(&script.source, script.libraries, cluster));
+    let run =
+        |cluster: &Value| ArgoHealth::of(&engine.run(&script.source, script.libraries, cluster));
     let mut cluster: Value = serde_json::json!({
         "apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
         "metadata": {"name": "forgejo", "namespace": "ddb", "generation": 1},
