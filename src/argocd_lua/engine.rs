@@ -475,7 +475,7 @@ fn to_json(value: &LuaValue, visiting: &mut Vec<*const std::ffi::c_void>) -> Res
                 .pairs::<LuaValue, LuaValue>()
                 .collect::<mlua::Result<_>>()
                 .map_err(|e| message_of(&e))?;
-            let encoded = if pairs.is_empty() {
+            if pairs.is_empty() {
                 Value::Array(Vec::new())
             } else if pairs.iter().all(|(k, _)| k.is_string()) {
                 let mut fields = Map::new();
@@ -507,8 +507,7 @@ fn to_json(value: &LuaValue, visiting: &mut Vec<*const std::ffi::c_void>) -> Res
                 Value::Array(out)
             } else {
                 return Err("cannot encode mixed or invalid key types".to_string());
-            };
-            encoded
+            }
         }
         other => return Err(format!("cannot encode {} to JSON", lua_type_name(other))),
     })

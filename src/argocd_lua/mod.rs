@@ -154,3 +154,58 @@ impl LuaHealth {
         Some((script, verdict))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn lua_with(script: &str) -> LuaHealth {
+        let lua = LuaHealth::default();
+        let data = [(
+            "resource.customizations.health.example.com_Widget".to_string(),
+            script.to_string(),
+        )];
+        lua.set_argocd_cm(Some(&data.into_iter().collect()));
+        lua
+    }
+
+    fn widget() -> Value {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}})
+    }
+
+    #[test]
+    fn a_script_that_fails_or_says_nothing_is_unknown_never_healthy() {
+        for script in [
+            "error('boom')",
+            "return {}",
+            "return {status = 'Fine'}",
+            "return 7",
+        ] {
+            let (_, v) = lua_with(script)
+                .judge("widgets.example.com cicd/w", &widget())
+                .unwrap();
+            assert_eq!(v.status, HealthStatus::Unknown, "{script}: {v}");
+            assert!(v.message.contains("argocd-lua:example.com/Widget"), "{v}");
+        }
+    }
+
+    #[test]
+    fn the_scripts_status_and_message_are_kept() {
+        let lua =
+            lua_with("return {status = 'Suspended', message = 'paused by ' .. obj.metadata.name}");
+        let (script, v) = lua.judge("widgets.example.com cicd/w", &widget()).unwrap();
+        assert_eq!(script.origin, Origin::ArgocdCm);
+        assert_eq!(
+            v,
+            Verdict::suspended("widgets.example.com cicd/w: paused by w")
+        );
+    }
+
+    #[test]
+    fn a_removed_argocd_cm_leaves_no_script_behind() {
+        let lua = lua_with("return {status = 'Healthy'}");
+        lua.set_argocd_cm(None);
+        assert!(lua.judge("w", &widget()).is_none());
+    }
+}
