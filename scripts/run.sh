@@ -51,4 +51,16 @@ if [ "$local_plane" = 1 ]; then
 TXT
 fi
 echo
-target/debug/wavegate serve --listen "$listen"
+# Argo CD's bundled health scripts of the pinned release (hack/argocd/go.mod), read from the Go
+# module cache as they are: kinds without a check of wavegate's own are judged by them.
+argocd_version=$(awk '$1 == "github.com/argoproj/argo-cd/v3" {print $2; exit}' hack/argocd/go.mod)
+scripts_flag=()
+if module=$(cd /tmp && GOTOOLCHAIN="${WAVEGATE_GOTOOLCHAIN:-auto}" \
+    go mod download -json "github.com/argoproj/argo-cd/v3@$argocd_version" 2>/dev/null \
+    | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p') && [ -d "$module/resource_customizations" ]; then
+  scripts_flag=(--argocd-health-scripts "$module/resource_customizations")
+else
+  echo "Argo CD $argocd_version's health scripts are not available (go mod download failed):" \
+    "kinds without a check of wavegate's own are judged by kstatus" >&2
+fi
+target/debug/wavegate serve --listen "$listen" "${scripts_flag[@]}"

@@ -44,6 +44,17 @@ pub struct ClusterArgs {
     /// How long ready CockroachDB pods may see fewer live nodes than expected before Degraded.
     #[arg(long, env = "WAVEGATE_CRDB_GRACE", default_value = "60s", value_parser = humantime::parse_duration)]
     pub crdb_grace: Duration,
+    /// Argo CD's bundled health scripts of the release the user runs: the argo-cd Go module's
+    /// `resource_customizations` folder (`go mod download -json github.com/argoproj/argo-cd/v3@<version>`,
+    /// then its `Dir`). Kinds without a dedicated check are judged by the script Argo CD would
+    /// run (argocd-cm's first, then these), and by Argo CD's built-in rules and kstatus
+    /// otherwise.
+    #[arg(long, env = "WAVEGATE_ARGOCD_HEALTH_SCRIPTS")]
+    pub argocd_health_scripts: Option<PathBuf>,
+    /// How long an Argo CD health script's Degraded must last before a gate takes it as a
+    /// definite failure (some scripts call a switchover or a failover Degraded).
+    #[arg(long, env = "WAVEGATE_ARGOCD_LUA_GRACE", default_value = "90s", value_parser = humantime::parse_duration)]
+    pub argocd_lua_grace: Duration,
     /// Directory of a mounted Secret with `username` and `password` files for CockroachDB's
     /// admin API (enables cluster-ID comparison). Never read through the Kubernetes API. Sent
     /// only to pods the CrdbCluster controls, over https verified with --crdb-ca-file.
@@ -436,6 +447,12 @@ impl ClusterArgs {
             })?),
             None => None,
         };
+        let bundled = match &self.argocd_health_scripts {
+            Some(dir) => crate::argocd_lua::Bundled::load(dir)
+                .map_err(|e| CliError::Usage(format!("--argocd-health-scripts: {e}")))?,
+            None => crate::argocd_lua::Bundled::default(),
+        };
+        let argocd_lua = Arc::new(crate::argocd_lua::LuaHealth::new(bundled));
         let mut credentials_for = BTreeSet::new();
         for entry in self.crdb_credentials_for.iter().map(|s| s.trim()) {
             if entry.is_empty() {
@@ -478,6 +495,8 @@ impl ClusterArgs {
             crdb_grace: self.crdb_grace,
             crdb_credentials,
             probes_refused: None,
+            argocd_lua: Some(argocd_lua),
+            argocd_lua_grace: self.argocd_lua_grace,
         })
     }
 
@@ -629,6 +648,15 @@ pub async fn serve(args: ServeArgs) -> u8 {
             Ok(e) => e,
             Err(e) => return fail(e),
         };
+    if let Some(lua) = evaluator.argocd_lua().cloned() {
+        let client = match kube_client().await {
+            Ok(c) => c,
+            Err(e) => return fail(e),
+        };
+        let follow =
+            crate::argocd_lua::argocd_cm::follow(client, args.argocd_namespace.clone(), lua);
+        tokio::spawn(follow);
+    }
     // Readiness is what `serve` needs to do its job, the gate controller's WaveGates; watches
     // started by callers' reads never count (a caller could otherwise wedge it).
     let home = Cluster::home(evaluator);

@@ -125,6 +125,11 @@ impl Evaluator {
         }))
     }
 
+    /// Argo CD's health scripts this evaluator judges with.
+    pub(crate) fn argocd_lua(&self) -> Option<&Arc<crate::argocd_lua::LuaHealth>> {
+        self.config.argocd_lua.as_ref()
+    }
+
     pub(crate) fn cache(&self) -> &Arc<Cache> {
         &self.cache
     }

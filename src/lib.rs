@@ -31,6 +31,7 @@
 
 pub mod annotate;
 pub mod api;
+pub mod argocd_lua;
 pub(crate) mod ask;
 pub mod cache;
 pub mod checks;

@@ -421,8 +421,11 @@ pub(crate) async fn gather(
         .iter()
         .flat_map(|w| &w.resources)
         .map(|j| {
-            let read = matches!(j.judged_by, JudgedBy::Wavegate | JudgedBy::Kstatus)
-                .then(|| read(cache, policy, &j.resource));
+            let read = matches!(
+                j.judged_by,
+                JudgedBy::Wavegate | JudgedBy::Kstatus | JudgedBy::ArgocdLua(_)
+            )
+            .then(|| read(cache, policy, &j.resource));
             let unread = match j.judged_by {
                 JudgedBy::OutOfScope => "not read: the application lists it but does not manage it",
                 _ => "wavegate does not watch this kind (Argo CD's health was used)",

@@ -22,19 +22,32 @@ use serde::Serialize;
 use serde_json::Value;
 
 /// Who judged a resource.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "lowercase")]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum JudgedBy {
     /// One of wavegate's checks (or a WaveGate's own status).
     Wavegate,
     /// kstatus rules on the live object.
     Kstatus,
+    /// An Argo CD health script on the live object (argocd-cm's or the release's bundled one),
+    /// named by its key: `argocd-lua:<group>/<Kind>`.
+    ArgocdLua(String),
     /// The health Argo CD recorded in the Application's status.
     Argocd,
     /// Not judged: through Argo CD's proxy, an object the Application lists but does not
     /// manage (see [`ViewScope`]); nothing of it was read for the view.
-    #[serde(rename = "outofscope")]
     OutOfScope,
+}
+
+impl Serialize for JudgedBy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            JudgedBy::Wavegate => s.serialize_str("wavegate"),
+            JudgedBy::Kstatus => s.serialize_str("kstatus"),
+            JudgedBy::ArgocdLua(key) => s.collect_str(&format_args!("argocd-lua:{key}")),
+            JudgedBy::Argocd => s.serialize_str("argocd"),
+            JudgedBy::OutOfScope => s.serialize_str("outofscope"),
+        }
+    }
 }
 
 /// What a view may read on behalf of a user whom Argo CD's proxy authorized for one
@@ -646,7 +659,14 @@ async fn judge_one(
     } else if let Some(v) = reported {
         (v, JudgedBy::Argocd)
     } else {
-        (judge_kind(evaluator, policy, r).await, JudgedBy::Kstatus)
+        let script = evaluator
+            .argocd_lua()
+            .and_then(|lua| lua.script_for(&r.group, &r.kind));
+        let by = match script {
+            Some(script) => JudgedBy::ArgocdLua(script.key),
+            None => JudgedBy::Kstatus,
+        };
+        (judge_kind(evaluator, policy, r).await, by)
     }
 }
 

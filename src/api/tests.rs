@@ -421,6 +421,7 @@ async fn healthz_answers_while_expressions_evaluate() {
             "big".into(),
             o,
             r,
+            None,
         )));
     }
     tokio::task::yield_now().await;

@@ -1,5 +1,7 @@
-//! The generic rule, for any kind: Argo CD's built-in health rules for the kinds it has them
-//! for ([`super::builtin`]), kstatus' generic conditions for the rest, plus user-supplied
+//! The generic rule, for any kind: the Argo CD health script the user's Argo CD would run for
+//! it ([`crate::argocd_lua`]: argocd-cm, then the release's bundled scripts), else Argo CD's
+//! built-in health rules for the kinds it has them for ([`super::builtin`]), kstatus' generic
+//! conditions for the rest, plus user-supplied
 //! JSONPath (RFC 9535) expressions for healthy / progressing / degraded, in the spirit of Flux
 //! `healthCheckExprs`.
 //!
@@ -25,6 +27,7 @@
 //! [`check_off_runtime`] evaluates on the blocking pool behind a small semaphore so that even
 //! a slow one never holds an async worker (or `/healthz`).
 
+use crate::argocd_lua::LuaHealth;
 use crate::json::At;
 use jsonpath_rust::parser::errors::JsonPathError;
 use jsonpath_rust::parser::model::{
@@ -139,12 +142,49 @@ pub(crate) fn validate(rule: &Rule) -> Result<(), RuleError> {
 /// must never let a wave pass); then absence and deletion; then the kind's own rule — Argo CD's
 /// for built-in kinds, kstatus' generic rules for the rest — which the expressions can only make
 /// stricter; then degraded → progressing → healthy expressions.
+#[cfg(test)]
 pub(crate) fn check(
     kind: &str,
     namespace: &str,
     name: &str,
     object: Option<&Value>,
     rule: &Rule,
+) -> Verdict {
+    check_with(kind, namespace, name, object, rule, None).verdict
+}
+
+/// A verdict of the generic rule, and the Argo CD health script that gave the kind's own
+/// verdict, if one did.
+pub(crate) struct Judged {
+    pub verdict: Verdict,
+    pub script: Option<crate::argocd_lua::Script>,
+}
+
+/// [`check`], with the kind's own rule from Argo CD's health scripts when `lua` has one for the
+/// object's `group/Kind` (argocd-cm, then the release's bundled scripts): Argo CD runs a kind's
+/// script in place of its built-in Go rule (gitops-engine `GetResourceHealth`: the override
+/// first), so wavegate does too, and uses its built-in rules and kstatus only for the rest.
+pub(crate) fn check_with(
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    object: Option<&Value>,
+    rule: &Rule,
+    lua: Option<&LuaHealth>,
+) -> Judged {
+    let mut script = None;
+    let verdict = judge(kind, namespace, name, object, rule, lua, &mut script);
+    Judged { verdict, script }
+}
+
+fn judge(
+    kind: &str,
+    namespace: &str,
+    name: &str,
+    object: Option<&Value>,
+    rule: &Rule,
+    lua: Option<&LuaHealth>,
+    script: &mut Option<crate::argocd_lua::Script>,
 ) -> Verdict {
     let id = id(kind, namespace, name);
     let compiled = match Compiled::new(rule) {
@@ -162,11 +202,18 @@ pub(crate) fn check(
     {
         return Verdict::progressing(format!("{id} is being deleted"));
     }
-    let own = match builtin::judge(kind, &id, object) {
-        Some(verdict) => verdict,
-        None => kstatus(&id, object).unwrap_or_else(|| {
-            Verdict::healthy(format!("{id} exists and reports no failing condition"))
-        }),
+    let scripted = lua.and_then(|lua| lua.judge(&id, object));
+    let own = match scripted {
+        Some((used, verdict)) => {
+            *script = Some(used);
+            verdict
+        }
+        None => match builtin::judge(kind, &id, object) {
+            Some(verdict) => verdict,
+            None => kstatus(&id, object).unwrap_or_else(|| {
+                Verdict::healthy(format!("{id} exists and reports no failing condition"))
+            }),
+        },
     };
     if own.status != HealthStatus::Healthy {
         return own;
@@ -520,23 +567,37 @@ static EVALUATIONS: std::sync::LazyLock<Arc<Semaphore>> =
 
 /// [`check`], off the async workers: on the blocking pool, at most [`CONCURRENT_EVALUATIONS`]
 /// at once (others wait their turn, within the caller's own timeout).
+/// A Lua health script runs here too: its instruction, memory and time bounds keep one run
+/// short, and the semaphore keeps hostile scripts from taking more than these threads.
 pub(crate) async fn check_off_runtime(
     kind: String,
     namespace: String,
     name: String,
     object: Option<Value>,
     rule: Rule,
-) -> Verdict {
+    lua: Option<Arc<LuaHealth>>,
+) -> Judged {
     let id = id(&kind, &namespace, &name);
+    let unknown = |why: String| Judged {
+        verdict: Verdict::unknown(why),
+        script: None,
+    };
     let Ok(permit) = EVALUATIONS.clone().acquire_owned().await else {
-        return Verdict::unknown(format!("{id}: expression evaluation is shutting down"));
+        return unknown(format!("{id}: expression evaluation is shutting down"));
     };
     let judged = tokio::task::spawn_blocking(move || {
         let _permit = permit;
-        check(&kind, &namespace, &name, object.as_ref(), &rule)
+        check_with(
+            &kind,
+            &namespace,
+            &name,
+            object.as_ref(),
+            &rule,
+            lua.as_deref(),
+        )
     })
     .await;
-    judged.unwrap_or_else(|e| Verdict::unknown(format!("{id}: evaluating the rule failed: {e}")))
+    judged.unwrap_or_else(|e| unknown(format!("{id}: evaluating the rule failed: {e}")))
 }
 
 struct Expr {

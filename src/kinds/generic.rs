@@ -6,6 +6,7 @@ use super::{Check, Found, GateEntry, NAME, NAMESPACE, Reads, Sources, namespace_
 use crate::cache::CacheError;
 use crate::checks::generic::{self, Rule};
 use crate::deps::Dep;
+use crate::health::{Finding, HealthStatus};
 use crate::resource::{InputError, Kind, Resource, Target};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -90,7 +91,18 @@ pub(crate) async fn gather<R: Reads, P>(
 ) -> Result<Found, CacheError> {
     let kind = Kind::new(group, plural);
     let obj = from.cache.object(&kind, namespace, name).await?;
+    let identity = obj.as_ref().map(super::json_identity);
     let (ns, n, rule) = (namespace.to_string(), name.to_string(), rule.clone());
-    let v = generic::check_off_runtime(kind.to_string(), ns, n, obj, rule).await;
+    let lua = from.config.argocd_lua.clone();
+    let judged = generic::check_off_runtime(kind.to_string(), ns, n, obj, rule, lua).await;
+    // A bundled script may call a transient state Degraded (CNPG's `Cluster`: "Switchover in
+    // progress", "Failing over"). Inside its own Application that is Argo CD's decision; a gate
+    // fails a sync only on a definite failure, so a script's Degraded counts once it has
+    // lasted the grace period.
+    let v = judged.verdict;
+    if judged.script.is_some() && v.status == HealthStatus::Degraded {
+        let finding = Finding::Persistent { message: v.message };
+        return Ok(Found::seen(finding, from.config.argocd_lua_grace, identity));
+    }
     Ok(Found::seen(v.into(), Duration::ZERO, None))
 }

@@ -123,6 +123,11 @@ pub struct EvalConfig {
     /// cluster's pod IPs are not wavegate's network to reach (an overlapping pod CIDR would
     /// answer from a home pod, and receive the DB Console credentials).
     pub probes_refused: Option<String>,
+    /// Argo CD's health scripts (argocd-cm and the release's bundled ones) for kinds without a
+    /// dedicated check; `None`: built-in rules and kstatus only.
+    pub argocd_lua: Option<Arc<crate::argocd_lua::LuaHealth>>,
+    /// How long a health script's Degraded must last before a gate takes it as definite.
+    pub argocd_lua_grace: Duration,
 }
 
 impl Default for EvalConfig {
@@ -139,6 +144,8 @@ impl Default for EvalConfig {
             crdb_credentials: None,
             crdb_credentials_for: None,
             probes_refused: None,
+            argocd_lua: None,
+            argocd_lua_grace: Duration::from_secs(90),
         }
     }
 }

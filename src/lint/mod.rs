@@ -7,7 +7,7 @@
 
 pub mod argocd_cm;
 pub mod command;
-mod glob;
+pub(crate) mod glob;
 pub mod manifest;
 pub mod output;
 mod printable;

@@ -20,6 +20,7 @@ mod private_control_plane;
 mod annotate;
 mod api;
 mod api_scope;
+mod argocd_lua;
 mod cli;
 mod clusters;
 mod cnpg;

@@ -686,9 +686,15 @@ proptest! {
 
 /// A Go module's directory in the module cache (downloaded through the Go module proxy when
 /// absent).
-fn go_module(module: &str) -> PathBuf {
+pub(crate) fn go_module(module: &str) -> PathBuf {
     let out = Command::new("go")
         .args(["mod", "download", "-json", module])
+        // A release that needs a newer Go than the machine's (3.6.1: go 1.27) gets it as
+        // scripts/argocd.sh does: the go command fetches that toolchain once.
+        .env(
+            "GOTOOLCHAIN",
+            std::env::var("WAVEGATE_GOTOOLCHAIN").unwrap_or_else(|_| "auto".to_string()),
+        )
         .current_dir(std::env::temp_dir())
         .output()
         .expect("go is required");

@@ -14,6 +14,7 @@ mod crdb_standin;
 mod proptest_config;
 
 mod api_fuzz;
+mod argocd_lua;
 mod crd;
 mod deploy_manifests;
 mod helm_chart;

@@ -1,0 +1,211 @@
+//! Argo CD's Lua health scripts, run by wavegate: the same script Argo CD would pick for a
+//! kind, in the same sandbox, with the same result.
+//!
+//! ```text
+//! argocd-cm (live) ─┐
+//!                   ├─ Scripts::lookup(group, Kind) ─ Engine::run(script, obj) ─ Outcome
+//! bundled dir ──────┘
+//! ```
+//!
+//! [`scripts`] knows where a kind's script comes from (argo-cd `util/lua/lua.go`
+//! `GetHealthScript`), [`engine`] how it runs (`ExecuteHealthLua`). The checks turn an
+//! [`Outcome`] into a [`Verdict`](crate::health::Verdict) with [`judge`].
+
+pub mod argocd_cm;
+mod engine;
+mod scripts;
+
+pub use engine::{Engine, Libraries, Limits, Outcome};
+pub use scripts::{Bundled, Customizations, Origin, Script, Scripts};
+
+use crate::health::{HealthStatus, Verdict};
+use serde_json::Value;
+
+/// Why a script gave no health.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ScriptError {
+    #[error("{0}")]
+    Compile(String),
+    #[error("{0}")]
+    Runtime(String),
+    /// An instruction, memory or time bound stopped it.
+    #[error("{0}")]
+    Bound(String),
+    #[error("the Lua sandbox could not be built: {0}")]
+    Sandbox(String),
+}
+
+/// gitops-engine's health codes (`isValidHealthStatusCode`).
+pub(crate) fn parse_status(s: &str) -> Option<HealthStatus> {
+    HealthStatus::ALL.into_iter().find(|h| h.as_str() == s)
+}
+
+/// Argo CD's verdict on an object, as it would show it: what `ExecuteHealthLua` returned, or,
+/// on an error, gitops-engine's `GetResourceHealth` answer (`Unknown` with the error's text).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ArgoHealth {
+    /// `""` when the script returned no status.
+    pub status: String,
+    pub message: String,
+}
+
+impl ArgoHealth {
+    pub fn of(result: &Result<Outcome, ScriptError>) -> ArgoHealth {
+        let (status, message) = match result {
+            Ok(Outcome::Health { status, message }) => (status.as_str(), message.clone()),
+            Ok(Outcome::Empty) => ("", String::new()),
+            Ok(Outcome::InvalidStatus) => (
+                "Unknown",
+                "Lua returned an invalid health status".to_string(),
+            ),
+            Err(e) => ("Unknown", e.to_string()),
+        };
+        ArgoHealth {
+            status: status.to_string(),
+            message,
+        }
+    }
+}
+
+/// wavegate's verdict from a script's run on the object `id` names. A script that returns no
+/// status, an invalid one, or fails is never Healthy: Unknown, with the reason.
+pub(crate) fn judge(id: &str, script: &Script, result: &Result<Outcome, ScriptError>) -> Verdict {
+    let by = script.judged_by();
+    match result {
+        Ok(Outcome::Health { status, message }) => {
+            let message = if message.is_empty() {
+                format!("{id}: {by} says {status}")
+            } else {
+                format!("{id}: {message}")
+            };
+            Verdict {
+                status: *status,
+                message,
+            }
+        }
+        Ok(Outcome::Empty) => Verdict::unknown(format!("{id}: {by} returned no health status")),
+        Ok(Outcome::InvalidStatus) => {
+            Verdict::unknown(format!("{id}: {by} returned an invalid health status"))
+        }
+        Err(e) => Verdict::unknown(format!("{id}: {by} failed: {e}")),
+    }
+}
+
+/// The `group/Kind` of an object (`Kind` alone for the core group), as Argo CD keys scripts.
+pub(crate) fn group_kind(object: &Value) -> Option<(String, String)> {
+    let api_version = object.get("apiVersion")?.as_str()?;
+    let kind = object.get("kind")?.as_str()?;
+    let group = match api_version.rsplit_once('/') {
+        Some((group, _)) => group,
+        None => "",
+    };
+    Some((group.to_string(), kind.to_string()))
+}
+
+/// The engine and the scripts a running wavegate judges with; the argocd-cm part is replaced
+/// whenever the ConfigMap changes.
+#[derive(Default)]
+pub struct LuaHealth {
+    engine: Engine,
+    scripts: std::sync::RwLock<Scripts>,
+}
+
+impl std::fmt::Debug for LuaHealth {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LuaHealth")
+            .field("compiled_scripts", &self.engine.compiled_scripts())
+            .finish_non_exhaustive()
+    }
+}
+
+impl LuaHealth {
+    pub fn new(bundled: Bundled) -> LuaHealth {
+        LuaHealth {
+            engine: Engine::default(),
+            scripts: std::sync::RwLock::new(Scripts {
+                custom: Customizations::default(),
+                bundled: std::sync::Arc::new(bundled),
+            }),
+        }
+    }
+
+    /// Take the health customizations of argocd-cm's `data` (`None`: the ConfigMap is gone).
+    pub fn set_argocd_cm(&self, data: Option<&std::collections::BTreeMap<String, String>>) {
+        let custom = data.map(Customizations::from_data).unwrap_or_default();
+        for problem in &custom.problems {
+            tracing::warn!("argocd-cm: {problem}");
+        }
+        if let Ok(mut scripts) = self.scripts.write() {
+            scripts.custom = custom;
+        }
+    }
+
+    /// The script Argo CD would run for `group`/`kind`.
+    pub fn script_for(&self, group: &str, kind: &str) -> Option<Script> {
+        self.scripts.read().ok()?.lookup(group, kind)
+    }
+
+    /// Run the kind's script on `object`, when there is one.
+    pub(crate) fn judge(&self, id: &str, object: &Value) -> Option<(Script, Verdict)> {
+        let (group, kind) = group_kind(object)?;
+        let script = self.script_for(&group, &kind)?;
+        let result = self.engine.run(&script.source, script.libraries, object);
+        let verdict = judge(id, &script, &result);
+        Some((script, verdict))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn lua_with(script: &str) -> LuaHealth {
+        let lua = LuaHealth::default();
+        let data = [(
+            "resource.customizations.health.example.com_Widget".to_string(),
+            script.to_string(),
+        )];
+        lua.set_argocd_cm(Some(&data.into_iter().collect()));
+        lua
+    }
+
+    fn widget() -> Value {
+        json!({"apiVersion": "example.com/v1", "kind": "Widget", "metadata": {"name": "w"}})
+    }
+
+    #[test]
+    fn a_script_that_fails_or_says_nothing_is_unknown_never_healthy() {
+        for script in [
+            "error('boom')",
+            "return {}",
+            "return {status = 'Fine'}",
+            "return 7",
+        ] {
+            let (_, v) = lua_with(script)
+                .judge("widgets.example.com cicd/w", &widget())
+                .unwrap();
+            assert_eq!(v.status, HealthStatus::Unknown, "{script}: {v}");
+            assert!(v.message.contains("argocd-lua:example.com/Widget"), "{v}");
+        }
+    }
+
+    #[test]
+    fn the_scripts_status_and_message_are_kept() {
+        let lua =
+            lua_with("return {status = 'Suspended', message = 'paused by ' .. obj.metadata.name}");
+        let (script, v) = lua.judge("widgets.example.com cicd/w", &widget()).unwrap();
+        assert_eq!(script.origin, Origin::ArgocdCm);
+        assert_eq!(
+            v,
+            Verdict::suspended("widgets.example.com cicd/w: paused by w")
+        );
+    }
+
+    #[test]
+    fn a_removed_argocd_cm_leaves_no_script_behind() {
+        let lua = lua_with("return {status = 'Healthy'}");
+        lua.set_argocd_cm(None);
+        assert!(lua.judge("w", &widget()).is_none());
+    }
+}

@@ -1,0 +1,114 @@
+//! Argo CD's health scripts on the real control plane: a health script added to argocd-cm
+//! changes wavegate's verdict for that kind within seconds, with no restart, through the real
+//! watch on that one ConfigMap; removing it gives the kind back to kstatus.
+
+use crate::cluster;
+
+use cluster::{Wavegate, apply, eventually};
+use serde_json::{Value, json};
+use std::sync::Arc;
+use std::time::Duration;
+use wavegate::argocd_lua::{Bundled, LuaHealth, argocd_cm};
+use wavegate::evaluate::EvalConfig;
+
+async fn wait_for(wg: &Wavegate, ns: &str, want: &str) -> Value {
+    eventually(Duration::from_secs(10), want, || async {
+        let v = wg
+            .health("poddisruptionbudgets.policy", ns, "forgejo", "")
+            .await;
+        if v["status"] == want {
+            Ok(v)
+        } else {
+            Err(v.to_string())
+        }
+    })
+    .await
+}
+
+const HELD: &str = r#"
+hs = {}
+if obj.metadata.labels ~= nil and obj.metadata.labels["ready"] == "yes" then
+  hs.status = "Healthy"
+  hs.message = "labelled ready"
+else
+  hs.status = "Progressing"
+  hs.message = "argocd-cm script holds it until it is labelled ready=yes"
+end
+return hs
+"#;
+
+#[tokio::test]
+#[ignore = "needs the local control plane"]
+async fn a_health_script_added_to_argocd_cm_changes_the_verdict_without_a_restart() {
+    let client = cluster::client().await;
+    // The test's own namespace stands for Argo CD's: its argocd-cm is the one followed.
+    let ns = cluster::namespace(&client, "argocd-lua").await;
+    let lua = Arc::new(LuaHealth::new(Bundled::default()));
+    let config = EvalConfig {
+        argocd_lua: Some(lua.clone()),
+        ..EvalConfig::default()
+    };
+    let following = tokio::spawn(argocd_cm::follow(client.clone(), ns.clone(), lua));
+    let wg = Wavegate::start(client.clone(), config).await;
+    apply(
+        &client,
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "forgejo", "namespace": ns},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "forgejo"}}}
+        }),
+    )
+    .await;
+    // No script: kstatus, which has nothing against it.
+    wait_for(&wg, &ns, "Healthy").await;
+
+    let cm = |script: Option<&str>| {
+        let mut data = serde_json::Map::new();
+        if let Some(s) = script {
+            data.insert(
+                "resource.customizations.health.policy_PodDisruptionBudget".into(),
+                Value::String(s.into()),
+            );
+        }
+        json!({
+            "apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "argocd-cm", "namespace": ns},
+            "data": data
+        })
+    };
+    apply(&client, cm(Some(HELD))).await;
+    let v = wait_for(&wg, &ns, "Progressing").await;
+    assert!(
+        v["message"].as_str().unwrap().contains("holds it until"),
+        "{v}"
+    );
+
+    apply(
+        &client,
+        json!({
+            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "metadata": {"name": "forgejo", "namespace": ns, "labels": {"ready": "yes"}},
+            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "forgejo"}}}
+        }),
+    )
+    .await;
+    let v = wait_for(&wg, &ns, "Healthy").await;
+    assert!(
+        v["message"].as_str().unwrap().contains("labelled ready"),
+        "{v}"
+    );
+
+    // A script that never ends is stopped by its bound: Unknown, never Healthy.
+    apply(&client, cm(Some("while true do end"))).await;
+    let v = wait_for(&wg, &ns, "Unknown").await;
+    assert!(
+        v["message"].as_str().unwrap().contains("instructions"),
+        "{v}"
+    );
+
+    // The key removed: kstatus again.
+    apply(&client, cm(None)).await;
+    let v = wait_for(&wg, &ns, "Healthy").await;
+    assert!(!v["message"].as_str().unwrap().contains("labelled"), "{v}");
+    following.abort();
+}
