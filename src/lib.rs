@@ -4,30 +4,31 @@
 //! ([`health`]) → HTTP ([`api`]), WaveGate status or annotations. Modules form layers, and a
 //! module imports only from layers below its own (`tests/offline/layers.rs` enforces it):
 //!
-//! 1. [`health`], [`resource`], [`views`], `json` — verdicts; how kinds, objects and
+//! 1. [`health`], [`resource`], [`views`], `json`, `glob` — verdicts; how kinds, objects and
 //!    parameters are named; what the cache keeps of pods, Services and EndpointSlices; typed
-//!    reads of JSON objects;
-//! 2. [`metrics`], [`checks`], `table`, `store_index` — counters; the pure check functions;
+//!    reads of JSON objects; Argo CD's wildcards (argocd-cm keys);
+//! 2. [`argocd_lua`] — Argo CD's health scripts run in its sandbox, and where they come from;
+//! 3. [`metrics`], [`checks`], `table`, `store_index` — counters; the pure check functions;
 //!    kubectl-style tables; the views' store;
-//! 3. [`cache`], [`probe`], [`written`], [`leader`], [`events`], `progress`, [`lint`] — the
+//! 4. [`cache`], [`probe`], [`written`], [`leader`], [`events`], `progress`, [`lint`] — the
 //!    watch cache; CockroachDB probes; what the writers share; which replica writes; which
 //!    Event a transition deserves; `wavegate wait`'s output; wave order and readiness found in
 //!    rendered manifests;
-//! 4. `deps` — which cached objects a verdict was read from;
-//! 5. `kinds` — each check kind's contract: its check and parameters, what it reads, how it
+//! 5. `deps` — which cached objects a verdict was read from;
+//! 6. `kinds` — each check kind's contract: its check and parameters, what it reads, how it
 //!    gathers a snapshot for its check, its WaveGate entry;
-//! 6. `ask` — what to check: an object and its kind's check;
-//! 7. [`evaluate`], [`policy`], `queue` — reads → verdicts; what a gate may check; the
+//! 7. `ask` — what to check: an object and its kind's check;
+//! 8. [`evaluate`], [`policy`], `queue` — reads → verdicts; what a gate may check; the
 //!    reconcile queue;
-//! 8. [`gate`], [`annotate`] — the writers;
-//! 9. [`notice`] — Argo CD's notice on an Application whose sync a WaveGate holds;
-//! 10. [`clusters`] — which clusters are judged, each a [`clusters::Cluster`] (home too) with
+//! 9. [`gate`], [`annotate`] — the writers;
+//! 10. [`notice`] — Argo CD's notice on an Application whose sync a WaveGate holds;
+//! 11. [`clusters`] — which clusters are judged, each a [`clusters::Cluster`] (home too) with
 //!     its own client, cache and evaluator, and the writers of each;
-//! 11. `live_lint` — a live Application's objects linted like rendered manifests;
-//! 12. `waves` — an Application's resources by wave;
-//! 13. `timeline` — the last sync of those waves over time;
-//! 14. [`api`] — HTTP;
-//! 15. [`cli`] — the subcommands.
+//! 12. `live_lint` — a live Application's objects linted like rendered manifests;
+//! 13. `waves` — an Application's resources by wave;
+//! 14. `timeline` — the last sync of those waves over time;
+//! 15. [`api`] — HTTP;
+//! 16. [`cli`] — the subcommands.
 
 pub mod annotate;
 pub mod api;
@@ -41,6 +42,7 @@ pub(crate) mod deps;
 pub mod evaluate;
 pub mod events;
 pub mod gate;
+mod glob;
 pub mod health;
 mod json;
 mod kinds;

@@ -4,7 +4,7 @@
 //! (`_` standing for `*`, first in sorted order).
 
 use super::Libraries;
-use crate::lint::glob::Glob;
+use crate::glob::Glob;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};

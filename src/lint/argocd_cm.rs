@@ -3,9 +3,9 @@
 //! `sync_context.go`: a resource with no health check does not hold its wave), so nothing in
 //! its wave waits for it to be ready.
 
-use super::glob::Glob;
 use super::manifest::{InputError, expands, parse_within};
 use super::yaml::{Budget, Refusal};
+use crate::glob::Glob;
 use serde_json::Value;
 use std::collections::BTreeSet;
 

@@ -7,7 +7,6 @@
 
 pub mod argocd_cm;
 pub mod command;
-pub(crate) mod glob;
 pub mod manifest;
 pub mod output;
 mod printable;

@@ -8,7 +8,10 @@ use std::path::{Path, PathBuf};
 
 /// Bottom first. Same layer: no imports between them.
 const LAYERS: &[&[&str]] = &[
-    &["health", "resource", "views", "locks", "json", "testing"],
+    &[
+        "health", "resource", "views", "locks", "json", "testing", "glob",
+    ],
+    &["argocd_lua"],
     &["metrics", "checks", "table", "store_index"],
     &[
         "cache", "probe", "written", "leader", "events", "progress", "lint",

@@ -1,4 +1,4 @@
-// The reference for src/lint/glob.rs. Regenerate gobwas_glob.tsv with, in a directory holding
+// The reference for src/glob.rs. Regenerate gobwas_glob.tsv with, in a directory holding
 // this file and a go.mod that requires github.com/gobwas/glob v0.2.3 (Argo CD 3.x's version):
 //
 //	go run . | sort -u > gobwas_glob.tsv

@@ -350,9 +350,9 @@ mod tests {
 
     #[test]
     fn wildcards_match_as_argo_cds_gobwas_glob_does() {
-        // testdata/gobwas_glob.tsv: gobwas/glob v0.2.3's own answers to random patterns and
-        // texts (made by testdata/gobwas_glob.go; cases where gobwas panics are left out).
-        let table = include_str!("testdata/gobwas_glob.tsv");
+        // lint/testdata/gobwas_glob.tsv: gobwas/glob v0.2.3's own answers to random patterns and
+        // texts (made by lint/testdata/gobwas_glob.go; cases where gobwas panics are left out).
+        let table = include_str!("lint/testdata/gobwas_glob.tsv");
         let mut wrong = Vec::new();
         for line in table.lines() {
             let mut cols = line.split('\t');
