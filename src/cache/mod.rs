@@ -38,6 +38,7 @@
 //! while.
 
 mod access;
+mod bounds;
 mod discovery;
 mod heartbeat;
 mod objects;
@@ -159,6 +160,20 @@ pub(crate) struct WatchLimits {
     /// watch whose objects would pass it is stopped and emptied, its reads say why (Unknown /
     /// Progressing, never Healthy), and it is retried after [`OVER_BOUND_RETRY`].
     pub max_objects: Option<usize>,
+    /// At most about this many bytes in all of this cache's watches together (`None`: no
+    /// bound), each object weighed by the text it keeps (`bounds`); an object whose labels or
+    /// annotations pass Kubernetes' own limits is not held at all. Set for remote clusters with
+    /// `max_objects`, and enforced as it is: a few objects with huge labels, sent page by page,
+    /// would fill memory far below any object bound.
+    pub max_bytes: Option<usize>,
+}
+
+/// What all watches of one cache hold together (see `WatchLimits::max_objects`, `max_bytes`).
+#[derive(Default)]
+pub(crate) struct Held {
+    pub(crate) objects: AtomicUsize,
+    /// Counted only by bounded watches.
+    pub(crate) bytes: AtomicUsize,
 }
 
 impl Default for WatchLimits {
@@ -168,6 +183,7 @@ impl Default for WatchLimits {
             max_on_demand: 64,
             heartbeat: Duration::from_secs(5),
             max_objects: None,
+            max_bytes: None,
         }
     }
 }
@@ -185,8 +201,7 @@ pub struct Cache {
     /// Resources (`wavegates.wavegate.dev`) whose watches readiness covers,
     /// with why it could not be started last time, if it could not.
     required: Mutex<BTreeMap<String, Option<CacheError>>>,
-    /// Objects held by all watches (see `WatchLimits::max_objects`).
-    held: Arc<AtomicUsize>,
+    held: Arc<Held>,
     /// When the API server last answered the heartbeat.
     heard: Mutex<Instant>,
     changes: broadcast::Sender<Change>,

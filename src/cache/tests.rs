@@ -45,6 +45,9 @@ struct Script {
     denied: Mutex<BTreeSet<String>>,
     /// A paused API server (SIGSTOP): requests hang until it resumes.
     paused: tokio::sync::watch::Sender<bool>,
+    /// Labels every listed pod carries besides `app=web`, each value followed by the pod's
+    /// number (so no two pods share them).
+    labels: Mutex<Vec<(String, String)>>,
 }
 
 impl Script {
@@ -58,12 +61,17 @@ async fn readyz(State(s): State<Arc<Script>>) -> Response {
     "ok".into_response()
 }
 
-fn pod_list(pods: usize, ready: bool, rv: &str) -> Value {
+fn pod_list(pods: usize, ready: bool, rv: &str, extra: &[(String, String)]) -> Value {
     let status = if ready { "True" } else { "False" };
     let items: Vec<Value> = (0..pods)
         .map(|i| {
+            let mut labels = serde_json::Map::new();
+            labels.insert("app".into(), "web".into());
+            for (k, v) in extra {
+                labels.insert(k.clone(), format!("{v}{i}").into());
+            }
             json!({"metadata": {"name": format!("web-{i}"), "namespace": NS,
-                                "resourceVersion": rv, "labels": {"app": "web"}},
+                                "resourceVersion": rv, "labels": labels},
                    "status": {"phase": "Running", "podIP": format!("10.0.0.{}", i + 1),
                               "conditions": [{"type": "Ready", "status": status}]}})
         })
@@ -121,7 +129,14 @@ async fn pods(State(s): State<Arc<Script>>, Query(q): Query<HashMap<String, Stri
     if let Some(hold) = reply.hold {
         let _ = hold.await;
     }
-    axum::Json(pod_list(reply.pods, reply.ready, reply.resource_version)).into_response()
+    let extra = s.labels.lock().unwrap().clone();
+    axum::Json(pod_list(
+        reply.pods,
+        reply.ready,
+        reply.resource_version,
+        &extra,
+    ))
+    .into_response()
 }
 
 async fn access_review(
@@ -554,7 +569,7 @@ async fn a_cluster_over_its_object_bound_is_not_held_and_says_why() {
             .contains("more than 3 objects (--max-cluster-objects)"),
         "{err}"
     );
-    assert_eq!(cache.held.load(Ordering::SeqCst), 0, "nothing held");
+    assert_eq!(cache.held.objects.load(Ordering::SeqCst), 0, "nothing held");
     let text = metrics.encode();
     assert!(
         text.lines()
@@ -572,7 +587,7 @@ async fn a_cluster_over_its_object_bound_is_not_held_and_says_why() {
         Arc::new(Metrics::default()),
     );
     assert_eq!(cache.pods(NS).await.expect("within the bound").len(), 1);
-    assert_eq!(cache.held.load(Ordering::SeqCst), 1);
+    assert_eq!(cache.held.objects.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
@@ -595,4 +610,140 @@ async fn readiness_covers_only_required_watches() {
         0,
         "a required watch takes no on-demand place"
     );
+}
+
+fn listing(pods: usize) -> ListReply {
+    ListReply {
+        pods,
+        ready: true,
+        resource_version: "1",
+        hold: None,
+    }
+}
+
+/// The resident set of this process, in KiB (`/proc/self/status`).
+fn rss_kib() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap_or(0)
+}
+
+fn remote(max_objects: usize, max_bytes: usize) -> WatchLimits {
+    WatchLimits {
+        max_objects: Some(max_objects),
+        max_bytes: Some(max_bytes),
+        ..WatchLimits::default()
+    }
+}
+
+/// A hostile remote API server sends six pods, each with a 16 MiB label (page by page, each
+/// page within any per-response bound), far below the object bound. Kubernetes admits no label
+/// value over 63 bytes, so none of it is held: the watch is stopped and says why. Unbounded
+/// (as the object bound alone left a remote cluster), the same pods stay in memory.
+#[tokio::test]
+async fn a_remote_api_server_cannot_make_wavegate_hold_huge_labels() {
+    const HUGE: usize = 16 << 20;
+    let huge = || {
+        let script = Arc::new(Script::default());
+        script.lists.lock().unwrap().push_back(listing(6));
+        *script.labels.lock().unwrap() = vec![("huge".into(), "x".repeat(HUGE))];
+        script
+    };
+
+    // 96 MiB of JSON takes a debug build a while to parse.
+    let patient = |client, limits| {
+        Cache::with_limits(
+            client,
+            Some(BTreeSet::from([NS.to_string()])),
+            Duration::from_secs(120),
+            limits,
+            Arc::new(Metrics::default()),
+        )
+    };
+    // Bounded first, so that its RSS is not memory the unbounded read freed.
+    let before = rss_kib();
+    let bounded = patient(fake_api(huge()).await, remote(100_000, 64 << 20));
+    let err = bounded.pods(NS).await.unwrap_err();
+    eprintln!(
+        "bounded: {err}; RSS +{} MiB",
+        rss_kib().saturating_sub(before) >> 10
+    );
+    assert!(
+        err.to_string()
+            .contains("a label value of 16777217 bytes (Kubernetes allows 63)"),
+        "{err}"
+    );
+    assert_eq!(bounded.held.objects.load(Ordering::SeqCst), 0);
+    assert_eq!(bounded.held.bytes.load(Ordering::SeqCst), 0);
+    let before = rss_kib();
+    let unbounded = patient(fake_api(huge()).await, WatchLimits::default());
+    let held = unbounded.pods(NS).await.expect("held unbounded");
+    let label_bytes: usize = held
+        .iter()
+        .flat_map(|p| p.labels.iter().map(|(k, v)| k.len() + v.len()))
+        .sum();
+    eprintln!(
+        "unbounded: {} pods, {} MiB of labels held, RSS +{} MiB",
+        held.len(),
+        label_bytes >> 20,
+        rss_kib().saturating_sub(before) >> 10
+    );
+    assert!(label_bytes >= 6 * HUGE);
+    drop((held, unbounded));
+}
+
+/// Labels within Kubernetes' limits, but many of them: the byte bound stops the watch, counts
+/// a list in progress instead of the store it will replace (a relist of a cluster at 60 % of
+/// the bound passes), and what fits is held and counted.
+#[tokio::test]
+async fn a_remote_cluster_is_bounded_in_bytes_across_lists_and_relists() {
+    // About 60 KiB of label text per pod.
+    let labels: Vec<(String, String)> = (0..1000)
+        .map(|j| (format!("l{j}"), "v".repeat(58)))
+        .collect();
+    let script = Arc::new(Script::default());
+    script.lists.lock().unwrap().push_back(listing(20));
+    *script.labels.lock().unwrap() = labels.clone();
+    let over = cache_with(fake_api(script).await, remote(100_000, 1 << 20));
+    let err = over.pods(NS).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("more than 1 MiB (--max-cluster-bytes)"),
+        "{err}"
+    );
+    assert_eq!(over.held.bytes.load(Ordering::SeqCst), 0);
+
+    let script = Arc::new(Script::default());
+    let (gone, gone_rx) = oneshot::channel();
+    script
+        .lists
+        .lock()
+        .unwrap()
+        .extend([listing(10), listing(10)]);
+    script
+        .watches
+        .lock()
+        .unwrap()
+        .push_back(WatchReply::ErrorWhen(410, gone_rx));
+    *script.labels.lock().unwrap() = labels;
+    let within = cache_with(fake_api(script.clone()).await, remote(100_000, 1 << 20));
+    assert_eq!(within.pods(NS).await.expect("within the bound").len(), 10);
+    let held = within.held.bytes.load(Ordering::SeqCst);
+    assert!((500 << 10..1 << 20).contains(&held), "{held}");
+    gone.send(()).unwrap();
+    until("relisted", || {
+        script.lists_started.load(Ordering::SeqCst) >= 2
+    })
+    .await;
+    let mut read = within.pods(NS).await;
+    let start = Instant::now();
+    while read.is_err() && start.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        read = within.pods(NS).await;
+    }
+    assert_eq!(read.expect("relisted within the bound").len(), 10);
+    assert_eq!(within.held.bytes.load(Ordering::SeqCst), held);
 }
