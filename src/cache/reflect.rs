@@ -362,11 +362,17 @@ where
         self.listed.clear();
         self.weights = Weights::default();
         let _ = self.sink.apply(watcher::Event::Init);
-        let _ = self.sink.apply(watcher::Event::InitDone);
+        let dropped = self.sink.apply(watcher::Event::InitDone);
         self.count();
         let label = ResourceLabel::new(&self.kind.to_string());
         self.metrics.objects_over_bound.get_or_create(&label).inc();
         tracing::warn!(watch = %self.label, "stopped at a bound of the cluster; retrying later");
+        // What was judged on the dropped objects is judged again now, on a watch that says
+        // why it holds nothing; untold, a verdict written on them would stand until the next
+        // resync.
+        for (namespace, name) in dropped {
+            self.changed(namespace, name);
+        }
     }
 
     /// Follow the store's size in `wavegate_cached_objects` (several watches of one kind, one

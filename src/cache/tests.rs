@@ -11,6 +11,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use futures::StreamExt;
 use serde_json::json;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,6 +26,8 @@ enum WatchReply {
     ErrorWhen(u16, oneshot::Receiver<()>),
     /// Nothing, ever: a quiet kind.
     Quiet,
+    /// These events, then nothing.
+    Events(Vec<Value>),
 }
 
 struct ListReply {
@@ -91,6 +94,14 @@ async fn pods(State(s): State<Arc<Script>>, Query(q): Query<HashMap<String, Stri
         let body = match reply {
             WatchReply::Quiet => {
                 Body::from_stream(futures::stream::pending::<Result<Vec<u8>, std::io::Error>>())
+            }
+            WatchReply::Events(events) => {
+                let sent = futures::stream::iter(
+                    events
+                        .into_iter()
+                        .map(|e| Ok::<_, std::io::Error>(format!("{e}\n").into_bytes())),
+                );
+                Body::from_stream(sent.chain(futures::stream::pending()))
             }
             WatchReply::ErrorWhen(code, fire) => {
                 Body::from_stream(futures::stream::once(async move {
@@ -612,6 +623,15 @@ async fn readiness_covers_only_required_watches() {
     );
 }
 
+/// A pod as a watch event delivers it.
+fn pod_event(kind: &str, name: &str, ready: bool, rv: &str) -> Value {
+    let mut pod = pod_list(1, ready, rv, &[])["items"][0].clone();
+    pod["metadata"]["name"] = name.into();
+    pod["apiVersion"] = "v1".into();
+    pod["kind"] = "Pod".into();
+    json!({"type": kind, "object": pod})
+}
+
 fn listing(pods: usize) -> ListReply {
     ListReply {
         pods,
@@ -746,4 +766,66 @@ async fn a_remote_cluster_is_bounded_in_bytes_across_lists_and_relists() {
     }
     assert_eq!(read.expect("relisted within the bound").len(), 10);
     assert_eq!(within.held.bytes.load(Ordering::SeqCst), held);
+}
+
+/// A remote cluster holding exactly `--max-cluster-objects` objects: an update of one of them
+/// is not one object more, so the watch goes on serving instead of stopping and relisting
+/// every minute.
+#[tokio::test]
+async fn a_cluster_exactly_at_its_object_bound_keeps_serving_through_updates() {
+    let script = Arc::new(Script::default());
+    script.lists.lock().unwrap().push_back(listing(3));
+    script
+        .watches
+        .lock()
+        .unwrap()
+        .push_back(WatchReply::Events(vec![pod_event(
+            "MODIFIED", "web-0", false, "2",
+        )]));
+    let cache = cache_with(fake_api(script.clone()).await, remote(3, 64 << 20));
+    assert_eq!(cache.pods(NS).await.expect("at the bound").len(), 3);
+    let start = Instant::now();
+    loop {
+        match cache.pods(NS).await {
+            Ok(pods) if ready_of(&pods) == [false, true, true] => break,
+            Ok(_) => {}
+            Err(e) => panic!("an update at the bound stopped the watch: {e}"),
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "update not seen");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(cache.held.objects.load(Ordering::SeqCst), 3);
+}
+
+/// A watch stopped at a bound drops what it held: everything judged on those objects is told,
+/// so a written verdict does not stand until the next resync.
+#[tokio::test]
+async fn a_watch_stopped_at_its_bound_announces_what_it_dropped() {
+    let script = Arc::new(Script::default());
+    script.lists.lock().unwrap().push_back(listing(3));
+    script
+        .watches
+        .lock()
+        .unwrap()
+        .push_back(WatchReply::Events(vec![pod_event(
+            "ADDED", "web-3", true, "2",
+        )]));
+    let cache = cache_with(fake_api(script.clone()).await, remote(3, 64 << 20));
+    let mut changes = cache.subscribe();
+    let _ = cache.pods(NS).await;
+    // Once when the list made web-0 readable, once when the stop dropped it.
+    let mut told = 0;
+    let start = Instant::now();
+    while told < 2 {
+        match tokio::time::timeout(Duration::from_millis(100), changes.recv()).await {
+            Ok(Ok(change)) if change.name == "web-0" => told += 1,
+            _ => {}
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "web-0 told {told} times: the stop announced nothing"
+        );
+    }
+    let err = cache.pods(NS).await.unwrap_err();
+    assert!(err.to_string().contains("more than 3 objects"), "{err}");
 }
