@@ -56,11 +56,11 @@ use crate::resource::Kind;
 use crate::store_index::{Bucket, StoreIndex, StoreWriter};
 use crate::views::{Interner, PodView, ServiceView, SliceView};
 use access::AccessExpiry;
-use discovery::{DiscoveryExpiry, Served};
+use discovery::Catalog;
 use heartbeat::heartbeat;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
 use kube::{Client, Resource as KubeResource};
 pub(crate) use objects::Decoded;
@@ -195,7 +195,8 @@ pub struct Cache {
     sync_wait: Duration,
     limits: WatchLimits,
     watches: WatchTable,
-    discovered: moka::future::Cache<(String, Served), Result<ApiResource, CacheError>>,
+    /// The cluster's discovery document (`discovery`).
+    catalog: Catalog,
     /// (group, plural, namespace or "") → may wavegate list and watch it.
     access: moka::future::Cache<(String, String, String), bool>,
     /// Resources (`wavegates.wavegate.dev`) whose watches readiness covers,
@@ -247,10 +248,7 @@ impl Cache {
             sync_wait,
             limits,
             watches: WatchTable::default(),
-            discovered: moka::future::Cache::builder()
-                .expire_after(DiscoveryExpiry)
-                .max_capacity(512)
-                .build(),
+            catalog: Catalog::default(),
             access: moka::future::Cache::builder()
                 .expire_after(AccessExpiry)
                 .max_capacity(1024)

@@ -51,6 +51,8 @@ struct Script {
     /// Labels every listed pod carries besides `app=web`, each value followed by the pod's
     /// number (so no two pods share them).
     labels: Mutex<Vec<(String, String)>>,
+    /// Requests for discovery (`/api`, `/apis` and below, but lists and reviews).
+    discovery: AtomicUsize,
 }
 
 impl Script {
@@ -163,6 +165,43 @@ async fn access_review(
     axum::Json(review).into_response()
 }
 
+fn discovered(group: &str, plural: &str, kind: &str) -> Value {
+    json!({"metadata": {"name": group}, "versions": [{"version": "v1", "freshness": "Current",
+           "resources": [{"resource": plural, "scope": "Namespaced",
+                          "singularResource": kind.to_lowercase(), "verbs": ["get", "list", "watch"],
+                          "responseKind": {"group": group, "version": "v1", "kind": kind}}]}]})
+}
+
+/// Aggregated discovery (`apidiscovery.k8s.io/v2`) of the core group: pods.
+async fn core_discovery(State(s): State<Arc<Script>>) -> Response {
+    s.discovery.fetch_add(1, Ordering::SeqCst);
+    axum::Json(
+        json!({"apiVersion": "apidiscovery.k8s.io/v2", "kind": "APIGroupDiscoveryList",
+                      "metadata": {}, "items": [discovered("", "pods", "Pod")]}),
+    )
+    .into_response()
+}
+
+/// Aggregated discovery of every other group: `apps` serves Deployments.
+async fn groups_discovery(State(s): State<Arc<Script>>) -> Response {
+    s.discovery.fetch_add(1, Ordering::SeqCst);
+    axum::Json(
+        json!({"apiVersion": "apidiscovery.k8s.io/v2", "kind": "APIGroupDiscoveryList",
+                      "metadata": {}, "items": [discovered("apps", "deployments", "Deployment")]}),
+    )
+    .into_response()
+}
+
+/// Anything else (a group's own discovery, `/apis/<group>`) is not served, and counted.
+async fn not_found(State(s): State<Arc<Script>>, uri: axum::http::Uri) -> Response {
+    if uri.path().starts_with("/api") {
+        s.discovery.fetch_add(1, Ordering::SeqCst);
+    }
+    let status = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+                        "reason": "NotFound", "code": 404, "message": "the server could not find the requested resource"});
+    (StatusCode::NOT_FOUND, axum::Json(status)).into_response()
+}
+
 async fn fake_api(script: Arc<Script>) -> Client {
     let app = Router::new()
         .route(&format!("/api/v1/namespaces/{NS}/pods"), get(pods))
@@ -171,6 +210,9 @@ async fn fake_api(script: Arc<Script>) -> Client {
             "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
             post(access_review),
         )
+        .route("/api", get(core_discovery))
+        .route("/apis", get(groups_discovery))
+        .fallback(not_found)
         .with_state(script);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -828,4 +870,36 @@ async fn a_watch_stopped_at_its_bound_announces_what_it_dropped() {
     }
     let err = cache.pods(NS).await.unwrap_err();
     assert!(err.to_string().contains("more than 3 objects"), "{err}");
+}
+
+/// One view of an Application that lists 500 kinds the cluster does not serve, polled again
+/// and again: each kind a discovery of its own would send the API server a request per kind at
+/// every poll. From one discovery document per cluster, the whole view costs one fetch of it
+/// (two requests), and polls within the miss interval none.
+#[tokio::test]
+async fn a_view_of_many_unknown_kinds_costs_one_discovery() {
+    let script = Arc::new(Script::default());
+    let cache = cache(fake_api(script.clone()).await);
+    for poll in 0..3 {
+        for i in 0..500 {
+            let found = cache
+                .plural_of(&format!("g{i}.example.com"), &format!("Kind{i}"))
+                .await;
+            assert!(
+                matches!(found, Err(CacheError::NotInstalled(_))),
+                "poll {poll}, kind {i}: {found:?}"
+            );
+        }
+    }
+    assert_eq!(
+        cache.plural_of("apps", "Deployment").await,
+        Ok("deployments".to_string())
+    );
+    assert_eq!(
+        cache.discover(&Kind::PODS).await.map(|ar| ar.plural),
+        Ok("pods".to_string())
+    );
+    let requests = script.discovery.load(Ordering::SeqCst);
+    eprintln!("discovery requests for 3 polls of 500 unknown kinds: {requests}");
+    assert!(requests <= 2, "{requests} discovery requests");
 }
