@@ -872,6 +872,122 @@ async fn a_watch_stopped_at_its_bound_announces_what_it_dropped() {
     assert!(err.to_string().contains("more than 3 objects"), "{err}");
 }
 
+/// An API server with pods in every namespace (one each, `web` in namespace `ns`), whose
+/// cluster-wide list answers only once `wide` is set.
+async fn namespaces_api(wide: tokio::sync::watch::Receiver<bool>) -> Client {
+    fn list(pods: Vec<Value>) -> Response {
+        axum::Json(json!({"apiVersion": "v1", "kind": "PodList",
+                          "metadata": {"resourceVersion": "1"}, "items": pods}))
+        .into_response()
+    }
+    fn pod(ns: &str) -> Value {
+        json!({"metadata": {"name": "web", "namespace": ns, "resourceVersion": "1",
+                            "labels": {"app": "web"}},
+               "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+    }
+    fn quiet() -> Response {
+        let body = Body::from_stream(futures::stream::pending::<Result<Vec<u8>, std::io::Error>>());
+        (StatusCode::OK, body).into_response()
+    }
+    let namespaced = |axum::extract::Path(ns): axum::extract::Path<String>,
+                      Query(q): Query<HashMap<String, String>>| async move {
+        if q.contains_key("watch") {
+            return quiet();
+        }
+        list(vec![pod(&ns)])
+    };
+    let everywhere = move |Query(q): Query<HashMap<String, String>>| {
+        let mut wide = wide.clone();
+        async move {
+            if q.contains_key("watch") {
+                return quiet();
+            }
+            let _ = wide.wait_for(|listed| *listed).await;
+            list((0..12).map(|i| pod(&format!("ns-{i}"))).collect())
+        }
+    };
+    let app = Router::new()
+        .route("/api/v1/namespaces/{ns}/pods", get(namespaced))
+        .route("/api/v1/pods", get(everywhere))
+        .route("/readyz", get(|| async { "ok" }))
+        .route(
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            post(|axum::Json(mut review): axum::Json<Value>| async move {
+                review["status"] = json!({"allowed": true});
+                axum::Json(review)
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 12, ..Default::default() })]
+
+    /// Reads of namespaces in any order, with the cluster-wide list (started by the ninth
+    /// namespace) ending at any point. The model: a namespace read before the cluster-wide watch
+    /// started is served by its own watch until the cluster-wide one has synced; one read after
+    /// waits for the cluster-wide list; once it has synced, every read is served by it alone.
+    #[test]
+    fn a_ninth_namespace_does_not_blind_the_first_eight(
+        reads in proptest::collection::vec(0usize..12, 1..40),
+        listed_after in 0usize..40,
+    ) {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let (wide, wide_rx) = tokio::sync::watch::channel(false);
+            let cache = Cache::with_limits(
+                namespaces_api(wide_rx).await,
+                None,
+                Duration::from_millis(300),
+                WatchLimits::default(),
+                Arc::new(Metrics::default()),
+            );
+            let mut own: BTreeSet<usize> = BTreeSet::new();
+            let mut wide_started = false;
+            for (step, &n) in reads.iter().enumerate() {
+                if step == listed_after {
+                    wide.send_replace(true);
+                    let scopes = || cache.watches.scopes(Feeds::Pods);
+                    if wide_started {
+                        // Synced: the next read hands over.
+                        until("the cluster-wide list", || {
+                            cache.watches.get::<Views<PodView>>("pods", &None)
+                                .is_some_and(|w| w.health.phase() == Phase::Synced)
+                        }).await;
+                        let _ = cache.pods("ns-0").await;
+                        assert_eq!(scopes(), [None], "handed over");
+                        own.clear();
+                    }
+                }
+                let ns = format!("ns-{n}");
+                let read = cache.pods(&ns).await;
+                let listed = step >= listed_after;
+                if !wide_started && !own.contains(&n) {
+                    if own.len() < NAMESPACES_PER_KIND {
+                        own.insert(n);
+                    } else {
+                        wide_started = true;
+                    }
+                }
+                let served = own.contains(&n) || (wide_started && listed);
+                match read {
+                    Ok(pods) => {
+                        assert!(served, "step {step}: {ns} served by an unsynced watch");
+                        assert_eq!(pods.len(), 1, "step {step}: {ns}");
+                    }
+                    Err(e) => assert!(
+                        !served,
+                        "step {step}: {ns} was served before and is not now: {e}"
+                    ),
+                }
+            }
+        });
+    }
+}
+
 /// One view of an Application that lists 500 kinds the cluster does not serve, polled again
 /// and again: each kind a discovery of its own would send the API server a request per kind at
 /// every poll. From one discovery document per cluster, the whole view costs one fetch of it
