@@ -100,6 +100,36 @@ pub struct ClusterArgs {
     /// bounded.
     #[arg(long, env = "WAVEGATE_MAX_CLUSTER_OBJECTS", default_value = "100000")]
     pub max_cluster_objects: usize,
+    /// At most about this many bytes held for one remote cluster (`64Mi`, `512Ki`, or bytes),
+    /// each object weighed by the text wavegate keeps of it; past it, as past
+    /// --max-cluster-objects. An object whose labels or annotations pass Kubernetes' own
+    /// limits is never held. The home cluster is not bounded.
+    #[arg(long, env = "WAVEGATE_MAX_CLUSTER_BYTES", default_value = "64Mi", value_parser = parse_bytes)]
+    pub max_cluster_bytes: usize,
+}
+
+/// `64Mi`, `512Ki`, `1Gi` or a plain number of bytes (Kubernetes' binary quantity suffixes).
+fn parse_bytes(text: &str) -> Result<usize, String> {
+    let (digits, unit) = match text.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => text.split_at(i),
+        None => (text, ""),
+    };
+    let shift = match unit {
+        "" => 0,
+        "Ki" => 10,
+        "Mi" => 20,
+        "Gi" => 30,
+        _ => {
+            return Err(format!(
+                "{text:?}: a number of bytes, or one with Ki, Mi or Gi"
+            ));
+        }
+    };
+    digits
+        .parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(1 << shift))
+        .ok_or_else(|| format!("{text:?}: a number of bytes, or one with Ki, Mi or Gi"))
 }
 
 #[derive(Args, Debug)]
@@ -537,7 +567,7 @@ async fn evaluator(
 ) -> Result<Arc<Evaluator>, CliError> {
     let config = cluster.eval_config()?;
     let client = kube_client().await?;
-    evaluator_of(cluster, config, client, namespaces, None, metrics)
+    evaluator_of(cluster, config, client, namespaces, false, metrics)
 }
 
 /// An evaluator over its own cache of the cluster `client` reaches.
@@ -546,13 +576,14 @@ fn evaluator_of(
     config: EvalConfig,
     client: kube::Client,
     namespaces: Option<BTreeSet<String>>,
-    max_objects: Option<usize>,
+    bounded: bool,
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Evaluator>, CliError> {
     let limits = WatchLimits {
         idle: cluster.watch_idle,
         max_on_demand: cluster.max_watches,
-        max_objects,
+        max_objects: bounded.then_some(cluster.max_cluster_objects),
+        max_bytes: bounded.then_some(cluster.max_cluster_bytes),
         ..WatchLimits::default()
     };
     let cache = Cache::with_limits(
@@ -587,7 +618,7 @@ async fn clusters(
             d.namespaces.clone(),
             // A remote API server (a project admin's cluster Secret, with opt-in) is bounded in
             // what it can make wavegate hold.
-            Some(cluster_args.max_cluster_objects),
+            true,
             metrics.clone(),
         )
         .map_err(|e| e.to_string())?;

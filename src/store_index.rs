@@ -210,6 +210,11 @@ impl<K: ResourceExt, V: View> StoreWriter<K, V> {
         &self.store
     }
 
+    /// The view `o` would be stored as, on its own (sharing no strings with the store).
+    pub fn view_of(&self, o: &K) -> V {
+        (self.project)(o, &mut Interner::default())
+    }
+
     /// Apply one watch event. At the end of a list: the (namespace, name) of the views that
     /// list no longer has (deleted while the watch was away; they get no event of their own).
     pub fn apply(&mut self, event: &watcher::Event<K>) -> Vec<(String, String)> {

@@ -608,6 +608,9 @@ impl From<&EndpointSlice> for SliceView {
 pub trait View: Send + Sync + 'static {
     fn name(&self) -> &str;
     fn namespace(&self) -> Option<&str>;
+    /// The bytes of text it holds, each shared string counted as if it were its own (a remote
+    /// cluster's byte bound, `cache::bounds`, errs on the side of the bound).
+    fn text_bytes(&self) -> usize;
 }
 
 macro_rules! view {
@@ -619,10 +622,80 @@ macro_rules! view {
             fn namespace(&self) -> Option<&str> {
                 self.namespace.as_deref()
             }
+            fn text_bytes(&self) -> usize {
+                self.text()
+            }
         }
     )*};
 }
 view!(PodView, ServiceView, SliceView);
+
+fn len(s: Option<&str>) -> usize {
+    s.map_or(0, str::len)
+}
+
+impl Labels {
+    fn text(&self) -> usize {
+        self.iter().map(|(k, v)| k.len() + v.len()).sum()
+    }
+}
+
+impl Owner {
+    fn text(&self) -> usize {
+        self.kind.len() + self.name.len() + self.uid.to_string().len()
+    }
+}
+
+impl Tracking {
+    fn text(&self) -> usize {
+        len(self.annotation.as_deref()) + len(self.label.as_deref())
+    }
+}
+
+impl PodView {
+    fn text(&self) -> usize {
+        let ready = self
+            .ready
+            .as_ref()
+            .map_or(0, |r| r.status.len() + len(r.reason.as_deref()));
+        self.name.len()
+            + len(self.namespace.as_deref())
+            + self.labels.text()
+            + self.owners.iter().map(Owner::text).sum::<usize>()
+            + len(self.phase.as_deref())
+            + len(self.ip.as_deref())
+            + ready
+            + self.argocd.as_ref().map_or(0, |a| a.tracking.text())
+    }
+}
+
+impl ServiceView {
+    fn text(&self) -> usize {
+        self.name.len()
+            + len(self.namespace.as_deref())
+            + len(self.type_.as_deref())
+            + len(self.external_name.as_deref())
+            + self.selector.as_ref().map_or(0, Labels::text)
+            + self.tracking.text()
+    }
+}
+
+impl SliceView {
+    fn text(&self) -> usize {
+        let endpoint = |e: &EndpointView| {
+            len(e.address.as_deref())
+                + e.target.as_ref().map_or(0, |t| {
+                    len(t.kind.as_deref()) + len(t.namespace.as_deref()) + len(t.name.as_deref())
+                })
+                + std::mem::size_of::<EndpointView>()
+        };
+        self.name.len()
+            + len(self.namespace.as_deref())
+            + len(self.service.as_deref())
+            + self.owners.iter().map(Owner::text).sum::<usize>()
+            + self.endpoints.iter().map(endpoint).sum::<usize>()
+    }
+}
 
 fn name_of(meta: &ObjectMeta) -> Box<str> {
     meta.name.as_deref().unwrap_or_default().into()

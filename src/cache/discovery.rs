@@ -1,15 +1,93 @@
 //! Discovery: which resource, at which version, the API server serves for a group and plural
-//! (or kind), with answers kept for a while and concurrent look-ups coalesced.
+//! (or kind), resolved from one discovery document per cluster. Each kind a view names that the
+//! cache does not know would otherwise cost requests of its own (two per group), so a view of
+//! an Application listing hundreds of kinds could send the API server hundreds of requests at
+//! every poll. The document is fetched whole (aggregated discovery, `/api` and `/apis`: two
+//! requests), kept for [`DISCOVERY_TTL`], and fetched again on a miss at most once per
+//! [`DISCOVERY_MISS_TTL`] (a CRD installed since), however many kinds miss.
 
 use super::{Cache, CacheError};
 use crate::resource::Kind;
 use kube::api::ApiResource;
+use kube::discovery::Discovery;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// How long positive and negative discovery answers are kept. A CRD installed later is picked
-/// up within the negative TTL.
+/// How long a discovery document is used before it is fetched again.
 pub(super) const DISCOVERY_TTL: Duration = Duration::from_secs(300);
+/// How soon after the last fetch a kind the document does not name may fetch it again: a CRD
+/// installed later is picked up within this.
 pub(super) const DISCOVERY_MISS_TTL: Duration = Duration::from_secs(10);
+
+/// How a discovery look-up names the resource.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(super) enum Served {
+    Plural(String),
+    Kind(String),
+}
+
+/// The cluster's discovery document, and when it was last fetched (or tried).
+#[derive(Default)]
+pub(super) struct Catalog {
+    latest: tokio::sync::Mutex<Fetched>,
+}
+
+#[derive(Default)]
+struct Fetched {
+    tried: Option<Instant>,
+    /// The latest document fetched; kept through a failed fetch, since what it names is still
+    /// served far more likely than not.
+    document: Option<Arc<Discovery>>,
+    /// Why the latest fetch failed, if it did.
+    error: Option<String>,
+}
+
+impl Catalog {
+    /// The document, fetched again first when the last fetch is `max_age` old. Concurrent
+    /// look-ups wait for one fetch instead of each making their own.
+    async fn document(
+        &self,
+        client: &kube::Client,
+        max_age: Duration,
+    ) -> (Option<Arc<Discovery>>, Option<String>) {
+        let mut latest = self.latest.lock().await;
+        if latest.tried.is_none_or(|t| t.elapsed() >= max_age) {
+            latest.tried = Some(Instant::now());
+            match fetch(client).await {
+                Ok(d) => {
+                    latest.document = Some(Arc::new(d));
+                    latest.error = None;
+                }
+                Err(e) => latest.error = Some(e.to_string()),
+            }
+        }
+        (latest.document.clone(), latest.error.clone())
+    }
+}
+
+/// The whole document: aggregated discovery (GA since Kubernetes 1.30), or, from an API server
+/// without it, one request per group version.
+async fn fetch(client: &kube::Client) -> Result<Discovery, kube::Error> {
+    match Discovery::new(client.clone()).run_aggregated().await {
+        Ok(d) => Ok(d),
+        Err(e) => {
+            tracing::debug!(error = %e, "no aggregated discovery; discovering group by group");
+            Discovery::new(client.clone()).run().await
+        }
+    }
+}
+
+fn find(document: &Discovery, group: &str, by: &Served) -> Option<ApiResource> {
+    let g = document.get(group)?;
+    match by {
+        Served::Kind(k) => g.recommended_kind(k).map(|(ar, _)| ar),
+        Served::Plural(p) => g
+            .recommended_resources()
+            .into_iter()
+            .map(|(ar, _)| ar)
+            .find(|ar| &ar.plural == p),
+    }
+}
 
 impl Cache {
     /// The plural under which the API server serves `kind` in `group` (for resources named by
@@ -33,58 +111,25 @@ impl Cache {
         self.served(&kind.group, plural, kind.to_string()).await
     }
 
-    /// Discovery of one resource of `group`, by plural or by kind, coalescing concurrent
-    /// look-ups and keeping answers for the discovery TTLs.
+    /// One resource of `group`, by plural or by kind, from the cluster's discovery document.
     pub(super) async fn served(
         &self,
         group: &str,
         by: Served,
         what: String,
     ) -> Result<ApiResource, CacheError> {
-        let client = self.client.clone();
-        let g = group.to_string();
-        self.discovered
-            .get_with((g.clone(), by.clone()), async move {
-                match kube::discovery::group(&client, &g).await {
-                    Ok(api_group) => match &by {
-                        Served::Kind(k) => api_group.recommended_kind(k).map(|(ar, _)| ar),
-                        Served::Plural(p) => api_group
-                            .recommended_resources()
-                            .into_iter()
-                            .map(|(ar, _)| ar)
-                            .find(|ar| &ar.plural == p),
-                    }
-                    .ok_or(CacheError::NotInstalled(what)),
-                    Err(kube::Error::Discovery(_)) => Err(CacheError::NotInstalled(what)),
-                    Err(e) => Err(CacheError::Discovery {
-                        what,
-                        error: e.to_string(),
-                    }),
-                }
-            })
-            .await
-    }
-}
-/// How a discovery look-up names the resource.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(super) enum Served {
-    Plural(String),
-    Kind(String),
-}
-
-pub(super) struct DiscoveryExpiry;
-
-impl moka::Expiry<(String, Served), Result<ApiResource, CacheError>> for DiscoveryExpiry {
-    fn expire_after_create(
-        &self,
-        _key: &(String, Served),
-        value: &Result<ApiResource, CacheError>,
-        _now: Instant,
-    ) -> Option<Duration> {
-        Some(if value.is_ok() {
-            DISCOVERY_TTL
-        } else {
-            DISCOVERY_MISS_TTL
-        })
+        let (document, _) = self.catalog.document(&self.client, DISCOVERY_TTL).await;
+        if let Some(found) = document.and_then(|d| find(&d, group, &by)) {
+            return Ok(found);
+        }
+        let (document, error) = self
+            .catalog
+            .document(&self.client, DISCOVERY_MISS_TTL)
+            .await;
+        match (document.and_then(|d| find(&d, group, &by)), error) {
+            (Some(found), _) => Ok(found),
+            (None, None) => Err(CacheError::NotInstalled(what)),
+            (None, Some(error)) => Err(CacheError::Discovery { what, error }),
+        }
     }
 }

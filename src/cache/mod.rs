@@ -38,6 +38,7 @@
 //! while.
 
 mod access;
+mod bounds;
 mod discovery;
 mod heartbeat;
 mod objects;
@@ -55,11 +56,11 @@ use crate::resource::Kind;
 use crate::store_index::{Bucket, StoreIndex, StoreWriter};
 use crate::views::{Interner, PodView, ServiceView, SliceView};
 use access::AccessExpiry;
-use discovery::{DiscoveryExpiry, Served};
+use discovery::Catalog;
 use heartbeat::heartbeat;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
 use kube::{Client, Resource as KubeResource};
 pub(crate) use objects::Decoded;
@@ -159,6 +160,20 @@ pub(crate) struct WatchLimits {
     /// watch whose objects would pass it is stopped and emptied, its reads say why (Unknown /
     /// Progressing, never Healthy), and it is retried after [`OVER_BOUND_RETRY`].
     pub max_objects: Option<usize>,
+    /// At most about this many bytes in all of this cache's watches together (`None`: no
+    /// bound), each object weighed by the text it keeps (`bounds`); an object whose labels or
+    /// annotations pass Kubernetes' own limits is not held at all. Set for remote clusters with
+    /// `max_objects`, and enforced as it is: a few objects with huge labels, sent page by page,
+    /// would fill memory far below any object bound.
+    pub max_bytes: Option<usize>,
+}
+
+/// What all watches of one cache hold together (see `WatchLimits::max_objects`, `max_bytes`).
+#[derive(Default)]
+pub(crate) struct Held {
+    pub(crate) objects: AtomicUsize,
+    /// Counted only by bounded watches.
+    pub(crate) bytes: AtomicUsize,
 }
 
 impl Default for WatchLimits {
@@ -168,6 +183,7 @@ impl Default for WatchLimits {
             max_on_demand: 64,
             heartbeat: Duration::from_secs(5),
             max_objects: None,
+            max_bytes: None,
         }
     }
 }
@@ -179,14 +195,14 @@ pub struct Cache {
     sync_wait: Duration,
     limits: WatchLimits,
     watches: WatchTable,
-    discovered: moka::future::Cache<(String, Served), Result<ApiResource, CacheError>>,
+    /// The cluster's discovery document (`discovery`).
+    catalog: Catalog,
     /// (group, plural, namespace or "") → may wavegate list and watch it.
     access: moka::future::Cache<(String, String, String), bool>,
     /// Resources (`wavegates.wavegate.dev`) whose watches readiness covers,
     /// with why it could not be started last time, if it could not.
     required: Mutex<BTreeMap<String, Option<CacheError>>>,
-    /// Objects held by all watches (see `WatchLimits::max_objects`).
-    held: Arc<AtomicUsize>,
+    held: Arc<Held>,
     /// When the API server last answered the heartbeat.
     heard: Mutex<Instant>,
     changes: broadcast::Sender<Change>,
@@ -232,10 +248,7 @@ impl Cache {
             sync_wait,
             limits,
             watches: WatchTable::default(),
-            discovered: moka::future::Cache::builder()
-                .expire_after(DiscoveryExpiry)
-                .max_capacity(512)
-                .build(),
+            catalog: Catalog::default(),
             access: moka::future::Cache::builder()
                 .expire_after(AccessExpiry)
                 .max_capacity(1024)

@@ -3,6 +3,7 @@
 //! type of its own (WaveGates as `WaveGate`), also kept parsed: parsed once, when its watch
 //! event arrives, not at every read.
 
+use super::bounds;
 use super::reflect::Sink;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
@@ -261,6 +262,10 @@ impl Sink<DynamicObject> for DynamicSink {
 
     fn len(&self) -> usize {
         self.writer.as_reader().len()
+    }
+
+    fn weight(&self, o: &DynamicObject) -> usize {
+        bounds::OBJECT_OVERHEAD + bounds::meta_weight(&o.metadata) + bounds::json_weight(&o.data)
     }
 }
 

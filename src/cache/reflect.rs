@@ -1,9 +1,10 @@
 //! The watch task: a kube-rs watcher feeding one store, replaced by a fresh one (a full list)
 //! after any error, announcing every change it stores, and counting what it holds against the
-//! cluster's object bound.
+//! cluster's bounds (objects and bytes, see [`super::bounds`]).
 
+use super::bounds::{self, key_of};
 use super::watches::{Phase, Started, WatchHealth};
-use super::{Cache, Change};
+use super::{Cache, Change, Held};
 use crate::metrics::{Metrics, ResourceLabel};
 use crate::resource::Kind;
 use crate::store_index::StoreWriter;
@@ -11,9 +12,10 @@ use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::watcher;
 use kube::{Resource as KubeResource, ResourceExt};
+use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 use std::time::Duration;
 use tokio::sync::broadcast;
 
@@ -23,8 +25,8 @@ use tokio::sync::broadcast;
 pub(super) const RELIST_FIRST_DELAY: Duration = Duration::from_millis(500);
 pub(super) const RELIST_LAST_DELAY: Duration = Duration::from_secs(5);
 
-/// How long a watch stopped at the object bound waits before listing again: each try makes the
-/// API server send (and wavegate parse) up to the bound again.
+/// How long a watch stopped at a bound waits before listing again: each try makes the API server
+/// send (and wavegate parse) up to the bound again.
 pub(super) const OVER_BOUND_RETRY: Duration = Duration::from_secs(60);
 
 impl Cache {
@@ -47,6 +49,8 @@ impl Cache {
             api,
             sink,
             counted: 0,
+            counted_bytes: 0,
+            weights: Weights::default(),
             health: health.clone(),
             label: label.to_string(),
             kind,
@@ -56,11 +60,12 @@ impl Cache {
             held: self.held.clone(),
             // What `serve` cannot do without (WaveGates) is never bounded: the bound keeps a
             // remote cluster's on-demand reads from filling memory, not its gate writer blind.
-            max_objects: if required {
-                None
-            } else {
-                self.limits.max_objects
-            },
+            bounds: Bounds {
+                max_objects: self.limits.max_objects,
+                max_bytes: self.limits.max_bytes,
+            }
+            .any()
+            .filter(|_| !required),
         };
         let task = tokio::spawn(run.run()).abort_handle();
         Started { health, task }
@@ -74,6 +79,9 @@ pub(super) trait Sink<K>: Send + 'static {
 
     /// How many objects are stored.
     fn len(&self) -> usize;
+
+    /// About how many bytes storing `o` costs (see [`bounds`]).
+    fn weight(&self, o: &K) -> usize;
 }
 
 impl<K: ResourceExt + Send + 'static, V: crate::views::View> Sink<K> for StoreWriter<K, V> {
@@ -84,6 +92,34 @@ impl<K: ResourceExt + Send + 'static, V: crate::views::View> Sink<K> for StoreWr
     fn len(&self) -> usize {
         self.store().len()
     }
+
+    fn weight(&self, o: &K) -> usize {
+        bounds::OBJECT_OVERHEAD + self.view_of(o).text_bytes()
+    }
+}
+
+/// A remote cluster's bounds on what its on-demand watches hold together.
+#[derive(Debug, Clone, Copy)]
+struct Bounds {
+    max_objects: Option<usize>,
+    max_bytes: Option<usize>,
+}
+
+impl Bounds {
+    fn any(self) -> Option<Bounds> {
+        (self.max_objects.is_some() || self.max_bytes.is_some()).then_some(self)
+    }
+}
+
+/// The weight of each object a bounded watch holds, and of each a list in progress delivered,
+/// by [`key_of`] its namespace and name: an update replaces an object's weight rather than
+/// adding one more object, so a cluster exactly at the bound stays within it.
+#[derive(Default)]
+struct Weights {
+    stored: HashMap<u64, usize>,
+    stored_bytes: usize,
+    listing: HashMap<u64, usize>,
+    listing_bytes: usize,
 }
 
 /// One watch's task: a kube-rs watcher feeding the store, replaced by a fresh one (a full
@@ -93,6 +129,10 @@ pub(super) struct Reflect<K: KubeResource + Clone + 'static, S> {
     sink: S,
     /// What this watch adds to `wavegate_cached_objects`.
     counted: i64,
+    /// What this watch adds to the cache's bytes held.
+    counted_bytes: usize,
+    /// Kept only when bounded.
+    weights: Weights,
     health: Arc<WatchHealth>,
     label: String,
     kind: Kind,
@@ -102,9 +142,9 @@ pub(super) struct Reflect<K: KubeResource + Clone + 'static, S> {
     /// this watch are refused, so whoever reacted at once would read nothing, judge "relisting"
     /// and wait for its retry backoff or the resync to hear of the object again.
     listed: Vec<(String, String)>,
-    /// Objects held by every watch of this cache, and the bound on them.
-    held: Arc<AtomicUsize>,
-    max_objects: Option<usize>,
+    /// What every watch of this cache holds, and the bounds on it (`None`: unbounded).
+    held: Arc<Held>,
+    bounds: Option<Bounds>,
 }
 
 /// A stopped watch (evicted, or its cache dropped) holds nothing any more.
@@ -115,7 +155,11 @@ impl<K: KubeResource + Clone + 'static, S> Drop for Reflect<K, S> {
             .get_or_create(&ResourceLabel::new(&self.kind.to_string()))
             .dec_by(self.counted);
         self.held
+            .objects
             .fetch_sub(self.counted.max(0) as usize, Ordering::AcqRel);
+        self.held
+            .bytes
+            .fetch_sub(self.counted_bytes, Ordering::AcqRel);
     }
 }
 
@@ -185,29 +229,10 @@ where
         }
     }
 
-    /// Apply one event; `Err` with the reason when the objects held would pass the bound.
+    /// Apply one event; `Err` with the reason when what the cache holds would pass a bound.
     fn apply(&mut self, event: watcher::Event<K>) -> Result<(), OverBound> {
-        if let (Some(max), watcher::Event::InitApply(_) | watcher::Event::Apply(_)) =
-            (self.max_objects, &event)
-        {
-            // A list replaces this watch's store when it completes: while it runs, count what
-            // it delivered instead of what the store still holds, or every relist of a cluster
-            // over half the bound would stop it. A watch event may update an object already
-            // held; counting it as one more errs on the side of the bound.
-            let others = self
-                .held
-                .load(Ordering::Acquire)
-                .saturating_sub(self.counted.max(0) as usize);
-            let held = match &event {
-                watcher::Event::InitApply(_) => others + self.listed.len() + 1,
-                _ => others + self.counted.max(0) as usize + 1,
-            };
-            if held > max {
-                return Err(OverBound {
-                    max,
-                    watch: self.label.clone(),
-                });
-            }
+        if let Some(bounds) = self.bounds {
+            self.weigh(&event, bounds)?;
         }
         let touched = match &event {
             watcher::Event::Apply(o) | watcher::Event::Delete(o) => {
@@ -255,16 +280,99 @@ where
         Ok(())
     }
 
-    /// Drop every object this watch holds (an empty list replaces them), after it hit the
-    /// bound: a watch that cannot be read whole holds nothing.
+    /// Follow what `event` changes in this watch's weights, refusing an object Kubernetes would
+    /// not have admitted and one that would take the cache past a bound. A list replaces the
+    /// store only when it completes: while it runs, what it delivered counts instead of what
+    /// the store still holds, or every relist of a cluster over half a bound would stop it.
+    fn weigh(&mut self, event: &watcher::Event<K>, bounds: Bounds) -> Result<(), OverBound> {
+        let w = &mut self.weights;
+        let (o, listing) = match event {
+            watcher::Event::Init => {
+                w.listing.clear();
+                w.listing_bytes = 0;
+                return Ok(());
+            }
+            watcher::Event::InitDone => {
+                w.stored = std::mem::take(&mut w.listing);
+                w.stored_bytes = std::mem::take(&mut w.listing_bytes);
+                return Ok(());
+            }
+            watcher::Event::Delete(o) => {
+                let key = key_of(&o.namespace().unwrap_or_default(), &o.name_any());
+                if let Some(gone) = w.stored.remove(&key) {
+                    w.stored_bytes -= gone;
+                }
+                return Ok(());
+            }
+            watcher::Event::InitApply(o) => (o, true),
+            watcher::Event::Apply(o) => (o, false),
+        };
+        let (namespace, name) = (o.namespace().unwrap_or_default(), o.name_any());
+        if let Some(why) = bounds::beyond_kubernetes_limits(o.meta()) {
+            return Err(OverBound::Invalid {
+                watch: self.label.clone(),
+                object: format!("{namespace}/{name}"),
+                why,
+            });
+        }
+        let weight = self.sink.weight(o);
+        let (set, bytes) = if listing {
+            (&mut w.listing, &mut w.listing_bytes)
+        } else {
+            (&mut w.stored, &mut w.stored_bytes)
+        };
+        let key = key_of(&namespace, &name);
+        let before = set.get(&key).copied();
+        let others = self
+            .held
+            .objects
+            .load(Ordering::Acquire)
+            .saturating_sub(self.counted.max(0) as usize);
+        let other_bytes = self
+            .held
+            .bytes
+            .load(Ordering::Acquire)
+            .saturating_sub(self.counted_bytes);
+        let objects = others + set.len() + usize::from(before.is_none());
+        let held_bytes = other_bytes + *bytes - before.unwrap_or(0) + weight;
+        if let Some(max) = bounds.max_objects
+            && objects > max
+        {
+            return Err(OverBound::Objects {
+                max,
+                watch: self.label.clone(),
+            });
+        }
+        if let Some(max) = bounds.max_bytes
+            && held_bytes > max
+        {
+            return Err(OverBound::Bytes {
+                max,
+                watch: self.label.clone(),
+            });
+        }
+        set.insert(key, weight);
+        *bytes = *bytes - before.unwrap_or(0) + weight;
+        Ok(())
+    }
+
+    /// Drop every object this watch holds (an empty list replaces them), after it hit a bound:
+    /// a watch that cannot be read whole holds nothing.
     fn empty(&mut self) {
         self.listed.clear();
+        self.weights = Weights::default();
         let _ = self.sink.apply(watcher::Event::Init);
-        let _ = self.sink.apply(watcher::Event::InitDone);
+        let dropped = self.sink.apply(watcher::Event::InitDone);
         self.count();
         let label = ResourceLabel::new(&self.kind.to_string());
         self.metrics.objects_over_bound.get_or_create(&label).inc();
-        tracing::warn!(watch = %self.label, "stopped at --max-cluster-objects; retrying later");
+        tracing::warn!(watch = %self.label, "stopped at a bound of the cluster; retrying later");
+        // What was judged on the dropped objects is judged again now, on a watch that says
+        // why it holds nothing; untold, a verdict written on them would stand until the next
+        // resync.
+        for (namespace, name) in dropped {
+            self.changed(namespace, name);
+        }
     }
 
     /// Follow the store's size in `wavegate_cached_objects` (several watches of one kind, one
@@ -278,13 +386,26 @@ where
                 .inc_by(now - self.counted);
             if now > self.counted {
                 self.held
+                    .objects
                     .fetch_add((now - self.counted) as usize, Ordering::AcqRel);
             } else {
                 self.held
+                    .objects
                     .fetch_sub((self.counted - now) as usize, Ordering::AcqRel);
             }
             self.counted = now;
         }
+        let bytes = self.weights.stored_bytes;
+        if bytes > self.counted_bytes {
+            self.held
+                .bytes
+                .fetch_add(bytes - self.counted_bytes, Ordering::AcqRel);
+        } else {
+            self.held
+                .bytes
+                .fetch_sub(self.counted_bytes - bytes, Ordering::AcqRel);
+        }
+        self.counted_bytes = bytes;
     }
 
     fn changed(&self, namespace: String, name: String) {
@@ -296,14 +417,41 @@ where
     }
 }
 
-/// A watch stopped because the cluster's objects would pass `--max-cluster-objects`.
+/// Why a watch of a bounded (remote) cluster was stopped and emptied.
 #[derive(Debug, thiserror::Error)]
-#[error(
-    "this cluster's watches would hold more than {max} objects (--max-cluster-objects), so \
-     wavegate stopped the watch of {watch} and retries it every {}",
-    humantime::format_duration(OVER_BOUND_RETRY)
-)]
-struct OverBound {
-    max: usize,
-    watch: String,
+enum OverBound {
+    #[error(
+        "this cluster's watches would hold more than {max} objects (--max-cluster-objects), so \
+         wavegate stopped the watch of {watch} and retries it every {}",
+        humantime::format_duration(OVER_BOUND_RETRY)
+    )]
+    Objects { max: usize, watch: String },
+    #[error(
+        "this cluster's watches would hold more than {} (--max-cluster-bytes), so wavegate \
+         stopped the watch of {watch} and retries it every {}",
+        bytes_text(*max),
+        humantime::format_duration(OVER_BOUND_RETRY)
+    )]
+    Bytes { max: usize, watch: String },
+    /// Kubernetes validates every object's metadata, so only a broken or hostile API server
+    /// sends one beyond its limits; what it carries is not worth holding.
+    #[error(
+        "the API server sent {object} in the watch of {watch} with {why}, which no Kubernetes \
+         API server admits, so wavegate stopped that watch and retries it every {}",
+        humantime::format_duration(OVER_BOUND_RETRY)
+    )]
+    Invalid {
+        watch: String,
+        object: String,
+        why: String,
+    },
+}
+
+/// `64 MiB`, `1536 KiB`, `100 bytes`.
+fn bytes_text(n: usize) -> String {
+    match n {
+        n if n >= 1 << 20 && n % (1 << 20) == 0 => format!("{} MiB", n >> 20),
+        n if n >= 1 << 10 && n % (1 << 10) == 0 => format!("{} KiB", n >> 10),
+        n => format!("{n} bytes"),
+    }
 }

@@ -11,6 +11,7 @@ use axum::extract::{Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use futures::StreamExt;
 use serde_json::json;
 use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -25,6 +26,8 @@ enum WatchReply {
     ErrorWhen(u16, oneshot::Receiver<()>),
     /// Nothing, ever: a quiet kind.
     Quiet,
+    /// These events, then nothing.
+    Events(Vec<Value>),
 }
 
 struct ListReply {
@@ -45,6 +48,11 @@ struct Script {
     denied: Mutex<BTreeSet<String>>,
     /// A paused API server (SIGSTOP): requests hang until it resumes.
     paused: tokio::sync::watch::Sender<bool>,
+    /// Labels every listed pod carries besides `app=web`, each value followed by the pod's
+    /// number (so no two pods share them).
+    labels: Mutex<Vec<(String, String)>>,
+    /// Requests for discovery (`/api`, `/apis` and below, but lists and reviews).
+    discovery: AtomicUsize,
 }
 
 impl Script {
@@ -58,12 +66,17 @@ async fn readyz(State(s): State<Arc<Script>>) -> Response {
     "ok".into_response()
 }
 
-fn pod_list(pods: usize, ready: bool, rv: &str) -> Value {
+fn pod_list(pods: usize, ready: bool, rv: &str, extra: &[(String, String)]) -> Value {
     let status = if ready { "True" } else { "False" };
     let items: Vec<Value> = (0..pods)
         .map(|i| {
+            let mut labels = serde_json::Map::new();
+            labels.insert("app".into(), "web".into());
+            for (k, v) in extra {
+                labels.insert(k.clone(), format!("{v}{i}").into());
+            }
             json!({"metadata": {"name": format!("web-{i}"), "namespace": NS,
-                                "resourceVersion": rv, "labels": {"app": "web"}},
+                                "resourceVersion": rv, "labels": labels},
                    "status": {"phase": "Running", "podIP": format!("10.0.0.{}", i + 1),
                               "conditions": [{"type": "Ready", "status": status}]}})
         })
@@ -83,6 +96,14 @@ async fn pods(State(s): State<Arc<Script>>, Query(q): Query<HashMap<String, Stri
         let body = match reply {
             WatchReply::Quiet => {
                 Body::from_stream(futures::stream::pending::<Result<Vec<u8>, std::io::Error>>())
+            }
+            WatchReply::Events(events) => {
+                let sent = futures::stream::iter(
+                    events
+                        .into_iter()
+                        .map(|e| Ok::<_, std::io::Error>(format!("{e}\n").into_bytes())),
+                );
+                Body::from_stream(sent.chain(futures::stream::pending()))
             }
             WatchReply::ErrorWhen(code, fire) => {
                 Body::from_stream(futures::stream::once(async move {
@@ -121,7 +142,14 @@ async fn pods(State(s): State<Arc<Script>>, Query(q): Query<HashMap<String, Stri
     if let Some(hold) = reply.hold {
         let _ = hold.await;
     }
-    axum::Json(pod_list(reply.pods, reply.ready, reply.resource_version)).into_response()
+    let extra = s.labels.lock().unwrap().clone();
+    axum::Json(pod_list(
+        reply.pods,
+        reply.ready,
+        reply.resource_version,
+        &extra,
+    ))
+    .into_response()
 }
 
 async fn access_review(
@@ -137,6 +165,43 @@ async fn access_review(
     axum::Json(review).into_response()
 }
 
+fn discovered(group: &str, plural: &str, kind: &str) -> Value {
+    json!({"metadata": {"name": group}, "versions": [{"version": "v1", "freshness": "Current",
+           "resources": [{"resource": plural, "scope": "Namespaced",
+                          "singularResource": kind.to_lowercase(), "verbs": ["get", "list", "watch"],
+                          "responseKind": {"group": group, "version": "v1", "kind": kind}}]}]})
+}
+
+/// Aggregated discovery (`apidiscovery.k8s.io/v2`) of the core group: pods.
+async fn core_discovery(State(s): State<Arc<Script>>) -> Response {
+    s.discovery.fetch_add(1, Ordering::SeqCst);
+    axum::Json(
+        json!({"apiVersion": "apidiscovery.k8s.io/v2", "kind": "APIGroupDiscoveryList",
+                      "metadata": {}, "items": [discovered("", "pods", "Pod")]}),
+    )
+    .into_response()
+}
+
+/// Aggregated discovery of every other group: `apps` serves Deployments.
+async fn groups_discovery(State(s): State<Arc<Script>>) -> Response {
+    s.discovery.fetch_add(1, Ordering::SeqCst);
+    axum::Json(
+        json!({"apiVersion": "apidiscovery.k8s.io/v2", "kind": "APIGroupDiscoveryList",
+                      "metadata": {}, "items": [discovered("apps", "deployments", "Deployment")]}),
+    )
+    .into_response()
+}
+
+/// Anything else (a group's own discovery, `/apis/<group>`) is not served, and counted.
+async fn not_found(State(s): State<Arc<Script>>, uri: axum::http::Uri) -> Response {
+    if uri.path().starts_with("/api") {
+        s.discovery.fetch_add(1, Ordering::SeqCst);
+    }
+    let status = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+                        "reason": "NotFound", "code": 404, "message": "the server could not find the requested resource"});
+    (StatusCode::NOT_FOUND, axum::Json(status)).into_response()
+}
+
 async fn fake_api(script: Arc<Script>) -> Client {
     let app = Router::new()
         .route(&format!("/api/v1/namespaces/{NS}/pods"), get(pods))
@@ -145,6 +210,9 @@ async fn fake_api(script: Arc<Script>) -> Client {
             "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
             post(access_review),
         )
+        .route("/api", get(core_discovery))
+        .route("/apis", get(groups_discovery))
+        .fallback(not_found)
         .with_state(script);
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -554,7 +622,7 @@ async fn a_cluster_over_its_object_bound_is_not_held_and_says_why() {
             .contains("more than 3 objects (--max-cluster-objects)"),
         "{err}"
     );
-    assert_eq!(cache.held.load(Ordering::SeqCst), 0, "nothing held");
+    assert_eq!(cache.held.objects.load(Ordering::SeqCst), 0, "nothing held");
     let text = metrics.encode();
     assert!(
         text.lines()
@@ -572,7 +640,7 @@ async fn a_cluster_over_its_object_bound_is_not_held_and_says_why() {
         Arc::new(Metrics::default()),
     );
     assert_eq!(cache.pods(NS).await.expect("within the bound").len(), 1);
-    assert_eq!(cache.held.load(Ordering::SeqCst), 1);
+    assert_eq!(cache.held.objects.load(Ordering::SeqCst), 1);
 }
 
 #[tokio::test]
@@ -595,4 +663,377 @@ async fn readiness_covers_only_required_watches() {
         0,
         "a required watch takes no on-demand place"
     );
+}
+
+/// A pod as a watch event delivers it.
+fn pod_event(kind: &str, name: &str, ready: bool, rv: &str) -> Value {
+    let mut pod = pod_list(1, ready, rv, &[])["items"][0].clone();
+    pod["metadata"]["name"] = name.into();
+    pod["apiVersion"] = "v1".into();
+    pod["kind"] = "Pod".into();
+    json!({"type": kind, "object": pod})
+}
+
+fn listing(pods: usize) -> ListReply {
+    ListReply {
+        pods,
+        ready: true,
+        resource_version: "1",
+        hold: None,
+    }
+}
+
+/// The resident set of this process, in KiB (`/proc/self/status`).
+fn rss_kib() -> usize {
+    std::fs::read_to_string("/proc/self/status")
+        .unwrap_or_default()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches(" kB").parse().ok())
+        .unwrap_or(0)
+}
+
+fn remote(max_objects: usize, max_bytes: usize) -> WatchLimits {
+    WatchLimits {
+        max_objects: Some(max_objects),
+        max_bytes: Some(max_bytes),
+        ..WatchLimits::default()
+    }
+}
+
+/// A hostile remote API server sends six pods, each with a 16 MiB label (page by page, each
+/// page within any per-response bound), far below the object bound. Kubernetes admits no label
+/// value over 63 bytes, so none of it is held: the watch is stopped and says why. Unbounded
+/// (as the object bound alone left a remote cluster), the same pods stay in memory.
+#[tokio::test]
+async fn a_remote_api_server_cannot_make_wavegate_hold_huge_labels() {
+    const HUGE: usize = 16 << 20;
+    let huge = || {
+        let script = Arc::new(Script::default());
+        script.lists.lock().unwrap().push_back(listing(6));
+        *script.labels.lock().unwrap() = vec![("huge".into(), "x".repeat(HUGE))];
+        script
+    };
+
+    // 96 MiB of JSON takes a debug build a while to parse.
+    let patient = |client, limits| {
+        Cache::with_limits(
+            client,
+            Some(BTreeSet::from([NS.to_string()])),
+            Duration::from_secs(120),
+            limits,
+            Arc::new(Metrics::default()),
+        )
+    };
+    // Bounded first, so that its RSS is not memory the unbounded read freed.
+    let before = rss_kib();
+    let bounded = patient(fake_api(huge()).await, remote(100_000, 64 << 20));
+    let err = bounded.pods(NS).await.unwrap_err();
+    eprintln!(
+        "bounded: {err}; RSS +{} MiB",
+        rss_kib().saturating_sub(before) >> 10
+    );
+    assert!(
+        err.to_string()
+            .contains("a label value of 16777217 bytes (Kubernetes allows 63)"),
+        "{err}"
+    );
+    assert_eq!(bounded.held.objects.load(Ordering::SeqCst), 0);
+    assert_eq!(bounded.held.bytes.load(Ordering::SeqCst), 0);
+    let before = rss_kib();
+    let unbounded = patient(fake_api(huge()).await, WatchLimits::default());
+    let held = unbounded.pods(NS).await.expect("held unbounded");
+    let label_bytes: usize = held
+        .iter()
+        .flat_map(|p| p.labels.iter().map(|(k, v)| k.len() + v.len()))
+        .sum();
+    eprintln!(
+        "unbounded: {} pods, {} MiB of labels held, RSS +{} MiB",
+        held.len(),
+        label_bytes >> 20,
+        rss_kib().saturating_sub(before) >> 10
+    );
+    assert!(label_bytes >= 6 * HUGE);
+    drop((held, unbounded));
+}
+
+/// Labels within Kubernetes' limits, but many of them: the byte bound stops the watch, counts
+/// a list in progress instead of the store it will replace (a relist of a cluster at 60 % of
+/// the bound passes), and what fits is held and counted.
+#[tokio::test]
+async fn a_remote_cluster_is_bounded_in_bytes_across_lists_and_relists() {
+    // About 60 KiB of label text per pod.
+    let labels: Vec<(String, String)> = (0..1000)
+        .map(|j| (format!("l{j}"), "v".repeat(58)))
+        .collect();
+    let script = Arc::new(Script::default());
+    script.lists.lock().unwrap().push_back(listing(20));
+    *script.labels.lock().unwrap() = labels.clone();
+    // A megabyte of labels takes a debug build on a busy machine more than the usual 2 s.
+    let patient = |client| {
+        Cache::with_limits(
+            client,
+            Some(BTreeSet::from([NS.to_string()])),
+            Duration::from_secs(60),
+            remote(100_000, 1 << 20),
+            Arc::new(Metrics::default()),
+        )
+    };
+    let over = patient(fake_api(script).await);
+    let err = over.pods(NS).await.unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("more than 1 MiB (--max-cluster-bytes)"),
+        "{err}"
+    );
+    assert_eq!(over.held.bytes.load(Ordering::SeqCst), 0);
+
+    let script = Arc::new(Script::default());
+    let (gone, gone_rx) = oneshot::channel();
+    script
+        .lists
+        .lock()
+        .unwrap()
+        .extend([listing(10), listing(10)]);
+    script
+        .watches
+        .lock()
+        .unwrap()
+        .push_back(WatchReply::ErrorWhen(410, gone_rx));
+    *script.labels.lock().unwrap() = labels;
+    let within = patient(fake_api(script.clone()).await);
+    assert_eq!(within.pods(NS).await.expect("within the bound").len(), 10);
+    let held = within.held.bytes.load(Ordering::SeqCst);
+    assert!((500 << 10..1 << 20).contains(&held), "{held}");
+    gone.send(()).unwrap();
+    until("relisted", || {
+        script.lists_started.load(Ordering::SeqCst) >= 2
+    })
+    .await;
+    let mut read = within.pods(NS).await;
+    let start = Instant::now();
+    while read.is_err() && start.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        read = within.pods(NS).await;
+    }
+    assert_eq!(read.expect("relisted within the bound").len(), 10);
+    assert_eq!(within.held.bytes.load(Ordering::SeqCst), held);
+}
+
+/// A remote cluster holding exactly `--max-cluster-objects` objects: an update of one of them
+/// is not one object more, so the watch goes on serving instead of stopping and relisting
+/// every minute.
+#[tokio::test]
+async fn a_cluster_exactly_at_its_object_bound_keeps_serving_through_updates() {
+    let script = Arc::new(Script::default());
+    script.lists.lock().unwrap().push_back(listing(3));
+    script
+        .watches
+        .lock()
+        .unwrap()
+        .push_back(WatchReply::Events(vec![pod_event(
+            "MODIFIED", "web-0", false, "2",
+        )]));
+    let cache = cache_with(fake_api(script.clone()).await, remote(3, 64 << 20));
+    assert_eq!(cache.pods(NS).await.expect("at the bound").len(), 3);
+    let start = Instant::now();
+    loop {
+        match cache.pods(NS).await {
+            Ok(pods) if ready_of(&pods) == [false, true, true] => break,
+            Ok(_) => {}
+            Err(e) => panic!("an update at the bound stopped the watch: {e}"),
+        }
+        assert!(start.elapsed() < Duration::from_secs(10), "update not seen");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(cache.held.objects.load(Ordering::SeqCst), 3);
+}
+
+/// A watch stopped at a bound drops what it held: everything judged on those objects is told,
+/// so a written verdict does not stand until the next resync.
+#[tokio::test]
+async fn a_watch_stopped_at_its_bound_announces_what_it_dropped() {
+    let script = Arc::new(Script::default());
+    script.lists.lock().unwrap().push_back(listing(3));
+    script
+        .watches
+        .lock()
+        .unwrap()
+        .push_back(WatchReply::Events(vec![pod_event(
+            "ADDED", "web-3", true, "2",
+        )]));
+    let cache = cache_with(fake_api(script.clone()).await, remote(3, 64 << 20));
+    let mut changes = cache.subscribe();
+    let _ = cache.pods(NS).await;
+    // Once when the list made web-0 readable, once when the stop dropped it.
+    let mut told = 0;
+    let start = Instant::now();
+    while told < 2 {
+        match tokio::time::timeout(Duration::from_millis(100), changes.recv()).await {
+            Ok(Ok(change)) if change.name == "web-0" => told += 1,
+            _ => {}
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(10),
+            "web-0 told {told} times: the stop announced nothing"
+        );
+    }
+    let err = cache.pods(NS).await.unwrap_err();
+    assert!(err.to_string().contains("more than 3 objects"), "{err}");
+}
+
+/// An API server with pods in every namespace (one each, `web` in namespace `ns`), whose
+/// cluster-wide list answers only once `wide` is set.
+async fn namespaces_api(wide: tokio::sync::watch::Receiver<bool>) -> Client {
+    fn list(pods: Vec<Value>) -> Response {
+        axum::Json(json!({"apiVersion": "v1", "kind": "PodList",
+                          "metadata": {"resourceVersion": "1"}, "items": pods}))
+        .into_response()
+    }
+    fn pod(ns: &str) -> Value {
+        json!({"metadata": {"name": "web", "namespace": ns, "resourceVersion": "1",
+                            "labels": {"app": "web"}},
+               "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}})
+    }
+    fn quiet() -> Response {
+        let body = Body::from_stream(futures::stream::pending::<Result<Vec<u8>, std::io::Error>>());
+        (StatusCode::OK, body).into_response()
+    }
+    let namespaced = |axum::extract::Path(ns): axum::extract::Path<String>,
+                      Query(q): Query<HashMap<String, String>>| async move {
+        if q.contains_key("watch") {
+            return quiet();
+        }
+        list(vec![pod(&ns)])
+    };
+    let everywhere = move |Query(q): Query<HashMap<String, String>>| {
+        let mut wide = wide.clone();
+        async move {
+            if q.contains_key("watch") {
+                return quiet();
+            }
+            let _ = wide.wait_for(|listed| *listed).await;
+            list((0..12).map(|i| pod(&format!("ns-{i}"))).collect())
+        }
+    };
+    let app = Router::new()
+        .route("/api/v1/namespaces/{ns}/pods", get(namespaced))
+        .route("/api/v1/pods", get(everywhere))
+        .route("/readyz", get(|| async { "ok" }))
+        .route(
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            post(|axum::Json(mut review): axum::Json<Value>| async move {
+                review["status"] = json!({"allowed": true});
+                axum::Json(review)
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    Client::try_from(kube::Config::new(url.parse().unwrap())).unwrap()
+}
+
+proptest::proptest! {
+    #![proptest_config(proptest::prelude::ProptestConfig { cases: 12, ..Default::default() })]
+
+    /// Reads of namespaces in any order, with the cluster-wide list (started by the ninth
+    /// namespace) ending at any point. The model: a namespace read before the cluster-wide watch
+    /// started is served by its own watch until the cluster-wide one has synced; one read after
+    /// waits for the cluster-wide list; once it has synced, every read is served by it alone.
+    #[test]
+    fn a_ninth_namespace_does_not_blind_the_first_eight(
+        reads in proptest::collection::vec(0usize..12, 1..40),
+        listed_after in 0usize..40,
+    ) {
+        let runtime = tokio::runtime::Runtime::new().unwrap();
+        runtime.block_on(async {
+            let (wide, wide_rx) = tokio::sync::watch::channel(false);
+            let cache = Cache::with_limits(
+                namespaces_api(wide_rx).await,
+                None,
+                Duration::from_millis(300),
+                WatchLimits::default(),
+                Arc::new(Metrics::default()),
+            );
+            let mut own: BTreeSet<usize> = BTreeSet::new();
+            let mut wide_started = false;
+            for (step, &n) in reads.iter().enumerate() {
+                if step == listed_after {
+                    wide.send_replace(true);
+                    let scopes = || cache.watches.scopes(Feeds::Pods);
+                    if wide_started {
+                        // Synced: the next read hands over.
+                        until("the cluster-wide list", || {
+                            cache.watches.get::<Views<PodView>>("pods", &None)
+                                .is_some_and(|w| w.health.phase() == Phase::Synced)
+                        }).await;
+                        let _ = cache.pods("ns-0").await;
+                        assert_eq!(scopes(), [None], "handed over");
+                        own.clear();
+                    }
+                }
+                let ns = format!("ns-{n}");
+                let mut read = cache.pods(&ns).await;
+                // A namespace's own watch lists in a few milliseconds, but the 300 ms a read
+                // waits for it may not be enough on a busy machine: what the model checks is
+                // that once served, a namespace stays served.
+                let first = !wide_started && !own.contains(&n) && own.len() < NAMESPACES_PER_KIND;
+                let start = Instant::now();
+                while first && read.is_err() && start.elapsed() < Duration::from_secs(30) {
+                    read = cache.pods(&ns).await;
+                }
+                let listed = step >= listed_after;
+                if !wide_started && !own.contains(&n) {
+                    if own.len() < NAMESPACES_PER_KIND {
+                        own.insert(n);
+                    } else {
+                        wide_started = true;
+                    }
+                }
+                let served = own.contains(&n) || (wide_started && listed);
+                match read {
+                    Ok(pods) => {
+                        assert!(served, "step {step}: {ns} served by an unsynced watch");
+                        assert_eq!(pods.len(), 1, "step {step}: {ns}");
+                    }
+                    Err(e) => assert!(
+                        !served,
+                        "step {step}: {ns} was served before and is not now: {e}"
+                    ),
+                }
+            }
+        });
+    }
+}
+
+/// One view of an Application that lists 500 kinds the cluster does not serve, polled again
+/// and again: each kind a discovery of its own would send the API server a request per kind at
+/// every poll. From one discovery document per cluster, the whole view costs one fetch of it
+/// (two requests), and polls within the miss interval none.
+#[tokio::test]
+async fn a_view_of_many_unknown_kinds_costs_one_discovery() {
+    let script = Arc::new(Script::default());
+    let cache = cache(fake_api(script.clone()).await);
+    for poll in 0..3 {
+        for i in 0..500 {
+            let found = cache
+                .plural_of(&format!("g{i}.example.com"), &format!("Kind{i}"))
+                .await;
+            assert!(
+                matches!(found, Err(CacheError::NotInstalled(_))),
+                "poll {poll}, kind {i}: {found:?}"
+            );
+        }
+    }
+    assert_eq!(
+        cache.plural_of("apps", "Deployment").await,
+        Ok("deployments".to_string())
+    );
+    assert_eq!(
+        cache.discover(&Kind::PODS).await.map(|ar| ar.plural),
+        Ok("pods".to_string())
+    );
+    let requests = script.discovery.load(Ordering::SeqCst);
+    eprintln!("discovery requests for 3 polls of 500 unknown kinds: {requests}");
+    assert!(requests <= 2, "{requests} discovery requests");
 }

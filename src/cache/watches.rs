@@ -247,8 +247,12 @@ impl WatchTable {
     }
 
     /// The scope a read of `what` in `namespace` goes to when wavegate watches every
-    /// namespace: a cluster-wide watch that runs already, else the namespace's own, up to
-    /// `per_kind` namespaces of one kind, then a cluster-wide one.
+    /// namespace: the namespace's own watch, up to `per_kind` namespaces of one kind, then a
+    /// cluster-wide one. A namespace whose own watch runs keeps reading it until the
+    /// cluster-wide watch has synced: a read that went to the new watch at once would answer
+    /// "has not synced yet" for every namespace that was being served, for as long as the
+    /// cluster-wide list takes. Once it has synced, the namespaced watches are stopped and
+    /// every read goes to it.
     pub(super) fn unscoped<R: Feed>(
         &self,
         what: &str,
@@ -256,9 +260,23 @@ impl WatchTable {
         per_kind: usize,
     ) -> Option<String> {
         let feeds = R::FEEDS;
-        let watches = lock(&self.watches);
+        let mut watches = lock(&self.watches);
         let own = WatchKey::new(feeds, what, Some(namespace.to_string()));
-        if watches.contains_key(&WatchKey::new(feeds, what, None)) {
+        if let Some(wide) = watches.get(&WatchKey::new(feeds, what, None)) {
+            if wide.health.phase() != Phase::Synced {
+                return watches.contains_key(&own).then_some(own.scope).flatten();
+            }
+            watches.retain(|k, w| {
+                let handed_over = k.feeds == feeds && k.what == what && k.scope.is_some();
+                if handed_over {
+                    tracing::info!(watch = %w.label, "stopping namespaced watch: the cluster-wide one has synced");
+                    w.task.abort();
+                    if !w.required {
+                        self.on_demand.fetch_sub(1, Ordering::AcqRel);
+                    }
+                }
+                !handed_over
+            });
             return None;
         }
         if watches.contains_key(&own) {
