@@ -88,13 +88,17 @@ argocd_lane() {
   # then Go): it starts at once, beside the other releases' builds.
   step "Argo CD $pinned and its web UI: building [$(elapsed)]"
   scripts/argocd.sh build >"$TEST_OUTPUT/argocd-build.log" 2>&1 &
-  local build=$! v
+  local build=$! v others=()
+  # The control plane's binaries first: every real Argo CD here runs on a private control plane
+  # of them, and the Go builds take one lock (whichever lane asks first builds them).
+  step "the control plane's binaries (Argo CD's private control planes run them) [$(elapsed)]"
+  scripts/control-plane.sh build
   for v in $argocd_e2e; do
     [[ "$v" == "$pinned" ]] && continue
+    others+=("$v")
     step "Argo CD $v: building [$(elapsed)]"
     WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh build
   done
-  wait "$build" || { tail -n 40 "$TEST_OUTPUT/argocd-build.log"; echo "test.sh: building Argo CD with its web UI failed" >&2; return 1; }
   step "Argo CD lane: waiting for the cluster lane's wavegate build and control plane [$(elapsed)]"
   until [[ -f "$built_marker" ]]; do sleep 1; done
   # This lane started before the cluster lane brought the shared control plane up (the marker
@@ -108,23 +112,42 @@ argocd_lane() {
   step "release: workflows pass actionlint; the image's rootfs (Debian packages + binary) runs as uid 65532, read-only [$(elapsed)]"
   tests/release/run.sh
 
-  for v in $argocd_e2e; do
+  # The other releases' real Argo CD runs beside the pinned one's build and tests: each has its
+  # own network namespace, private control plane, state and output folder, and both mostly wait
+  # on sync waves.
+  local -A other_pid=()
+  for v in "${others[@]}"; do
+    step "real Argo CD $v in the loop, in the background (log: $TEST_OUTPUT/argocd-e2e-v$v.log) [$(elapsed)]"
+    ( WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh up
+      WAVEGATE_ARGOCD_VERSION=$v tests/argocd/e2e.sh
+      # Stopped on success; a failure leaves it up for a look (scripts/argocd.sh status).
+      WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh down ) >"$TEST_OUTPUT/argocd-e2e-v$v.log" 2>&1 &
+    other_pid[$v]=$!
+  done
+
+  step "Argo CD $pinned and its web UI: waiting for the build [$(elapsed)]"
+  wait "$build" || { tail -n 40 "$TEST_OUTPUT/argocd-build.log"; echo "test.sh: building Argo CD with its web UI failed" >&2; return 1; }
+  if [[ " $argocd_e2e " == *" $pinned "* ]]; then
+    v=$pinned
     step "real Argo CD $v in the loop (scripts/argocd.sh: private control plane in its own netns) [$(elapsed)]"
     WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh up
     WAVEGATE_ARGOCD_VERSION=$v tests/argocd/e2e.sh
-    if [[ "$v" == "$pinned" ]]; then
-      step "wavegate in Argo CD $v's own web UI (chromium against the real argocd-server) [$(elapsed)]"
-      tests/browser/install.sh
-      WAVEGATE_ARGOCD_VERSION=$v tests/argocd/ui.sh
-      step "no custom Lua: a Sync hook Job running wavegate wait holds and releases a wave (real Argo CD $v) [$(elapsed)]"
-      WAVEGATE_ARGOCD_VERSION=$v tests/argocd/no-lua.sh
-      step "wavegate lint's apply order is the one real Argo CD $v applies (creation times of a synced app) [$(elapsed)]"
-      WAVEGATE_ARGOCD_VERSION=$v tests/argocd/order.sh
-      step "installed by Argo CD: Applications from the Helm chart and the Kustomize base (real Argo CD $v) [$(elapsed)]"
-      WAVEGATE_ARGOCD_VERSION=$v tests/argocd/install.sh
-    fi
+    step "wavegate in Argo CD $v's own web UI (chromium against the real argocd-server) [$(elapsed)]"
+    tests/browser/install.sh
+    WAVEGATE_ARGOCD_VERSION=$v tests/argocd/ui.sh
+    step "no custom Lua: a Sync hook Job running wavegate wait holds and releases a wave (real Argo CD $v) [$(elapsed)]"
+    WAVEGATE_ARGOCD_VERSION=$v tests/argocd/no-lua.sh
+    step "wavegate lint's apply order is the one real Argo CD $v applies (creation times of a synced app) [$(elapsed)]"
+    WAVEGATE_ARGOCD_VERSION=$v tests/argocd/order.sh
+    step "installed by Argo CD: Applications from the Helm chart and the Kustomize base (real Argo CD $v) [$(elapsed)]"
+    WAVEGATE_ARGOCD_VERSION=$v tests/argocd/install.sh
     # Stop it on success (2 cores): a failure leaves it up for a look (scripts/argocd.sh status).
     WAVEGATE_ARGOCD_VERSION=$v scripts/argocd.sh down
+  fi
+  for v in "${others[@]}"; do
+    step "real Argo CD $v in the loop: waiting for it [$(elapsed)]"
+    wait "${other_pid[$v]}" || { tail -n 80 "$TEST_OUTPUT/argocd-e2e-v$v.log"; echo "test.sh: the real Argo CD $v test failed" >&2; return 1; }
+    tail -n 20 "$TEST_OUTPUT/argocd-e2e-v$v.log"
   done
   step "Argo CD lane: waiting for each release's own code on the shipped Lua [$(elapsed)]"
   wait "$matrix" || { cat "$matrix_log"; echo "test.sh: a release's own code refused the shipped Lua or argocd-cm" >&2; return 1; }
@@ -171,13 +194,14 @@ test_bins=$(cargo test --no-run --lib --bins --tests --examples --message-format
          | "\(.target.name)\t\(.target.kind[0])\t\(.executable)"') ||
   { cat "$TEST_OUTPUT/cargo-build.log" >&2; exit 1; }
 
-step "control plane and Helm: waiting for them [$(elapsed)]"
+step "control plane: waiting for it [$(elapsed)]"
 wait "$control_plane_up" || { cat "$TEST_OUTPUT/control-plane-up.log" >&2; echo "test.sh: the control plane did not come up" >&2; exit 1; }
 cat "$TEST_OUTPUT/control-plane-up.log"
 eval "$(scripts/control-plane.sh env)"
-wait "$helm_build" || { cat "$TEST_OUTPUT/helm-build.log" >&2; echo "test.sh: building Helm failed" >&2; exit 1; }
 touch "$built_marker"
 bin_of() { awk -F'\t' -v n="$1" -v k="$2" '$1 == n && $2 == k {print $3}' <<<"$test_bins"; }
+# The offline tests render the Helm chart.
+wait "$helm_build" || { cat "$TEST_OUTPUT/helm-build.log" >&2; echo "test.sh: building Helm failed" >&2; exit 1; }
 
 step "Rust unit tests and the offline tests (oracles, parity, lint, API fuzz and load, manifests) [$(elapsed)]"
 while IFS=$'\t' read -r name kind exe; do

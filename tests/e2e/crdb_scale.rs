@@ -160,8 +160,11 @@ async fn a_blackholed_cluster_delays_another_clusters_verdict_by_at_most_one_pro
     let (noisy, (v, took)) = tokio::join!(noisy, asked);
     assert_eq!(v["status"], "Healthy", "{v}");
     assert_ne!(noisy["status"], "Healthy", "{noisy}");
+    // Behind every blackholed round it would wait three probe timeouts (48 rounds, 16 slots);
+    // behind the slots held when it asked, one. Two leaves a loaded CI machine a full timeout of
+    // slack and still tells the two apart (3.57 s was seen beside the Argo CD builds).
     assert!(
-        took < TIMEOUT + Duration::from_millis(1500),
+        took < TIMEOUT * 2,
         "quiet's verdict took {took:?}, behind {} blackholed probe rounds (probe timeout {TIMEOUT:?})",
         blackhole.nodes.len()
     );
