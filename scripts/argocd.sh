@@ -25,6 +25,7 @@
 #                             argocd-state-<version> for a release other than the pinned one)
 #   WAVEGATE_ARGOCD_NETNS     network namespace name           (default wavegate-argocd, wavegate-argocd-v<major><minor>
 #                             for a release other than the pinned one)
+#   WAVEGATE_ARGOCD_NETNS_PREFIX  the default names' prefix (default wavegate-argocd)
 # Binaries are cached per release: $WAVEGATE_CACHE/bin/argocd-v<version>/argocd.
 # Requires: go, git, redis-server, ip (iproute2), curl, openssl, kubectl; root (for ip netns).
 # A release whose go.mod names a newer Go (`toolchain` line, 3.6) runs the go command with
@@ -62,13 +63,16 @@ ARGOCD_VERSION="$(argocd_resolve_version "${WAVEGATE_ARGOCD_VERSION:-}")"
 # The go command of this release (WAVEGATE_GOTOOLCHAIN overrides; empty: the machine's own go).
 TOOLCHAIN="${WAVEGATE_GOTOOLCHAIN:-$(argocd_toolchain "$ARGOCD_VERSION")}"
 if [[ -n "$TOOLCHAIN" ]]; then export GOTOOLCHAIN="$TOOLCHAIN"; fi
-# Another release gets its own control plane state and netns by default, so two never share etcd.
+# Another release gets its own control plane state and netns by default, so two never share etcd
+# (and the test command runs two at once). WAVEGATE_ARGOCD_NETNS_PREFIX names them all apart
+# from another checkout's on the same machine.
+NETNS_PREFIX="${WAVEGATE_ARGOCD_NETNS_PREFIX:-wavegate-argocd}"
 if [[ "$ARGOCD_VERSION" == "$(argocd_pinned_version)" ]]; then
   STATE="${WAVEGATE_ARGOCD_STATE:-$CACHE/argocd-state}"
-  NETNS="${WAVEGATE_ARGOCD_NETNS:-wavegate-argocd}"
+  NETNS="${WAVEGATE_ARGOCD_NETNS:-$NETNS_PREFIX}"
 else
   STATE="${WAVEGATE_ARGOCD_STATE:-$CACHE/argocd-state-$ARGOCD_VERSION}"
-  NETNS="${WAVEGATE_ARGOCD_NETNS:-wavegate-argocd-v$(argocd_line "$ARGOCD_VERSION" | tr -d .)}"
+  NETNS="${WAVEGATE_ARGOCD_NETNS:-$NETNS_PREFIX-v$(argocd_line "$ARGOCD_VERSION" | tr -d .)}"
 fi
 # Argo CD's real web UI (scripts/argocd-ui.sh) is compiled into the binary of the releases whose
 # UI source is known there; WAVEGATE_ARGOCD_UI=placeholder keeps the page the Go module embeds.
