@@ -145,8 +145,12 @@ fail_component() { # component message
 wait_for() { # component timeout_s check-command...
   local name="$1" timeout="$2"; shift 2
   local deadline=$(( $(date +%s) + timeout ))
+  # The pid was written by this run a moment ago, so liveness is the test here, not pid_of's
+  # command line: right after the fork the child has not exec'd the binary yet (a loaded
+  # machine widens that gap), and its command line is still this script's.
+  local pid; pid="$(cat "$STATE/$name.pid" 2>/dev/null)"
   until "$@" >/dev/null 2>&1; do
-    pid_of "$name" >/dev/null || fail_component "$name" "process exited"
+    [[ -n "$pid" ]] && alive "$pid" || fail_component "$name" "process exited"
     (( $(date +%s) < deadline )) || fail_component "$name" "not healthy after ${timeout}s"
     sleep 0.2
   done
