@@ -68,13 +68,24 @@ impl Catalog {
 /// The whole document: aggregated discovery (GA since Kubernetes 1.30), or, from an API server
 /// without it, one request per group version.
 async fn fetch(client: &kube::Client) -> Result<Discovery, kube::Error> {
-    match Discovery::new(client.clone()).run_aggregated().await {
-        Ok(d) => Ok(d),
+    let document = match Discovery::new(client.clone()).run_aggregated().await {
+        Ok(d) => d,
         Err(e) => {
             tracing::debug!(error = %e, "no aggregated discovery; discovering group by group");
-            Discovery::new(client.clone()).run().await
+            Discovery::new(client.clone()).run().await?
         }
+    };
+    // Every API server serves the core group (namespaces, pods): a document without it is not
+    // discovery (a proxy's or a broken server's answer parsed into an empty list), and reading
+    // it as one would call every kind "not served", a definite answer nothing backs.
+    if !document.has_group("") {
+        return Err(kube::Error::Discovery(
+            kube::error::DiscoveryError::MissingApiGroup(
+                "the discovery document has no core group (\"\"/v1)".into(),
+            ),
+        ));
     }
+    Ok(document)
 }
 
 fn find(document: &Discovery, group: &str, by: &Served) -> Option<ApiResource> {
