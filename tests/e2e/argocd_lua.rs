@@ -14,7 +14,7 @@ use wavegate::evaluate::EvalConfig;
 async fn wait_for(wg: &Wavegate, ns: &str, want: &str) -> Value {
     eventually(Duration::from_secs(10), want, || async {
         let v = wg
-            .health("poddisruptionbudgets.policy", ns, "forgejo", "")
+            .health("clusters.postgresql.cnpg.io", ns, "forgejo", "")
             .await;
         if v["status"] == want {
             Ok(v)
@@ -53,20 +53,21 @@ async fn a_health_script_added_to_argocd_cm_changes_the_verdict_without_a_restar
     apply(
         &client,
         json!({
-            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
             "metadata": {"name": "forgejo", "namespace": ns},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "forgejo"}}}
+            "spec": {"instances": 1}
         }),
     )
     .await;
-    // No script: kstatus, which has nothing against it.
+    // A CNPG Cluster: a kind the default --generic-kinds allows and no check of wavegate's own
+    // judges. No script (and no bundled folder here): kstatus, which has nothing against it.
     wait_for(&wg, &ns, "Healthy").await;
 
     let cm = |script: Option<&str>| {
         let mut data = serde_json::Map::new();
         if let Some(s) = script {
             data.insert(
-                "resource.customizations.health.policy_PodDisruptionBudget".into(),
+                "resource.customizations.health.postgresql.cnpg.io_Cluster".into(),
                 Value::String(s.into()),
             );
         }
@@ -86,9 +87,9 @@ async fn a_health_script_added_to_argocd_cm_changes_the_verdict_without_a_restar
     apply(
         &client,
         json!({
-            "apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
+            "apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
             "metadata": {"name": "forgejo", "namespace": ns, "labels": {"ready": "yes"}},
-            "spec": {"minAvailable": 1, "selector": {"matchLabels": {"app": "forgejo"}}}
+            "spec": {"instances": 1}
         }),
     )
     .await;
