@@ -121,6 +121,8 @@ async fn transitions_are_events_and_a_settled_system_sends_none_even_after_a_res
     // As installed with annotation mode: deploy/overlays/annotate's RBAC (and its admission
     // policy), wavegate with its ServiceAccount's token, so the Events rule is proven enough.
     let overlay = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/overlays/annotate");
+    // The base reads argocd-cm in Argo CD's namespace, which an install has.
+    cp.kubectl(&["create", "namespace", "argocd"]);
     cp.kubectl(&["apply", "--server-side", "-k", overlay.to_str().unwrap()]);
     cp.kubectl(&[
         "wait",

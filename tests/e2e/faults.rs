@@ -375,6 +375,8 @@ async fn faults_never_make_wavegate_claim_healthy_or_degraded_falsely() {
     let admin = cp.admin().await;
     // As installed: deploy/base RBAC, wavegate with its ServiceAccount's token.
     let base = Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/base");
+    // The base reads argocd-cm in Argo CD's namespace, which an install has.
+    cp.kubectl(&["create", "namespace", "argocd"]);
     cp.kubectl(&["apply", "--server-side", "-k", base.to_str().unwrap()]);
     cp.kubectl(&[
         "wait",

@@ -42,6 +42,11 @@ async fn installed_wavegate_client() -> kube::Client {
     let _admin = cluster::client().await;
     let token = TOKEN.get_or_init(|| {
         let base = repo().join("deploy/base");
+        // The base reads argocd-cm in Argo CD's namespace, which an install has (present
+        // already when an earlier run made it).
+        let _ = Command::new("kubectl")
+            .args(["create", "namespace", "argocd"])
+            .output();
         kubectl(&[
             "apply",
             "--server-side",
