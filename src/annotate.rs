@@ -236,7 +236,12 @@ impl Annotator {
             self.set_deps(key, None);
             (BTreeMap::new(), None, None)
         };
-        if let Some(patch) = annotation_patch(&current, &wanted) {
+        // Conditional on the version the verdict was judged from (or the one our own last patch
+        // produced, while the cache has not caught up with it): a replica that froze after
+        // judging, or lost its lease meanwhile, is refused (409) instead of overwriting the newer
+        // verdict another writer put there; the retry judges again on the current object.
+        let precondition = written::precondition(lock(&self.written).get(key), &rv);
+        if let Some(patch) = annotation_patch(&current, &wanted, precondition) {
             let produced = self.write(kind, (ns, name), patch).await?;
             {
                 let mut w = lock(&self.written);
@@ -403,10 +408,14 @@ pub fn wanted_annotations(verdict: &Verdict, generation: Option<i64>) -> BTreeMa
 }
 
 /// The merge patch that turns `current`'s wavegate annotations into `wanted`, or `None` when
-/// they already match (the write that is skipped).
-fn annotation_patch(
+/// they already match (the write that is skipped). With `precondition`, the patch carries it as
+/// `metadata.resourceVersion`, which the API server compares with the object's (a mismatch is
+/// 409 Conflict, as for an update: k8s.io/apiserver pkg/endpoints/handlers/patch.go applies the
+/// patch and hands the result to the store's optimistic-concurrency check).
+pub fn annotation_patch(
     current: &BTreeMap<String, String>,
     wanted: &BTreeMap<String, String>,
+    precondition: Option<String>,
 ) -> Option<Value> {
     let mut changes = Map::new();
     for key in WRITTEN {
@@ -421,7 +430,14 @@ fn annotation_patch(
             (None, None) => {}
         }
     }
-    (!changes.is_empty()).then(|| json!({ "metadata": { "annotations": changes } }))
+    if changes.is_empty() {
+        return None;
+    }
+    let mut metadata = json!({ "annotations": changes });
+    if let Some(rv) = precondition {
+        metadata["resourceVersion"] = Value::String(rv);
+    }
+    Some(json!({ "metadata": metadata }))
 }
 
 #[cfg(test)]
@@ -442,7 +458,7 @@ mod tests {
             &Verdict::progressing("CNPG has not applied ddb/forgejo yet"),
             Some(3),
         );
-        let patch = annotation_patch(&current, &wanted).unwrap();
+        let patch = annotation_patch(&current, &wanted, None).unwrap();
         assert_eq!(
             patch,
             json!({"metadata": {"annotations": {
@@ -459,7 +475,7 @@ mod tests {
         let mut current = wanted.clone();
         current.insert(OPT_IN.into(), "true".into());
         current.insert("unrelated".into(), "x".into());
-        assert_eq!(annotation_patch(&current, &wanted), None);
+        assert_eq!(annotation_patch(&current, &wanted, None), None);
     }
 
     #[test]
@@ -471,7 +487,7 @@ mod tests {
             ("keep", "me"),
         ]);
         assert!(concerns_us(&current));
-        let patch = annotation_patch(&current, &BTreeMap::new()).unwrap();
+        let patch = annotation_patch(&current, &BTreeMap::new(), None).unwrap();
         assert_eq!(
             patch,
             json!({"metadata": {"annotations": {STATUS: null, MESSAGE: null, OBSERVED_GENERATION: null}}})
@@ -481,7 +497,10 @@ mod tests {
     #[test]
     fn objects_without_opt_in_or_our_annotations_are_left_alone() {
         assert!(!concerns_us(&ann(&[(OPT_IN, "false"), ("app", "x")])));
-        assert_eq!(annotation_patch(&BTreeMap::new(), &BTreeMap::new()), None);
+        assert_eq!(
+            annotation_patch(&BTreeMap::new(), &BTreeMap::new(), None),
+            None
+        );
     }
 
     #[test]
@@ -494,7 +513,7 @@ mod tests {
         ]);
         let wanted = wanted_annotations(&Verdict::healthy("ok"), None);
         assert_eq!(
-            annotation_patch(&current, &wanted),
+            annotation_patch(&current, &wanted, None),
             Some(json!({"metadata": {"annotations": {OBSERVED_GENERATION: null}}}))
         );
     }
@@ -520,7 +539,9 @@ mod tests {
 
     /// What `annotate` decides for one reconcile: the patch and the Event, given the cached
     /// object (annotations at `rv`) and the memory of the last write, which it updates with
-    /// the resourceVersion the patch `produces`.
+    /// the resourceVersion the patch `produces`. Versions in these sequences are consecutive
+    /// numbers, so the server holds `produces - 1` when a patch is sent: the patch's
+    /// precondition must be exactly that, or the server would refuse our own sequence.
     fn reconcile(
         memory: &mut Option<Written>,
         cached: &BTreeMap<String, String>,
@@ -533,8 +554,15 @@ mod tests {
         let wanted = wanted_annotations(verdict, None);
         let old = events::parse_status(current.get(STATUS).map(String::as_str));
         let event = events::transition(old, verdict.status, &verdict.message, false);
-        match annotation_patch(&current, &wanted) {
-            Some(_) => {
+        let precondition = written::precondition(memory.as_ref(), &rv);
+        match annotation_patch(&current, &wanted, precondition) {
+            Some(patch) => {
+                let server = produces.parse::<u64>().unwrap() - 1;
+                assert_eq!(
+                    patch["metadata"]["resourceVersion"],
+                    json!(server.to_string()),
+                    "the patch over cache version {rv:?} would be refused"
+                );
                 let produced = Some(produces.to_string());
                 *memory = Some(Written::after(memory.as_ref(), &rv, None, produced, wanted));
                 (true, event.is_some())

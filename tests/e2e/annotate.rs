@@ -272,3 +272,71 @@ async fn a_busy_dependency_does_not_repeat_the_patch_or_its_event() {
         "one Event per verdict change: {events:?}"
     );
 }
+
+/// A replica that judged the Service, then froze (or lost its lease) before its patch went
+/// out, must not overwrite the newer verdict another replica wrote meanwhile: annotation mode's
+/// patch is conditional on the version it judged from, and the real API server refuses the
+/// late one (409) while the newer verdict stands. Without the precondition the late patch
+/// wins, and Argo CD reads a verdict nobody stands by any more until the next resync.
+#[tokio::test]
+#[ignore = "needs the local control plane"]
+async fn a_late_patch_from_a_frozen_replica_is_refused() {
+    use wavegate::annotate::{OPT_IN, annotation_patch, wanted_annotations};
+    use wavegate::health::{HealthStatus, Verdict};
+    let client = cluster::client().await;
+    let ns = cluster::namespace(&client, "annotate-late").await;
+    apply(
+        &client,
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": ns,
+                            "annotations": {OPT_IN: "true"}},
+               "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}),
+    )
+    .await;
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let merge = |patch: serde_json::Value| {
+        let services = services.clone();
+        async move {
+            services
+                .patch(
+                    "web",
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&patch),
+                )
+                .await
+        }
+    };
+    let judged = services.get("web").await.unwrap();
+    let judged_at = judged.metadata.resource_version.clone();
+    let current = judged.metadata.annotations.clone().unwrap_or_default();
+    // The frozen replica's verdict, judged at `judged_at`.
+    let stale = wanted_annotations(
+        &Verdict::new(HealthStatus::Progressing, "0 of 1 ready"),
+        None,
+    );
+    let late = annotation_patch(&current, &stale, judged_at.clone()).unwrap();
+    // Meanwhile the new leader judged the same version and wrote the newer verdict.
+    let newer = wanted_annotations(
+        &Verdict::new(HealthStatus::Healthy, "1 ready endpoint"),
+        None,
+    );
+    let written = merge(annotation_patch(&current, &newer, judged_at).unwrap())
+        .await
+        .expect("the new leader's patch over the version it judged");
+    // The frozen replica wakes up and sends what it decided before.
+    match merge(late).await {
+        Err(kube::Error::Api(status)) => assert_eq!(status.code, 409, "{status:?}"),
+        other => panic!("the late patch was not refused: {other:?}"),
+    }
+    let now = services.get("web").await.unwrap();
+    assert_eq!(
+        now.metadata.resource_version, written.metadata.resource_version,
+        "nothing was written after the new leader's patch"
+    );
+    assert_eq!(
+        verdict_of(&now).get(STATUS).map(String::as_str),
+        Some("Healthy"),
+        "{:?}",
+        verdict_of(&now)
+    );
+}
