@@ -241,12 +241,19 @@ impl Gates {
         // proof that nothing is syncing the gate.
         let applications = self.context.applications.cache();
         let now = k8s_openapi::jiff::Timestamp::now();
+        // The Application counts only where Argo CD itself lists the gate among its resources:
+        // the tracking id is the gate author's to write, and a tenant could otherwise name
+        // another project's Application and learn from the gate's status whether it exists and
+        // when it syncs. One that is not there and one that does not list the gate read alike.
         let sync = match &managed_by {
             Some((app_ns, app)) => match applications.object(&APPLICATIONS, app_ns, app).await {
-                Ok(Some(found)) => SyncClock::Read(self.attempt_started(key, &found, now)),
-                Ok(None) => SyncClock::Blind(format!(
-                    "cannot tell when the sync started: Application {app_ns}/{app}, which the \
-                     gate's tracking id or instance label names, was not found"
+                Ok(Some(found)) if judge::lists_gate(&found, ns, name) => {
+                    SyncClock::Read(self.attempt_started(key, &found, now))
+                }
+                Ok(_) => SyncClock::Blind(format!(
+                    "cannot tell when the sync started: no Application {app_ns}/{app} (which the \
+                     gate's tracking id or instance label names) that lists this gate among its \
+                     resources was found"
                 )),
                 Err(e) => SyncClock::Blind(format!(
                     "cannot tell when the sync of Application {app_ns}/{app} started: {e}"

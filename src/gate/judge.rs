@@ -11,6 +11,7 @@
 use super::crd::{CheckStatus, GateCheck, GateHealth, WaveGate, WaveGateStatus};
 use crate::ask::Ask;
 use crate::health::{HealthStatus, Verdict, worst_of};
+use crate::json::At;
 use crate::policy::CheckPolicy;
 use crate::resource::{InputError, Resource, Target};
 use crate::views::{INSTANCE_LABEL, ObjectId, TRACKING_ID, TrackingMethod, app_of_id};
@@ -237,6 +238,21 @@ pub(crate) fn managing_application(
         None => (argocd_namespace.to_string(), app.to_string()),
     };
     (Target::new(Resource::Application, &ns, &name).is_ok()).then_some((ns, name))
+}
+
+/// Whether `app`'s `status.resources` lists the gate `namespace/name`: Argo CD's own record
+/// that the Application manages it (it lists every object its manifests render, created or not
+/// yet, from the comparison before a sync: argo-cd `controller/state.go` `CompareAppState`).
+pub(crate) fn lists_gate(app: &serde_json::Value, namespace: &str, name: &str) -> bool {
+    app.array_at("/status/resources")
+        .into_iter()
+        .flatten()
+        .any(|r| {
+            r.str_at("/group") == Some("wavegate.dev")
+                && r.str_at("/kind") == Some("WaveGate")
+                && r.str_at("/namespace") == Some(namespace)
+                && r.str_at("/name") == Some(name)
+        })
 }
 
 /// One attempt of an Argo CD sync operation. Argo CD's automatic retry

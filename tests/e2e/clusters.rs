@@ -288,7 +288,10 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
     let mut app = json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
         "metadata": {"name": "deploys-gate", "namespace": ns},
         "spec": {"project": "default", "destination": {"name": "second", "namespace": ns},
-                 "source": {"repoURL": "https://git.example.com/x.git", "path": "x"}}});
+                 "source": {"repoURL": "https://git.example.com/x.git", "path": "x"}},
+        // Argo CD lists the gate among the Application's resources: what makes it the gate's.
+        "status": {"resources": [{"group": "wavegate.dev", "version": "v1alpha1",
+            "kind": "WaveGate", "namespace": ns, "name": "slow"}]}});
     apply(&home, app.clone()).await;
     let mut slow = gate(&ns, "slow", "never");
     slow["metadata"]["annotations"] = json!({"argocd.argoproj.io/tracking-id":
@@ -315,8 +318,8 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
         }
     })
     .await;
-    app["status"] = json!({"operationState": {"phase": "Running",
-        "startedAt": k8s_openapi::jiff::Timestamp::now().to_string()}});
+    app["status"]["operationState"] = json!({"phase": "Running",
+        "startedAt": k8s_openapi::jiff::Timestamp::now().to_string()});
     apply(&home, app).await;
     eventually(
         WAIT,
