@@ -90,7 +90,7 @@ pub struct Metrics {
     pub annotation_writes: Counter,
     pub notice_writes: Counter,
     /// API requests refused before a handler answered them: `unauthorized`, `out_of_scope`
-    /// (Argo CD proxy scope), `kind_not_allowed`, `overloaded`, `timeout`, `too_many_waiters`.
+    /// (Argo CD proxy scope), `kind_not_allowed`, `overloaded`, `timeout`, `too_many_waiters`, `caller_busy`.
     pub api_refusals: Family<ReasonLabel, Counter>,
     /// Reconciles that failed (a status or annotation write refused, a cache that could not
     /// answer), by queue: `gates`, `annotations`. Each is retried with backoff.
@@ -190,7 +190,7 @@ impl Default for Metrics {
         registry.register(
             "api_refusals",
             "API requests refused by reason (unauthorized, out_of_scope, kind_not_allowed, \
-             overloaded, timeout, too_many_waiters)",
+             overloaded, timeout, too_many_waiters, caller_busy)",
             api_refusals.clone(),
         );
         let reconcile_errors = Family::<QueueLabel, Counter>::default();

@@ -34,6 +34,10 @@ pub enum ApiError {
     /// Too many gate waits are held open (`--max-waiters`).
     #[error("{0}")]
     TooManyWaiters(String),
+    /// One caller holds its share of a bound (`--max-requests-per-caller`,
+    /// `--max-waiters-per-caller`): the others keep theirs.
+    #[error("{0}")]
+    CallerBusy(String),
 }
 
 /// A failed cache read, as every endpoint answers it unless [`Reading`] says otherwise: what
@@ -96,7 +100,7 @@ impl ApiError {
             ApiError::Forbidden(_) => StatusCode::FORBIDDEN,
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Unavailable(_) | ApiError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
-            ApiError::TooManyWaiters(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::TooManyWaiters(_) | ApiError::CallerBusy(_) => StatusCode::TOO_MANY_REQUESTS,
         }
     }
 }
@@ -107,6 +111,7 @@ impl IntoResponse for ApiError {
         let retry_after = match &self {
             ApiError::Overloaded(_) => Some("1"),
             ApiError::TooManyWaiters(_) => Some("5"),
+            ApiError::CallerBusy(_) => Some("1"),
             _ => None,
         };
         let mut resp = (status, Json(json!({ "error": self.to_string() }))).into_response();

@@ -320,6 +320,7 @@ pub(crate) async fn gate(
 /// the timeout (at most 5m) passes first; the body is the Gate in each case.
 pub(crate) async fn gate_wait(
     State(state): State<AppState>,
+    headers: HeaderMap,
     cluster: InCluster,
     path: ApiPath<GatePath>,
     ApiQuery(params): ApiQuery,
@@ -338,8 +339,14 @@ pub(crate) async fn gate_wait(
         })?;
     let _waiting = state
         .limits
-        .waiter()
-        .inspect_err(|_| state.metrics.record_refusal("too_many_waiters"))?;
+        .waiter(&super::limits::caller(&headers))
+        .inspect_err(|e| {
+            let reason = match e {
+                ApiError::CallerBusy(_) => "caller_busy",
+                _ => "too_many_waiters",
+            };
+            state.metrics.record_refusal(reason);
+        })?;
     let cache = &cluster.0.cache;
     let waited = cluster
         .unless_stopped(gate_view::wait(

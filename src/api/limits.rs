@@ -3,14 +3,27 @@
 //! over a bound is refused at once with a JSON message (503 or 429 and `Retry-After`), never
 //! queued, so a flood cannot build up memory or starve the gate controller.
 //!
+//! Each caller also gets a share of the two shared bounds (`--max-requests-per-caller`,
+//! `--max-waiters-per-caller`), so one Argo CD user polling from many tabs, or one script in a
+//! loop, cannot hold every slot while everyone else is refused. A caller is the Argo CD user
+//! argocd-server names on a proxied request (`Argocd-User-Id`, else `Argocd-Username`: argo-cd
+//! `server/extension/extension.go` `prepareRequest` sets both from the session), and every
+//! direct call (the bearer token's holders: operators, CI) is one caller. argocd-server sets
+//! these headers only when it knows the user, so with anonymous access enabled in Argo CD a
+//! browser can choose them itself: the shares then still stop an honest user's burst, and the
+//! shared bounds stop the rest.
+//!
 //! `/healthz`, `/readyz` and `/metrics` are outside these bounds: the kubelet's probes must keep
 //! answering while the API is saturated, or a busy wavegate would be restarted.
 
 use super::{ApiError, AppState};
+use crate::locks::lock;
 use axum::extract::{Request, State};
+use axum::http::HeaderMap;
 use axum::middleware::Next;
 use axum::response::Response;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
@@ -27,6 +40,13 @@ pub struct LimitArgs {
     /// 429. Each is woken by every change wavegate watches, so this also bounds that work.
     #[arg(long, env = "WAVEGATE_MAX_WAITERS", default_value_t = 64)]
     pub max_waiters: usize,
+    /// API requests one caller may have served at once (see the module comment for who a
+    /// caller is); more are refused with 429.
+    #[arg(long, env = "WAVEGATE_MAX_REQUESTS_PER_CALLER", default_value_t = 16)]
+    pub max_requests_per_caller: usize,
+    /// Gate waits one caller may hold open at once; more are refused with 429.
+    #[arg(long, env = "WAVEGATE_MAX_WAITERS_PER_CALLER", default_value_t = 16)]
+    pub max_waiters_per_caller: usize,
     /// Applications `GET /api/v1/applications` judges at once.
     #[arg(long, env = "WAVEGATE_APPLICATIONS_CONCURRENCY", default_value_t = 4)]
     pub applications_concurrency: usize,
@@ -38,6 +58,8 @@ impl Default for LimitArgs {
             request_timeout: Duration::from_secs(30),
             max_concurrent_requests: 64,
             max_waiters: 64,
+            max_requests_per_caller: 16,
+            max_waiters_per_caller: 16,
             applications_concurrency: 4,
         }
     }
@@ -48,6 +70,71 @@ pub struct Limits {
     pub args: LimitArgs,
     requests: Arc<Semaphore>,
     waiters: Arc<Semaphore>,
+    requests_by_caller: Arc<Shares>,
+    waiters_by_caller: Arc<Shares>,
+}
+
+/// How many places each caller holds under one bound. A caller with none held has no entry,
+/// so the map is never larger than the bound's own permits.
+#[derive(Default)]
+struct Shares(Mutex<HashMap<String, usize>>);
+
+/// One place of one caller, given back when dropped.
+pub(crate) struct Share {
+    shares: Arc<Shares>,
+    caller: String,
+}
+
+impl Shares {
+    fn take(self: &Arc<Self>, caller: &str, most: usize) -> Option<Share> {
+        let mut held = lock(&self.0);
+        let n = held.entry(caller.to_string()).or_default();
+        if *n >= most.max(1) {
+            if *n == 0 {
+                held.remove(caller);
+            }
+            return None;
+        }
+        *n += 1;
+        Some(Share {
+            shares: self.clone(),
+            caller: caller.to_string(),
+        })
+    }
+}
+
+impl Drop for Share {
+    fn drop(&mut self) {
+        let mut held = lock(&self.shares.0);
+        if let Some(n) = held.get_mut(&self.caller) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.caller);
+            }
+        }
+    }
+}
+
+/// Who is asking, for the per-caller shares (see the module comment).
+pub(crate) fn caller(headers: &HeaderMap) -> String {
+    let proxied = headers.contains_key(super::scope::APPLICATION_HEADER);
+    if !proxied {
+        return "direct".into();
+    }
+    let user = ["argocd-user-id", "argocd-username"]
+        .iter()
+        .find_map(|h| headers.get(*h)?.to_str().ok().filter(|v| !v.is_empty()));
+    match user {
+        // Bounded: a header's value is the client's to make long.
+        Some(u) => format!("argocd-user:{}", u.chars().take(256).collect::<String>()),
+        None => "argocd-anonymous".into(),
+    }
+}
+
+/// A place among the waiters and in the caller's share, held for as long as the wait lasts.
+pub(crate) struct WaiterPermit {
+    _share: Share,
+    _permit: OwnedSemaphorePermit,
 }
 
 impl Limits {
@@ -55,18 +142,31 @@ impl Limits {
         Limits {
             requests: Arc::new(Semaphore::new(args.max_concurrent_requests)),
             waiters: Arc::new(Semaphore::new(args.max_waiters)),
+            requests_by_caller: Arc::default(),
+            waiters_by_caller: Arc::default(),
             args,
         }
     }
 
-    /// A place among the waiters, held for as long as the wait lasts.
-    pub(crate) fn waiter(&self) -> Result<OwnedSemaphorePermit, ApiError> {
-        self.waiters.clone().try_acquire_owned().map_err(|_| {
+    /// A place among the waiters for `caller`, held for as long as the wait lasts.
+    pub(crate) fn waiter(&self, caller: &str) -> Result<WaiterPermit, ApiError> {
+        let permit = self.waiters.clone().try_acquire_owned().map_err(|_| {
             ApiError::TooManyWaiters(format!(
                 "{} gate waits are already held open (--max-waiters); retry later, or wait with \
                  `wavegate wait`, which watches the gate through the Kubernetes API",
                 self.args.max_waiters
             ))
+        })?;
+        let most = self.args.max_waiters_per_caller;
+        let share = self.waiters_by_caller.take(caller, most).ok_or_else(|| {
+            ApiError::CallerBusy(format!(
+                "this caller already holds {most} gate waits open (--max-waiters-per-caller); \
+                 retry when one ends"
+            ))
+        })?;
+        Ok(WaiterPermit {
+            _share: share,
+            _permit: permit,
         })
     }
 
@@ -92,6 +192,18 @@ pub(crate) async fn bounded(
             limits.args.max_concurrent_requests
         ))
     })?;
+    let caller = caller(req.headers());
+    let most = limits.args.max_requests_per_caller;
+    let _share = limits
+        .requests_by_caller
+        .take(&caller, most)
+        .ok_or_else(|| {
+            state.metrics.record_refusal("caller_busy");
+            ApiError::CallerBusy(format!(
+                "this caller already has {most} API requests in flight \
+                 (--max-requests-per-caller); retry shortly"
+            ))
+        })?;
     let timeout = limits.args.request_timeout;
     tokio::time::timeout(timeout, next.run(req))
         .await
@@ -102,4 +214,52 @@ pub(crate) async fn bounded(
                 humantime::format_duration(timeout)
             ))
         })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    #[test]
+    fn shares_are_per_caller_and_given_back() {
+        let shares = Arc::new(Shares::default());
+        let a1 = shares.take("alice", 2).unwrap();
+        let _a2 = shares.take("alice", 2).unwrap();
+        assert!(shares.take("alice", 2).is_none());
+        let b = shares.take("bob", 2).unwrap();
+        drop(a1);
+        let _a3 = shares.take("alice", 2).expect("given back");
+        drop(b);
+        assert!(
+            !lock(&shares.0).contains_key("bob"),
+            "no entry once none held"
+        );
+        // A share of 0 is read as 1: a caller is never locked out entirely.
+        let z = Arc::new(Shares::default());
+        let only = z.take("x", 0);
+        assert!(only.is_some() && z.take("x", 0).is_none());
+    }
+
+    #[test]
+    fn the_caller_is_argo_cds_user_or_the_token() {
+        let mut h = HeaderMap::new();
+        assert_eq!(caller(&h), "direct");
+        // A direct call naming a user is still the token's holder.
+        h.insert("argocd-user-id", HeaderValue::from_static("alice"));
+        assert_eq!(caller(&h), "direct");
+        h.insert(
+            "argocd-application-name",
+            HeaderValue::from_static("argocd:a"),
+        );
+        assert_eq!(caller(&h), "argocd-user:alice");
+        h.remove("argocd-user-id");
+        h.insert("argocd-username", HeaderValue::from_static("Alice"));
+        assert_eq!(caller(&h), "argocd-user:Alice");
+        h.remove("argocd-username");
+        assert_eq!(caller(&h), "argocd-anonymous");
+        let long = "x".repeat(10_000);
+        h.insert("argocd-user-id", HeaderValue::from_str(&long).unwrap());
+        assert_eq!(caller(&h).len(), "argocd-user:".len() + 256);
+    }
 }

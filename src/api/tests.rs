@@ -438,3 +438,90 @@ async fn healthz_answers_while_expressions_evaluate() {
         "/healthz took {took:?} while evaluations took {total:?}"
     );
 }
+
+/// A proxied request from `user` (the headers argocd-server sets) for application `app`.
+fn proxied_get(path: &str, user: &str) -> Request<Body> {
+    Request::get(path)
+        .header("argocd-application-name", "argocd:shop")
+        .header("argocd-project-name", "default")
+        .header("argocd-namespace", "argocd")
+        .header("argocd-user-id", user)
+        .body(Body::empty())
+        .unwrap()
+}
+
+#[tokio::test]
+async fn one_caller_cannot_hold_every_request_slot() {
+    // Each admitted request holds its places for the 1s sync wait of an unreachable cache.
+    let app = router(state(Duration::from_secs(1)).with_limits(LimitArgs {
+        max_concurrent_requests: 8,
+        max_requests_per_caller: 2,
+        ..LimitArgs::default()
+    }));
+    let calls = (0..8).map(|i| {
+        let app = app.clone();
+        let user = if i < 6 { "alice" } else { "bob" };
+        async move {
+            let r = call(
+                &app,
+                proxied_get("/api/v1/applications/argocd/shop/waves", user),
+            )
+            .await;
+            (user, r)
+        }
+    });
+    let results = futures::future::join_all(calls).await;
+    let busy = |who: &str| {
+        results
+            .iter()
+            .filter(|(u, (code, _, body))| {
+                *u == who
+                    && *code == StatusCode::TOO_MANY_REQUESTS
+                    && error_of(body).contains("--max-requests-per-caller")
+            })
+            .count()
+    };
+    assert_eq!(busy("alice"), 4, "{results:?}");
+    assert_eq!(busy("bob"), 0, "{results:?}");
+    let refused = results
+        .iter()
+        .find(|(_, (c, _, _))| *c == StatusCode::TOO_MANY_REQUESTS)
+        .unwrap();
+    assert_eq!(refused.1.1[header::RETRY_AFTER], "1");
+    // Once alice's requests are answered, her places are hers again.
+    let (code, _, body) = call(
+        &app,
+        proxied_get("/api/v1/applications/argocd/shop/waves", "alice"),
+    )
+    .await;
+    assert_ne!(code, StatusCode::TOO_MANY_REQUESTS, "{body}");
+}
+
+#[tokio::test]
+async fn one_caller_cannot_hold_every_gate_wait() {
+    let app = router(state(Duration::from_millis(50)).with_limits(LimitArgs {
+        max_waiters: 8,
+        max_waiters_per_caller: 2,
+        ..LimitArgs::default()
+    }));
+    // Direct calls (the token's holders) are one caller.
+    let waits = (0..5).map(|_| {
+        let app = app.clone();
+        async move { call(&app, get("/api/v1/gates/cicd/ready/wait?timeout=1s")).await }
+    });
+    let results = futures::future::join_all(waits).await;
+    let codes: Vec<u16> = results.iter().map(|(c, _, _)| c.as_u16()).collect();
+    assert_eq!(
+        codes.iter().filter(|c| **c == 429).count(),
+        3,
+        "{results:?}"
+    );
+    let (_, _, body) = results.iter().find(|(c, _, _)| c.as_u16() == 429).unwrap();
+    assert!(
+        error_of(body).contains("--max-waiters-per-caller"),
+        "{body}"
+    );
+    // And the shares are given back.
+    let again = call(&app, get("/api/v1/gates/cicd/ready/wait?timeout=1s")).await;
+    assert_eq!(again.0.as_u16(), 408, "{again:?}");
+}
