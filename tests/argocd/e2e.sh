@@ -69,7 +69,11 @@ version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" == "$2" 
 
 "$ROOT/scripts/argocd.sh" status >/dev/null || { "$ROOT/scripts/argocd.sh" status >&2 || true; fail "Argo CD is not up (run: scripts/argocd.sh up)"; }
 # Applications only after the controller answers /healthz.
-curl -sf --max-time 3 "$WAVEGATE_ARGOCD_CONTROLLER_METRICS/healthz" | grep -qx ok || fail "application-controller /healthz does not answer"
+for _ in $(seq 60); do
+  curl -sf --max-time 3 "$WAVEGATE_ARGOCD_CONTROLLER_METRICS/healthz" | grep -qx ok && break
+  sleep 1
+done
+curl -sf --max-time 3 "$WAVEGATE_ARGOCD_CONTROLLER_METRICS/healthz" | grep -qx ok || fail "application-controller /healthz does not answer (60 s)"
 [[ -x "$WAVEGATE" ]] || fail "$WAVEGATE missing (cargo build --bin wavegate)"
 
 # The API server straight from the kubeconfig: polling through curl is ~10x faster than kubectl.
