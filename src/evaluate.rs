@@ -47,6 +47,10 @@ pub(crate) struct Judgement {
     /// ([`crate::checks::application::judged_state`]). From the
     /// same snapshot as the verdict, like `judged_selector`.
     pub judged_state: Option<String>,
+    /// When the verdict may change with time alone, with nothing watched changing: the end of
+    /// a grace period, a probe answer's age, a script that read the clock, a read that failed
+    /// and is tried again. `None`: it holds until something it read changes.
+    pub valid_until: Option<Instant>,
 }
 
 /// How long a persistent failure that is no longer observed is remembered. A failure that
@@ -59,6 +63,15 @@ const MAX_REMEMBERED_FAILURES: usize = 10_000;
 
 /// A persistent failure: the ask and the judged object's identity (see [`Found::identity`]).
 type FailureKey = (Ask, String);
+
+/// How soon a verdict is judged again when it rests on something that may pass without any
+/// watch event: a read that failed (discovery retries a missing kind, an access review
+/// expires), a script that read the clock.
+pub(crate) const RECHECK_UNSURE: Duration = Duration::from_secs(1);
+
+/// A failure past its grace is observed again at least this often while something keeps its
+/// verdict, so it is not forgotten ([`FORGET_FAILURES_AFTER`]) and its grace started anew.
+const REOBSERVE_FAILURE: Duration = Duration::from_secs(30);
 
 /// A CockroachDB check is rechecked at most this often, whatever `--probe-ttl` says (0 would
 /// probe in a loop).
@@ -89,6 +102,9 @@ pub struct Evaluator {
     /// that goes away (its HTTP request cancelled) does not cancel a probe other asks wait on,
     /// and an ask that takes over the probe cache's wait joins the same probe.
     probing: Arc<Mutex<HashMap<String, (u64, SharedProbe)>>>,
+    /// Probes asked for, ever: a verdict judged while this moved rests on probe answers,
+    /// which age without any watch event.
+    probes_asked: std::sync::atomic::AtomicU64,
     metrics: Arc<Metrics>,
 }
 
@@ -119,6 +135,7 @@ impl Evaluator {
             failing_since: Mutex::default(),
             prober: Arc::new(prober),
             probing: Arc::default(),
+            probes_asked: Default::default(),
             cache,
             config,
             metrics,
@@ -150,12 +167,18 @@ impl Evaluator {
     /// The verdict for `ask`, from the verdict cache when fresh. Concurrent asks for the same
     /// object wait on one evaluation.
     pub(crate) async fn judge(&self, ask: &Ask) -> Verdict {
+        self.judge_until(ask).await.0
+    }
+
+    /// [`Evaluator::judge`], and until when the verdict holds if nothing it read changes
+    /// ([`Judgement::valid_until`]).
+    pub(crate) async fn judge_until(&self, ask: &Ask) -> (Verdict, Option<Instant>) {
         self.metrics
             .asks
             .get_or_create(&ResourceLabel::new(&ask.resource().to_string()))
             .inc();
         let mut computed = false;
-        let verdict = self
+        let judged = self
             .verdicts
             // Boxed: the evaluation's state machine (probe futures included) is large, and
             // would otherwise be moved around on every ask, cache hit or not.
@@ -163,11 +186,10 @@ impl Evaluator {
                 computed = true;
                 Box::pin(self.evaluate(ask)).await
             })
-            .await
-            .verdict;
+            .await;
         self.metrics.record_cache(!computed);
-        self.metrics.record_verdict(verdict.status);
-        verdict
+        self.metrics.record_verdict(judged.verdict.status);
+        (judged.verdict, judged.valid_until)
     }
 
     /// Evaluate now, bypassing the verdict cache (probes stay cached). For the gate controller,
@@ -179,27 +201,53 @@ impl Evaluator {
     }
 
     async fn evaluate(&self, ask: &Ask) -> Judgement {
-        let found = match self.find(ask).await {
-            Ok(found) => found,
-            Err(e) => Found {
-                blind: blindness(&e),
-                ..Found::seen(cache_verdict(ask, &e).into(), Duration::ZERO, None)
-            },
+        let (probes, clock) = (self.probes_asked(), crate::argocd_lua::clock_reads());
+        let (found, failed) = match self.find(ask).await {
+            Ok(found) => (found, false),
+            Err(e) => (
+                Found {
+                    blind: blindness(&e),
+                    ..Found::seen(cache_verdict(ask, &e).into(), Duration::ZERO, None)
+                },
+                true,
+            ),
         };
+        let now = Instant::now();
         let key = (ask.clone(), found.identity);
         let lasted = match &found.finding {
-            Finding::Persistent { .. } => self.lasted(&key, Instant::now()),
+            Finding::Persistent { .. } => self.lasted(&key, now),
             Finding::Settled(_) => {
                 self.forget(&key);
                 Duration::ZERO
             }
         };
+        // Counters moved by any evaluation meanwhile, not only this one's: at worst a verdict
+        // is judged again sooner than it had to be.
+        let mut expiries = vec![];
+        if failed || found.blind.is_some() || crate::argocd_lua::clock_reads() != clock {
+            expiries.push(RECHECK_UNSURE);
+        }
+        if self.probes_asked() != probes {
+            expiries.push(self.probe_recheck());
+        }
+        if let Finding::Persistent { .. } = &found.finding {
+            expiries.push(if lasted < found.grace {
+                found.grace - lasted
+            } else {
+                REOBSERVE_FAILURE
+            });
+        }
         Judgement {
             verdict: found.finding.resolve(lasted, found.grace),
             blind: found.blind,
             judged_selector: found.judged_selector,
             judged_state: found.judged_state,
+            valid_until: expiries.into_iter().min().map(|d| now + d),
         }
+    }
+
+    fn probes_asked(&self) -> u64 {
+        self.probes_asked.load(std::sync::atomic::Ordering::Acquire)
     }
 
     async fn find(&self, ask: &Ask) -> Result<Found, CacheError> {
@@ -221,6 +269,8 @@ impl Evaluator {
         // Membership is part of the key: a pod's answer with credentials is not its answer
         // without, and the server name it was verified for belongs to one cluster. So is the
         // pod's UID: a pod recreated under its name is a new node.
+        self.probes_asked
+            .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         let key = format!(
             "{namespace}/{cluster}|{}|{}|{}:{}|{}",
             target.pod, target.uid, target.ip, target.port, target.controlled_by_cluster

@@ -65,6 +65,10 @@ pub(crate) struct LiveLint {
     /// busy: …"), so the UIs show it instead of an empty list that reads as "no findings".
     #[serde(skip_serializing_if = "Option::is_none")]
     pub skipped: Option<String>,
+    /// The rules did not finish at this poll for a reason that may pass (busy, out of time,
+    /// failed): whatever keeps this answer must ask again soon.
+    #[serde(skip)]
+    pub passing: bool,
 }
 
 /// What the rules read for one Application: its objects as lint sees them, the destination
@@ -276,6 +280,7 @@ pub(crate) fn lint(objects: &[Object], destination: &str, unread: Vec<String>) -
         findings,
         note,
         skipped: None,
+        passing: false,
     }
 }
 

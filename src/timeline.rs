@@ -153,7 +153,7 @@ pub(crate) struct ResourceTimes {
 }
 
 /// RFC 3339 in whole seconds, as `metav1.Time` writes it.
-fn rfc3339(t: Timestamp) -> String {
+pub(crate) fn rfc3339(t: Timestamp) -> String {
     Timestamp::from_second(t.as_second())
         .unwrap_or(t)
         .to_string()

@@ -347,7 +347,7 @@ pub const INSTANCE_LABEL: &str = "app.kubernetes.io/instance";
 /// argocd-cm `application.resourceTrackingMethod`: which of an object's marks Argo CD reads to
 /// tell which application manages it (argo-cd `util/argo/resource_tracking.go` `GetAppName`;
 /// an empty setting is `annotation`, `util/settings/settings.go` `GetTrackingMethod`).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash, clap::ValueEnum)]
 pub enum TrackingMethod {
     /// The tracking-id annotation only (Argo CD 3.x's default).
     #[default]

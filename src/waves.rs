@@ -8,7 +8,7 @@
 use crate::ask::Ask;
 use crate::cache::Decoded;
 use crate::clusters::Clusters;
-use crate::evaluate::Evaluator;
+use crate::evaluate::{Evaluator, RECHECK_UNSURE};
 use crate::gate::crd::WaveGate;
 use crate::gate::view::Gate;
 use crate::health::{HealthStatus, Verdict, worst_of};
@@ -20,6 +20,7 @@ use crate::views::{TrackingMethod, managing_app};
 use futures::StreamExt;
 use serde::Serialize;
 use serde_json::Value;
+use std::time::{Duration, Instant};
 
 /// Who judged a resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -220,6 +221,11 @@ pub(crate) struct Waves {
     /// Application.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lint: Option<LiveLint>,
+    /// When a verdict of this view may change with time alone (see
+    /// [`crate::evaluate::Judgement::valid_until`]); `None`: it holds until something it read
+    /// changes.
+    #[serde(skip)]
+    pub valid_until: Option<Instant>,
 }
 
 /// The resources of an Application with their waves, skipping hooks (they run during a sync
@@ -360,6 +366,7 @@ pub(crate) fn assemble(
         message,
         waves,
         lint: None,
+        valid_until: None,
     }
 }
 
@@ -373,7 +380,11 @@ fn ask_for(r: &ResourceRef) -> Option<Ask> {
 
 /// Judge an object named by kind with the generic rules (no expressions), when the installer's
 /// policy allows reading that kind.
-async fn judge_kind(evaluator: &Evaluator, policy: &CheckPolicy, r: &ResourceRef) -> Verdict {
+async fn judge_kind(
+    evaluator: &Evaluator,
+    policy: &CheckPolicy,
+    r: &ResourceRef,
+) -> (Verdict, Option<Instant>) {
     let what = format!("{} {}/{}", r.kind, r.namespace, r.name);
     match evaluator.cache().plural_of(&r.group, &r.kind).await {
         Ok(plural) => {
@@ -386,9 +397,10 @@ async fn judge_kind(evaluator: &Evaluator, policy: &CheckPolicy, r: &ResourceRef
             // Never Healthy without reading it: existence is evidence wavegate lacks (the
             // same kinds are off the shipped RBAC, whose access review refuses them alike).
             if let Err(why) = policy.allows_kind(&resource) {
-                return Verdict::unknown(format!(
+                let verdict = Verdict::unknown(format!(
                     "{what}: not judged, and Argo CD recorded no health for it: {why}"
                 ));
+                return (verdict, None);
             }
             let ask = Ask {
                 namespace: r.namespace.clone(),
@@ -398,10 +410,28 @@ async fn judge_kind(evaluator: &Evaluator, policy: &CheckPolicy, r: &ResourceRef
                     plural,
                 }),
             };
-            evaluator.judge(&ask).await
+            evaluator.judge_until(&ask).await
         }
-        Err(e) => Verdict::unknown(format!("{what}: {e}")),
+        Err(e) => (Verdict::unknown(format!("{what}: {e}")), unsure()),
     }
+}
+
+/// [`gate_verdict`], and until when it holds: a verdict wavegate wrote with a `validUntil`
+/// turns Progressing once that second has passed, with no watch event.
+fn gate_verdict_until(
+    gate: Option<Decoded<WaveGate>>,
+    r: &ResourceRef,
+) -> (Verdict, Option<Instant>) {
+    let until = gate
+        .as_ref()
+        .and_then(|g| g.as_ref().ok())
+        .and_then(|g| g.status.as_ref()?.health.as_ref()?.valid_until);
+    let expires = until.map(|until| {
+        let now = k8s_openapi::jiff::Timestamp::now().as_second();
+        // Whole seconds, rounded down: at worst judged again up to a second early.
+        Instant::now() + Duration::from_secs(until.saturating_sub(now).max(0) as u64)
+    });
+    (gate_verdict(gate, r), expires)
 }
 
 /// A WaveGate is judged by the status wavegate's controller wrote, read the same way as the
@@ -465,6 +495,7 @@ pub(crate) async fn view_with_findings(
     scope: Option<&ViewScope>,
 ) -> Waves {
     let mut waves = view(clusters, policy, app, scope).await;
+    let mut unsure_lint = false;
     waves.lint = Some(match clusters.of_application(app) {
         Ok(evaluator) => {
             let s = |p: &str| app.str_at(p).unwrap_or("");
@@ -504,7 +535,10 @@ pub(crate) async fn view_with_findings(
                     runs.lint(viewed, input, crate::live_lint::LintInput::lint)
                         .await
                 }
-                Err(not_read) => not_read,
+                Err(not_read) => {
+                    unsure_lint = true;
+                    not_read
+                }
             }
         }
         Err(why) => LiveLint {
@@ -512,6 +546,10 @@ pub(crate) async fn view_with_findings(
             ..LiveLint::default()
         },
     });
+    // Rules that did not run at this poll (busy, out of time) may run at the next.
+    if unsure_lint || waves.lint.as_ref().is_some_and(|l| l.passing) {
+        waves.valid_until = earliest(waves.valid_until, unsure());
+    }
     waves
 }
 
@@ -550,11 +588,16 @@ async fn view_in(
             )
         })
         .collect();
-    let judged = futures::stream::iter(judging)
+    let judged: Vec<_> = futures::stream::iter(judging)
         .buffered(JUDGED_AT_ONCE)
         .collect()
         .await;
-    assemble(namespace, name, health, judged)
+    let valid_until = judged.iter().filter_map(|(_, _, until)| *until).min();
+    let judged = judged.into_iter().map(|(w, r, _)| (w, r)).collect();
+    Waves {
+        valid_until,
+        ..assemble(namespace, name, health, judged)
+    }
 }
 
 /// [`judge_one`], given up at `deadline`.
@@ -566,9 +609,9 @@ async fn judge_by(
     reported: Option<Verdict>,
     scoped: Option<&Scoped<'_>>,
     deadline: tokio::time::Instant,
-) -> (i64, JudgedResource) {
+) -> (i64, JudgedResource, Option<Instant>) {
     let judged = judge_scoped(evaluator, policy, &r, reported, scoped);
-    let (verdict, by) = match tokio::time::timeout_at(deadline, judged).await {
+    let (verdict, by, until) = match tokio::time::timeout_at(deadline, judged).await {
         Ok(judged) => judged,
         Err(_) => (
             Verdict::unknown(format!(
@@ -580,6 +623,7 @@ async fn judge_by(
                 humantime::format_duration(evaluator.patience())
             )),
             JudgedBy::Wavegate,
+            Some(Instant::now() + RECHECK_UNSURE),
         ),
     };
     (
@@ -590,7 +634,24 @@ async fn judge_by(
             message: verdict.message,
             judged_by: by,
         },
+        until,
     )
+}
+
+/// A verdict, who gave it, and until when it holds if nothing it read changes.
+type Judged = (Verdict, JudgedBy, Option<Instant>);
+
+/// The earlier of two expiries (`None`: never).
+pub(crate) fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Until when a verdict that rests on a failed read holds: it may pass with no watch event.
+fn unsure() -> Option<Instant> {
+    Some(Instant::now() + RECHECK_UNSURE)
 }
 
 /// [`judge_one`], through Argo CD's proxy when `scoped`: an object that is read to be judged
@@ -601,14 +662,22 @@ async fn judge_scoped(
     r: &ResourceRef,
     reported: Option<Verdict>,
     scoped: Option<&Scoped<'_>>,
-) -> (Verdict, JudgedBy) {
+) -> Judged {
     let reads = ask_for(r).is_some() || is_gate(r) || is_pod(r) || reported.is_none();
     if let (Some(scoped), true) = (scoped, reads)
         && let Err(why) = scoped.admits(evaluator, policy, r).await
     {
+        let until = match why {
+            NotAdmitted::Unreadable { .. } => unsure(),
+            NotAdmitted::NotItsOwn { .. } => None,
+        };
         return match reported {
-            Some(v) => (v, JudgedBy::Argocd),
-            None => (Verdict::unknown(why.to_string()), JudgedBy::OutOfScope),
+            Some(v) => (v, JudgedBy::Argocd, until),
+            None => (
+                Verdict::unknown(why.to_string()),
+                JudgedBy::OutOfScope,
+                until,
+            ),
         };
     }
     judge_one(evaluator, policy, r, reported).await
@@ -628,20 +697,23 @@ async fn judge_one(
     policy: &CheckPolicy,
     r: &ResourceRef,
     reported: Option<Verdict>,
-) -> (Verdict, JudgedBy) {
+) -> Judged {
     let gate_kind: Kind = crate::gate::kind();
     if let Some(ask) = ask_for(r) {
-        (evaluator.judge(&ask).await, JudgedBy::Wavegate)
+        let (verdict, until) = evaluator.judge_until(&ask).await;
+        (verdict, JudgedBy::Wavegate, until)
     } else if is_pod(r) {
         // From the compact pod view every Service check reads too; never the whole pod.
         match evaluator.cache().pod(&r.namespace, &r.name).await {
             Ok(pod) => (
                 crate::checks::pod::check(&r.namespace, &r.name, pod.as_deref()),
                 JudgedBy::Wavegate,
+                None,
             ),
             Err(e) => (
                 Verdict::unknown(format!("Pod {}/{}: {e}", r.namespace, r.name)),
                 JudgedBy::Wavegate,
+                unsure(),
             ),
         }
     } else if is_gate(r) {
@@ -650,14 +722,18 @@ async fn judge_one(
             .object_as::<WaveGate>(&gate_kind, &r.namespace, &r.name)
             .await;
         match gate {
-            Ok(g) => (gate_verdict(g, r), JudgedBy::Wavegate),
+            Ok(g) => {
+                let (verdict, until) = gate_verdict_until(g, r);
+                (verdict, JudgedBy::Wavegate, until)
+            }
             Err(e) => (
                 Verdict::unknown(format!("WaveGate {}/{}: {e}", r.namespace, r.name)),
                 JudgedBy::Wavegate,
+                unsure(),
             ),
         }
     } else if let Some(v) = reported {
-        (v, JudgedBy::Argocd)
+        (v, JudgedBy::Argocd, None)
     } else {
         let script = evaluator
             .argocd_lua()
@@ -666,7 +742,8 @@ async fn judge_one(
             Some(script) => JudgedBy::ArgocdLua(script.key),
             None => JudgedBy::Kstatus,
         };
-        (judge_kind(evaluator, policy, r).await, by)
+        let (verdict, until) = judge_kind(evaluator, policy, r).await;
+        (verdict, by, until)
     }
 }
 

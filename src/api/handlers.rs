@@ -5,6 +5,7 @@ use super::scope::AppScope;
 use super::{ApiError, AppState};
 use crate::ask::Ask;
 use crate::cache::CacheError;
+use crate::clusters::Clusters;
 use crate::gate::view as gate_view;
 use crate::health::Verdict;
 use crate::resource::{Resource, Target};
@@ -158,11 +159,25 @@ pub(crate) async fn require_token(
 
 /// Argo CD Applications with wavegate's own verdict and first blocking wave. When Argo CD's CRD
 /// is not installed there are no applications to show, which is not an error. Through Argo CD's
-/// proxy: the authorized application and its child applications only.
+/// proxy: the authorized application and its child applications only. Unscoped (the
+/// dashboard), the answer is kept until anything in any cluster changes or a verdict expires.
 pub(crate) async fn applications(
     State(state): State<AppState>,
     scope: Scope,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Response, ApiError> {
+    let clusters = state.clusters.all();
+    let stamp_of = |_: &ViewAnswer| {
+        Clusters::vouched(clusters.iter().map(|c| &**c))
+            .then(|| state.clusters.stamp(clusters.iter().map(|c| &**c)))
+    };
+    let now = std::time::Instant::now();
+    if scope.is_none()
+        && let Some(kept) = state.listed.get_by(&(), stamp_of, now)
+    {
+        return Ok(kept.respond(None));
+    }
+    // Taken before any read: a change while judging leaves what is kept stale, never newer.
+    let stamp = state.clusters.stamp(clusters.iter().map(|c| &**c));
     let kind = Resource::Application.kind();
     let mut apps = match state.clusters.home().cache.objects(&kind, None).await {
         Ok(apps) => apps,
@@ -178,27 +193,128 @@ pub(crate) async fn applications(
         .iter()
         .map(|app| waves::view(&state.clusters, &state.policy, app, view_scope.as_ref()))
         .collect();
-    let out: Vec<Value> = futures::stream::iter(views)
+    let views: Vec<waves::Waves> = futures::stream::iter(views)
         .buffered(state.limits.applications_concurrency())
-        .map(|w| {
-            json!({
-                "namespace": w.namespace,
-                "name": w.name,
-                "health": w.health,
-                "blockingWave": w.blocking_wave,
-            })
-        })
         .collect()
         .await;
-    Ok(Json(json!({ "applications": out })))
+    #[derive(serde::Serialize)]
+    struct Summary<'a> {
+        namespace: &'a str,
+        name: &'a str,
+        health: &'a Verdict,
+        #[serde(rename = "blockingWave")]
+        blocking_wave: Option<i64>,
+    }
+    #[derive(serde::Serialize)]
+    struct Listed<'a> {
+        applications: Vec<Summary<'a>>,
+    }
+    let listed = Listed {
+        applications: views
+            .iter()
+            .map(|w| Summary {
+                namespace: &w.namespace,
+                name: &w.name,
+                health: &w.health,
+                blocking_wave: w.blocking_wave,
+            })
+            .collect(),
+    };
+    let answer = ViewAnswer::whole(serde_json::to_vec(&listed).map_err(internal)?, clusters);
+    let valid_until = views.iter().fold(kept_at_most(&answer.read, now), |at, w| {
+        waves::earliest(at, w.valid_until)
+    });
+    let answer = Arc::new(answer);
+    if scope.is_none() {
+        state.listed.put((), stamp, valid_until, answer.clone());
+    }
+    Ok(answer.respond(None))
+}
+
+/// Which view an answer is: the Application, and through Argo CD's proxy the scope it was
+/// judged in (what a scoped view shows depends on it).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) struct ViewKey {
+    namespace: String,
+    name: String,
+    scope: Option<(String, String, crate::views::TrackingMethod)>,
+}
+
+/// A serialised answer, split where the time it is served goes (`timeline.now`), and the
+/// clusters whose caches it read.
+pub(crate) struct ViewAnswer {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+    read: Vec<Arc<crate::clusters::Cluster>>,
+}
+
+/// Stands for `timeline.now` in a kept answer: a string no serialised answer holds otherwise,
+/// since every string value of an object escapes its quotes and control characters.
+const NOW: &str = "\u{1}wavegate-now\u{1}";
+
+impl ViewAnswer {
+    fn whole(body: Vec<u8>, read: Vec<Arc<crate::clusters::Cluster>>) -> ViewAnswer {
+        ViewAnswer {
+            head: body,
+            tail: Vec::new(),
+            read,
+        }
+    }
+
+    /// `body` with [`NOW`] in it, split there.
+    fn with_now(body: Vec<u8>, read: Vec<Arc<crate::clusters::Cluster>>) -> ViewAnswer {
+        let marker = serde_json::to_vec(NOW).expect("a string serialises");
+        match body
+            .windows(marker.len())
+            .position(|w| w == marker.as_slice())
+        {
+            Some(at) => ViewAnswer {
+                tail: body[at + marker.len()..].to_vec(),
+                head: {
+                    let mut head = body;
+                    head.truncate(at);
+                    head
+                },
+                read,
+            },
+            None => ViewAnswer::whole(body, read),
+        }
+    }
+
+    /// The answer as served at `now` (when it has a place for the time).
+    fn respond(&self, now: Option<k8s_openapi::jiff::Timestamp>) -> Response {
+        let now = now.map(|t| serde_json::to_vec(&timeline::rfc3339(t)).unwrap_or_default());
+        let now = now.unwrap_or_default();
+        let mut body = Vec::with_capacity(self.head.len() + now.len() + self.tail.len());
+        body.extend_from_slice(&self.head);
+        body.extend_from_slice(&now);
+        body.extend_from_slice(&self.tail);
+        ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+    }
+}
+
+/// An answer read from caches whose on-demand watches stop after `watch_idle` unread is judged
+/// again before half of that: kept answers read nothing, and would otherwise let the watches
+/// they rest on stop following the cluster.
+fn kept_at_most(
+    read: &[Arc<crate::clusters::Cluster>],
+    now: std::time::Instant,
+) -> Option<std::time::Instant> {
+    read.iter()
+        .map(|c| now + c.evaluator.cache().watch_idle() / 2)
+        .min()
+}
+
+fn internal(e: serde_json::Error) -> ApiError {
+    ApiError::Unavailable(format!("cannot serialise the answer: {e}"))
 }
 
 pub(crate) async fn application_waves(
     State(state): State<AppState>,
     scope: Scope,
     ApiPath((namespace, name)): ApiPath<(String, String)>,
-) -> Result<Json<WavesWithTimeline>, ApiError> {
-    waves_of(&state, &namespace, &name, scope).await.map(Json)
+) -> Result<Response, ApiError> {
+    waves_of(&state, &namespace, &name, scope).await
 }
 
 /// The proxy-extension entry: Argo CD names the application in `Argocd-Application-Name`
@@ -207,7 +323,7 @@ pub(crate) async fn header_waves(
     State(state): State<AppState>,
     scope: Scope,
     headers: HeaderMap,
-) -> Result<Json<WavesWithTimeline>, ApiError> {
+) -> Result<Response, ApiError> {
     let value = headers
         .get("argocd-application-name")
         .and_then(|v| v.to_str().ok())
@@ -221,18 +337,38 @@ pub(crate) async fn header_waves(
             "Argocd-Application-Name {value:?}: expected <namespace>:<name>"
         ))
     })?;
-    waves_of(&state, namespace, name, scope).await.map(Json)
+    waves_of(&state, namespace, name, scope).await
 }
 
-/// The waves view and timeline of one application; through Argo CD's proxy, reading only what
-/// the application really manages (`waves::ViewScope`).
+/// The waves view and timeline of one application, kept until what it read changes or one of
+/// its verdicts expires (see `kept`); through Argo CD's proxy, reading only what the
+/// application really manages (`waves::ViewScope`).
 async fn waves_of(
     state: &AppState,
     namespace: &str,
     name: &str,
     scope: Scope,
-) -> Result<WavesWithTimeline, ApiError> {
+) -> Result<Response, ApiError> {
     let target = Target::new(Resource::Application, namespace, name)?;
+    let view_scope = scope.as_ref().map(|Extension(s)| s.view_scope());
+    let key = ViewKey {
+        namespace: namespace.to_string(),
+        name: name.to_string(),
+        scope: view_scope
+            .as_ref()
+            .map(|s| (s.project.clone(), s.argocd_namespace.clone(), s.method)),
+    };
+    let now = std::time::Instant::now();
+    let stamp_of = |answer: &ViewAnswer| {
+        let read = answer.read.iter().map(|c| &**c);
+        Clusters::vouched(read.clone()).then(|| state.clusters.stamp(read))
+    };
+    if let Some(kept) = state.views.get_by(&key, stamp_of, now) {
+        return Ok(kept.respond(Some(k8s_openapi::jiff::Timestamp::now())));
+    }
+    // Taken before any read: a change while judging leaves what is kept stale, never newer.
+    let clusters = state.clusters.all();
+    let stamp = state.clusters.stamp(clusters.iter().map(|c| &**c));
     let app = state
         .clusters
         .home()
@@ -241,7 +377,6 @@ async fn waves_of(
         .await
         .map_err(|e| ApiError::reading(e, Reading::Application))?
         .ok_or_else(|| ApiError::NotFound(format!("Application {namespace}/{name} not found")))?;
-    let view_scope = scope.as_ref().map(|Extension(s)| s.view_scope());
     let waves = waves::view_with_findings(
         &state.clusters,
         &state.policy,
@@ -250,19 +385,31 @@ async fn waves_of(
         view_scope.as_ref(),
     )
     .await;
-    let now = k8s_openapi::jiff::Timestamp::now();
+    let served_at = k8s_openapi::jiff::Timestamp::now();
     // The live objects are in the Application's destination cluster.
-    let timeline = match state.clusters.of_application(&app) {
-        Ok(ev) => timeline::of(ev.cache(), &state.policy, &app, &waves, now).await,
+    let mut read = vec![state.clusters.home().clone()];
+    let timeline = match state.clusters.destination_of(&app) {
+        Ok(cluster) => {
+            let ev = &cluster.evaluator;
+            read.push(cluster.clone());
+            timeline::of(ev.cache(), &state.policy, &app, &waves, served_at).await
+        }
         Err(why) => {
             let unread = |_: &_| timeline::Live {
                 unread: Some(why.to_string()),
                 ..timeline::Live::default()
             };
-            timeline::build(&app, &waves, unread, now)
+            timeline::build(&app, &waves, unread, served_at)
         }
     };
-    Ok(WavesWithTimeline { waves, timeline })
+    let valid_until = waves::earliest(waves.valid_until, kept_at_most(&read, now));
+    let mut view = WavesWithTimeline { waves, timeline };
+    view.timeline.now = NOW.to_string();
+    let body = serde_json::to_vec(&view).map_err(internal)?;
+    let stamp = stamp.only(read.iter().map(|c| &**c));
+    let answer = Arc::new(ViewAnswer::with_now(body, read));
+    state.views.put(key, stamp, valid_until, answer.clone());
+    Ok(answer.respond(Some(served_at)))
 }
 
 #[derive(serde::Deserialize)]

@@ -13,6 +13,7 @@ mod error;
 mod extract;
 mod handlers;
 mod headers;
+mod kept;
 mod limits;
 mod scope;
 mod serve;

@@ -29,6 +29,10 @@ pub struct AppState {
     pub tracking_method: crate::views::TrackingMethod,
     /// The waves view's lint runs: bounded, budgeted and remembered across requests.
     pub(crate) live_lint: Arc<crate::live_lint::Runs>,
+    /// Waves views kept until what they read changes (see `kept`).
+    pub(crate) views: Arc<super::kept::Kept<super::handlers::ViewKey, super::handlers::ViewAnswer>>,
+    /// `GET /api/v1/applications` (unscoped), kept the same way.
+    pub(crate) listed: Arc<super::kept::Kept<(), super::handlers::ViewAnswer>>,
 }
 
 impl AppState {
@@ -49,6 +53,8 @@ impl AppState {
             argocd_namespace: crate::gate::controller::DEFAULT_ARGOCD_NAMESPACE.into(),
             tracking_method: crate::views::TrackingMethod::default(),
             live_lint: Arc::new(crate::live_lint::Runs::default()),
+            views: Arc::default(),
+            listed: Arc::default(),
         }
     }
 

@@ -348,7 +348,18 @@ else
 end
 "#;
 
+/// How often scripts have read the clock (`os.time()`, `os.date()` without a time), in this
+/// process: a verdict judged while this moved may change with time alone, so whatever keeps it
+/// (the waves view's cache) must judge it again soon.
+static CLOCK_READS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// See [`CLOCK_READS`].
+pub(crate) fn clock_reads() -> u64 {
+    CLOCK_READS.load(std::sync::atomic::Ordering::Acquire)
+}
+
 fn now() -> i64 {
+    CLOCK_READS.fetch_add(1, std::sync::atomic::Ordering::AcqRel);
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)

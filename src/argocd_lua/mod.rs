@@ -15,6 +15,7 @@ pub mod argocd_cm;
 mod engine;
 mod scripts;
 
+pub(crate) use engine::clock_reads;
 pub use engine::{Engine, Libraries, Limits, Outcome};
 pub use scripts::{Bundled, Customizations, Origin, Script, Scripts};
 

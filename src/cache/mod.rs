@@ -70,7 +70,7 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
-use std::sync::atomic::AtomicUsize;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use thiserror::Error;
@@ -206,6 +206,9 @@ pub struct Cache {
     /// When the API server last answered the heartbeat.
     heard: Mutex<Instant>,
     changes: broadcast::Sender<Change>,
+    /// Moved on by every change any read could see: an event applied to any store, a watch
+    /// listed, failing, relisting, stopped or evicted (see [`Cache::epoch`]).
+    epoch: Arc<AtomicU64>,
     metrics: Arc<Metrics>,
 }
 
@@ -257,6 +260,7 @@ impl Cache {
             held: Arc::default(),
             heard: Mutex::new(Instant::now()),
             changes,
+            epoch: Arc::default(),
             metrics,
         });
         tokio::spawn(evict_idle(Arc::downgrade(&cache)));
@@ -266,6 +270,26 @@ impl Cache {
 
     pub(crate) fn client(&self) -> &Client {
         &self.client
+    }
+
+    /// A number that moves whenever anything a read of this cache answers may have changed:
+    /// equal epochs mean every read would answer the same (as far as the stores go; reads
+    /// refused for silence are [`Cache::vouched`]'s). What is derived from reads may be kept
+    /// while the epoch stays.
+    pub(crate) fn epoch(&self) -> u64 {
+        self.epoch.load(Ordering::Acquire)
+    }
+
+    /// Whether reads are served at all: a heartbeat vouched for the stores lately (see
+    /// `silence`). Unvouched, a read may be refused without any epoch having moved.
+    pub(crate) fn vouched(&self) -> bool {
+        self.silence(None).is_none()
+    }
+
+    /// How long an on-demand watch may go unread before it is stopped: what is derived from
+    /// reads must be read again before then, or its watches stop following the cluster.
+    pub(crate) fn watch_idle(&self) -> Duration {
+        self.limits.idle
     }
 
     pub(crate) fn subscribe(&self) -> broadcast::Receiver<Change> {

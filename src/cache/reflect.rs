@@ -43,7 +43,7 @@ impl Cache {
         K: KubeResource + Clone + Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
         S: Sink<K>,
     {
-        let health = Arc::new(WatchHealth::new());
+        let health = Arc::new(WatchHealth::new(self.epoch.clone()));
         tracing::info!(watch = %label, required, "starting watch");
         let run = Reflect {
             api,
@@ -255,6 +255,7 @@ where
         );
         // Stored first, told after: whoever reacts to the change reads the new state.
         let gone = self.sink.apply(event);
+        self.health.bump();
         self.count();
         if let Some((namespace, name)) = touched {
             self.changed(namespace, name);
@@ -363,6 +364,7 @@ where
         self.weights = Weights::default();
         let _ = self.sink.apply(watcher::Event::Init);
         let dropped = self.sink.apply(watcher::Event::InitDone);
+        self.health.bump();
         self.count();
         let label = ResourceLabel::new(&self.kind.to_string());
         self.metrics.objects_over_bound.get_or_create(&label).inc();

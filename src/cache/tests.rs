@@ -1037,3 +1037,41 @@ async fn a_view_of_many_unknown_kinds_costs_one_discovery() {
     eprintln!("discovery requests for 3 polls of 500 unknown kinds: {requests}");
     assert!(requests <= 2, "{requests} discovery requests");
 }
+
+/// What is kept from reads (the waves views) is served again only while the epoch stays: it
+/// moves with a watch's error, its relist and each event, and stays while nothing happens.
+#[tokio::test]
+async fn the_epoch_moves_with_every_change_a_read_could_see_and_only_then() {
+    let script = Arc::new(Script::default());
+    one_pod(&script);
+    script.lists.lock().unwrap().push_back(ListReply {
+        pods: 1,
+        ready: true,
+        resource_version: "2",
+        hold: None,
+    });
+    let (fail, fail_rx) = oneshot::channel();
+    script.watches.lock().unwrap().extend([
+        WatchReply::ErrorWhen(500, fail_rx),
+        WatchReply::Events(vec![pod_event("MODIFIED", "web-0", false, "3")]),
+    ]);
+    let cache = cache(fake_api(script.clone()).await);
+    cache.pods(NS).await.expect("the first list is served");
+    let listed = cache.epoch();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(cache.epoch(), listed, "moved with nothing changed");
+
+    fail.send(()).unwrap();
+    let start = Instant::now();
+    loop {
+        if let Ok(p) = cache.pods(NS).await
+            && ready_of(&p) == [false]
+        {
+            break;
+        }
+        assert!(start.elapsed() < Duration::from_secs(8), "never relisted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // The error, the relist's list and its end, and the event: at least four moves.
+    assert!(cache.epoch() >= listed + 4, "{} {listed}", cache.epoch());
+}

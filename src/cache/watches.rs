@@ -10,7 +10,7 @@ use crate::locks::lock;
 use crate::store_index::StoreIndex;
 use crate::views::{PodView, ServiceView, SliceView};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
@@ -32,17 +32,26 @@ pub(super) struct WatchHealth {
     /// Wakes the watch's task to drop its stream and relist (a heartbeat's word).
     pub(super) relist_now: Notify,
     pub(super) last_read: Mutex<Instant>,
+    /// The cache's epoch (see [`super::Cache::epoch`]), moved on by every change of this
+    /// watch's store or phase.
+    epoch: Arc<AtomicU64>,
 }
 
 impl WatchHealth {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(epoch: Arc<AtomicU64>) -> Self {
         WatchHealth {
+            epoch,
             phase: Mutex::new(Phase::Listing),
             listed: Notify::new(),
             listed_at: Mutex::new(None),
             relist_now: Notify::new(),
             last_read: Mutex::new(Instant::now()),
         }
+    }
+
+    /// What a read of this watch would answer changed (an event, a phase, the watch stopped).
+    pub(super) fn bump(&self) {
+        self.epoch.fetch_add(1, Ordering::AcqRel);
     }
 
     pub(super) fn phase(&self) -> Phase {
@@ -56,18 +65,21 @@ impl WatchHealth {
         if *phase != Phase::Listing {
             *phase = Phase::Relisting(error);
         }
+        self.bump();
     }
 
     /// Stopped for a reason that outlasts a list (the object bound): reads give it, even
     /// before the first list completed.
     pub(super) fn stopped(&self, error: String) {
         *lock(&self.phase) = Phase::Relisting(error);
+        self.bump();
         self.listed.notify_waiters();
     }
 
     pub(super) fn listed(&self) {
         *lock(&self.listed_at) = Some(Instant::now());
         *lock(&self.phase) = Phase::Synced;
+        self.bump();
         self.listed.notify_waiters();
     }
 
@@ -271,6 +283,7 @@ impl WatchTable {
                 if handed_over {
                     tracing::info!(watch = %w.label, "stopping namespaced watch: the cluster-wide one has synced");
                     w.task.abort();
+                    w.health.bump();
                     if !w.required {
                         self.on_demand.fetch_sub(1, Ordering::AcqRel);
                     }
@@ -329,6 +342,7 @@ impl WatchTable {
             }
             tracing::info!(watch = %w.label, idle = %humantime::format_duration(idle), "stopping idle watch");
             w.task.abort();
+            w.health.bump();
             self.on_demand.fetch_sub(1, Ordering::AcqRel);
             false
         });

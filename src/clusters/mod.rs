@@ -108,6 +108,44 @@ pub struct Clusters {
     refused: RwLock<Vec<Refused>>,
     /// Bumped whenever the remote set changes (the per-cluster writers follow it).
     changed: watch::Sender<u64>,
+    /// Bumped whenever what [`Clusters::destination_of`] answers may change: the remote set,
+    /// or the names and servers that mean home.
+    resolved: std::sync::atomic::AtomicU64,
+}
+
+/// See [`Clusters::stamp`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Stamp {
+    resolved: u64,
+    /// (which cache, its epoch).
+    epochs: Vec<(usize, u64)>,
+}
+
+impl Stamp {
+    /// This stamp of the caches of `clusters` only.
+    pub(crate) fn only<'a>(&self, clusters: impl IntoIterator<Item = &'a Cluster>) -> Stamp {
+        let kept: Vec<usize> = clusters
+            .into_iter()
+            .map(|c| Arc::as_ptr(c.evaluator.cache()) as usize)
+            .collect();
+        Stamp {
+            resolved: self.resolved,
+            epochs: self
+                .epochs
+                .iter()
+                .filter(|(cache, _)| kept.contains(cache))
+                .copied()
+                .collect(),
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn test(epoch: u64) -> Stamp {
+        Stamp {
+            resolved: 0,
+            epochs: vec![(0, epoch)],
+        }
+    }
 }
 
 impl Clusters {
@@ -121,6 +159,7 @@ impl Clusters {
             remote: RwLock::default(),
             refused: RwLock::default(),
             changed: watch::Sender::new(0),
+            resolved: Default::default(),
         })
     }
 
@@ -150,6 +189,32 @@ impl Clusters {
 
     pub fn refused(&self) -> Vec<Refused> {
         locks::read(&self.refused).clone()
+    }
+
+    /// What answers read from `clusters` were derived from: how destinations resolve, and the
+    /// epoch of each cache (home first). Equal stamps: every read would answer the same.
+    pub(crate) fn stamp<'a>(&self, clusters: impl IntoIterator<Item = &'a Cluster>) -> Stamp {
+        let resolved = self.resolved.load(std::sync::atomic::Ordering::Acquire);
+        let epochs = clusters
+            .into_iter()
+            .map(|c| {
+                let cache = c.evaluator.cache();
+                (Arc::as_ptr(cache) as usize, cache.epoch())
+            })
+            .collect();
+        Stamp { resolved, epochs }
+    }
+
+    /// Every cluster: home first, then the remote ones.
+    pub(crate) fn all(&self) -> Vec<Arc<Cluster>> {
+        std::iter::once(self.home.clone())
+            .chain(self.remotes().values().cloned())
+            .collect()
+    }
+
+    /// Whether every cache of `clusters` serves reads now (see `Cache::vouched`).
+    pub(crate) fn vouched<'a>(clusters: impl IntoIterator<Item = &'a Cluster>) -> bool {
+        clusters.into_iter().all(|c| c.evaluator.cache().vouched())
     }
 
     /// Notified when the remote set changes.
@@ -301,12 +366,18 @@ impl Clusters {
                 .zip(next.iter())
                 .all(|((a, x), (b, y))| a == b && Arc::ptr_eq(x, y));
         *locks::write(&self.refused) = refused;
+        let aliased = **locks::read(&self.home_names) != home_names
+            || **locks::read(&self.home_servers) != home_servers;
         *locks::write(&self.home_names) = Arc::new(home_names);
         *locks::write(&self.home_servers) = Arc::new(home_servers);
         *locks::write(&self.alias_fingerprints) = aliases;
         if !same || learnt {
             *locks::write(&self.remote) = Arc::new(next);
             self.changed.send_modify(|n| *n += 1);
+        }
+        if !same || learnt || aliased {
+            self.resolved
+                .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         }
         Ok(())
     }

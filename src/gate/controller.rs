@@ -221,6 +221,7 @@ impl Gates {
                     blind: None,
                     judged_selector: None,
                     judged_state: None,
+                    valid_until: None,
                 },
             };
             (n.clone(), j)

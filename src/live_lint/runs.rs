@@ -116,10 +116,13 @@ impl Runs {
             ));
         }
         let Ok(permit) = self.permits.clone().try_acquire_owned() else {
-            return skipped(format!(
-                "busy: {} lint runs in progress; the next poll tries again",
-                self.budget.runs
-            ));
+            return LiveLint {
+                passing: true,
+                ..skipped(format!(
+                    "busy: {} lint runs in progress; the next poll tries again",
+                    self.budget.runs
+                ))
+            };
         };
         let run = tokio::task::spawn_blocking(move || {
             // Held until the rules end, not until the caller stops waiting.
@@ -138,12 +141,16 @@ impl Runs {
             Ok(Ok(Ok(found))) => (*found).clone(),
             Ok(Ok(Err(e)) | Err(e)) => LiveLint {
                 note: Some(format!("not linted: the lint run failed: {e}")),
+                passing: true,
                 ..LiveLint::default()
             },
-            Err(_) => skipped(format!(
-                "over budget: not done within {}; its findings show at a later poll once done",
-                humantime::format_duration(self.budget.time)
-            )),
+            Err(_) => LiveLint {
+                passing: true,
+                ..skipped(format!(
+                    "over budget: not done within {}; its findings show at a later poll once done",
+                    humantime::format_duration(self.budget.time)
+                ))
+            },
         }
     }
 }
