@@ -194,8 +194,10 @@ impl Evaluator {
                 Duration::ZERO
             }
         };
+        let mut verdict = found.finding.resolve(lasted, found.grace);
+        verdict.argo_status = found.argo_status;
         Judgement {
-            verdict: found.finding.resolve(lasted, found.grace),
+            verdict,
             blind: found.blind,
             judged_selector: found.judged_selector,
             judged_state: found.judged_state,

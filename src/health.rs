@@ -79,6 +79,15 @@ pub struct Verdict {
     pub status: HealthStatus,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// When an Argo CD health script judged the object: Argo CD's own status and message, as
+    /// the script returned them (message under the no-echo rules), apart from wavegate's
+    /// consequence above (a script's Degraded is Progressing until `--argocd-lua-grace`).
+    #[serde(
+        default,
+        rename = "argoStatus",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub argo_status: Option<crate::argocd_lua::ArgoHealth>,
 }
 
 impl Verdict {
@@ -86,6 +95,7 @@ impl Verdict {
         Verdict {
             status,
             message: message.into(),
+            argo_status: None,
         }
     }
 

@@ -198,6 +198,10 @@ pub(crate) struct JudgedResource {
     pub message: String,
     #[serde(rename = "judgedBy")]
     pub judged_by: JudgedBy,
+    /// Argo CD's own status and message when one of its health scripts judged the object
+    /// (`judgedBy: argocd-lua:…`), apart from wavegate's verdict above.
+    #[serde(rename = "argoStatus", skip_serializing_if = "Option::is_none")]
+    pub argo_status: Option<crate::argocd_lua::ArgoHealth>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -445,6 +449,7 @@ pub(crate) async fn view(
                         status: HealthStatus::Unknown,
                         message: why.to_string(),
                         judged_by: JudgedBy::Wavegate,
+                        argo_status: None,
                     };
                     (wave, resource)
                 })
@@ -589,6 +594,7 @@ async fn judge_by(
             status: verdict.status,
             message: verdict.message,
             judged_by: by,
+            argo_status: verdict.argo_status,
         },
     )
 }
@@ -686,6 +692,7 @@ mod tests {
             status,
             message: msg.into(),
             judged_by: JudgedBy::Wavegate,
+            argo_status: None,
         }
     }
 
