@@ -20,7 +20,8 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 use support::report;
-use wavegate::argocd_lua::{Bundled, Engine, Libraries, LuaHealth, group_kind, judge_generic};
+use wavegate::argocd_lua::{Bundled, Engine, Libraries, LuaHealth, group_kind};
+use wavegate::checks::judge_generic;
 
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();

@@ -87,7 +87,19 @@ pub struct Verdict {
         rename = "argoStatus",
         skip_serializing_if = "Option::is_none"
     )]
-    pub argo_status: Option<crate::argocd_lua::ArgoHealth>,
+    pub argo_status: Option<ArgoHealth>,
+}
+
+/// Argo CD's verdict on an object, as it would show it: what its health script
+/// (`ExecuteHealthLua`) returned, or, on an error, gitops-engine's `GetResourceHealth` answer
+/// (`Unknown` with the error's text). wavegate shows it as `argoStatus`, its message under the
+/// no-echo rules (`crate::argocd_lua::ArgoHealth::shown`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArgoHealth {
+    /// `""` when the script returned no status.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
 }
 
 impl Verdict {

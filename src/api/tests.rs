@@ -403,7 +403,7 @@ fn percent(s: &str) -> String {
 
 /// Hostile argocd-cm health scripts: an endless loop, a string doubled without end, a
 /// recursion without end, a table grown without end, and (with `useOpenLibs`) `string.rep` of a
-/// gigabyte. Each costs a bounded amount (instructions, memory, Lua's stack) and is Unknown
+/// gigabyte and backtracking patterns (C code, where no instruction is counted). Each costs a bounded amount (instructions, memory, Lua's stack) and is Unknown
 /// naming what stopped it, and `/healthz` answers all along on a one-worker runtime. Timing is
 /// asserted only against a generous bound.
 #[tokio::test(flavor = "current_thread")]
@@ -430,10 +430,12 @@ async fn healthz_answers_while_hostile_argocd_cm_scripts_run() {
             )
         })
         .collect();
-    data.insert(
-        "resource.customizations.useOpenLibs.example.com_Rep".into(),
-        "true".into(),
-    );
+    for kind in ["Rep", "Backtrack", "Classes"] {
+        data.insert(
+            format!("resource.customizations.useOpenLibs.example.com_{kind}"),
+            "true".into(),
+        );
+    }
     let lua = Arc::new(crate::argocd_lua::LuaHealth::default());
     lua.set_argocd_cm(Some(&data));
     let mut runs = Vec::new();
@@ -482,6 +484,7 @@ async fn healthz_answers_while_hostile_argocd_cm_scripts_run() {
             "MiB of memory",
             "stack overflow",
             "ran past 1s",
+            "backtrack past the bound",
         ];
         assert!(bound.iter().any(|b| v.message.contains(b)), "{v}");
         let argo = v.argo_status.as_ref().expect("argoStatus");

@@ -24,6 +24,7 @@ pub use scripts::{Bundled, Customizations, Origin, Script, Scripts};
 /// when the image is built (Dockerfile, stage `argocd-scripts`).
 pub const SCRIPTS_ROOT: &str = "/usr/share/wavegate/argocd";
 
+pub use crate::health::ArgoHealth;
 use crate::health::{HealthStatus, Verdict};
 use serde_json::Value;
 
@@ -44,17 +45,6 @@ pub enum ScriptError {
 /// gitops-engine's health codes (`isValidHealthStatusCode`).
 pub(crate) fn parse_status(s: &str) -> Option<HealthStatus> {
     HealthStatus::ALL.into_iter().find(|h| h.as_str() == s)
-}
-
-/// Argo CD's verdict on an object, as it would show it: what `ExecuteHealthLua` returned, or,
-/// on an error, gitops-engine's `GetResourceHealth` answer (`Unknown` with the error's text).
-/// wavegate shows it as `argoStatus` ([`ArgoHealth::shown`]: its message under the no-echo
-/// rules).
-#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ArgoHealth {
-    /// `""` when the script returned no status.
-    pub status: String,
-    pub message: String,
 }
 
 impl ArgoHealth {
@@ -180,23 +170,6 @@ impl LuaHealth {
         let verdict = judge(id, &script, &result, object);
         Some((script, verdict))
     }
-}
-
-/// The generic rule's own verdict on `object` (resource as wavegate names it, e.g.
-/// `clusters.postgresql.cnpg.io`; no expressions), with `lua`'s scripts when given and Argo CD's
-/// built-in rules or kstatus otherwise. For `benches/argocd_lua.rs`, which compares the two.
-#[doc(hidden)]
-pub fn judge_generic(resource: &str, object: &Value, lua: Option<&LuaHealth>) -> Verdict {
-    let ns = object
-        .pointer("/metadata/namespace")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let name = object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("");
-    let rule = crate::checks::generic::Rule::default();
-    crate::checks::generic::check_with(resource, ns, name, Some(object), &rule, lua).verdict
 }
 
 #[cfg(test)]
