@@ -21,6 +21,26 @@
 # (or commit the digests here, and let Renovate/Dependabot's docker manager keep them current).
 ARG RUST_IMAGE=rust:1-bookworm
 ARG RUNTIME_IMAGE=gcr.io/distroless/cc-debian12:nonroot
+ARG GO_IMAGE=golang:1-bookworm
+# The Argo CD releases whose bundled health scripts the image ships (`serve --argocd-version`
+# picks one): the same three the conformance test runs (tests/offline/argocd_lua.rs).
+ARG ARGOCD_RELEASES="v3.4.7 v3.5.1 v3.6.1"
+
+# Argo CD's bundled health scripts, unmodified, from the argo-cd Go module (through the Go
+# module proxy, checked against sum.golang.org as every module download is): only each
+# release's `resource_customizations/<group>/<Kind>/health.lua`, to
+# /out/argocd/<release>/<group>/<Kind>/health.lua. Nothing of Argo CD is in this repository.
+FROM ${GO_IMAGE} AS argocd-scripts
+ARG ARGOCD_RELEASES
+RUN set -eu; \
+    for v in ${ARGOCD_RELEASES}; do \
+      dir=$(cd /tmp && GOTOOLCHAIN=auto go mod download -json "github.com/argoproj/argo-cd/v3@$v" \
+            | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p'); \
+      test -d "$dir/resource_customizations"; \
+      cd "$dir/resource_customizations"; \
+      find . -name health.lua -exec install -D -m 0444 {} "/out/argocd/$v/{}" \; ; \
+      test -n "$(ls "/out/argocd/$v")"; \
+    done
 
 FROM ${RUST_IMAGE} AS chef
 # cargo-chef turns the manifests into a recipe and builds a skeleton of every target (bins,
@@ -48,6 +68,8 @@ LABEL org.opencontainers.image.title="wavegate" \
       org.opencontainers.image.description="Argo CD sync-wave readiness gates that tell the truth" \
       org.opencontainers.image.licenses="Apache-2.0"
 COPY --from=builder /out/wavegate /wavegate
+# `--argocd-version 3.5.1` reads /usr/share/wavegate/argocd/v3.5.1 (src/argocd_lua SCRIPTS_ROOT).
+COPY --from=argocd-scripts /out/argocd /usr/share/wavegate/argocd
 # distroless :nonroot already runs as 65532; say it explicitly (numeric, so Kubernetes'
 # runAsNonRoot can verify it without /etc/passwd).
 USER 65532:65532

@@ -51,9 +51,12 @@ if [ "$local_plane" = 1 ]; then
 TXT
 fi
 echo
-# Argo CD's bundled health scripts of the pinned release (hack/argocd/go.mod), read from the Go
-# module cache as they are: kinds without a check of wavegate's own are judged by them.
-argocd_version=$(awk '$1 == "github.com/argoproj/argo-cd/v3" {print $2; exit}' hack/argocd/go.mod)
+# Argo CD's bundled health scripts of the pinned release (hack/argocd/go.mod), or of
+# WAVEGATE_ARGOCD_VERSION (e.g. v3.6.1: the release your Argo CD runs), read from the Go module
+# cache as they are (`go mod download` fetches the module once; nothing is copied into the
+# repository): kinds without a check of wavegate's own are judged by them.
+argocd_version=${WAVEGATE_ARGOCD_VERSION:-$(awk '$1 == "github.com/argoproj/argo-cd/v3" {print $2; exit}' hack/argocd/go.mod)}
+case $argocd_version in v*) ;; *) argocd_version=v$argocd_version ;; esac
 scripts_flag=()
 if module=$(cd /tmp && GOTOOLCHAIN="${WAVEGATE_GOTOOLCHAIN:-auto}" \
     go mod download -json "github.com/argoproj/argo-cd/v3@$argocd_version" 2>/dev/null \
@@ -62,5 +65,6 @@ if module=$(cd /tmp && GOTOOLCHAIN="${WAVEGATE_GOTOOLCHAIN:-auto}" \
 else
   echo "Argo CD $argocd_version's health scripts are not available (go mod download failed):" \
     "kinds without a check of wavegate's own are judged by kstatus" >&2
+  unset WAVEGATE_ARGOCD_VERSION # serve reads it too, from the image's folder, absent here
 fi
 target/debug/wavegate serve --listen "$listen" "${scripts_flag[@]}"

@@ -49,8 +49,22 @@ pub struct ClusterArgs {
     /// then its `Dir`). Kinds without a dedicated check are judged by the script Argo CD would
     /// run (argocd-cm's first, then these), and by Argo CD's built-in rules and kstatus
     /// otherwise.
+    /// Wins over --argocd-version.
     #[arg(long, env = "WAVEGATE_ARGOCD_HEALTH_SCRIPTS")]
     pub argocd_health_scripts: Option<PathBuf>,
+    /// The Argo CD release the user runs (`3.5.1` or `v3.5.1`): its bundled health scripts are
+    /// read from `<--argocd-scripts-root>/v<X.Y.Z>/` (the image ships 3.4.7, 3.5.1 and 3.6.1
+    /// there). Without it (and without --argocd-health-scripts), no bundled script is used.
+    #[arg(long, env = "WAVEGATE_ARGOCD_VERSION")]
+    pub argocd_version: Option<String>,
+    /// Where --argocd-version finds each release's bundled scripts: one `v<X.Y.Z>` folder per
+    /// release, each the argo-cd module's `resource_customizations` (`<group>/<Kind>/health.lua`).
+    #[arg(
+        long,
+        env = "WAVEGATE_ARGOCD_SCRIPTS_ROOT",
+        default_value = crate::argocd_lua::SCRIPTS_ROOT
+    )]
+    pub argocd_scripts_root: PathBuf,
     /// How long an Argo CD health script's Degraded must last before a gate takes it as a
     /// definite failure (some scripts call a switchover or a failover Degraded).
     #[arg(long, env = "WAVEGATE_ARGOCD_LUA_GRACE", default_value = "90s", value_parser = humantime::parse_duration)]
@@ -477,11 +491,21 @@ impl ClusterArgs {
             })?),
             None => None,
         };
-        let bundled = match &self.argocd_health_scripts {
-            Some(dir) => crate::argocd_lua::Bundled::load(dir)
+        let bundled = match (&self.argocd_health_scripts, &self.argocd_version) {
+            (Some(dir), _) => crate::argocd_lua::Bundled::load(dir)
                 .map_err(|e| CliError::Usage(format!("--argocd-health-scripts: {e}")))?,
-            None => crate::argocd_lua::Bundled::default(),
+            (None, Some(version)) => {
+                crate::argocd_lua::Bundled::of_release(&self.argocd_scripts_root, version)
+                    .map_err(|e| CliError::Usage(format!("--argocd-version: {e}")))?
+            }
+            (None, None) => crate::argocd_lua::Bundled::default(),
         };
+        if !bundled.is_empty() {
+            tracing::info!(
+                scripts = bundled.len(),
+                "Argo CD's bundled health scripts read"
+            );
+        }
         let argocd_lua = Arc::new(crate::argocd_lua::LuaHealth::new(bundled));
         let mut credentials_for = BTreeSet::new();
         for entry in self.crdb_credentials_for.iter().map(|s| s.trim()) {

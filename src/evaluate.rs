@@ -237,8 +237,10 @@ impl Evaluator {
                 REOBSERVE_FAILURE
             });
         }
+        let mut verdict = found.finding.resolve(lasted, found.grace);
+        verdict.argo_status = found.argo_status;
         Judgement {
-            verdict: found.finding.resolve(lasted, found.grace),
+            verdict,
             blind: found.blind,
             judged_selector: found.judged_selector,
             judged_state: found.judged_state,

@@ -79,6 +79,27 @@ pub struct Verdict {
     pub status: HealthStatus,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,
+    /// When an Argo CD health script judged the object: Argo CD's own status and message, as
+    /// the script returned them (message under the no-echo rules), apart from wavegate's
+    /// consequence above (a script's Degraded is Progressing until `--argocd-lua-grace`).
+    #[serde(
+        default,
+        rename = "argoStatus",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub argo_status: Option<ArgoHealth>,
+}
+
+/// Argo CD's verdict on an object, as it would show it: what its health script
+/// (`ExecuteHealthLua`) returned, or, on an error, gitops-engine's `GetResourceHealth` answer
+/// (`Unknown` with the error's text). wavegate shows it as `argoStatus`, its message under the
+/// no-echo rules (`crate::argocd_lua::ArgoHealth::shown`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArgoHealth {
+    /// `""` when the script returned no status.
+    pub status: String,
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
 }
 
 impl Verdict {
@@ -86,6 +107,7 @@ impl Verdict {
         Verdict {
             status,
             message: message.into(),
+            argo_status: None,
         }
     }
 

@@ -548,6 +548,7 @@ mod tests {
                 "selector app=forgejo matches no pods; did you mean app=gitea".into()
             },
             judged_by: JudgedBy::Wavegate,
+            argo_status: None,
         }
     }
 

@@ -199,6 +199,10 @@ pub(crate) struct JudgedResource {
     pub message: String,
     #[serde(rename = "judgedBy")]
     pub judged_by: JudgedBy,
+    /// Argo CD's own status and message when one of its health scripts judged the object
+    /// (`judgedBy: argocd-lua:…`), apart from wavegate's verdict above.
+    #[serde(rename = "argoStatus", skip_serializing_if = "Option::is_none")]
+    pub argo_status: Option<crate::argocd_lua::ArgoHealth>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -475,6 +479,7 @@ pub(crate) async fn view(
                         status: HealthStatus::Unknown,
                         message: why.to_string(),
                         judged_by: JudgedBy::Wavegate,
+                        argo_status: None,
                     };
                     (wave, resource)
                 })
@@ -633,6 +638,7 @@ async fn judge_by(
             status: verdict.status,
             message: verdict.message,
             judged_by: by,
+            argo_status: verdict.argo_status,
         },
         until,
     )
@@ -763,6 +769,7 @@ mod tests {
             status,
             message: msg.into(),
             judged_by: JudgedBy::Wavegate,
+            argo_status: None,
         }
     }
 

@@ -455,7 +455,11 @@
                 return h('tr', { key: key, 'data-testid': 'wavegate-resource-' + r.kind + '-' + (r.namespace || '') + '-' + r.name },
                   h('th', { scope: 'row', style: S.rowTh }, resourceName(r)),
                   h('td', { style: S.td }, h(Badge, { status: r.status, testid: 'wavegate-resource-status' })),
-                  h('td', { style: S.td }, r.message || ''),
+                  h('td', { style: S.td }, r.message || '',
+                    // Argo CD's own verdict, when its health script judged the object and said
+                    // something else than wavegate's consequence (a Degraded within the grace).
+                    r.argoStatus && r.argoStatus.status !== r.status ? h('div', { style: S.muted, 'data-testid': 'wavegate-argo-status' },
+                      'Argo CD: ' + (r.argoStatus.status || 'no status') + (r.argoStatus.message ? ' \u2014 ' + r.argoStatus.message : '')) : null),
                   h('td', { style: { ...S.td, whiteSpace: 'nowrap' } }, r.judgedBy || ''));
               }),
               findingsOf(w, wave.wave).map(FindingRow));

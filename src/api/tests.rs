@@ -401,6 +401,98 @@ fn percent(s: &str) -> String {
         .collect()
 }
 
+/// Hostile argocd-cm health scripts: an endless loop, a string doubled without end, a
+/// recursion without end, a table grown without end, and (with `useOpenLibs`) `string.rep` of a
+/// gigabyte and backtracking patterns (C code, where no instruction is counted). Each costs a bounded amount (instructions, memory, Lua's stack) and is Unknown
+/// naming what stopped it, and `/healthz` answers all along on a one-worker runtime. Timing is
+/// asserted only against a generous bound.
+#[tokio::test(flavor = "current_thread")]
+async fn healthz_answers_while_hostile_argocd_cm_scripts_run() {
+    let scripts = [
+        ("Loop", "while true do end"),
+        ("Double", "local s = 'x' while true do s = s .. s end"),
+        (
+            "Deep",
+            "local function f(n) return 1 + f(n + 1) end return {status = 'Healthy', message = f(1)}",
+        ),
+        ("Grow", "local t = {} while true do t[#t + 1] = {obj} end"),
+        (
+            "Rep",
+            "return {status = 'Healthy', message = string.rep('x', 1e9)}",
+        ),
+    ];
+    let mut data: std::collections::BTreeMap<String, String> = scripts
+        .iter()
+        .map(|(kind, script)| {
+            (
+                format!("resource.customizations.health.example.com_{kind}"),
+                script.to_string(),
+            )
+        })
+        .collect();
+    for kind in ["Rep", "Backtrack", "Classes"] {
+        data.insert(
+            format!("resource.customizations.useOpenLibs.example.com_{kind}"),
+            "true".into(),
+        );
+    }
+    let lua = Arc::new(crate::argocd_lua::LuaHealth::default());
+    lua.set_argocd_cm(Some(&data));
+    let mut runs = Vec::new();
+    for _ in 0..2 {
+        for (kind, _) in scripts {
+            let object = serde_json::json!({
+                "apiVersion": "example.com/v1", "kind": kind,
+                "metadata": {"name": "hostile", "namespace": "cicd"}});
+            let rule = crate::checks::generic::Rule::default();
+            runs.push(tokio::spawn(crate::checks::generic::check_off_runtime(
+                format!("{}s.example.com", kind.to_lowercase()),
+                "cicd".into(),
+                "hostile".into(),
+                Some(object),
+                rule,
+                Some(lua.clone()),
+            )));
+        }
+    }
+    let app = router(state(Duration::from_millis(10)));
+    let started = Instant::now();
+    let (mut answers, mut slowest) = (0, Duration::ZERO);
+    while !runs.iter().all(|r| r.is_finished()) {
+        assert!(
+            started.elapsed() < Duration::from_secs(120),
+            "hostile scripts still running after 120 s"
+        );
+        let asked = Instant::now();
+        let (code, _, _) = call(&app, get("/healthz")).await;
+        assert_eq!(code, StatusCode::OK);
+        slowest = slowest.max(asked.elapsed());
+        answers += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let took = started.elapsed();
+    assert!(
+        slowest < Duration::from_secs(2),
+        "/healthz took {slowest:?} once while hostile scripts ran ({took:?}, {answers} answers)"
+    );
+    for run in futures::future::join_all(runs).await {
+        let judged = run.unwrap();
+        let v = &judged.verdict;
+        assert_eq!(v.status, crate::health::HealthStatus::Unknown, "{v}");
+        let bound = [
+            "Lua instructions",
+            "MiB of memory",
+            "stack overflow",
+            "ran past 1s",
+            "backtrack past the bound",
+        ];
+        assert!(bound.iter().any(|b| v.message.contains(b)), "{v}");
+        let argo = v.argo_status.as_ref().expect("argoStatus");
+        assert_eq!(argo.status, "Unknown", "{v}");
+    }
+    eprintln!("hostile scripts: {took:?}, /healthz answered {answers} times, slowest {slowest:?}");
+}
+
 /// Expressions are evaluated on the blocking pool: with every async worker's time available,
 /// `/healthz` answers at once while costly (admitted) evaluations run. On a one-worker runtime
 /// an evaluation on the async worker would hold it for the whole evaluation.

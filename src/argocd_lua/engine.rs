@@ -56,6 +56,11 @@ impl Default for Limits {
 
 const HOOK_EVERY: u32 = 1_000;
 
+/// The worst case, in backtracking steps, of one `string.find`/`match`/`gmatch`/`gsub` call
+/// (which runs in C, past the instruction hook): (subject bytes + 1) ^ (unbounded repetitions,
+/// plus one unless anchored). 10^8 steps of the C matcher take a fraction of a second.
+pub const PATTERN_STEPS: f64 = 1e8;
+
 /// Which libraries a script sees (argocd-cm `health.lua.useOpenLibs`; always on for bundled
 /// scripts: `GetHealthScript` returns `true` for them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -227,7 +232,7 @@ impl Run {
             .map_err(|e| self.error(e))?;
         lua.load(SANDBOX)
             .set_name("=sandbox")
-            .call::<()>((os, over, libraries == Libraries::Open))
+            .call::<()>((os, over, libraries == Libraries::Open, PATTERN_STEPS))
             .map_err(|e| self.error(e))
     }
 
@@ -300,7 +305,7 @@ impl Run {
 /// Builds the sandbox from what `Lua::new_with` opened: hides what Argo CD does not open, makes
 /// `pcall` unable to swallow a bound, and keeps `load`/`loadstring` to source text.
 const SANDBOX: &str = r#"
-local os, over, open = ...
+local os, over, open, PATTERN_STEPS = ...
 local error, type, pairs = error, type, pairs
 local raw_pcall, raw_xpcall, raw_load = pcall, xpcall, load
 
@@ -340,6 +345,111 @@ end
 
 if open then
   _G.os = os
+  -- Lua's pattern matcher runs in C, where no instruction is counted and no time is read:
+  -- `("x"):rep(1e4):find(".-.-.-y")` backtracks ~10^16 times. Before a call runs, its worst
+  -- case is estimated and a call past PATTERN_STEPS is an error. A repetition (`*`, `+`, `-`)
+  -- multiplies the work by the subject's length only when what may follow it can match a
+  -- character it matches too (`.-x` on x's, `%a*%a*`); `(%d+)-(%d+)` gives back digits that
+  -- the `-` refuses at once, so it stays linear. An unanchored pattern is tried at every
+  -- position; `%b` and back-references scan. What a single character matches is asked of the
+  -- C matcher itself, one byte at a time.
+  local find, match, gmatch, gsub, sub, char = string.find, string.match, string.gmatch, string.gsub, string.sub, string.char
+  local sets = {}
+  local function set_of(item)
+    local set = sets[item]
+    if set then return set end
+    set = {}
+    for b = 0, 255 do
+      local ok, at = raw_pcall(find, char(b), "^" .. item)
+      -- A malformed class: as if it matched everything (the call itself will say why).
+      if not ok or at then set[b] = true end
+    end
+    sets[item] = set
+    return set
+  end
+  local function after_set(p, i)
+    local n = #p
+    i = i + 1
+    if sub(p, i, i) == "^" then i = i + 1 end
+    repeat
+      if i > n then return n + 1 end
+      local c = sub(p, i, i)
+      i = i + 1
+      if c == "%" then i = i + 1 end
+    until sub(p, i, i) == "]"
+    return i + 1
+  end
+  local function items(p)
+    local list, i, n = {}, 1, #p
+    if sub(p, 1, 1) == "^" then i = 2 end
+    while i <= n do
+      local c, item = sub(p, i, i), nil
+      if c == "(" or c == ")" or (c == "$" and i == n) then
+        i = i + 1
+      elseif c == "%" then
+        local d = sub(p, i + 1, i + 1)
+        if d == "b" then
+          list[#list + 1] = { scan = true }
+          i = i + 4
+        elseif d == "f" then
+          i = after_set(p, i + 2)
+        elseif find(d, "^%d$") then
+          list[#list + 1] = { scan = true }
+          i = i + 2
+        else
+          item, i = sub(p, i, i + 1), i + 2
+        end
+      elseif c == "[" then
+        local j = after_set(p, i)
+        item, i = sub(p, i, j - 1), j
+      else
+        item, i = c, i + 1
+      end
+      if item then
+        local q = sub(p, i, i)
+        if q == "*" or q == "+" or q == "-" or q == "?" then i = i + 1 else q = "" end
+        list[#list + 1] = { set = item == "$" and { [36] = true } or set_of(item), q = q }
+      end
+    end
+    return list
+  end
+  local function overlaps(a, b)
+    for byte in pairs(b) do
+      if a[byte] then return true end
+    end
+    return false
+  end
+  local function bounded(name, s, p, plain, anchorable)
+    if plain or type(s) ~= "string" or type(p) ~= "string" then return end
+    local n = #s + 1
+    local cost = (anchorable and sub(p, 1, 1) == "^") and 1 or n
+    local list = items(p)
+    for k = 1, #list do
+      local it = list[k]
+      if it.scan then
+        cost = cost * n
+      elseif it.q == "?" then
+        cost = cost * 2
+      elseif it.q ~= "" then
+        for j = k + 1, #list do
+          local nx = list[j]
+          if nx.scan or overlaps(it.set, nx.set) then
+            cost = cost * n
+            break
+          end
+          if nx.q == "" or nx.q == "+" then break end
+        end
+      end
+    end
+    if cost > PATTERN_STEPS then
+      error("string." .. name .. ": a pattern of " .. #p .. " bytes on a subject of " .. #s
+        .. " bytes could backtrack past the bound of " .. PATTERN_STEPS .. " steps", 3)
+    end
+  end
+  string.find = function(s, p, init, plain) bounded("find", s, p, plain, true) return find(s, p, init, plain) end
+  string.match = function(s, p, init) bounded("match", s, p, false, true) return match(s, p, init) end
+  string.gmatch = function(s, p) bounded("gmatch", s, p, false, false) return gmatch(s, p) end
+  string.gsub = function(s, p, r, n) bounded("gsub", s, p, false, true) return gsub(s, p, r, n) end
 else
   -- gopher-lua without its open libraries: no string library, so no string methods either.
   _G.string, _G.math = nil, nil

@@ -12,6 +12,7 @@
 //! [`Outcome`] into a [`Verdict`](crate::health::Verdict) with [`judge`].
 
 pub mod argocd_cm;
+pub mod echo;
 mod engine;
 mod scripts;
 
@@ -19,6 +20,12 @@ pub(crate) use engine::clock_reads;
 pub use engine::{Engine, Libraries, Limits, Outcome};
 pub use scripts::{Bundled, Customizations, Origin, Script, Scripts};
 
+/// Where the image keeps each Argo CD release's bundled health scripts (`--argocd-scripts-root`):
+/// `<root>/v<X.Y.Z>/<group>/<Kind>/health.lua`, copied from the argo-cd Go module unmodified
+/// when the image is built (Dockerfile, stage `argocd-scripts`).
+pub const SCRIPTS_ROOT: &str = "/usr/share/wavegate/argocd";
+
+pub use crate::health::ArgoHealth;
 use crate::health::{HealthStatus, Verdict};
 use serde_json::Value;
 
@@ -41,15 +48,6 @@ pub(crate) fn parse_status(s: &str) -> Option<HealthStatus> {
     HealthStatus::ALL.into_iter().find(|h| h.as_str() == s)
 }
 
-/// Argo CD's verdict on an object, as it would show it: what `ExecuteHealthLua` returned, or,
-/// on an error, gitops-engine's `GetResourceHealth` answer (`Unknown` with the error's text).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ArgoHealth {
-    /// `""` when the script returned no status.
-    pub status: String,
-    pub message: String,
-}
-
 impl ArgoHealth {
     pub fn of(result: &Result<Outcome, ScriptError>) -> ArgoHealth {
         let (status, message) = match result {
@@ -66,34 +64,53 @@ impl ArgoHealth {
             message,
         }
     }
+
+    /// [`ArgoHealth::of`] as wavegate shows it: the message (or error) under the no-echo rules
+    /// of [`echo`] for a run on `object`.
+    pub fn shown(result: &Result<Outcome, ScriptError>, object: &Value) -> ArgoHealth {
+        let ArgoHealth { status, message } = ArgoHealth::of(result);
+        ArgoHealth {
+            status,
+            message: echo::shown(&message, object),
+        }
+    }
 }
 
-/// wavegate's verdict from a script's run on the object `id` names. A script that returns no
-/// status, an invalid one, or fails is never Healthy: Unknown, with the reason.
-pub(crate) fn judge(id: &str, script: &Script, result: &Result<Outcome, ScriptError>) -> Verdict {
+/// wavegate's verdict from a script's run on `object`, which `id` names. A script that returns
+/// no status, an invalid one, or fails is never Healthy: Unknown, with the reason. Whatever the
+/// script said (message or error) is shown under the no-echo rules of [`echo`]; Argo CD's own
+/// status and message are kept apart as `argoStatus`.
+pub(crate) fn judge(
+    id: &str,
+    script: &Script,
+    result: &Result<Outcome, ScriptError>,
+    object: &Value,
+) -> Verdict {
     let by = script.judged_by();
-    match result {
+    let mut verdict = match result {
         Ok(Outcome::Health { status, message }) => {
             let message = if message.is_empty() {
                 format!("{id}: {by} says {status}")
             } else {
-                format!("{id}: {message}")
+                format!("{id}: {}", echo::shown(message, object))
             };
-            Verdict {
-                status: *status,
-                message,
-            }
+            Verdict::new(*status, message)
         }
         Ok(Outcome::Empty) => Verdict::unknown(format!("{id}: {by} returned no health status")),
         Ok(Outcome::InvalidStatus) => {
             Verdict::unknown(format!("{id}: {by} returned an invalid health status"))
         }
-        Err(e) => Verdict::unknown(format!("{id}: {by} failed: {e}")),
-    }
+        Err(e) => Verdict::unknown(format!(
+            "{id}: {by} failed: {}",
+            echo::shown(&e.to_string(), object)
+        )),
+    };
+    verdict.argo_status = Some(ArgoHealth::shown(result, object));
+    verdict
 }
 
 /// The `group/Kind` of an object (`Kind` alone for the core group), as Argo CD keys scripts.
-pub(crate) fn group_kind(object: &Value) -> Option<(String, String)> {
+pub fn group_kind(object: &Value) -> Option<(String, String)> {
     let api_version = object.get("apiVersion")?.as_str()?;
     let kind = object.get("kind")?.as_str()?;
     let group = match api_version.rsplit_once('/') {
@@ -151,7 +168,7 @@ impl LuaHealth {
         let (group, kind) = group_kind(object)?;
         let script = self.script_for(&group, &kind)?;
         let result = self.engine.run(&script.source, script.libraries, object);
-        let verdict = judge(id, &script, &result);
+        let verdict = judge(id, &script, &result, object);
         Some((script, verdict))
     }
 }
@@ -197,10 +214,57 @@ mod tests {
             lua_with("return {status = 'Suspended', message = 'paused by ' .. obj.metadata.name}");
         let (script, v) = lua.judge("widgets.example.com cicd/w", &widget()).unwrap();
         assert_eq!(script.origin, Origin::ArgocdCm);
+        assert_eq!(v.status, HealthStatus::Suspended);
+        assert_eq!(v.message, "widgets.example.com cicd/w: paused by w");
+        let argo = v.argo_status.expect("argoStatus");
         assert_eq!(
-            v,
-            Verdict::suspended("widgets.example.com cicd/w: paused by w")
+            (argo.status.as_str(), argo.message.as_str()),
+            ("Suspended", "paused by w")
         );
+    }
+
+    /// A hostile script that echoes the object's spec (an inline password, an env value, the
+    /// last-applied annotation) in its message or its error, or returns a huge message: the
+    /// verdict and `argoStatus` show neither the values nor more than `echo::MAX_SHOWN` bytes.
+    #[test]
+    fn a_scripts_message_and_error_are_under_the_no_echo_rules() {
+        let object = json!({
+            "apiVersion": "example.com/v1", "kind": "Widget",
+            "metadata": {"name": "w", "annotations": {
+                "kubectl.kubernetes.io/last-applied-configuration":
+                    "{\"spec\":{\"password\":\"pa55w0rd-xyz\"}}"}},
+            "spec": {"password": "pa55w0rd-xyz",
+                     "env": [{"name": "TOKEN", "value": "ghp_0123456789"}]},
+            "status": {"phase": "Degraded-ish"}
+        });
+        let secrets = ["pa55w0rd-xyz", "ghp_0123456789"];
+        for script in [
+            "return {status = 'Degraded', message = obj.spec.password .. ' ' \
+             .. obj.spec.env[1].value .. ' ' \
+             .. obj.metadata.annotations['kubectl.kubernetes.io/last-applied-configuration'] \
+             .. ' in ' .. obj.status.phase}",
+            "error('leaking ' .. obj.spec.password .. ' and ' .. obj.spec.env[1].value)",
+            "local s = obj.spec.password for i = 1, 16 do s = s .. s end \
+             return {status = 'Progressing', message = s}",
+        ] {
+            let (_, v) = lua_with(script)
+                .judge("widgets.example.com cicd/w", &object)
+                .unwrap();
+            let argo = v.argo_status.clone().expect("argoStatus");
+            for shown in [&v.message, &argo.message] {
+                for secret in secrets {
+                    assert!(!shown.contains(secret), "{script}: {shown}");
+                }
+                assert!(shown.len() <= echo::MAX_SHOWN + 200, "{}", shown.len());
+                assert!(shown.contains(echo::REDACTED), "{shown}");
+            }
+            assert!(!v.message.contains("\"spec\""), "{v}");
+        }
+        // What the controller reports in status is what scripts are for, and stays.
+        let (_, v) = lua_with("return {status = 'Progressing', message = obj.status.phase}")
+            .judge("widgets.example.com cicd/w", &object)
+            .unwrap();
+        assert_eq!(v.message, "widgets.example.com cicd/w: Degraded-ish");
     }
 
     #[test]

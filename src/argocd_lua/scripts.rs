@@ -50,7 +50,56 @@ pub struct BundledError {
     source: std::io::Error,
 }
 
+/// A release whose bundled scripts are not at hand.
+#[derive(Debug, thiserror::Error)]
+pub enum ReleaseError {
+    #[error("{0:?} is not an Argo CD release (X.Y.Z or vX.Y.Z)")]
+    NotARelease(String),
+    #[error(
+        "no bundled health scripts of Argo CD {version} under {root} (releases there: {available})"
+    )]
+    Absent {
+        version: String,
+        root: PathBuf,
+        available: String,
+    },
+    #[error(transparent)]
+    Unreadable(#[from] BundledError),
+}
+
 impl Bundled {
+    /// The scripts of Argo CD `version` (`3.5.1` or `v3.5.1`) under `root`: `<root>/v3.5.1/`.
+    pub fn of_release(root: &Path, version: &str) -> Result<Bundled, ReleaseError> {
+        let bare = version.strip_prefix('v').unwrap_or(version);
+        let parts: Vec<&str> = bare.split('.').collect();
+        let numeric =
+            |p: &&str| !p.is_empty() && p.len() <= 4 && p.bytes().all(|b| b.is_ascii_digit());
+        if parts.len() != 3 || !parts.iter().all(numeric) {
+            return Err(ReleaseError::NotARelease(crate::health::printable(version)));
+        }
+        let dir = root.join(format!("v{bare}"));
+        if !dir.is_dir() {
+            let mut available: Vec<String> = std::fs::read_dir(root)
+                .into_iter()
+                .flatten()
+                .filter_map(Result::ok)
+                .filter(|e| e.path().is_dir())
+                .filter_map(|e| e.file_name().to_str().map(str::to_string))
+                .collect();
+            available.sort();
+            return Err(ReleaseError::Absent {
+                version: format!("v{bare}"),
+                root: root.to_path_buf(),
+                available: if available.is_empty() {
+                    "none".to_string()
+                } else {
+                    available.join(", ")
+                },
+            });
+        }
+        Ok(Bundled::load(&dir)?)
+    }
+
     /// Read `<dir>/<group>/<Kind>/health.lua` (the argo-cd module's `resource_customizations`).
     pub fn load(dir: &Path) -> Result<Bundled, BundledError> {
         let err = |path: &Path| {
@@ -111,6 +160,12 @@ impl Bundled {
             .iter()
             .map(|(k, s)| (k.as_str(), s))
             .chain(self.wildcards.iter().map(|(k, _, s)| (k.as_str(), s)))
+    }
+
+    /// Whether the release ships a health script for `group_kind` (`group/Kind`, `Kind` for the
+    /// core group): an exact folder or a wildcard one.
+    pub fn has(&self, group_kind: &str) -> bool {
+        self.lookup(group_kind).is_some()
     }
 
     fn lookup(&self, key: &str) -> Option<Script> {
@@ -272,6 +327,48 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    /// `<root>/v<X.Y.Z>/<group>/<Kind>/health.lua`, with a `_` wildcard folder.
+    fn releases() -> PathBuf {
+        let root = std::env::temp_dir().join(format!("wavegate-releases-{}", std::process::id()));
+        for (release, gk) in [
+            ("v3.5.1", "postgresql.cnpg.io/Cluster"),
+            ("v3.6.1", "postgresql.cnpg.io/Database"),
+            ("v3.6.1", "_.crossplane.io/_"),
+        ] {
+            let dir = root.join(release).join(gk);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join("health.lua"), "return {status = 'Healthy'}").unwrap();
+        }
+        root
+    }
+
+    #[test]
+    fn a_release_selects_its_own_folder_and_nothing_else() {
+        let root = releases();
+        let old = Bundled::of_release(&root, "3.5.1").unwrap();
+        let new = Bundled::of_release(&root, "v3.6.1").unwrap();
+        assert!(old.has("postgresql.cnpg.io/Cluster") && !old.has("postgresql.cnpg.io/Database"));
+        assert!(new.has("postgresql.cnpg.io/Database") && !new.has("postgresql.cnpg.io/Cluster"));
+        assert!(new.has("pkg.crossplane.io/Provider"), "the wildcard folder");
+        let absent = Bundled::of_release(&root, "3.7.0").unwrap_err().to_string();
+        assert!(
+            absent.contains("v3.7.0") && absent.contains("v3.5.1, v3.6.1"),
+            "{absent}"
+        );
+        for bad in [
+            "../../etc",
+            "3.5",
+            "3.5.1/../..",
+            "latest",
+            "v3.5.1-rc1",
+            "",
+        ] {
+            let e = Bundled::of_release(&root, bad).unwrap_err();
+            assert!(matches!(e, ReleaseError::NotARelease(_)), "{bad}: {e}");
+        }
+        std::fs::remove_dir_all(root).unwrap();
     }
 
     #[test]

@@ -173,8 +173,15 @@ pub(crate) fn check_with(
     lua: Option<&LuaHealth>,
 ) -> Judged {
     let mut script = None;
-    let verdict = judge(kind, namespace, name, object, rule, lua, &mut script);
-    Judged { verdict, script }
+    let mut verdict = judge(kind, namespace, name, object, rule, lua, &mut script);
+    // An expression's verdict replaces the script's, not what Argo CD said.
+    if verdict.argo_status.is_none() {
+        verdict.argo_status = script.as_ref().and_then(|(_, argo)| argo.clone());
+    }
+    Judged {
+        verdict,
+        script: script.map(|(s, _)| s),
+    }
 }
 
 fn judge(
@@ -184,7 +191,10 @@ fn judge(
     object: Option<&Value>,
     rule: &Rule,
     lua: Option<&LuaHealth>,
-    script: &mut Option<crate::argocd_lua::Script>,
+    script: &mut Option<(
+        crate::argocd_lua::Script,
+        Option<crate::argocd_lua::ArgoHealth>,
+    )>,
 ) -> Verdict {
     let id = id(kind, namespace, name);
     let compiled = match Compiled::new(rule) {
@@ -205,7 +215,7 @@ fn judge(
     let scripted = lua.and_then(|lua| lua.judge(&id, object));
     let own = match scripted {
         Some((used, verdict)) => {
-            *script = Some(used);
+            *script = Some((used, verdict.argo_status.clone()));
             verdict
         }
         None => match builtin::judge(kind, &id, object) {

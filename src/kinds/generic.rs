@@ -99,10 +99,17 @@ pub(crate) async fn gather<R: Reads, P>(
     // progress", "Failing over"). Inside its own Application that is Argo CD's decision; a gate
     // fails a sync only on a definite failure, so a script's Degraded counts once it has
     // lasted the grace period.
-    let v = judged.verdict;
+    let mut v = judged.verdict;
+    let argo_status = v.argo_status.take();
     if judged.script.is_some() && v.status == HealthStatus::Degraded {
         let finding = Finding::Persistent { message: v.message };
-        return Ok(Found::seen(finding, from.config.argocd_lua_grace, identity));
+        return Ok(Found {
+            argo_status,
+            ..Found::seen(finding, from.config.argocd_lua_grace, identity)
+        });
     }
-    Ok(Found::seen(v.into(), Duration::ZERO, None))
+    Ok(Found {
+        argo_status,
+        ..Found::seen(v.into(), Duration::ZERO, None)
+    })
 }

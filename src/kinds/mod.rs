@@ -253,6 +253,9 @@ pub(crate) struct Found {
     pub blind: Option<String>,
     pub judged_selector: Option<String>,
     pub judged_state: Option<String>,
+    /// Argo CD's own status and message, when one of its health scripts judged the object:
+    /// kept beside the verdict whatever the grace makes of it.
+    pub argo_status: Option<crate::argocd_lua::ArgoHealth>,
 }
 
 impl Found {
@@ -264,6 +267,7 @@ impl Found {
             blind: None,
             judged_selector: None,
             judged_state: None,
+            argo_status: None,
         }
     }
 }

@@ -90,9 +90,19 @@ impl ArgocdCm {
     }
 }
 
-/// Whether Argo CD judges `group_kind`'s health: built in, or from the argocd-cm.
-pub fn has_health(cm: Option<&ArgocdCm>, group_kind: &str) -> bool {
-    BUILT_IN.contains(&group_kind) || cm.is_some_and(|cm| cm.has_health(group_kind))
+/// Whether Argo CD judges `group_kind`'s health: from the argocd-cm, or by a script of its
+/// release — the given release's bundled scripts (`--argocd-health-scripts`, exact or wildcard
+/// folder) when known, else [`BUILT_IN`].
+pub fn has_health(
+    cm: Option<&ArgocdCm>,
+    bundled: Option<&crate::argocd_lua::Bundled>,
+    group_kind: &str,
+) -> bool {
+    let shipped = match bundled {
+        Some(bundled) => bundled.has(group_kind),
+        None => BUILT_IN.contains(&group_kind),
+    };
+    shipped || cm.is_some_and(|cm| cm.has_health(group_kind))
 }
 
 #[cfg(test)]

@@ -29,6 +29,11 @@ pub struct LintArgs {
     /// (resource.customizations.health.*). Without it, only Argo CD's built-in ones count.
     #[arg(long = "argocd-cm", value_name = "FILE")]
     pub argocd_cm: Option<PathBuf>,
+    /// The bundled health scripts of the Argo CD release it runs (the argo-cd module's
+    /// `resource_customizations` folder, as `serve --argocd-health-scripts`): a kind with a
+    /// script there has a health check. Without it, the kinds Argo CD 3.2 ships one for.
+    #[arg(long = "argocd-health-scripts", value_name = "DIR")]
+    pub argocd_health_scripts: Option<PathBuf>,
     /// The Application's destination namespace, for objects that name none.
     #[arg(short = 'n', long = "namespace", default_value = "")]
     pub namespace: String,
@@ -115,10 +120,21 @@ fn report(args: LintArgs) -> Result<(String, u8), InputError> {
             sources.push(Source::Path(path));
         }
     }
+    let bundled = match &args.argocd_health_scripts {
+        None => None,
+        Some(dir) => Some(std::sync::Arc::new(
+            crate::argocd_lua::Bundled::load(dir).map_err(|e| InputError {
+                file: dir.display().to_string(),
+                line: 0,
+                message: e.to_string(),
+            })?,
+        )),
+    };
     let options = Options {
         destination: args.namespace,
         ignore,
         argocd_cm,
+        bundled,
     };
     if args.output == Format::Order {
         let objects = super::manifest::read(&sources)?;

@@ -31,6 +31,9 @@ pub struct Options {
     pub ignore: BTreeSet<Rule>,
     /// The argocd-cm Argo CD runs with, when known.
     pub argocd_cm: Option<ArgocdCm>,
+    /// The bundled health scripts of the Argo CD release it runs, when known: a kind with one
+    /// has a health check.
+    pub bundled: Option<std::sync::Arc<crate::argocd_lua::Bundled>>,
 }
 
 /// The result of one lint.
@@ -64,6 +67,7 @@ pub fn lint(objects: &[Object], options: &Options) -> Result<Report, InputError>
         destination: &options.destination,
         tasks: &tasks,
         argocd_cm: options.argocd_cm.as_ref(),
+        bundled: options.bundled.as_deref(),
     };
     let findings = rules::findings(&input, &refs, &options.ignore)?;
     Ok(Report {

@@ -188,6 +188,7 @@ pub struct Input<'a> {
     pub destination: &'a str,
     pub tasks: &'a [Task],
     pub argocd_cm: Option<&'a ArgocdCm>,
+    pub bundled: Option<&'a crate::argocd_lua::Bundled>,
 }
 
 /// Every finding, suppressions applied; sorted by file and line.
@@ -213,6 +214,7 @@ pub fn findings(
         first: &first,
         gates: &gates,
         cm: input.argocd_cm,
+        bundled: input.bundled,
         tasks: input.tasks,
         position,
     };
@@ -252,6 +254,7 @@ struct Cx<'a> {
     first: &'a [Option<Moment>],
     gates: &'a [Gate],
     cm: Option<&'a ArgocdCm>,
+    bundled: Option<&'a crate::argocd_lua::Bundled>,
     tasks: &'a [Task],
     /// Each object's first task in `tasks` (at its `first` moment).
     position: Vec<Option<usize>>,
@@ -290,7 +293,7 @@ impl Cx<'_> {
     /// Whether Argo CD itself waits for `o` to be ready before leaving its wave.
     fn argo_waits_for(&self, o: &Object) -> bool {
         let gk = o.group_kind();
-        if has_health(self.cm, &gk) {
+        if has_health(self.cm, self.bundled, &gk) {
             return true;
         }
         // Annotation mode: wavegate's verdict on the object, read by a Lua check in argocd-cm.
@@ -528,8 +531,9 @@ fn reference_rules(cx: &Cx<'_>, refs: &[Reference], out: &mut Vec<Finding>) {
                 };
                 (
                     format!(
-                        "Argo CD has no health check for {} (none built in; none in {}), so it moves on as soon as {p_desc} is stored, before the operator has made it ready.",
+                        "Argo CD has no health check for {} (none built in{}; none in {}), so it moves on as soon as {p_desc} is stored, before the operator has made it ready.",
                         producer.group_kind(),
+                        if cx.bundled.is_some() { " or bundled with the given release" } else { "" },
                         if cx.cm.is_some() { "the given argocd-cm" } else { "argocd-cm unless given with --argocd-cm" }
                     ),
                     format!("insert this WaveGate between them ({}):\n{}", gate_at, gate_yaml(producer, gate_at)),
@@ -785,7 +789,7 @@ fn gate_rules(cx: &Cx<'_>, last: Option<Moment>, out: &mut Vec<Finding>) {
 }
 
 fn app_of_apps_rule(cx: &Cx<'_>, out: &mut Vec<Finding>) {
-    if has_health(cx.cm, "argoproj.io/Application") {
+    if has_health(cx.cm, cx.bundled, "argoproj.io/Application") {
         return;
     }
     let last = cx.first.iter().flatten().max().copied();

@@ -83,6 +83,12 @@ async fn a_health_script_added_to_argocd_cm_changes_the_verdict_without_a_restar
         v["message"].as_str().unwrap().contains("holds it until"),
         "{v}"
     );
+    // Argo CD's own verdict, as the script returned it.
+    assert_eq!(v["argoStatus"]["status"], "Progressing", "{v}");
+    assert_eq!(
+        v["argoStatus"]["message"],
+        "argocd-cm script holds it until it is labelled ready=yes"
+    );
 
     apply(
         &client,
@@ -99,13 +105,81 @@ async fn a_health_script_added_to_argocd_cm_changes_the_verdict_without_a_restar
         "{v}"
     );
 
-    // A script that never ends is stopped by its bound: Unknown, never Healthy.
+    // A script's Degraded is Argo CD's word; wavegate's consequence waits for the grace
+    // (90 s by default): Progressing, with Argo CD's Degraded beside it. Its message echoes
+    // the spec's instances count (a number, kept) and a label value (redacted).
+    apply(
+        &client,
+        cm(Some(
+            "return {status = 'Degraded', message = 'Failing over ' .. \
+             obj.metadata.labels['ready'] .. ' behind ' .. obj.metadata.name}",
+        )),
+    )
+    .await;
+    apply(
+        &client,
+        json!({
+            "apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+            "metadata": {"name": "forgejo", "namespace": ns,
+                         "labels": {"ready": "secret-label-value"}},
+            "spec": {"instances": 1}
+        }),
+    )
+    .await;
+    let v = eventually(Duration::from_secs(10), "Argo CD's Degraded", || async {
+        let v = wg
+            .health("clusters.postgresql.cnpg.io", &ns, "forgejo", "")
+            .await;
+        if v["argoStatus"]["status"] == "Degraded" {
+            Ok(v)
+        } else {
+            Err(v.to_string())
+        }
+    })
+    .await;
+    assert_eq!(v["status"], "Progressing", "{v}");
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("Degraded if it persists"),
+        "{v}"
+    );
+    let said = v["argoStatus"]["message"].as_str().unwrap();
+    assert_eq!(said, "Failing over <redacted> behind forgejo", "{v}");
+    assert!(!v.to_string().contains("secret-label-value"), "{v}");
+
+    // A script that never ends is stopped by its bound: Unknown, never Healthy; /healthz
+    // answers while such scripts run.
     apply(&client, cm(Some("while true do end"))).await;
     let v = wait_for(&wg, &ns, "Unknown").await;
     assert!(
         v["message"].as_str().unwrap().contains("instructions"),
         "{v}"
     );
+    assert_eq!(v["argoStatus"]["status"], "Unknown", "{v}");
+    let asks: Vec<_> = (0..4)
+        .map(|_| {
+            let url = format!(
+                "{}/api/v1/health/clusters.postgresql.cnpg.io/{ns}/forgejo",
+                wg.url
+            );
+            tokio::spawn(async move { reqwest::get(url).await.map(|r| r.status()) })
+        })
+        .collect();
+    for _ in 0..5 {
+        let asked = std::time::Instant::now();
+        let (code, _) = wg.get("/healthz").await;
+        assert_eq!(code, 200);
+        assert!(
+            asked.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            asked.elapsed()
+        );
+    }
+    for ask in asks {
+        ask.await.unwrap().unwrap();
+    }
 
     // The key removed: kstatus again.
     apply(&client, cm(None)).await;

@@ -836,3 +836,43 @@ fn argo_cd_3_2_ships_health_checks_only_for_the_kinds_lint_assumes() {
         );
     }
 }
+
+/// With the release's bundled scripts given (`--argocd-health-scripts`), a kind with a script
+/// there has a health check: Argo CD 3.6.1 ships one for CNPG's `Database`, 3.5.1 does not, so
+/// the same manifests need a WaveGate only under 3.5.1.
+#[test]
+fn a_bundled_script_of_the_given_release_counts_as_a_health_check() {
+    let fixture = "tests/fixtures/lint/not-awaited/fail.yaml";
+    let scripts = |v: &str| {
+        go_module(&format!("github.com/argoproj/argo-cd/v3@{v}")).join("resource_customizations")
+    };
+    let (old, new) = (scripts("v3.5.1"), scripts("v3.6.1"));
+    let with = |dir: &Path| Options {
+        bundled: Some(std::sync::Arc::new(
+            wavegate::argocd_lua::Bundled::load(dir).unwrap(),
+        )),
+        ..Options::default()
+    };
+    let r = lint_files(&[fixture], &with(&old));
+    assert_eq!(rules(&r), [Rule::NotAwaited], "{r:#?}");
+    let r = lint_files(&[fixture], &with(&new));
+    assert_eq!(rules(&r), [], "{r:#?}");
+
+    // The same through the CLI flag; a folder that cannot be read is bad input (exit 2).
+    for (dir, code) in [(&old, 1), (&new, 0)] {
+        let dir = dir.display().to_string();
+        let (status, out, err) = wavegate(&["lint", "--argocd-health-scripts", &dir, fixture], "");
+        assert_eq!(status, code, "{dir}: {out}{err}");
+    }
+    let (status, _, err) = wavegate(
+        &[
+            "lint",
+            "--argocd-health-scripts",
+            "/nonexistent/scripts",
+            fixture,
+        ],
+        "",
+    );
+    assert_eq!(status, 2, "{err}");
+    assert!(err.contains("/nonexistent/scripts"), "{err}");
+}
