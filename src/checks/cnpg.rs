@@ -135,14 +135,45 @@ pub fn check(
         .get("status")
         .and_then(Value::as_object)
         .filter(|s| !s.is_empty());
+    let applied = status
+        .and_then(|s| s.get("applied"))
+        .and_then(Value::as_bool);
+    let message = status
+        .and_then(|s| s.get("message"))
+        .and_then(Value::as_str)
+        .filter(|m| !m.is_empty());
+
+    // A replica cluster is read-only: its databases are the primary cluster's, streamed to it.
+    // CNPG's instance manager applies nothing there; since CNPG 1.30 it also withdraws what it
+    // applied before a demotion, leaving `applied` unset with "waiting for the cluster to
+    // become primary" and `observedGeneration` as it was, so the Database keeps ownership
+    // (`handleReplicaRoleTransition` in internal/management/controller/common.go, called by
+    // database_controller.go). Older CNPG left the demoted Database's `applied: true` in place
+    // forever, and 1.30 does until the demoted primary's next reconcile. None of these is
+    // Healthy: a consumer started now could not write the database, and CNPG itself no longer
+    // vouches for it. Not Degraded: nothing failed, and a promotion applies it again. Not
+    // Unknown: CNPG is not in doubt, and a hook gate answering Unknown fails the sync.
+    // Progressing — what Argo CD 3.6's own Database script says of `applied` unset — so the
+    // wave waits for the promotion or the gate's timeout.
+    if is_replica(cluster) {
+        let reported = match (applied, message) {
+            (None, Some(m)) => format!("CNPG reports applied unset: {m:?}"),
+            (None, None) => "CNPG has not applied it".to_string(),
+            (Some(a), m) => format!(
+                "CNPG's applied: {a}{} is from before it saw the Cluster as a replica",
+                m.map(|m| format!(" ({m:?})")).unwrap_or_default()
+            ),
+        };
+        return waiting(format!(
+            "Cluster {cluster_id} is a replica cluster (spec.replica), read-only: CNPG applies \
+             no Database there, the database is the primary cluster's; {reported}; it is \
+             applied again once the Cluster is promoted"
+        ));
+    }
+
     let Some(status) = status else {
         return waiting("CNPG has not applied the database yet (status empty)".into());
     };
-    let applied = status.get("applied").and_then(Value::as_bool);
-    let message = status
-        .get("message")
-        .and_then(Value::as_str)
-        .filter(|m| !m.is_empty());
     let observed = status.get("observedGeneration").and_then(Value::as_i64);
 
     // CNPG's `SetAsFailed` (api/v1/database_funcs.go) sets applied=false and the error but
@@ -193,8 +224,9 @@ pub fn check(
     }
 
     if applied != Some(true) {
-        // `SetAsUnknown` clears applied, e.g. "waiting for the cluster to become primary" on a
-        // replica cluster: not a failure, nothing done either.
+        // `SetAsUnknown` clears applied and keeps observedGeneration, e.g. "waiting for the
+        // cluster to become primary" after a demotion: once the Cluster is promoted, CNPG
+        // applies it again (`handleReplicaRoleTransition` proceeds while applied is not true).
         let why = message.map_or(String::new(), |m| format!(": {m}"));
         return waiting(format!(
             "CNPG has not applied the database yet (applied unset{why})"
@@ -296,6 +328,25 @@ fn no_acting_primary(cluster_id: &str, cluster: &Value) -> Option<String> {
     }
 }
 
+/// Whether the Cluster is a replica cluster, as CNPG's `Cluster.IsReplica`
+/// (api/v1/cluster_funcs.go) decides: `spec.replica.enabled` when set; otherwise (distributed
+/// topology) unless `spec.replica.primary` names this Cluster (`spec.replica.self`, default its
+/// name).
+fn is_replica(cluster: &Value) -> bool {
+    let Some(replica) = cluster.pointer("/spec/replica").filter(|r| r.is_object()) else {
+        return false;
+    };
+    if let Some(enabled) = replica.get("enabled").and_then(Value::as_bool) {
+        return enabled;
+    }
+    let me = replica
+        .str_at("/self")
+        .filter(|s| !s.is_empty())
+        .or_else(|| cluster.str_at("/metadata/name"))
+        .unwrap_or_default();
+    replica.str_at("/primary").unwrap_or_default() != me
+}
+
 /// When the object's status was last written, as the API server records it: the newest
 /// `metadata.managedFields` entry of the `status` subresource.
 fn status_written(object: &Value) -> Option<Timestamp> {
@@ -351,6 +402,8 @@ mod tests {
     const CLUSTER_READY: &str = include_str!("../../tests/fixtures/cnpg/cluster-ready.yaml");
     const CLUSTER_NOT_READY: &str =
         include_str!("../../tests/fixtures/cnpg/cluster-not-ready.yaml");
+    const DEMOTED: &str = include_str!("../../tests/fixtures/cnpg/database-demoted.yaml");
+    const CLUSTER_DEMOTED: &str = include_str!("../../tests/fixtures/cnpg/cluster-demoted.yaml");
 
     fn judge(db: &str, cluster: Option<&str>, require_cluster_ready: bool) -> Finding {
         let db = fixture(db);
@@ -468,6 +521,100 @@ mod tests {
                  (applied unset: waiting for the cluster to become primary)"
             )
         );
+    }
+
+    #[test]
+    fn database_withdrawn_after_its_cluster_was_demoted_is_progressing_not_healthy() {
+        let v = settled(judge(DEMOTED, Some(CLUSTER_DEMOTED), false));
+        assert_eq!(
+            v,
+            Verdict::progressing(
+                "Database ddb/forgejo: Cluster ddb/ddb-cluster is a replica cluster \
+                 (spec.replica), read-only: CNPG applies no Database there, the database is the \
+                 primary cluster's; CNPG reports applied unset: \"waiting for the cluster to \
+                 become primary\"; it is applied again once the Cluster is promoted"
+            )
+        );
+    }
+
+    #[test]
+    fn applied_true_left_on_a_demoted_cluster_is_not_healthy() {
+        // CNPG before 1.30 never re-evaluated an applied Database after a demotion, and 1.30
+        // does so only on the demoted primary's next reconcile.
+        let mut db = fixture(APPLIED);
+        db["metadata"]["generation"] = 2.into();
+        db["status"] = serde_json::json!({"applied": true, "observedGeneration": 2});
+        let v = settled(check(
+            "ddb",
+            "forgejo",
+            Some(&db),
+            Some(&fixture(CLUSTER_DEMOTED)),
+            &Params::default(),
+        ));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        assert!(
+            v.message
+                .contains("CNPG's applied: true is from before it saw the Cluster as a replica"),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn applied_false_on_a_replica_cluster_is_never_a_failure() {
+        // CNPG applies nothing on a replica, so a failure there is from before the demotion.
+        let finding = check(
+            "ddb",
+            "forgejo",
+            Some(&fixture(FAILED)),
+            Some(&fixture(CLUSTER_DEMOTED)),
+            &Params::default(),
+        );
+        assert_eq!(settled(finding).status, HealthStatus::Progressing);
+    }
+
+    #[test]
+    fn withdrawn_database_after_the_promotion_waits_for_cnpg_to_apply_it_again() {
+        let mut cluster = fixture(CLUSTER_DEMOTED);
+        cluster["spec"]["replica"]["primary"] = "ddb-cluster".into();
+        let v = settled(check(
+            "ddb",
+            "forgejo",
+            Some(&fixture(DEMOTED)),
+            Some(&cluster),
+            &Params::default(),
+        ));
+        assert_eq!(
+            v,
+            Verdict::progressing(
+                "Database ddb/forgejo: CNPG has not applied the database yet \
+                 (applied unset: waiting for the cluster to become primary)"
+            )
+        );
+    }
+
+    #[test]
+    fn replica_cluster_is_read_as_cnpg_reads_it() {
+        let with = |replica: Value| {
+            let mut c = fixture(CLUSTER_READY);
+            c["spec"]["replica"] = replica;
+            is_replica(&c)
+        };
+        assert!(!is_replica(&fixture(CLUSTER_READY)));
+        assert!(is_replica(&fixture(CLUSTER_DEMOTED)));
+        // `enabled`, when set, wins over the distributed topology's fields.
+        assert!(with(serde_json::json!({"enabled": true, "source": "eu"})));
+        assert!(!with(
+            serde_json::json!({"enabled": false, "primary": "eu"})
+        ));
+        // `self` defaults to the Cluster's name.
+        assert!(!with(
+            serde_json::json!({"primary": "ddb-cluster", "source": "eu"})
+        ));
+        assert!(with(serde_json::json!({"primary": "eu", "source": "eu"})));
+        assert!(!with(
+            serde_json::json!({"self": "us", "primary": "us", "source": "eu"})
+        ));
+        assert!(!with(Value::Null));
     }
 
     #[test]
