@@ -63,6 +63,33 @@ pub fn judged_status(database: &Value) -> String {
     format!("applied={applied},observedGeneration={observed},message={message}")
 }
 
+/// What a CNPG object managed from its Cluster's primary makes: a `Database` or (CNPG 1.30) a
+/// `DatabaseRole`. Both have `spec.cluster` and `spec.name`, and the same status
+/// (`applied`, `message`, `observedGeneration`) set the same way: `SetAsReady`, `SetAsFailed`,
+/// `SetAsUnknown` in api/v1/database_funcs.go and api/v1/databaserole_funcs.go.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Managed {
+    Database,
+    Role,
+}
+
+impl Managed {
+    fn kind(self) -> &'static str {
+        match self {
+            Managed::Database => "Database",
+            Managed::Role => "DatabaseRole",
+        }
+    }
+
+    /// What it is in PostgreSQL.
+    fn word(self) -> &'static str {
+        match self {
+            Managed::Database => "database",
+            Managed::Role => "role",
+        }
+    }
+}
+
 /// Judge Database `namespace/name`, given the Database and its Cluster as the API returns them.
 pub fn check(
     namespace: &str,
@@ -71,15 +98,49 @@ pub fn check(
     cluster: Option<&Value>,
     params: &Params,
 ) -> Finding {
+    judge(
+        Managed::Database,
+        namespace,
+        name,
+        database,
+        cluster,
+        params,
+    )
+}
+
+/// Judge DatabaseRole `namespace/name` (CNPG 1.30), given it and its Cluster. Its reconciler
+/// (internal/management/controller/databaserole_controller.go) follows the Database's: only
+/// the Cluster's primary applies it, not during a switchover, nothing on a replica cluster
+/// (`applied` unset, "waiting for the cluster to become primary", also after a demotion,
+/// `reconcileAppliedRole`), failures retried every 30 s. `ensure: absent` is refused (by the
+/// CRD's validation, and as a failure by the reconciler), so a role is Healthy only present.
+pub fn check_role(
+    namespace: &str,
+    name: &str,
+    role: Option<&Value>,
+    cluster: Option<&Value>,
+    params: &Params,
+) -> Finding {
+    judge(Managed::Role, namespace, name, role, cluster, params)
+}
+fn judge(
+    managed: Managed,
+    namespace: &str,
+    name: &str,
+    database: Option<&Value>,
+    cluster: Option<&Value>,
+    params: &Params,
+) -> Finding {
+    let (what, word) = (managed.kind(), managed.word());
     let id = format!("{namespace}/{name}");
     let Some(db) = database else {
-        return Verdict::missing(format!("Database {id} does not exist")).into();
+        return Verdict::missing(format!("{what} {id} does not exist")).into();
     };
     if db.pointer("/metadata/deletionTimestamp").is_some() {
-        return Verdict::progressing(format!("Database {id} is being deleted")).into();
+        return Verdict::progressing(format!("{what} {id} is being deleted")).into();
     }
     let Some(cluster_name) = cluster_name(db) else {
-        return Verdict::unknown(format!("Database {id} has no spec.cluster.name")).into();
+        return Verdict::unknown(format!("{what} {id} has no spec.cluster.name")).into();
     };
     let cluster_id = format!("{namespace}/{cluster_name}");
     // The Database reconciler runs inside the instance manager of the Cluster's primary
@@ -98,13 +159,15 @@ pub fn check(
             .and_then(Value::as_object)
             .is_some_and(|s| !s.is_empty())
         {
-            " (CNPG reconciles a Database from its Cluster's primary, so status.applied is \
-             about a Cluster that is gone)"
+            format!(
+                " (CNPG reconciles a {what} from its Cluster's primary, so status.applied is \
+                 about a Cluster that is gone)"
+            )
         } else {
-            " yet"
+            " yet".to_string()
         };
         return Verdict::progressing(format!(
-            "Database {id}: Cluster {cluster_id} does not exist{why}"
+            "{what} {id}: Cluster {cluster_id} does not exist{why}"
         ))
         .into();
     };
@@ -112,7 +175,7 @@ pub fn check(
     // volumes go), whatever the Database's status says.
     if cluster.pointer("/metadata/deletionTimestamp").is_some() {
         return Verdict::progressing(format!(
-            "Database {id}: Cluster {cluster_id} is being deleted, and the PostgreSQL database \
+            "{what} {id}: Cluster {cluster_id} is being deleted, and the PostgreSQL {word} \
              with it (status.applied is about a Cluster that is going away)"
         ))
         .into();
@@ -120,8 +183,8 @@ pub fn check(
     let cluster_problem = cluster_not_ready(&cluster_id, cluster);
     let waiting = |reason: String| -> Finding {
         match &cluster_problem {
-            Some(problem) => Verdict::progressing(format!("Database {id}: {reason}; {problem}")),
-            None => Verdict::progressing(format!("Database {id}: {reason}")),
+            Some(problem) => Verdict::progressing(format!("{what} {id}: {reason}; {problem}")),
+            None => Verdict::progressing(format!("{what} {id}: {reason}")),
         }
         .into()
     };
@@ -129,20 +192,53 @@ pub fn check(
     let Some(generation) = db.i64_at("/metadata/generation") else {
         // The API server always sets generation on custom resources; without it nothing can
         // prove the status is current.
-        return Verdict::unknown(format!("Database {id} has no metadata.generation")).into();
+        return Verdict::unknown(format!("{what} {id} has no metadata.generation")).into();
     };
     let status = db
         .get("status")
         .and_then(Value::as_object)
         .filter(|s| !s.is_empty());
-    let Some(status) = status else {
-        return waiting("CNPG has not applied the database yet (status empty)".into());
-    };
-    let applied = status.get("applied").and_then(Value::as_bool);
+    let applied = status
+        .and_then(|s| s.get("applied"))
+        .and_then(Value::as_bool);
     let message = status
-        .get("message")
+        .and_then(|s| s.get("message"))
         .and_then(Value::as_str)
         .filter(|m| !m.is_empty());
+
+    // A replica cluster is read-only: its databases are the primary cluster's, streamed to it.
+    // CNPG's instance manager applies nothing there; since CNPG 1.30 it also withdraws what it
+    // applied before a demotion, leaving `applied` unset with "waiting for the cluster to
+    // become primary" and `observedGeneration` as it was, so the Database keeps ownership
+    // (`handleReplicaRoleTransition` in internal/management/controller/common.go, called by
+    // database_controller.go). Older CNPG left the demoted Database's `applied: true` in place
+    // forever, and 1.30 does until the demoted primary's next reconcile. None of these is
+    // Healthy: a consumer started now could not write the database, and CNPG itself no longer
+    // vouches for it. Not Degraded: nothing failed, and a promotion applies it again. Not
+    // Unknown: CNPG is not in doubt, and a hook gate answering Unknown fails the sync.
+    // Progressing — what Argo CD 3.6's own Database script says of `applied` unset — so the
+    // wave waits for the promotion or the gate's timeout.
+    if is_replica(cluster) {
+        let reported = match (applied, message) {
+            (None, Some(m)) => format!("CNPG reports applied unset: {m:?}"),
+            (None, None) => "CNPG has not applied it".to_string(),
+            (Some(a), m) => format!(
+                "CNPG's applied: {a}{} is from before it saw the Cluster as a replica",
+                m.map(|m| format!(" ({m:?})")).unwrap_or_default()
+            ),
+        };
+        return waiting(format!(
+            "Cluster {cluster_id} is a replica cluster (spec.replica), read-only: CNPG applies \
+             no {what} there, the {word} is the primary cluster's; {reported}; it is \
+             applied again once the Cluster is promoted"
+        ));
+    }
+
+    let Some(status) = status else {
+        return waiting(format!(
+            "CNPG has not applied the {word} yet (status empty)"
+        ));
+    };
     let observed = status.get("observedGeneration").and_then(Value::as_i64);
 
     // CNPG's `SetAsFailed` (api/v1/database_funcs.go) sets applied=false and the error but
@@ -161,13 +257,13 @@ pub fn check(
         if let Some(why) = no_acting_primary(&cluster_id, cluster) {
             return waiting(format!(
                 "CNPG reports applied: false ({}), but {why}, and only the primary's instance \
-                 manager applies a Database",
+                 manager applies a {what}",
                 message.unwrap_or("no message")
             ));
         }
         return Finding::Persistent {
             message: format!(
-                "Database {id}: CNPG failed to apply the database: {}",
+                "{what} {id}: CNPG failed to apply the {word}: {}",
                 message.unwrap_or("(no message)")
             ),
         };
@@ -193,11 +289,12 @@ pub fn check(
     }
 
     if applied != Some(true) {
-        // `SetAsUnknown` clears applied, e.g. "waiting for the cluster to become primary" on a
-        // replica cluster: not a failure, nothing done either.
+        // `SetAsUnknown` clears applied and keeps observedGeneration, e.g. "waiting for the
+        // cluster to become primary" after a demotion: once the Cluster is promoted, CNPG
+        // applies it again (`handleReplicaRoleTransition` proceeds while applied is not true).
         let why = message.map_or(String::new(), |m| format!(": {m}"));
         return waiting(format!(
-            "CNPG has not applied the database yet (applied unset{why})"
+            "CNPG has not applied the {word} yet (applied unset{why})"
         ));
     }
 
@@ -217,9 +314,9 @@ pub fn check(
             .map(|p| format!(", phase {p:?}"))
             .unwrap_or_default();
         return Verdict::progressing(format!(
-            "Database {id}: CNPG reports applied: true, but Cluster {cluster_id} has never had \
+            "{what} {id}: CNPG reports applied: true, but Cluster {cluster_id} has never had \
              a primary{phase}, so that status is about an older Cluster of the same name and \
-             this one has not created the database yet"
+             this one has not created the {word} yet"
         ))
         .into();
     }
@@ -236,11 +333,11 @@ pub fn check(
         && written < created
     {
         return Verdict::progressing(format!(
-            "Database {id}: CNPG reports applied: true, but that status was written at \
+            "{what} {id}: CNPG reports applied: true, but that status was written at \
              {written}, before Cluster {cluster_id} was created at {created}: it is about an \
-             older Cluster of the same name, and CNPG does not apply a Database again while its \
-             generation is unchanged; change the Database's spec (or recreate it) so that this \
-             Cluster creates the database"
+             older Cluster of the same name, and CNPG does not apply a {what} again while its \
+             generation is unchanged; change the {what}'s spec (or recreate it) so that this \
+             Cluster creates the {word}"
         ))
         .into();
     }
@@ -249,7 +346,7 @@ pub fn check(
         && let Some(problem) = cluster_problem
     {
         return Verdict::progressing(format!(
-            "Database {id} is applied, but {problem} (requireClusterReady)"
+            "{what} {id} is applied, but {problem} (requireClusterReady)"
         ))
         .into();
     }
@@ -257,15 +354,15 @@ pub fn check(
     let pg_name = db.str_at("/spec/name").unwrap_or(name);
     // `ensure: absent` makes CNPG run DROP DATABASE and then mark the object applied: the
     // desired state ("no such database") is reached, which is what a wave waits for.
-    if db.str_at("/spec/ensure") == Some("absent") {
+    if managed == Managed::Database && db.str_at("/spec/ensure") == Some("absent") {
         return Verdict::healthy(format!(
-            "Database {id}: PostgreSQL database {pg_name} dropped from Cluster {cluster_id} \
+            "{what} {id}: PostgreSQL database {pg_name} dropped from Cluster {cluster_id} \
              (spec.ensure: absent, generation {generation} applied)"
         ))
         .into();
     }
     Verdict::healthy(format!(
-        "Database {id}: PostgreSQL database {pg_name} exists on Cluster {cluster_id} \
+        "{what} {id}: PostgreSQL {word} {pg_name} exists on Cluster {cluster_id} \
          (generation {generation} applied)"
     ))
     .into()
@@ -294,6 +391,25 @@ fn no_acting_primary(cluster_id: &str, cluster: &Value) -> Option<String> {
         )),
         Some(_) => None,
     }
+}
+
+/// Whether the Cluster is a replica cluster, as CNPG's `Cluster.IsReplica`
+/// (api/v1/cluster_funcs.go) decides: `spec.replica.enabled` when set; otherwise (distributed
+/// topology) unless `spec.replica.primary` names this Cluster (`spec.replica.self`, default its
+/// name).
+fn is_replica(cluster: &Value) -> bool {
+    let Some(replica) = cluster.pointer("/spec/replica").filter(|r| r.is_object()) else {
+        return false;
+    };
+    if let Some(enabled) = replica.get("enabled").and_then(Value::as_bool) {
+        return enabled;
+    }
+    let me = replica
+        .str_at("/self")
+        .filter(|s| !s.is_empty())
+        .or_else(|| cluster.str_at("/metadata/name"))
+        .unwrap_or_default();
+    replica.str_at("/primary").unwrap_or_default() != me
 }
 
 /// When the object's status was last written, as the API server records it: the newest
@@ -351,6 +467,11 @@ mod tests {
     const CLUSTER_READY: &str = include_str!("../../tests/fixtures/cnpg/cluster-ready.yaml");
     const CLUSTER_NOT_READY: &str =
         include_str!("../../tests/fixtures/cnpg/cluster-not-ready.yaml");
+    const DEMOTED: &str = include_str!("../../tests/fixtures/cnpg/database-demoted.yaml");
+    const CLUSTER_DEMOTED: &str = include_str!("../../tests/fixtures/cnpg/cluster-demoted.yaml");
+    const ROLE: &str = include_str!("../../tests/fixtures/cnpg/databaserole-applied.yaml");
+    const ROLE_FAILED: &str =
+        include_str!("../../tests/fixtures/cnpg/databaserole-missing-secret.yaml");
 
     fn judge(db: &str, cluster: Option<&str>, require_cluster_ready: bool) -> Finding {
         let db = fixture(db);
@@ -468,6 +589,179 @@ mod tests {
                  (applied unset: waiting for the cluster to become primary)"
             )
         );
+    }
+
+    #[test]
+    fn database_withdrawn_after_its_cluster_was_demoted_is_progressing_not_healthy() {
+        let v = settled(judge(DEMOTED, Some(CLUSTER_DEMOTED), false));
+        assert_eq!(
+            v,
+            Verdict::progressing(
+                "Database ddb/forgejo: Cluster ddb/ddb-cluster is a replica cluster \
+                 (spec.replica), read-only: CNPG applies no Database there, the database is the \
+                 primary cluster's; CNPG reports applied unset: \"waiting for the cluster to \
+                 become primary\"; it is applied again once the Cluster is promoted"
+            )
+        );
+    }
+
+    #[test]
+    fn applied_true_left_on_a_demoted_cluster_is_not_healthy() {
+        // CNPG before 1.30 never re-evaluated an applied Database after a demotion, and 1.30
+        // does so only on the demoted primary's next reconcile.
+        let mut db = fixture(APPLIED);
+        db["metadata"]["generation"] = 2.into();
+        db["status"] = serde_json::json!({"applied": true, "observedGeneration": 2});
+        let v = settled(check(
+            "ddb",
+            "forgejo",
+            Some(&db),
+            Some(&fixture(CLUSTER_DEMOTED)),
+            &Params::default(),
+        ));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        assert!(
+            v.message
+                .contains("CNPG's applied: true is from before it saw the Cluster as a replica"),
+            "{v}"
+        );
+    }
+
+    #[test]
+    fn applied_false_on_a_replica_cluster_is_never_a_failure() {
+        // CNPG applies nothing on a replica, so a failure there is from before the demotion.
+        let finding = check(
+            "ddb",
+            "forgejo",
+            Some(&fixture(FAILED)),
+            Some(&fixture(CLUSTER_DEMOTED)),
+            &Params::default(),
+        );
+        assert_eq!(settled(finding).status, HealthStatus::Progressing);
+    }
+
+    #[test]
+    fn withdrawn_database_after_the_promotion_waits_for_cnpg_to_apply_it_again() {
+        let mut cluster = fixture(CLUSTER_DEMOTED);
+        cluster["spec"]["replica"]["primary"] = "ddb-cluster".into();
+        let v = settled(check(
+            "ddb",
+            "forgejo",
+            Some(&fixture(DEMOTED)),
+            Some(&cluster),
+            &Params::default(),
+        ));
+        assert_eq!(
+            v,
+            Verdict::progressing(
+                "Database ddb/forgejo: CNPG has not applied the database yet \
+                 (applied unset: waiting for the cluster to become primary)"
+            )
+        );
+    }
+
+    fn judge_role(role: &Value, cluster: &str) -> Finding {
+        check_role(
+            "ddb",
+            "forgejo",
+            Some(role),
+            Some(&fixture(cluster)),
+            &Params::default(),
+        )
+    }
+
+    #[test]
+    fn applied_role_is_healthy_and_named_as_a_role() {
+        assert_eq!(
+            settled(judge_role(&fixture(ROLE), CLUSTER_READY)),
+            Verdict::healthy(
+                "DatabaseRole ddb/forgejo: PostgreSQL role forgejo exists on Cluster \
+                 ddb/ddb-cluster (generation 1 applied)"
+            )
+        );
+    }
+
+    #[test]
+    fn role_without_its_password_secret_is_cnpgs_failure() {
+        assert_eq!(
+            judge_role(&fixture(ROLE_FAILED), CLUSTER_READY),
+            Finding::Persistent {
+                message: "DatabaseRole ddb/forgejo: CNPG failed to apply the role: Secret \
+                          \"forgejo-role\" not found"
+                    .into()
+            }
+        );
+    }
+
+    #[test]
+    fn role_just_stored_or_stale_is_not_healthy() {
+        let mut role = fixture(ROLE);
+        role["status"] = Value::Null;
+        let v = settled(judge_role(&role, CLUSTER_READY));
+        assert_eq!(
+            v,
+            Verdict::progressing(
+                "DatabaseRole ddb/forgejo: CNPG has not applied the role yet (status empty)"
+            )
+        );
+        let mut role = fixture(ROLE);
+        role["metadata"]["generation"] = 2.into();
+        let v = settled(judge_role(&role, CLUSTER_READY));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+    }
+
+    #[test]
+    fn role_on_a_demoted_cluster_is_progressing_not_healthy() {
+        // reconcileAppliedRole: the demoted primary reports applied unset, generation kept.
+        let mut role = fixture(ROLE);
+        role["status"] = serde_json::json!({"observedGeneration": 1,
+            "message": "waiting for the cluster to become primary"});
+        for role in [role, fixture(ROLE)] {
+            let v = settled(judge_role(&role, CLUSTER_DEMOTED));
+            assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+            assert!(
+                v.message.contains(
+                    "is a replica cluster (spec.replica), read-only: CNPG applies no \
+                     DatabaseRole there, the role is the primary cluster's"
+                ),
+                "{v}"
+            );
+        }
+    }
+
+    #[test]
+    fn role_with_ensure_absent_is_never_healthy_as_dropped() {
+        // CNPG refuses ensure: absent for roles; an applied one (written before that rule) is
+        // read as a role that exists, never as "dropped".
+        let mut role = fixture(ROLE);
+        role["spec"]["ensure"] = "absent".into();
+        let v = settled(judge_role(&role, CLUSTER_READY));
+        assert!(v.message.contains("exists on Cluster"), "{v}");
+    }
+
+    #[test]
+    fn replica_cluster_is_read_as_cnpg_reads_it() {
+        let with = |replica: Value| {
+            let mut c = fixture(CLUSTER_READY);
+            c["spec"]["replica"] = replica;
+            is_replica(&c)
+        };
+        assert!(!is_replica(&fixture(CLUSTER_READY)));
+        assert!(is_replica(&fixture(CLUSTER_DEMOTED)));
+        // `enabled`, when set, wins over the distributed topology's fields.
+        assert!(with(serde_json::json!({"enabled": true, "source": "eu"})));
+        assert!(!with(
+            serde_json::json!({"enabled": false, "primary": "eu"})
+        ));
+        // `self` defaults to the Cluster's name.
+        assert!(!with(
+            serde_json::json!({"primary": "ddb-cluster", "source": "eu"})
+        ));
+        assert!(with(serde_json::json!({"primary": "eu", "source": "eu"})));
+        assert!(!with(
+            serde_json::json!({"self": "us", "primary": "us", "source": "eu"})
+        ));
+        assert!(!with(Value::Null));
     }
 
     #[test]

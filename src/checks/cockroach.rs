@@ -325,8 +325,11 @@ impl PodProbe {
 }
 
 /// The two CrdbCluster shapes. Detected by shape, not `apiVersion`: the current operator's CRD
-/// still serves `v1alpha1` (seed 000's ownerReferences say `crdb.cockroachlabs.com/v1alpha1`)
-/// while its spec is the `v1beta1` one with `regions`.
+/// (cockroachdb-operator-chart, helm-charts
+/// `cockroachdb-parent/charts/operator/manifests/crds/crdb.cockroachlabs.com_crdbclusters.yaml`)
+/// serves only `v1beta1`, but while it coexists with the older operator during a migration
+/// (`migration.enabled`) the one object is served as both versions, and seed 000's
+/// ownerReferences say `crdb.cockroachlabs.com/v1alpha1` over a `regions` spec.
 enum Generation {
     /// `spec.regions[]` (cockroachdb-parent chart, helm-charts `api/v1beta1/crdbcluster_types.go`).
     Regions,
@@ -357,6 +360,24 @@ pub fn plan(
              set expectedNodes"
         )))
     })?;
+    // `spec.mode: Disabled` (helm-charts api/v1beta1/crdbcluster_types.go `ReconciliationMode`):
+    // the operator creates, updates and decommissions no CrdbNode of this cluster. Whatever the
+    // pods say then is not the spec made real — during a migration it is the older operator's
+    // cluster (the migration guide hands a cluster back with `Disabled`), and a changed spec is
+    // never acted on. Suspended, Argo CD's word for a resource whose controller is paused (a
+    // paused Deployment, a suspended CronJob): a wave waits on it as on Progressing, a hook
+    // gate keeps running, and the gate's timeout ends the wait; never Healthy by accident,
+    // never Degraded for a state someone chose. (`CreateOnly` still creates missing nodes, so
+    // it is judged as usual.)
+    if matches!(generation, Generation::Regions) && spec.str_at("/mode") == Some("Disabled") {
+        return Err(Verdict::suspended(format!(
+            "{object}: spec.mode is Disabled, so the CockroachDB operator reconciles none of \
+             its CrdbNodes (creates, updates and decommissions none): the running nodes are \
+             not made to follow this spec; set spec.mode: MutableOnly to hand the cluster to \
+             the operator"
+        ))
+        .into());
+    }
     let port = match generation {
         Generation::Regions => spec.u64_at("/template/spec/httpPort"),
         Generation::StatefulSet => spec.u64_at("/httpPort"),
@@ -848,6 +869,48 @@ mod tests {
     ) -> Result<Plan, Finding> {
         let views: Vec<Arc<PodView>> = pods.iter().map(|p| Arc::new(p.as_ref().into())).collect();
         super::plan(namespace, name, cluster, &views, params)
+    }
+
+    #[test]
+    fn cluster_the_operator_does_not_reconcile_is_suspended_not_healthy() {
+        // Both pods of seed 000 are there and would answer; with reconciliation disabled their
+        // answers are not the spec made real.
+        let cluster = object(include_str!(
+            "../../tests/fixtures/cockroach/crdbcluster-v1beta1-disabled.yaml"
+        ));
+        let finding = plan(
+            "prod",
+            "cockroachdb",
+            Some(&cluster),
+            &pods(PODS_V1BETA1),
+            &Params::default(),
+        )
+        .unwrap_err();
+        assert_eq!(
+            settled(finding),
+            Verdict::suspended(
+                "prod/cockroachdb: spec.mode is Disabled, so the CockroachDB operator reconciles \
+                 none of its CrdbNodes (creates, updates and decommissions none): the running \
+                 nodes are not made to follow this spec; set spec.mode: MutableOnly to hand the \
+                 cluster to the operator"
+            )
+        );
+        // The other modes create missing nodes: judged as usual.
+        for mode in ["MutableOnly", "CreateOnly"] {
+            let mut cluster = cluster.clone();
+            cluster["spec"]["mode"] = mode.into();
+            assert!(
+                plan(
+                    "prod",
+                    "cockroachdb",
+                    Some(&cluster),
+                    &pods(PODS_V1BETA1),
+                    &Params::default()
+                )
+                .is_ok(),
+                "{mode}"
+            );
+        }
     }
 
     fn seed_plan() -> Plan {

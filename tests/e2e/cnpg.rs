@@ -151,3 +151,117 @@ async fn applied_database_is_not_healthy_while_its_cluster_is_deleted_or_gone() 
     .await;
     becomes("Healthy", "exists on Cluster").await;
 }
+
+/// CNPG 1.30 in a distributed topology: the Cluster that applied a Database is demoted to a
+/// replica of another cluster. Before its instance manager rewrites the Database's status, the
+/// Cluster's spec already says so; after, CNPG reports `applied` unset, "waiting for the cluster
+/// to become primary". Neither is Healthy; a promotion and CNPG's new apply are.
+#[tokio::test]
+#[ignore = "needs the local control plane"]
+async fn database_on_a_demoted_cluster_is_not_healthy_until_promoted_and_applied_again() {
+    let client = cluster::client().await;
+    let ns = cluster::namespace(&client, "cnpg-demoted").await;
+    let cluster_ar = cluster::api_resource("postgresql.cnpg.io", "v1", "Cluster", "clusters");
+    let db_ar = cluster::api_resource("postgresql.cnpg.io", "v1", "Database", "databases");
+    apply(
+        &client,
+        json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+               "metadata": {"name": "pg", "namespace": ns},
+               "spec": {"instances": 1}}),
+    )
+    .await;
+    patch_status(
+        &client,
+        &cluster_ar,
+        &ns,
+        "pg",
+        json!({"instances": 1, "readyInstances": 1, "currentPrimary": "pg-1", "targetPrimary": "pg-1",
+               "conditions": [{"type": "Ready", "status": "True", "reason": "ClusterIsReady",
+                               "message": "Cluster is Ready",
+                               "lastTransitionTime": "2025-12-19T16:29:41Z"}]}),
+    )
+    .await;
+    let db = apply(
+        &client,
+        json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Database",
+               "metadata": {"name": "forgejo", "namespace": ns},
+               "spec": {"name": "forgejo", "owner": "app", "cluster": {"name": "pg"}}}),
+    )
+    .await;
+    let generation = db.metadata.generation.unwrap();
+    patch_status(
+        &client,
+        &db_ar,
+        &ns,
+        "forgejo",
+        json!({"applied": true, "observedGeneration": generation}),
+    )
+    .await;
+
+    let config = EvalConfig {
+        verdict_ttl: Duration::from_millis(1),
+        ..EvalConfig::default()
+    };
+    let wg = Wavegate::start(client.clone(), config).await;
+    let ask = || wg.health("databases.postgresql.cnpg.io", &ns, "forgejo", "");
+    let becomes = |want: &'static str, says: &'static str| {
+        let ask = &ask;
+        async move {
+            eventually(Duration::from_secs(10), says, || async {
+                let v = ask().await;
+                if status(&v) == want && message(&v).contains(says) {
+                    Ok(v)
+                } else {
+                    Err(v.to_string())
+                }
+            })
+            .await
+        }
+    };
+    becomes("Healthy", "exists on Cluster").await;
+
+    let clusters: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &cluster_ar);
+    let replica = |primary: &str| json!({"spec": {"replica": {"self": "pg", "primary": primary, "source": "pg-eu"}}});
+    clusters
+        .patch(
+            "pg",
+            &PatchParams::default(),
+            &Patch::Merge(replica("pg-eu")),
+        )
+        .await
+        .expect("demote the Cluster");
+    becomes(
+        "Progressing",
+        "CNPG's applied: true is from before it saw the Cluster as a replica",
+    )
+    .await;
+
+    // The demoted primary's instance manager withdraws the verdict; observedGeneration stays.
+    let databases: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &db_ar);
+    databases
+        .patch_status(
+            "forgejo",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"status": {"applied": null,
+                "message": "waiting for the cluster to become primary"}})),
+        )
+        .await
+        .expect("CNPG's report of the demotion");
+    let v = becomes("Progressing", "waiting for the cluster to become primary").await;
+    assert!(message(&v).contains("is a replica cluster"), "{v}");
+
+    clusters
+        .patch("pg", &PatchParams::default(), &Patch::Merge(replica("pg")))
+        .await
+        .expect("promote the Cluster");
+    becomes("Progressing", "CNPG has not applied the database yet").await;
+    patch_status(
+        &client,
+        &db_ar,
+        &ns,
+        "forgejo",
+        json!({"applied": true, "message": null, "observedGeneration": generation}),
+    )
+    .await;
+    becomes("Healthy", "exists on Cluster").await;
+}

@@ -1,7 +1,8 @@
 //! On the local control plane: a 100-node CrdbCluster (stand-ins on
 //! 127.0.91.1–100) costs one probe round per pod per probe TTL however many ask, and never more
 //! than `probe::MAX_CONCURRENT_ROUNDS` rounds at once. Counts, not times: how long it takes is
-//! benches/coalescing.rs's job (`scripts/bench.sh`, docs/benchmarks.md).
+//! benches/coalescing.rs's job (`scripts/bench.sh`, docs/benchmarks.md). Also, on the same
+//! stand-ins: a v1beta1 CrdbCluster whose `spec.mode` turns the operator's reconciliation off.
 
 use crate::cluster;
 use crate::counting_standin;
@@ -208,4 +209,69 @@ async fn a_cancelled_ask_does_not_drop_probes_another_ask_waits_on() {
         [1, 1, 1],
         "each pod probed once (the second ask took {took:?})"
     );
+}
+
+/// The current operator serves CrdbCluster as v1beta1; `spec.mode: Disabled` turns off its
+/// reconciliation of the CrdbNodes (the migration guide hands a cluster back to the older
+/// operator that way). The same two answering pods throughout: Healthy only while the
+/// operator reconciles the cluster, Suspended while it does not — never Healthy by accident.
+#[tokio::test]
+#[ignore = "needs the local control plane"]
+async fn cluster_with_reconciliation_disabled_is_suspended_not_healthy() {
+    let client = cluster::client().await;
+    let ns = cluster::namespace(&client, "crdb-mode").await;
+    let fleet = Fleet::start([127, 0, 92], 2, 0, Duration::ZERO).await;
+    let cluster = |mode: &str| {
+        json!({"apiVersion": "crdb.cockroachlabs.com/v1beta1", "kind": "CrdbCluster",
+               "metadata": {"name": "crdb", "namespace": ns},
+               "spec": {"mode": mode,
+                        "regions": [{"code": "local", "nodes": 2, "cloudProvider": "k3d",
+                                     "namespace": ns}],
+                        "template": {"spec": {"httpPort": fleet.port}}}})
+    };
+    apply(&client, cluster("MutableOnly")).await;
+    for i in 1..=2 {
+        let name = format!("crdb-{i}");
+        pod(
+            &client,
+            &ns,
+            &name,
+            json!({"crdb.cockroachlabs.com/cluster": "crdb"}),
+        )
+        .await;
+        set_pod_ready(&client, &ns, &name, &format!("127.0.92.{i}"), true).await;
+    }
+    let config = EvalConfig {
+        verdict_ttl: Duration::from_millis(1),
+        ..EvalConfig::default()
+    };
+    let wg = Wavegate::start_in(client.clone(), config, &[&ns]).await;
+    let resource = "crdbclusters.crdb.cockroachlabs.com";
+    let becomes = |want: &'static str| {
+        let wg = &wg;
+        let ns = &ns;
+        async move {
+            cluster::eventually(Duration::from_secs(10), want, || async {
+                let v = wg.health(resource, ns, "crdb", "").await;
+                if v["status"] == want {
+                    Ok(v)
+                } else {
+                    Err(v.to_string())
+                }
+            })
+            .await
+        }
+    };
+    becomes("Healthy").await;
+    apply(&client, cluster("Disabled")).await;
+    let v = becomes("Suspended").await;
+    assert!(
+        v["message"]
+            .as_str()
+            .unwrap()
+            .contains("spec.mode is Disabled"),
+        "{v}"
+    );
+    apply(&client, cluster("MutableOnly")).await;
+    becomes("Healthy").await;
 }

@@ -4,11 +4,12 @@
 //! - Healthy needs: the Database exists and is not being deleted; its Cluster exists and is
 //!   not being deleted and has had a primary (`currentPrimary` set: a Cluster that never had
 //!   one did not apply anything, so `applied: true` is about an older Cluster of its name);
-//!   `status.applied` is true and `status.observedGeneration` equals `metadata.generation`;
+//!   the Cluster is not a replica cluster (`spec.replica`: read-only, CNPG applies nothing
+//!   there); `status.applied` is true and `status.observedGeneration` equals `metadata.generation`;
 //!   with `requireClusterReady`, the Cluster's `Ready` condition is True.
 //! - Degraded (only ever as a persistent finding, after the grace period) needs CNPG's own
 //!   failure, `status.applied: false`, on a Database and Cluster that both exist and are not
-//!   being deleted, and a primary that could have applied it (`currentPrimary` set, equal to
+//!   being deleted, the Cluster not a replica, and a primary that could have applied it (`currentPrimary` set, equal to
 //!   `targetPrimary`, an instance ready); with one, that failure is always persistent.
 //!
 //! Random generations, observed generations, applied/message, deletion and Cluster states;
@@ -46,6 +47,9 @@ struct Cluster {
     /// that could act (`currentPrimary == targetPrimary`); 2: a switchover pending.
     primary: u8,
     ready_instances: i64,
+    /// A replica cluster (`spec.replica` naming another primary): read-only, CNPG applies no
+    /// Database there, and what it applied before a demotion is the primary cluster's now.
+    replica: bool,
 }
 
 fn db() -> impl Strategy<Value = Db> {
@@ -90,13 +94,17 @@ fn cluster() -> impl Strategy<Value = Option<Cluster>> {
             prop::bool::weighted(0.15),
             prop_oneof![1 => Just(0u8), 3 => Just(1u8), 1 => Just(2u8)],
             0i64..3,
+            prop::bool::weighted(0.2),
         )
-            .prop_map(|(ready, deleting, primary, ready_instances)| Cluster {
-                ready,
-                deleting,
-                primary,
-                ready_instances,
-            }),
+            .prop_map(
+                |(ready, deleting, primary, ready_instances, replica)| Cluster {
+                    ready,
+                    deleting,
+                    primary,
+                    ready_instances,
+                    replica,
+                },
+            ),
     )
 }
 
@@ -157,11 +165,14 @@ fn cluster_json(c: &Cluster) -> Value {
     if c.deleting {
         v["metadata"]["deletionTimestamp"] = "2025-12-19T17:00:00Z".into();
     }
+    if c.replica {
+        v["spec"]["replica"] = json!({"primary": "ddb-eu", "source": "ddb-eu"});
+    }
     v
 }
 
 fn usable_cluster(c: Option<&Cluster>) -> bool {
-    c.is_some_and(|c| !c.deleting)
+    c.is_some_and(|c| !c.deleting && !c.replica)
 }
 
 fn oracle_healthy(d: &Db, c: Option<&Cluster>, require_ready: bool) -> bool {

@@ -303,6 +303,8 @@ struct Spec {
     pods: usize,
     /// Live nodes every pod reports.
     live: i64,
+    /// `spec.mode` (`None`: absent, the operator's default `MutableOnly`).
+    mode: Option<&'static str>,
 }
 
 fn spec() -> impl Strategy<Value = Spec> {
@@ -312,13 +314,19 @@ fn spec() -> impl Strategy<Value = Spec> {
         prop::option::weighted(0.3, 0u32..7),
         0usize..6,
         0i64..10,
+        prop::option::of(prop::sample::select(vec![
+            "MutableOnly",
+            "CreateOnly",
+            "Disabled",
+        ])),
     )
-        .prop_map(|(regions, local, expected_nodes, pods, live)| Spec {
+        .prop_map(|(regions, local, expected_nodes, pods, live, mode)| Spec {
             regions,
             local,
             expected_nodes,
             pods,
             live,
+            mode,
         })
 }
 
@@ -362,7 +370,41 @@ fn spec_cluster(s: &Spec) -> serde_json::Value {
     if let Some(i) = s.local {
         cluster["status"] = serde_json::json!({"region": format!("r{i}")});
     }
+    if let Some(mode) = s.mode {
+        cluster["spec"]["mode"] = mode.into();
+    }
     cluster
+}
+
+/// `plan` and `judge` over a spec whose pods all answer, as one cluster, that they see `live`.
+fn judge_spec(s: &Spec) -> Finding {
+    let params = cockroach::Params {
+        expected_nodes: s.expected_nodes,
+        ..cockroach::Params::default()
+    };
+    match cockroach::plan(
+        "prod",
+        "cockroachdb",
+        Some(&spec_cluster(s)),
+        &spec_pods(s),
+        &params,
+    ) {
+        Err(finding) => finding,
+        Ok(plan) => {
+            let probes: Vec<PodProbe> = plan
+                .targets
+                .iter()
+                .enumerate()
+                .map(|(i, t)| PodProbe {
+                    node_id: Some(i as i64 + 1),
+                    live_nodes: Some(s.live),
+                    cluster_id: Some(IDS[0].to_string()),
+                    ..PodProbe::bare(t.pod.clone(), Readiness::Ready)
+                })
+                .collect();
+            cockroach::judge("prod", "cockroachdb", &plan, &probes)
+        }
+    }
 }
 
 /// The pods as the cache keeps them (views of the Pod objects).
@@ -385,36 +427,23 @@ proptest! {
     #![proptest_config(proptest_config::config(2000))]
     #[test]
     fn what_the_spec_expects_is_what_healthy_needs(s in spec()) {
-        let params = cockroach::Params {
-            expected_nodes: s.expected_nodes,
-            ..cockroach::Params::default()
-        };
-        let finding = match cockroach::plan(
-            "prod", "cockroachdb", Some(&spec_cluster(&s)), &spec_pods(&s), &params,
-        ) {
-            Err(finding) => finding,
-            Ok(plan) => {
-                let probes: Vec<PodProbe> = plan
-                    .targets
-                    .iter()
-                    .enumerate()
-                    .map(|(i, t)| PodProbe {
-                        node_id: Some(i as i64 + 1),
-                        live_nodes: Some(s.live),
-                        cluster_id: Some(IDS[0].to_string()),
-                        ..PodProbe::bare(t.pod.clone(), Readiness::Ready)
-                    })
-                    .collect();
-                cockroach::judge("prod", "cockroachdb", &plan, &probes)
-            }
-        };
+        let finding = judge_spec(&s);
         let (nodes, local) = oracle_expected(&s);
+        // The operator reconciles the CrdbNodes unless the spec turns that off.
+        let reconciled = s.mode != Some("Disabled");
         if let Finding::Settled(v) = &finding
             && v.status == HealthStatus::Healthy
         {
             prop_assert!(
-                nodes >= 1 && local >= 1 && s.pods as i64 == local && s.live == nodes,
+                reconciled && nodes >= 1 && local >= 1 && s.pods as i64 == local
+                    && s.live == nodes,
                 "false Healthy: {}\n{s:?}", v.message
+            );
+        }
+        if !reconciled {
+            prop_assert!(
+                matches!(&finding, Finding::Settled(v) if v.status == HealthStatus::Suspended),
+                "a cluster the operator does not reconcile is not Suspended: {finding:?}"
             );
         }
         prop_assert!(
@@ -437,6 +466,7 @@ fn multi_region_cluster_brought_up_region_by_region_is_never_a_split() {
         expected_nodes: None,
         pods: 3,
         live: 0,
+        mode: None,
     };
     let plan = cockroach::plan(
         "prod",
@@ -475,5 +505,36 @@ fn multi_region_cluster_brought_up_region_by_region_is_never_a_split() {
             let v = finding.resolve(failing_for, grace);
             assert_eq!(v.status, want, "{live} of 8 live: {v}");
         }
+    }
+}
+
+/// A cluster moved from the older operator to the current one (helm-charts
+/// docs/migration/operator/manual_migration.md): while the older operator still runs it, the
+/// object reads `spec.mode: Disabled`; Helm's adoption sets `MutableOnly`; a rollback sets
+/// `Disabled` again. The same two healthy pods throughout: Healthy only while the operator
+/// reconciles the cluster, and never Degraded for the choice.
+#[test]
+fn cluster_handed_between_operators_is_healthy_only_while_the_operator_reconciles_it() {
+    let mut s = Spec {
+        regions: vec![Some(2)],
+        local: Some(0),
+        expected_nodes: None,
+        pods: 2,
+        live: 2,
+        mode: Some("Disabled"),
+    };
+    for (mode, want) in [
+        (Some("Disabled"), HealthStatus::Suspended),
+        (Some("MutableOnly"), HealthStatus::Healthy),
+        (Some("Disabled"), HealthStatus::Suspended),
+        (None, HealthStatus::Healthy),
+        (Some("CreateOnly"), HealthStatus::Healthy),
+    ] {
+        s.mode = mode;
+        let v = judge_spec(&s).resolve(
+            std::time::Duration::from_secs(600),
+            std::time::Duration::from_secs(60),
+        );
+        assert_eq!(v.status, want, "mode {mode:?}: {v}");
     }
 }

@@ -769,6 +769,14 @@ enum CnpgEvent {
     /// deletion: nothing rewrites the Database's status, `applied: true` included.
     ClusterReplacedUnnoticed,
     PrimaryReady,
+    /// The Cluster becomes a replica of another cluster (distributed topology): its spec
+    /// names another primary (cloudnative-pg api/v1/cluster_funcs.go `IsReplica`).
+    Demoted,
+    /// CNPG 1.30's instance manager on the demoted primary sees it: `applied` cleared with
+    /// "waiting for the cluster to become primary", `observedGeneration` kept
+    /// (internal/management/controller/common.go `handleReplicaRoleTransition`).
+    DemotionReported,
+    Promoted,
     Wait,
 }
 
@@ -781,6 +789,9 @@ fn cnpg_event() -> impl Strategy<Value = CnpgEvent> {
         1 => Just(CnpgEvent::ClusterRecreated),
         1 => Just(CnpgEvent::ClusterReplacedUnnoticed),
         2 => Just(CnpgEvent::PrimaryReady),
+        1 => Just(CnpgEvent::Demoted),
+        2 => Just(CnpgEvent::DemotionReported),
+        1 => Just(CnpgEvent::Promoted),
         3 => Just(CnpgEvent::Wait),
     ]
 }
@@ -795,6 +806,9 @@ struct CnpgWorld {
     /// The Database's status was written for a Cluster that is gone and nothing has rewritten
     /// it: only the Cluster shows that, and the Lua cannot see the Cluster.
     status_outlived_cluster: bool,
+    /// The Cluster is a replica and the Database still shows the status its primary days
+    /// left: only the Cluster shows that, too.
+    demotion_unreported: bool,
 }
 
 impl CnpgWorld {
@@ -810,6 +824,7 @@ impl CnpgWorld {
             now: Duration::ZERO,
             failing: None,
             status_outlived_cluster: false,
+            demotion_unreported: false,
         };
         w.recreate_cluster();
         w.primary_ready();
@@ -841,9 +856,17 @@ impl CnpgWorld {
 
     /// CNPG's Database reconciler returns at once when `observedGeneration` equals the
     /// generation (internal/management/controller/database_controller.go, "If everything is
-    /// reconciled, we're done here").
+    /// reconciled, we're done here"), unless (1.30) `applied` is not true on a Cluster that is
+    /// not a replica: a promotion re-evaluates what a demotion withdrew.
     fn reconciles(&self) -> bool {
         self.db["status"]["observedGeneration"].as_i64() != Some(self.generation())
+            || self.db["status"]["applied"].as_bool() != Some(true)
+    }
+
+    fn replica(&self) -> bool {
+        self.cluster
+            .as_ref()
+            .is_some_and(|c| c["spec"]["replica"].is_object())
     }
 
     fn primary_runs(&self) -> bool {
@@ -857,11 +880,11 @@ impl CnpgWorld {
         match event {
             // Only a running primary reconciles a Database.
             // (and, like CNPG's Database reconciler, only while observedGeneration lags).
-            CnpgEvent::Applied if self.primary_runs() && self.reconciles() => {
+            CnpgEvent::Applied if self.primary_runs() && self.reconciles() && !self.replica() => {
                 self.db["status"] = json!({"applied": true, "observedGeneration": g});
                 self.status_outlived_cluster = false;
             }
-            CnpgEvent::Failed if self.primary_runs() && self.reconciles() => {
+            CnpgEvent::Failed if self.primary_runs() && self.reconciles() && !self.replica() => {
                 let observed = self.db["status"]["observedGeneration"].clone();
                 self.db["status"] = json!({"applied": false, "observedGeneration": observed,
                     "message": "role \"forgejo\" does not exist"});
@@ -879,6 +902,31 @@ impl CnpgWorld {
                 self.status_outlived_cluster = !self.db["status"].is_null();
             }
             CnpgEvent::PrimaryReady => self.primary_ready(),
+            CnpgEvent::Demoted if self.cluster.is_some() && !self.replica() => {
+                if let Some(c) = self.cluster.as_mut() {
+                    c["spec"]["replica"] =
+                        json!({"self": "pg", "primary": "pg-eu", "source": "pg-eu"});
+                }
+                self.demotion_unreported = !self.db["status"]["applied"].is_null();
+            }
+            // Only the demoted primary's instance manager writes it, and only over a status
+            // that says something.
+            CnpgEvent::DemotionReported
+                if self.replica()
+                    && self.primary_runs()
+                    && !self.db["status"]["applied"].is_null() =>
+            {
+                let observed = self.db["status"]["observedGeneration"].clone();
+                self.db["status"] = json!({"observedGeneration": observed,
+                    "message": "waiting for the cluster to become primary"});
+                self.demotion_unreported = false;
+            }
+            CnpgEvent::Promoted if self.replica() => {
+                if let Some(c) = self.cluster.as_mut() {
+                    c["spec"].as_object_mut().map(|spec| spec.remove("replica"));
+                }
+                self.demotion_unreported = false;
+            }
             _ => {}
         }
         self.now += Duration::from_secs(40);
@@ -954,7 +1002,7 @@ proptest! {
             prop_assert!(native != "Degraded", "{at}: native Lua Degraded: {message}");
             prop_assert!(
                 native != "Healthy" || rust.status == HealthStatus::Healthy
-                    || world.status_outlived_cluster,
+                    || world.status_outlived_cluster || world.demotion_unreported,
                 "{}: native Lua Healthy ({}) but Rust {}", at, message, rust
             );
             // Annotation mode, freshly written.
@@ -979,6 +1027,47 @@ proptest! {
             previous = Some((rust, world.db.clone()));
         }
     }
+}
+
+/// CNPG 1.30 and a distributed topology: a Database applied on its Cluster's primary, the
+/// Cluster demoted to a replica (read-only; the database is now the other cluster's), then
+/// promoted back. It is Healthy only while the Cluster is primary and CNPG vouches for it.
+#[test]
+fn cnpg_database_on_a_demoted_cluster_waits_for_the_promotion() {
+    let mut world = CnpgWorld::new();
+    world.apply(CnpgEvent::Applied);
+    assert_eq!(world.judge().status, HealthStatus::Healthy);
+    // The spec says replica before the instance manager rewrites the status: CNPG's stale
+    // `applied: true` is not believed.
+    world.apply(CnpgEvent::Demoted);
+    let v = world.judge();
+    assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+    assert!(v.message.contains("is a replica cluster"), "{v}");
+    world.apply(CnpgEvent::DemotionReported);
+    assert!(world.db["status"]["applied"].is_null());
+    for _ in 0..6 {
+        // Four minutes a replica: Progressing throughout, never a failure; Rust and Lua agree.
+        let v = world.judge();
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        assert!(
+            v.message
+                .contains("waiting for the cluster to become primary"),
+            "{v}"
+        );
+        let (native, message) = lua("postgresql.cnpg.io/Database", &world.db);
+        assert_eq!(native, "Progressing", "{message}");
+        let (status, message) = lua(
+            "postgresql.cnpg.io/Database",
+            &world.annotated(&v, &world.db),
+        );
+        assert_eq!(status, "Progressing", "{message}");
+        world.apply(CnpgEvent::Applied);
+        world.apply(CnpgEvent::Wait);
+    }
+    world.apply(CnpgEvent::Promoted);
+    assert_eq!(world.judge().status, HealthStatus::Progressing);
+    world.apply(CnpgEvent::Applied);
+    assert_eq!(world.judge().status, HealthStatus::Healthy);
 }
 
 /// The incident: a Database applied on a Cluster that is deleted and recreated under the same

@@ -175,6 +175,14 @@ local function running(version)
   return ""
 end
 
+-- spec.mode Disabled (v1beta1 ReconciliationMode, helm-charts
+-- cockroachdb-parent/charts/operator/api/v1beta1/crdbcluster_types.go): the operator creates,
+-- updates and decommissions none of the CrdbNodes, so its status is no word on this spec.
+-- Suspended, as for a paused Deployment: the wave waits, nothing fails.
+if spec.mode == "Disabled" then
+  return {status = "Suspended", message = what .. ": spec.mode is Disabled, so the CockroachDB operator reconciles none of its CrdbNodes; set spec.mode: MutableOnly to hand the cluster to the operator"}
+end
+
 if obj.apiVersion == "crdb.cockroachlabs.com/v1beta1" then
   local generation = (obj.metadata or {}).generation
   if status.observedGeneration == nil or (generation ~= nil and status.observedGeneration ~= generation) then
