@@ -3,6 +3,7 @@
 //! The JSON shape is exactly Argo CD's `HealthStatus` (`{"status":"Progressing","message":"…"}`)
 //! so a verdict can be copied verbatim into a Lua health script's return value.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -11,7 +12,8 @@ use std::fmt;
 /// During a sync Argo CD advances past a wave only when every resource in it is `Healthy`,
 /// keeps waiting on `Progressing`, `Suspended`, `Missing` and `Unknown`, and fails the whole sync
 /// on `Degraded` — so `Degraded` is reserved for definite, non-transient failures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "Status")]
 pub enum HealthStatus {
     Healthy,
     Suspended,
@@ -74,7 +76,7 @@ impl fmt::Display for HealthStatus {
 }
 
 /// One judgement: a status and the sentence shown in the Argo CD UI.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Verdict {
     pub status: HealthStatus,
     #[serde(default, skip_serializing_if = "String::is_empty")]

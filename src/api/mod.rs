@@ -14,6 +14,7 @@ mod extract;
 mod handlers;
 mod headers;
 mod limits;
+pub mod openapi;
 mod scope;
 mod serve;
 mod state;

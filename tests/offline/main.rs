@@ -20,6 +20,7 @@ mod deploy_manifests;
 mod helm_chart;
 mod layers;
 mod lint;
+mod openapi;
 mod oracle_cnpg;
 mod oracle_cockroach;
 mod oracle_service;
