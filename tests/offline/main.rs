@@ -27,3 +27,4 @@ mod oracle_service;
 mod parity;
 mod parity_hydrator;
 mod probe;
+mod ui;
