@@ -23,7 +23,7 @@ use crate::health::Verdict;
 use crate::json::At;
 use crate::locks::lock;
 use crate::metrics::Metrics;
-use crate::queue::{self, QueueConfig, Reconcile};
+use crate::queue::{self, Action, QueueConfig, Reconcile};
 use crate::resource::{InputError, Resource, Target};
 use crate::written::{self, DEFAULT_STATUS_VALIDITY, FIELD_MANAGER};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
@@ -177,13 +177,13 @@ impl Reconcile<Key> for Annotator {
         keys
     }
 
-    async fn reconcile(&self, key: Key) -> Result<Option<Duration>, AnnotateError> {
+    async fn reconcile(&self, key: Key) -> Result<Action, AnnotateError> {
         self.annotate(&key).await
     }
 }
 
 impl Annotator {
-    async fn annotate(&self, key: &Key) -> Result<Option<Duration>, AnnotateError> {
+    async fn annotate(&self, key: &Key) -> Result<Action, AnnotateError> {
         let (kind, ns, name) = key;
         let Some(object) = self
             .evaluator
@@ -192,7 +192,7 @@ impl Annotator {
             .await?
         else {
             self.forget(key);
-            return Ok(None);
+            return Ok(Action::await_change());
         };
         let rv = object
             .str_at("/metadata/resourceVersion")
@@ -200,7 +200,7 @@ impl Annotator {
         let current = self.current_annotations(key, &rv, annotations_of(&object));
         if !concerns_us(&current) {
             self.forget(key);
-            return Ok(None);
+            return Ok(Action::await_change());
         }
         let (wanted, requeue, event) = if opted_in(&current) {
             let ask = Ask::with_defaults(Target::new(kind.clone(), ns, name)?);
@@ -209,8 +209,12 @@ impl Annotator {
             let judged = self.evaluator.judge_fresh(&ask).await;
             let verdict = judged.verdict;
             let generation = object.i64_at("/metadata/generation");
-            let requeue = (matches!(ask.check, Check::CrdbCluster(_)) && !verdict.is_healthy())
-                .then(|| self.evaluator.probe_recheck());
+            // A probe-based check converges without any watch event to wake it.
+            let requeue = if matches!(ask.check, Check::CrdbCluster(_)) && !verdict.is_healthy() {
+                Action::requeue(self.evaluator.probe_recheck())
+            } else {
+                Action::await_change()
+            };
             let mut wanted = wanted_annotations(&verdict, generation);
             // The selector the verdict was judged with, from the evaluator's own snapshot: this
             // object came from another watch, which may already show a newer selector.
@@ -234,7 +238,7 @@ impl Annotator {
             (wanted, requeue, event)
         } else {
             self.set_deps(key, None);
-            (BTreeMap::new(), None, None)
+            (BTreeMap::new(), Action::await_change(), None)
         };
         // Conditional on the version the verdict was judged from (or the one our own last patch
         // produced, while the cache has not caught up with it): a replica that froze after

@@ -9,6 +9,7 @@ use crate::health::{HealthStatus, Verdict, printable, printable_lines};
 /// `wavegate lint`: rendered manifests in, findings out (src/lint/).
 pub use crate::lint::command::{LintArgs, run as lint};
 use crate::metrics::Metrics;
+use crate::policy::CheckPolicy;
 use crate::probe::{Credentials, Scheme, TlsSettings};
 use crate::progress::{Progress, Row, is_live};
 use crate::resource::{InputError, Resource, Target};
@@ -674,169 +675,209 @@ fn timeouts_off(namespaces: Option<&BTreeSet<String>>, argocd_namespace: &str) -
     })
 }
 
+/// `wavegate serve`: build the server, then run it until SIGTERM.
 pub async fn serve(args: ServeArgs) -> u8 {
-    let token = match &args.token_file {
-        Some(path) => match api::Token::from_file(path) {
-            Ok(t) => Some(t),
-            Err(e) => return fail(CliError::Usage(e.to_string())),
-        },
-        None => {
-            tracing::warn!(
-                "no --token-file: anyone who reaches this port can call the API directly"
-            );
-            None
+    match Server::build(args).await {
+        Ok(server) => {
+            server.run().await;
+            0
         }
-    };
-    let policy = match args.policy.policy() {
-        Ok(p) => p,
-        Err(e) => return fail(CliError::Usage(e.to_string())),
-    };
-    if let Some(why) = timeouts_off(
-        args.cluster.namespace_set().as_ref(),
-        &args.argocd_namespace,
-    ) {
-        tracing::warn!("{why}");
+        Err(e) => fail(e),
     }
-    let metrics = Arc::new(Metrics::default());
-    let evaluator =
-        match evaluator(&args.cluster, args.cluster.namespace_set(), metrics.clone()).await {
-            Ok(e) => e,
-            Err(e) => return fail(e),
-        };
-    if let Some(lua) = evaluator.argocd_lua().cloned() {
-        let client = match kube_client().await {
-            Ok(c) => c,
-            Err(e) => return fail(e),
-        };
-        let follow =
-            crate::argocd_lua::argocd_cm::follow(client, args.argocd_namespace.clone(), lua);
-        tokio::spawn(follow);
-    }
-    // Readiness is what `serve` needs to do its job, the gate controller's WaveGates; watches
-    // started by callers' reads never count (a caller could otherwise wedge it).
-    let home = Cluster::home(evaluator);
-    home.cache.require(crate::gate::kind());
-    if !args.status_validity.is_zero() && args.status_validity < args.resync * 2 {
-        return fail(CliError::Usage(format!(
-            "--status-validity ({}) must be at least twice --resync ({}): verdicts are \
-             renewed at resyncs, and one that expires before it is renewed holds every wave",
-            humantime::format_duration(args.status_validity),
-            humantime::format_duration(args.resync)
-        )));
-    }
-    let listener = match tokio::net::TcpListener::bind(&args.listen).await {
-        Ok(l) => l,
-        Err(e) => {
-            let why = format!("cannot listen on {}: {e}", args.listen);
-            return fail(CliError::Failed(why));
-        }
-    };
-    let monitoring = match &args.metrics_listen {
-        None => None,
-        Some(addr) => match tokio::net::TcpListener::bind(addr).await {
-            Ok(l) => Some(l),
-            Err(e) => {
-                let why = format!("cannot listen on {addr} (--metrics-listen): {e}");
-                return fail(CliError::Failed(why));
+}
+
+/// The composition root of `wavegate serve`. [`Server::build`] does everything that can refuse
+/// to start (flags, the token file, the clients, both listeners, the cluster list), so a
+/// misconfigured replica exits before it takes a Lease or answers a probe; [`Server::run`] starts
+/// the writers and serves until SIGTERM.
+pub struct Server {
+    args: ServeArgs,
+    token: Option<api::Token>,
+    policy: CheckPolicy,
+    metrics: Arc<Metrics>,
+    clusters: Arc<Clusters>,
+    listener: tokio::net::TcpListener,
+    /// `--metrics-listen`'s.
+    monitoring: Option<tokio::net::TcpListener>,
+    /// With `--leader-elect`: the election and its client.
+    election: Option<(crate::leader::Election, kube::Client)>,
+}
+
+impl Server {
+    pub async fn build(args: ServeArgs) -> Result<Server, CliError> {
+        let token = match &args.token_file {
+            Some(path) => {
+                Some(api::Token::from_file(path).map_err(|e| CliError::Usage(e.to_string()))?)
             }
-        },
-    };
-    let clusters = match clusters(&args, home, metrics.clone()).await {
-        Ok(c) => c,
-        Err(e) => return fail(e),
-    };
-    // The writers: a gate controller per cluster, and annotation mode if asked for. With
-    // --leader-elect only the replica holding the Lease runs them; every replica serves reads.
-    let validity = (!args.status_validity.is_zero()).then_some(args.status_validity);
-    let writers = Writers {
-        gates: crate::gate::controller::Settings {
+            None => {
+                tracing::warn!(
+                    "no --token-file: anyone who reaches this port can call the API directly"
+                );
+                None
+            }
+        };
+        let policy = args
+            .policy
+            .policy()
+            .map_err(|e| CliError::Usage(e.to_string()))?;
+        if let Some(why) = timeouts_off(
+            args.cluster.namespace_set().as_ref(),
+            &args.argocd_namespace,
+        ) {
+            tracing::warn!("{why}");
+        }
+        let metrics = Arc::new(Metrics::default());
+        let evaluator =
+            evaluator(&args.cluster, args.cluster.namespace_set(), metrics.clone()).await?;
+        if let Some(lua) = evaluator.argocd_lua().cloned() {
+            let client = kube_client().await?;
+            let follow =
+                crate::argocd_lua::argocd_cm::follow(client, args.argocd_namespace.clone(), lua);
+            tokio::spawn(follow);
+        }
+        // Readiness is what `serve` needs to do its job, the gate controller's WaveGates; watches
+        // started by callers' reads never count (a caller could otherwise wedge it).
+        let home = Cluster::home(evaluator);
+        home.cache.require(crate::gate::kind());
+        if !args.status_validity.is_zero() && args.status_validity < args.resync * 2 {
+            return Err(CliError::Usage(format!(
+                "--status-validity ({}) must be at least twice --resync ({}): verdicts are \
+                 renewed at resyncs, and one that expires before it is renewed holds every wave",
+                humantime::format_duration(args.status_validity),
+                humantime::format_duration(args.resync)
+            )));
+        }
+        let listener = tokio::net::TcpListener::bind(&args.listen)
+            .await
+            .map_err(|e| CliError::Failed(format!("cannot listen on {}: {e}", args.listen)))?;
+        let monitoring = match &args.metrics_listen {
+            None => None,
+            Some(addr) => Some(tokio::net::TcpListener::bind(addr).await.map_err(|e| {
+                CliError::Failed(format!("cannot listen on {addr} (--metrics-listen): {e}"))
+            })?),
+        };
+        let clusters = clusters(&args, home, metrics.clone()).await?;
+        let election = match args.leader.election()? {
+            None => None,
+            Some(election) => Some((election, lease_client().await?)),
+        };
+        Ok(Server {
+            args,
+            token,
+            policy,
+            metrics,
+            clusters,
+            listener,
+            monitoring,
+            election,
+        })
+    }
+
+    /// Start the writers (or the election that starts them) and serve until SIGTERM; then stop
+    /// the writers and release the Lease.
+    pub async fn run(self) {
+        let Server {
+            args,
+            token,
+            policy,
+            metrics,
+            clusters,
+            listener,
+            monitoring,
+            election,
+        } = self;
+        // The writers: a gate controller per cluster, and annotation mode if asked for. With
+        // --leader-elect only the replica holding the Lease runs them; every replica serves reads.
+        let validity = (!args.status_validity.is_zero()).then_some(args.status_validity);
+        let writers = Writers {
+            gates: crate::gate::controller::Settings {
+                resync: args.resync,
+                argocd_namespace: args.argocd_namespace.clone(),
+                status_validity: validity,
+                policy: Arc::new(policy.clone()),
+                tracking_method: args.tracking_method,
+            },
+            annotate: args.annotate.then_some((args.resync, validity)),
+        };
+        // Notices run where Argo CD's Applications are read: home.
+        let notices = args.notices.then(|| crate::notice::Settings {
+            public_url: args.public_url.clone(),
+            interval: args.notice_interval,
             resync: args.resync,
-            argocd_namespace: args.argocd_namespace.clone(),
-            status_validity: validity,
-            policy: Arc::new(policy.clone()),
-            tracking_method: args.tracking_method,
-        },
-        annotate: args.annotate.then_some((args.resync, validity)),
-    };
-    // Notices run where Argo CD's Applications are read: home.
-    let notices = args.notices.then(|| crate::notice::Settings {
-        public_url: args.public_url.clone(),
-        interval: args.notice_interval,
-        resync: args.resync,
-    });
-    let (all, m) = (clusters.clone(), metrics.clone());
-    let writers = move || {
-        let run = all.clone().run_writers(m.clone(), writers.clone());
-        let mut tasks = vec![tokio::spawn(supervised("writers", run)).abort_handle()];
-        if let Some(settings) = notices.clone() {
-            let home = all.home().evaluator.clone();
-            let run = crate::notice::run(home, m.clone(), settings);
-            tasks.push(tokio::spawn(supervised("notices", run)).abort_handle());
+        });
+        let (all, m) = (clusters.clone(), metrics.clone());
+        let writers = move || {
+            let run = all.clone().run_writers(m.clone(), writers.clone());
+            let mut tasks = vec![tokio::spawn(supervised("writers", run)).abort_handle()];
+            if let Some(settings) = notices.clone() {
+                let home = all.home().evaluator.clone();
+                let run = crate::notice::run(home, m.clone(), settings);
+                tasks.push(tokio::spawn(supervised("notices", run)).abort_handle());
+            }
+            tasks
+        };
+        // Cancelled once the server has stopped (SIGTERM): the leader stops its writers and
+        // releases the Lease, so another replica takes over at once instead of after it expires.
+        let stopping = tokio_util::sync::CancellationToken::new();
+        let election_task = match election {
+            None => {
+                metrics.leader.set(1);
+                writers();
+                None
+            }
+            Some((election, client)) => {
+                let run = crate::leader::lead(
+                    client,
+                    election,
+                    metrics.clone(),
+                    stopping.clone(),
+                    writers,
+                );
+                Some(tokio::spawn(run))
+            }
+        };
+        let mut state = AppState::of(clusters, metrics.clone())
+            .with_limits(args.limits.clone())
+            .with_argocd_namespace(&args.argocd_namespace)
+            .with_tracking_method(args.tracking_method)
+            .with_policy(policy);
+        if let Some(token) = token {
+            state = state.with_token(token);
         }
-        tasks
-    };
-    // Cancelled once the server has stopped (SIGTERM): the leader stops its writers and
-    // releases the Lease, so another replica takes over at once instead of after it expires.
-    let stopping = tokio_util::sync::CancellationToken::new();
-    let mut election_task = None;
-    match args.leader.election() {
-        Ok(None) => {
-            metrics.leader.set(1);
-            writers();
+        let mut monitoring_task = None;
+        if let Some(listener) = monitoring {
+            state = state.with_metrics_elsewhere();
+            let app = api::monitoring_router(state.clone());
+            // Its own small bounds: only Prometheus and the kubelet are let in, and nothing they
+            // share the namespace with may hold its places (see `api::serve`).
+            let limits = args.connections.monitoring();
+            let m = metrics.clone();
+            let refused = move || m.record_refusal("connections_monitoring");
+            let stop = stopping.clone();
+            let run = api::serve(listener, app, limits, refused, stop.cancelled_owned());
+            monitoring_task = Some(tokio::spawn(run));
         }
-        Ok(Some(election)) => {
-            let client = match lease_client().await {
-                Ok(c) => c,
-                Err(e) => return fail(e),
-            };
-            let run =
-                crate::leader::lead(client, election, metrics.clone(), stopping.clone(), writers);
-            election_task = Some(tokio::spawn(run));
-        }
-        Err(e) => return fail(e),
-    }
-    let mut state = AppState::of(clusters, metrics.clone())
-        .with_limits(args.limits.clone())
-        .with_argocd_namespace(&args.argocd_namespace)
-        .with_tracking_method(args.tracking_method)
-        .with_policy(policy);
-    if let Some(token) = token {
-        state = state.with_token(token);
-    }
-    let mut monitoring_task = None;
-    if let Some(listener) = monitoring {
-        state = state.with_metrics_elsewhere();
-        let app = api::monitoring_router(state.clone());
-        // Its own small bounds: only Prometheus and the kubelet are let in, and nothing they
-        // share the namespace with may hold its places (see `api::serve`).
-        let limits = args.connections.monitoring();
+        tracing::info!(listen = %args.listen, metrics = ?args.metrics_listen, "wavegate serving");
+        let app = api::router(state);
         let m = metrics.clone();
-        let refused = move || m.record_refusal("connections_monitoring");
-        let stop = stopping.clone();
-        let run = api::serve(listener, app, limits, refused, stop.cancelled_owned());
-        monitoring_task = Some(tokio::spawn(run));
+        let refused = move || m.record_refusal("connections");
+        api::serve(
+            listener,
+            app,
+            args.connections.clone(),
+            refused,
+            shutdown_signal(),
+        )
+        .await;
+        stopping.cancel();
+        if let Some(task) = monitoring_task {
+            let _ = task.await;
+        }
+        if let Some(task) = election_task {
+            // Bounded: a release the API server does not answer only means the lease expires.
+            let _ = tokio::time::timeout(2 * crate::leader::REQUEST_TIMEOUT, task).await;
+        }
     }
-    tracing::info!(listen = %args.listen, metrics = ?args.metrics_listen, "wavegate serving");
-    let app = api::router(state);
-    let m = metrics.clone();
-    let refused = move || m.record_refusal("connections");
-    api::serve(
-        listener,
-        app,
-        args.connections.clone(),
-        refused,
-        shutdown_signal(),
-    )
-    .await;
-    stopping.cancel();
-    if let Some(task) = monitoring_task {
-        let _ = task.await;
-    }
-    if let Some(task) = election_task {
-        // Bounded: a release the API server does not answer only means the lease expires.
-        let _ = tokio::time::timeout(2 * crate::leader::REQUEST_TIMEOUT, task).await;
-    }
-    0
 }
 
 /// SIGTERM (what the kubelet sends) or Ctrl-C.

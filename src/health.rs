@@ -3,6 +3,7 @@
 //! The JSON shape is exactly Argo CD's `HealthStatus` (`{"status":"Progressing","message":"…"}`)
 //! so a verdict can be copied verbatim into a Lua health script's return value.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
@@ -11,7 +12,8 @@ use std::fmt;
 /// During a sync Argo CD advances past a wave only when every resource in it is `Healthy`,
 /// keeps waiting on `Progressing`, `Suspended`, `Missing` and `Unknown`, and fails the whole sync
 /// on `Degraded` — so `Degraded` is reserved for definite, non-transient failures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, JsonSchema)]
+#[schemars(rename = "Status")]
 pub enum HealthStatus {
     Healthy,
     Suspended,
@@ -74,7 +76,7 @@ impl fmt::Display for HealthStatus {
 }
 
 /// One judgement: a status and the sentence shown in the Argo CD UI.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
 pub struct Verdict {
     pub status: HealthStatus,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -94,9 +96,15 @@ pub struct Verdict {
 /// (`ExecuteHealthLua`) returned, or, on an error, gitops-engine's `GetResourceHealth` answer
 /// (`Unknown` with the error's text). wavegate shows it as `argoStatus`, its message under the
 /// no-echo rules (`crate::argocd_lua::ArgoHealth::shown`).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+///
+/// Present when an Argo CD health script judged the object (`judgedBy: argocd-lua:…`): Argo
+/// CD's own status and message as the script returned them, apart from wavegate's verdict (a
+/// script's Degraded is Progressing in the verdict until `--argocd-lua-grace` has passed). The
+/// message is under the no-echo rules of docs/contracts.md: strings of the object outside its
+/// status and identity are `<redacted>`, at most 1024 bytes shown.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ArgoHealth {
-    /// `""` when the script returned no status.
+    /// Argo CD's health code; `""` when the script returned no status.
     pub status: String,
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub message: String,

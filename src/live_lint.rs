@@ -26,6 +26,7 @@ use crate::lint::{Finding, Object, Options, Rule};
 use crate::policy::CheckPolicy;
 use crate::resource::{Kind, Resource, ResourceRef};
 use futures::StreamExt;
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
@@ -35,9 +36,12 @@ mod runs;
 pub(crate) use runs::{Runs, Viewed};
 
 /// One finding about a live Application.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct LiveFinding {
     pub rule: Rule,
+    /// `error` when the sync breaks or hangs, `warning` when it works by luck (SARIF levels).
+    #[schemars(extend("enum" = ["error", "warning"]))]
     pub level: &'static str,
     /// The wave of the object to change first (the one that needs the other), where the
     /// dashboard shows the finding.
@@ -49,14 +53,17 @@ pub(crate) struct LiveFinding {
     pub objects: Vec<LiveObject>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct LiveObject {
     pub object: String,
     pub wave: Option<i64>,
 }
 
-/// The findings, and what could not be seen.
-#[derive(Debug, Clone, Default, Serialize)]
+/// wavegate lint's findings on the Application's live objects (docs/lint.md, "In the waves
+/// view"), and what could not be seen.
+#[derive(Debug, Clone, Default, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct LiveLint {
     pub findings: Vec<LiveFinding>,
     /// Which objects lint saw only in part, and why (`None`: every object as the rules need).

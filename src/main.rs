@@ -37,6 +37,8 @@ enum Command {
     Wait(WaitArgs),
     /// Print the WaveGate CustomResourceDefinition (YAML), as in deploy/crd/.
     Crd,
+    /// Print the HTTP API's OpenAPI document (YAML), as in docs/openapi.yaml.
+    Openapi,
     /// Find wrong wave order and unreachable readiness in rendered manifests, before a sync.
     ///
     /// Exit codes: 0 no findings, 1 findings, 2 bad input (invalid YAML, unknown kinds,
@@ -65,6 +67,16 @@ fn main() -> ExitCode {
             Command::Check(a) => cli::check(a).await,
             Command::Wait(a) => cli::wait(a).await,
             Command::Lint(a) => cli::lint(a),
+            Command::Openapi => match wavegate::api::openapi::openapi_yaml() {
+                Ok(yaml) => {
+                    print!("{yaml}");
+                    0
+                }
+                Err(e) => {
+                    eprintln!("wavegate: cannot render the OpenAPI document: {e}");
+                    1
+                }
+            },
             Command::Crd => match wavegate::gate::crd::crd_yaml() {
                 Ok(yaml) => {
                     print!("{yaml}");

@@ -32,7 +32,7 @@ use crate::health::HealthStatus;
 use crate::json::At;
 use crate::locks::lock;
 use crate::metrics::{Metrics, refused_precondition};
-use crate::queue::{self, QueueConfig, Reconcile};
+use crate::queue::{self, Action, QueueConfig, Reconcile};
 use crate::resource::Kind;
 use crate::written::{self, FIELD_MANAGER};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
@@ -410,18 +410,18 @@ impl Reconcile<Key> for Notices {
         }
     }
 
-    async fn reconcile(&self, key: Key) -> Result<Option<Duration>, NoticeError> {
+    async fn reconcile(&self, key: Key) -> Result<Action, NoticeError> {
         self.notice(&key).await
     }
 }
 
 impl Notices {
-    async fn notice(&self, key: &Key) -> Result<Option<Duration>, NoticeError> {
+    async fn notice(&self, key: &Key) -> Result<Action, NoticeError> {
         let (ns, name) = key;
         let cache = self.evaluator.cache();
         let Some(app) = cache.object(&APPLICATIONS, ns, name).await? else {
             self.forget(key);
-            return Ok(None);
+            return Ok(Action::await_change());
         };
         let rv = app.str_at("/metadata/resourceVersion").map(str::to_string);
         let current = {
@@ -460,12 +460,12 @@ impl Notices {
         }
         let wanted = notice_for((ns, name), &held, self.settings.public_url.as_deref());
         let Some(patch) = plan(&current, wanted.as_ref()) else {
-            return Ok(None);
+            return Ok(Action::await_change());
         };
         let now = Instant::now();
         let last = lock(&self.last_write).get(key).copied();
         if let Some(wait) = wait_before(last, now, self.settings.interval) {
-            return Ok(Some(wait));
+            return Ok(Action::requeue(wait));
         }
         let precondition = written::precondition(lock(&self.written).get(key), &rv);
         let after = apply(&current, &patch);
@@ -475,11 +475,11 @@ impl Notices {
                 let mut memory = lock(&self.written);
                 let next = written::Memory::after(memory.get(key), &rv, None, produced, after);
                 memory.insert(key.clone(), next);
-                Ok(None)
+                Ok(Action::await_change())
             }
             // Argo CD writes a syncing Application often: decide again on the version it wrote.
             Err(NoticeError::Write(e)) if refused_precondition(&e) => {
-                Ok(Some(Duration::from_secs(1)))
+                Ok(Action::requeue(Duration::from_secs(1)))
             }
             Err(e) => Err(e),
         }

@@ -44,13 +44,36 @@ pub(crate) trait Reconcile<K>: Send + Sync + 'static {
     fn affected(&self, change: &Change) -> Vec<K>;
     /// Every key, for the periodic resync (and at start).
     fn all(&self) -> impl Future<Output = Vec<K>> + Send;
-    /// Judge `key` and write what changed; `Ok(Some(d))` asks to be reconciled again after
-    /// `d` (a timeout that will fire, a probe-based check still converging). An error is
-    /// retried with backoff and counted in `wavegate_reconcile_errors_total`.
-    fn reconcile(
-        &self,
-        key: K,
-    ) -> impl Future<Output = Result<Option<Duration>, Self::Error>> + Send;
+    /// Judge `key` and write what changed; the [`Action`] says when to reconcile it again
+    /// without a change. An error is retried with backoff and counted in
+    /// `wavegate_reconcile_errors_total`.
+    fn reconcile(&self, key: K) -> impl Future<Output = Result<Action, Self::Error>> + Send;
+}
+
+/// What a reconcile asks of the queue once it has written what changed (kube-runtime's
+/// `controller::Action`): to run again after a delay, or only when something it reads changes
+/// (and at the periodic resync, which runs every key anyway).
+#[must_use]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Action {
+    requeue_after: Option<Duration>,
+}
+
+impl Action {
+    /// Reconcile again after `after` even if nothing changes: a timeout that will fire, a
+    /// probe-based check still converging, a write to retry on a newer version.
+    pub(crate) fn requeue(after: Duration) -> Action {
+        Action {
+            requeue_after: Some(after),
+        }
+    }
+
+    /// Reconcile again only on a change (or the resync).
+    pub(crate) fn await_change() -> Action {
+        Action {
+            requeue_after: None,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -194,7 +217,7 @@ pub(crate) async fn run<K, R>(
     let mut timers = Timers::new();
     let mut failures: HashMap<K, u32> = HashMap::new();
     let mut due: Option<Instant> = None;
-    let mut tasks: JoinSet<Result<Option<Duration>, String>> = JoinSet::new();
+    let mut tasks: JoinSet<Result<Action, String>> = JoinSet::new();
     let mut resync = tokio::time::interval(cfg.resync.max(Duration::from_millis(10)));
     resync.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
@@ -253,9 +276,9 @@ pub(crate) async fn run<K, R>(
                 };
                 let Some(key) = running.remove(&id) else { continue };
                 match outcome {
-                    Ok(requeue) => {
+                    Ok(action) => {
                         failures.remove(&key);
-                        if let Some(after) = requeue {
+                        if let Some(after) = action.requeue_after {
                             // Never later than the resync, which judges it anyway; and a
                             // requested delay (a gate's `timeout: 20000h`) must not reach
                             // DelayQueue's limit (~2 years), where it panics.
@@ -319,7 +342,7 @@ mod tests {
         async fn all(&self) -> Vec<&'static str> {
             vec!["a"]
         }
-        async fn reconcile(&self, key: &'static str) -> Result<Option<Duration>, String> {
+        async fn reconcile(&self, key: &'static str) -> Result<Action, String> {
             let n = {
                 let mut runs = self.runs.lock().unwrap();
                 runs.push(key);
@@ -329,7 +352,9 @@ mod tests {
             if key == "fail" && n <= self.fail_times {
                 return Err(format!("write refused ({n})"));
             }
-            Ok(self.requeue)
+            Ok(self
+                .requeue
+                .map_or_else(Action::await_change, Action::requeue))
         }
     }
 

@@ -52,7 +52,8 @@ impl fmt::Display for Kind {
 
 /// One managed resource of an Argo CD Application, as `status.resources[]` lists it: by kind,
 /// not plural (`ResourceStatus` in argo-cd pkg/apis/application/v1alpha1/types.go).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Hash, Serialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct ResourceRef {
     pub group: String,
     pub version: String,

@@ -38,13 +38,17 @@ use crate::resource::{Kind, ResourceRef};
 use crate::waves::{JudgedBy, Waves};
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
 
-/// A waves view with the timeline of the same sync: what the per-application waves endpoints
-/// answer (the fields of `Waves` plus `timeline`, so older clients read it unchanged).
-#[derive(Debug, Clone, Serialize)]
+/// An Application's resources by sync wave, each judged truthfully, with the timeline of the
+/// last sync: what the per-application waves endpoints answer (the fields of the waves view plus
+/// `timeline`, so older clients read it unchanged).
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Waves")]
 pub(crate) struct WavesWithTimeline {
     #[serde(flatten)]
     pub waves: Waves,
@@ -62,12 +66,18 @@ pub(crate) struct Live {
     pub unread: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+/// The last sync per wave, from recorded times only (docs/contracts.md, "Wave timeline"):
+/// applied = the live object's managedFields time of Argo CD's field manager `argocd-controller`
+/// within the sync; healthy = a WaveGate's Ready transition. Times are RFC 3339 with one-second
+/// resolution; an unrecorded time is null and the note says why.
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "WaveTimeline")]
 pub(crate) struct Timeline {
     /// The sync `status.operationState` describes; `None` when Argo CD recorded none.
     pub sync: Option<SyncWindow>,
     /// When wavegate built this timeline: the right edge of a sync still running.
+    #[schemars(extend("format" = "date-time"))]
     pub now: String,
     pub waves: Vec<WaveTimes>,
     /// The first wave that is not truly healthy (the waves view's `blockingWave`).
@@ -75,13 +85,15 @@ pub(crate) struct Timeline {
     pub blocking_reason: Option<String>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct SyncWindow {
     /// `Running`, `Succeeded`, `Failed`, `Error` or `Terminating` (gitops-engine OperationPhase).
     pub phase: String,
+    #[schemars(extend("format" = "date-time"))]
     pub started_at: String,
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schemars(extend("format" = "date-time"))]
     pub finished_at: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub revision: Option<String>,
@@ -90,8 +102,9 @@ pub(crate) struct SyncWindow {
 }
 
 /// Whether and when a wave (or resource) was applied by the last sync.
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, PartialOrd, Ord, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "Applied")]
 pub(crate) enum ApplyState {
     /// Argo CD's apply failed (`ResourceResult.status` `SyncFailed`); first, so a wave with any
     /// failure shows it (its `appliedAt` still dates the resources that were applied).
@@ -109,25 +122,28 @@ pub(crate) enum ApplyState {
     NotInSync,
 }
 
-#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Serialize, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) enum HealthState {
     /// Truly healthy since `at`.
     Healthy,
     /// Truly healthy now, with no recorded time.
     TimeUnknown,
+    /// Not truly healthy now.
     NotHealthy,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct WaveTimes {
     pub wave: i64,
     pub status: HealthStatus,
     pub applied: ApplyState,
+    #[schemars(extend("format" = "date-time"))]
     pub applied_at: Option<String>,
     pub applied_note: String,
     pub healthy: HealthState,
+    #[schemars(extend("format" = "date-time"))]
     pub healthy_at: Option<String>,
     pub healthy_note: String,
     pub blocking: bool,
@@ -137,7 +153,7 @@ pub(crate) struct WaveTimes {
     pub resources: Vec<ResourceTimes>,
 }
 
-#[derive(Debug, Clone, Serialize, PartialEq)]
+#[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct ResourceTimes {
     pub kind: String,
@@ -148,7 +164,9 @@ pub(crate) struct ResourceTimes {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sync_result: Option<String>,
     pub applied: ApplyState,
+    #[schemars(extend("format" = "date-time"))]
     pub applied_at: Option<String>,
+    #[schemars(extend("format" = "date-time"))]
     pub healthy_at: Option<String>,
 }
 
@@ -533,23 +551,164 @@ mod tests {
     }
 
     fn judged(group: &str, kind: &str, name: &str, status: HealthStatus) -> JudgedResource {
-        JudgedResource {
-            resource: ResourceRef {
-                group: group.into(),
-                version: "v1".into(),
-                kind: kind.into(),
-                namespace: "cicd".into(),
-                name: name.into(),
-            },
-            status,
-            message: if status == HealthStatus::Healthy {
-                String::new()
-            } else {
-                "selector app=forgejo matches no pods; did you mean app=gitea".into()
-            },
-            judged_by: JudgedBy::Wavegate,
-            argo_status: None,
+        let resource = ResourceRef {
+            group: group.into(),
+            version: "v1".into(),
+            kind: kind.into(),
+            namespace: "cicd".into(),
+            name: name.into(),
+        };
+        let message = if status == HealthStatus::Healthy {
+            ""
+        } else {
+            "selector app=forgejo matches no pods; did you mean app=gitea"
+        };
+        JudgedResource::new(resource, Verdict::new(status, message), JudgedBy::Wavegate)
+    }
+
+    /// Every field name of `v` as a path (`waves[].resources[].judgedBy`).
+    fn field_names(v: &Value, at: &str, out: &mut std::collections::BTreeSet<String>) {
+        match v {
+            Value::Object(map) => {
+                for (k, v) in map {
+                    let path = if at.is_empty() {
+                        k.clone()
+                    } else {
+                        format!("{at}.{k}")
+                    };
+                    field_names(v, &path, out);
+                    out.insert(path);
+                }
+            }
+            Value::Array(items) => {
+                for v in items {
+                    field_names(v, &format!("{at}[]"), out);
+                }
+            }
+            _ => {}
         }
+    }
+
+    /// The names the dashboard, the UI extension and API clients read, every optional one
+    /// present: a struct's serde attributes may change (one `rename_all` instead of a rename per
+    /// field), the names on the wire may not.
+    #[test]
+    fn the_waves_view_keeps_its_wire_names() {
+        let mut view = waves(HealthStatus::Progressing);
+        view.lint = Some(crate::live_lint::LiveLint {
+            findings: vec![crate::live_lint::LiveFinding {
+                rule: crate::lint::rules::Rule::NotAwaited,
+                level: "error",
+                wave: Some(1),
+                message: "m".into(),
+                why: "w".into(),
+                fix: "f".into(),
+                objects: vec![crate::live_lint::LiveObject {
+                    object: "Service cicd/forgejo".into(),
+                    wave: Some(1),
+                }],
+            }],
+            note: Some("n".into()),
+            skipped: Some("lint skipped: busy".into()),
+            passing: false,
+        });
+        let argo = crate::argocd_lua::ArgoHealth {
+            status: "Degraded".into(),
+            message: "m".into(),
+        };
+        view.health.argo_status = Some(argo.clone());
+        view.waves[0].resources[0].argo_status = Some(argo);
+        let mut timeline = build(&mid_sync(), &view, live, t("2026-12-01T03:02:00Z"));
+        let sync = timeline.sync.as_mut().unwrap();
+        sync.finished_at = Some("2026-12-01T03:03:00Z".into());
+        let answer = WavesWithTimeline {
+            waves: view,
+            timeline,
+        };
+        let mut names = std::collections::BTreeSet::new();
+        field_names(&serde_json::to_value(&answer).unwrap(), "", &mut names);
+        let wanted = [
+            "namespace",
+            "name",
+            "health",
+            "health.status",
+            "health.message",
+            "health.argoStatus",
+            "health.argoStatus.status",
+            "health.argoStatus.message",
+            "blockingWave",
+            "message",
+            "waves",
+            "waves[].wave",
+            "waves[].status",
+            "waves[].resources",
+            "waves[].resources[].group",
+            "waves[].resources[].version",
+            "waves[].resources[].kind",
+            "waves[].resources[].namespace",
+            "waves[].resources[].name",
+            "waves[].resources[].status",
+            "waves[].resources[].message",
+            "waves[].resources[].judgedBy",
+            "waves[].resources[].argoStatus",
+            "waves[].resources[].argoStatus.status",
+            "waves[].resources[].argoStatus.message",
+            "lint",
+            "lint.findings",
+            "lint.findings[].rule",
+            "lint.findings[].level",
+            "lint.findings[].wave",
+            "lint.findings[].message",
+            "lint.findings[].why",
+            "lint.findings[].fix",
+            "lint.findings[].objects",
+            "lint.findings[].objects[].object",
+            "lint.findings[].objects[].wave",
+            "lint.note",
+            "lint.skipped",
+            "timeline",
+            "timeline.sync",
+            "timeline.sync.phase",
+            "timeline.sync.startedAt",
+            "timeline.sync.finishedAt",
+            "timeline.sync.revision",
+            "timeline.sync.message",
+            "timeline.now",
+            "timeline.blockingWave",
+            "timeline.blockingReason",
+            "timeline.waves",
+            "timeline.waves[].wave",
+            "timeline.waves[].status",
+            "timeline.waves[].applied",
+            "timeline.waves[].appliedAt",
+            "timeline.waves[].appliedNote",
+            "timeline.waves[].healthy",
+            "timeline.waves[].healthyAt",
+            "timeline.waves[].healthyNote",
+            "timeline.waves[].blocking",
+            "timeline.waves[].reason",
+            "timeline.waves[].resources",
+            "timeline.waves[].resources[].kind",
+            "timeline.waves[].resources[].namespace",
+            "timeline.waves[].resources[].name",
+            "timeline.waves[].resources[].status",
+            "timeline.waves[].resources[].syncResult",
+            "timeline.waves[].resources[].applied",
+            "timeline.waves[].resources[].appliedAt",
+            "timeline.waves[].resources[].healthyAt",
+        ];
+        let wanted: std::collections::BTreeSet<String> =
+            wanted.iter().map(|s| s.to_string()).collect();
+        assert_eq!(
+            names.difference(&wanted).collect::<Vec<_>>(),
+            Vec::<&String>::new(),
+            "names the view sends that it did not"
+        );
+        assert_eq!(
+            wanted.difference(&names).collect::<Vec<_>>(),
+            Vec::<&String>::new(),
+            "names the view no longer sends"
+        );
     }
 
     fn result(group: &str, kind: &str, name: &str) -> Value {

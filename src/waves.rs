@@ -18,6 +18,7 @@ use crate::policy::CheckPolicy;
 use crate::resource::{Kind, Resource, ResourceRef, Target};
 use crate::views::{TrackingMethod, managing_app};
 use futures::StreamExt;
+use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 use std::time::{Duration, Instant};
@@ -39,6 +40,16 @@ pub(crate) enum JudgedBy {
     OutOfScope,
 }
 
+impl JudgedBy {
+    /// The judges the API names by a word alone (every one but a script, which has a key).
+    const NAMED: [JudgedBy; 4] = [
+        JudgedBy::Wavegate,
+        JudgedBy::Kstatus,
+        JudgedBy::Argocd,
+        JudgedBy::OutOfScope,
+    ];
+}
+
 impl Serialize for JudgedBy {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         match self {
@@ -48,6 +59,32 @@ impl Serialize for JudgedBy {
             JudgedBy::Argocd => s.serialize_str("argocd"),
             JudgedBy::OutOfScope => s.serialize_str("outofscope"),
         }
+    }
+}
+
+/// The words [`JudgedBy::NAMED`] serialise to, or a script's key after `argocd-lua:`: the
+/// schema is read off the serialisation, so it cannot leave a judge out.
+impl JsonSchema for JudgedBy {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "JudgedBy".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let words: Vec<serde_json::Value> = JudgedBy::NAMED
+            .iter()
+            .filter_map(|j| serde_json::to_value(j).ok())
+            .collect();
+        schemars::json_schema!({
+            "description": "Who judged the resource: wavegate (its checks, or a WaveGate's own \
+                status), kstatus (kstatus rules on the live object), argocd (the health Argo CD \
+                recorded), outofscope (through Argo CD's proxy, an object the Application lists \
+                but does not manage: not read), or an Argo CD health script by its key, \
+                argocd-lua:<group>/<Kind>.",
+            "anyOf": [
+                {"type": "string", "enum": words},
+                {"type": "string", "pattern": "^argocd-lua:"},
+            ],
+        })
     }
 }
 
@@ -191,38 +228,54 @@ fn object_name(r: &ResourceRef) -> String {
     format!("{} {}/{}", r.kind, r.namespace, r.name)
 }
 
-#[derive(Debug, Clone, Serialize)]
+/// One resource of an Application, judged.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct JudgedResource {
     #[serde(flatten)]
     pub resource: ResourceRef,
     pub status: HealthStatus,
     pub message: String,
-    #[serde(rename = "judgedBy")]
     pub judged_by: JudgedBy,
     /// Argo CD's own status and message when one of its health scripts judged the object
     /// (`judgedBy: argocd-lua:…`), apart from wavegate's verdict above.
-    #[serde(rename = "argoStatus", skip_serializing_if = "Option::is_none")]
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub argo_status: Option<crate::argocd_lua::ArgoHealth>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+impl JudgedResource {
+    pub(crate) fn new(resource: ResourceRef, verdict: Verdict, judged_by: JudgedBy) -> Self {
+        JudgedResource {
+            resource,
+            status: verdict.status,
+            message: verdict.message,
+            judged_by,
+            argo_status: verdict.argo_status,
+        }
+    }
+}
+
+/// One sync wave of an Application: its resources and the worst of their statuses.
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct Wave {
     pub wave: i64,
     pub status: HealthStatus,
     pub resources: Vec<JudgedResource>,
 }
 
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub(crate) struct Waves {
     pub namespace: String,
     pub name: String,
     pub health: Verdict,
-    #[serde(rename = "blockingWave")]
+    /// The first wave that is not truly healthy.
     pub blocking_wave: Option<i64>,
     pub message: String,
     pub waves: Vec<Wave>,
-    /// `wavegate lint`'s findings on the live objects (see `live_lint`), when asked for one
-    /// Application.
+    /// `wavegate lint`'s findings on the live objects, when asked for one Application (the
+    /// per-application waves endpoints).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lint: Option<LiveLint>,
     /// When a verdict of this view may change with time alone (see
@@ -474,14 +527,8 @@ pub(crate) async fn view(
             let judged = managed_resources(app)
                 .into_iter()
                 .map(|(r, wave, _)| {
-                    let resource = JudgedResource {
-                        resource: r,
-                        status: HealthStatus::Unknown,
-                        message: why.to_string(),
-                        judged_by: JudgedBy::Wavegate,
-                        argo_status: None,
-                    };
-                    (wave, resource)
+                    let verdict = Verdict::unknown(why.to_string());
+                    (wave, JudgedResource::new(r, verdict, JudgedBy::Wavegate))
                 })
                 .collect();
             assemble(namespace, name, health, judged)
@@ -631,17 +678,7 @@ async fn judge_by(
             Some(Instant::now() + RECHECK_UNSURE),
         ),
     };
-    (
-        wave,
-        JudgedResource {
-            resource: r,
-            status: verdict.status,
-            message: verdict.message,
-            judged_by: by,
-            argo_status: verdict.argo_status,
-        },
-        until,
-    )
+    (wave, JudgedResource::new(r, verdict, by), until)
 }
 
 /// A verdict, who gave it, and until when it holds if nothing it read changes.
@@ -758,18 +795,37 @@ mod tests {
     use super::*;
 
     fn judged(kind: &str, name: &str, status: HealthStatus, msg: &str) -> JudgedResource {
-        JudgedResource {
-            resource: ResourceRef {
-                group: String::new(),
-                version: "v1".into(),
-                kind: kind.into(),
-                namespace: "cicd".into(),
-                name: name.into(),
-            },
-            status,
-            message: msg.into(),
-            judged_by: JudgedBy::Wavegate,
-            argo_status: None,
+        let resource = ResourceRef {
+            group: String::new(),
+            version: "v1".into(),
+            kind: kind.into(),
+            namespace: "cicd".into(),
+            name: name.into(),
+        };
+        JudgedResource::new(resource, Verdict::new(status, msg), JudgedBy::Wavegate)
+    }
+
+    /// A new judge must be placed: named by a word (and then in the schema's list) or a script.
+    #[test]
+    fn every_judge_is_a_word_the_schema_lists_or_a_script() {
+        let all = [
+            JudgedBy::Wavegate,
+            JudgedBy::Kstatus,
+            JudgedBy::Argocd,
+            JudgedBy::OutOfScope,
+            JudgedBy::ArgocdLua("apps/Deployment".into()),
+        ];
+        for judge in all {
+            let wire = serde_json::to_value(&judge).unwrap();
+            match judge {
+                JudgedBy::ArgocdLua(_) => assert_eq!(wire, "argocd-lua:apps/Deployment"),
+                JudgedBy::Wavegate
+                | JudgedBy::Kstatus
+                | JudgedBy::Argocd
+                | JudgedBy::OutOfScope => {
+                    assert!(JudgedBy::NAMED.contains(&judge), "{wire} is not in NAMED")
+                }
+            }
         }
     }
 

@@ -294,7 +294,7 @@
   }
 
   // ---- timeline layout: BEGIN (identical in src/api/dashboard.html and
-  // argocd/extension/extension-wavegate.js; tests/browser/timeline.test.mjs checks they match) ----
+  // argocd/extension/extension-wavegate.js; tests/offline/ui.rs checks they match) ----
   // Lays out the `timeline` of a waves answer (docs/openapi.yaml, WaveTimeline) as SVG shapes:
   // one row per wave in wave order, a bar from when Argo CD applied the wave to when it became
   // truly healthy (or to now while it is not), the blocking wave tinted with its reason beneath.

@@ -7,8 +7,17 @@ use crate::resource::InputError;
 use axum::Json;
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use serde_json::json;
+use schemars::JsonSchema;
+use serde::Serialize;
 use thiserror::Error;
+
+/// The body of every refusal: what went wrong, in words a person can act on.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "Error")]
+pub(crate) struct ErrorBody {
+    pub error: String,
+}
 
 #[derive(Debug, Error)]
 pub enum ApiError {
@@ -114,7 +123,10 @@ impl IntoResponse for ApiError {
             ApiError::CallerBusy(_) => Some("1"),
             _ => None,
         };
-        let mut resp = (status, Json(json!({ "error": self.to_string() }))).into_response();
+        let body = ErrorBody {
+            error: self.to_string(),
+        };
+        let mut resp = (status, Json(body)).into_response();
         if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(
                 header::WWW_AUTHENTICATE,

@@ -15,6 +15,7 @@ mod handlers;
 mod headers;
 mod kept;
 mod limits;
+pub mod openapi;
 mod scope;
 mod serve;
 mod state;

@@ -43,6 +43,7 @@ mod discovery;
 mod heartbeat;
 mod objects;
 mod reflect;
+mod sink;
 mod strip;
 #[cfg(test)]
 mod tests;
@@ -65,9 +66,9 @@ use kube::runtime::watcher;
 use kube::{Client, Resource as KubeResource};
 pub(crate) use objects::Decoded;
 use objects::Objects;
-use reflect::Sink;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use sink::Sink;
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -4,7 +4,7 @@
 //! event arrives, not at every read.
 
 use super::bounds;
-use super::reflect::Sink;
+use super::sink::Sink;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
 use kube::runtime::watcher;

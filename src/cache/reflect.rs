@@ -3,11 +3,11 @@
 //! cluster's bounds (objects and bytes, see [`super::bounds`]).
 
 use super::bounds::{self, key_of};
+use super::sink::Sink;
 use super::watches::{Phase, Started, WatchHealth};
 use super::{Cache, Change, Held};
 use crate::metrics::{Metrics, ResourceLabel};
 use crate::resource::Kind;
-use crate::store_index::StoreWriter;
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::watcher;
@@ -71,33 +71,6 @@ impl Cache {
         Started { health, task }
     }
 }
-/// Where a watch's events go.
-pub(super) trait Sink<K>: Send + 'static {
-    /// Apply one event, as kube-rs' reflector writer does (a list replaces the stored objects
-    /// when it completes); at the end of a list, the (namespace, name) of objects it removed.
-    fn apply(&mut self, event: watcher::Event<K>) -> Vec<(String, String)>;
-
-    /// How many objects are stored.
-    fn len(&self) -> usize;
-
-    /// About how many bytes storing `o` costs (see [`bounds`]).
-    fn weight(&self, o: &K) -> usize;
-}
-
-impl<K: ResourceExt + Send + 'static, V: crate::views::View> Sink<K> for StoreWriter<K, V> {
-    fn apply(&mut self, event: watcher::Event<K>) -> Vec<(String, String)> {
-        StoreWriter::apply(self, &event)
-    }
-
-    fn len(&self) -> usize {
-        self.store().len()
-    }
-
-    fn weight(&self, o: &K) -> usize {
-        bounds::OBJECT_OVERHEAD + self.view_of(o).text_bytes()
-    }
-}
-
 /// A remote cluster's bounds on what its on-demand watches hold together.
 #[derive(Debug, Clone, Copy)]
 struct Bounds {

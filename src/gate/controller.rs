@@ -17,7 +17,7 @@ use crate::events;
 use crate::locks::lock;
 use crate::metrics::{Metrics, refused_precondition};
 use crate::policy::CheckPolicy;
-use crate::queue::{self, QueueConfig, Reconcile};
+use crate::queue::{self, Action, QueueConfig, Reconcile};
 use crate::resource::Kind;
 use crate::views::TrackingMethod;
 use crate::written::{self, DEFAULT_STATUS_VALIDITY, FIELD_MANAGER};
@@ -174,13 +174,13 @@ impl Reconcile<GateKey> for Gates {
         }
     }
 
-    async fn reconcile(&self, key: GateKey) -> Result<Option<Duration>, GateError> {
+    async fn reconcile(&self, key: GateKey) -> Result<Action, GateError> {
         self.judge(&key).await
     }
 }
 
 impl Gates {
-    async fn judge(&self, key: &GateKey) -> Result<Option<Duration>, GateError> {
+    async fn judge(&self, key: &GateKey) -> Result<Action, GateError> {
         let (ns, name) = key;
         let cache = self.context.evaluator.cache();
         let Some(gate) = cache
@@ -188,7 +188,7 @@ impl Gates {
             .await?
         else {
             self.forget(key);
-            return Ok(None);
+            return Ok(Action::await_change());
         };
         let gate = gate?;
         let asks: Vec<(String, Result<Ask, _>)> = gate
@@ -323,7 +323,9 @@ impl Gates {
                 self.events.publish(t, events::JUDGE_GATE, regarding);
             }
         }
-        Ok(decision.requeue)
+        Ok(decision
+            .requeue
+            .map_or_else(Action::await_change, Action::requeue))
     }
 
     /// Who judges `ask`: Argo CD's cluster for an Application (where Argo CD keeps them), the

@@ -12,12 +12,14 @@ use crate::cache::{Cache, CacheError, Decoded};
 use crate::health::{HealthStatus, Verdict};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
+use schemars::JsonSchema;
 use serde::Serialize;
 use std::time::Duration;
 use tokio::sync::broadcast;
 use tokio::time::Instant;
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+/// A WaveGate as the API shows it.
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Gate {
     pub namespace: String,
@@ -32,8 +34,9 @@ pub(crate) struct Gate {
     pub checks: Vec<GateCheckView>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
+#[schemars(rename = "GateCheck")]
 pub(crate) struct GateCheckView {
     pub name: String,
     #[serde(skip_serializing_if = "Option::is_none")]

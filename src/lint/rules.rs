@@ -18,8 +18,11 @@ pub const IGNORE_ANNOTATION: &str = "wavegate.dev/lint-ignore";
 const ANNOTATE: &str = "wavegate.dev/annotate";
 const WAVEGATE: &str = "wavegate.dev";
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, schemars::JsonSchema,
+)]
 #[serde(rename_all = "kebab-case")]
+#[schemars(rename = "LintRule")]
 pub enum Rule {
     LaterWave,
     SameWave,

@@ -122,3 +122,109 @@ fn the_scan_catches_an_upward_import_and_ignores_comments() {
     assert_eq!(found, BTreeSet::from(["cache".to_string()]));
     assert!(layer_of("waves") > layer_of("evaluate"));
 }
+
+/// Sibling files named as `super::<file>` in code (not in comments).
+fn sibling_imports(text: &str, siblings: &BTreeSet<String>) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for line in text.lines() {
+        let code = line.split("//").next().unwrap_or("");
+        let mut rest = code;
+        while let Some(at) = rest.find("super::") {
+            let after = &rest[at + "super::".len()..];
+            let name: String = after
+                .chars()
+                .take_while(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == '_')
+                .collect();
+            if siblings.contains(&name) {
+                out.insert(name);
+            }
+            rest = after;
+        }
+    }
+    out
+}
+
+/// A cycle in `graph`, as the files along it, if there is one.
+fn cycle(graph: &BTreeMap<String, BTreeSet<String>>) -> Option<Vec<String>> {
+    fn visit(
+        node: &str,
+        graph: &BTreeMap<String, BTreeSet<String>>,
+        path: &mut Vec<String>,
+        done: &mut BTreeSet<String>,
+    ) -> Option<Vec<String>> {
+        if let Some(at) = path.iter().position(|n| n == node) {
+            let mut found = path[at..].to_vec();
+            found.push(node.to_string());
+            return Some(found);
+        }
+        if done.contains(node) {
+            return None;
+        }
+        path.push(node.to_string());
+        for next in graph.get(node).into_iter().flatten() {
+            if let Some(found) = visit(next, graph, path, done) {
+                return Some(found);
+            }
+        }
+        path.pop();
+        done.insert(node.to_string());
+        None
+    }
+    let mut done = BTreeSet::new();
+    graph
+        .keys()
+        .find_map(|n| visit(n, graph, &mut Vec::new(), &mut done))
+}
+
+/// The files of one folder module (`mod.rs` and `tests.rs` aside: the root declares its files
+/// and its tests read them all) import one another one way too, so each file can be read after
+/// the files it uses.
+#[test]
+fn the_files_of_a_module_import_one_another_one_way() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut problems = Vec::new();
+    let mut folders = 0;
+    for entry in fs::read_dir(&src).unwrap() {
+        let dir = entry.unwrap().path();
+        if !dir.is_dir() {
+            continue;
+        }
+        folders += 1;
+        let files: BTreeMap<String, PathBuf> = fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "rs"))
+            .map(|p| (p.file_stem().unwrap().to_str().unwrap().to_string(), p))
+            .filter(|(name, _)| name != "mod" && name != "tests")
+            .collect();
+        let siblings: BTreeSet<String> = files.keys().cloned().collect();
+        let graph: BTreeMap<String, BTreeSet<String>> = files
+            .iter()
+            .map(|(name, path)| {
+                let text = fs::read_to_string(path).unwrap();
+                (name.clone(), sibling_imports(&text, &siblings))
+            })
+            .collect();
+        if let Some(found) = cycle(&graph) {
+            problems.push(format!("{}: {}", dir.display(), found.join(" → ")));
+        }
+    }
+    assert!(folders > 0, "the scan sees the folder modules");
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
+}
+
+#[test]
+fn the_file_scan_catches_a_cycle() {
+    let siblings = BTreeSet::from(["a".to_string(), "b".to_string()]);
+    assert_eq!(
+        sibling_imports("use super::b::X; // super::a\nuse super::*;", &siblings),
+        BTreeSet::from(["b".to_string()])
+    );
+    let graph = BTreeMap::from([
+        ("a".to_string(), BTreeSet::from(["b".to_string()])),
+        ("b".to_string(), BTreeSet::from(["a".to_string()])),
+    ]);
+    assert_eq!(cycle(&graph).unwrap(), ["a", "b", "a"]);
+    let graph = BTreeMap::from([("a".to_string(), BTreeSet::from(["b".to_string()]))]);
+    assert_eq!(cycle(&graph), None);
+}
