@@ -8,7 +8,8 @@ use crate::clusters::{Cluster, Refused};
 use axum::Json;
 use axum::extract::{FromRequestParts, RawPathParams, State};
 use axum::http::request::Parts;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Serialize;
 use std::future::Future;
 use std::sync::Arc;
 
@@ -53,21 +54,52 @@ impl FromRequestParts<AppState> for InCluster {
     }
 }
 
-/// `GET /api/v1/clusters`: every cluster judged, whether its watches are synced, and the
-/// clusters its source names that are refused, with why.
-pub(crate) async fn list(State(state): State<AppState>) -> Json<Value> {
-    let entry = |c: &Cluster| {
+/// `GET /api/v1/clusters`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ClusterList {
+    pub clusters: Vec<ClusterState>,
+    /// The clusters their source names that wavegate does not run, with why.
+    pub refused: Vec<Refused>,
+}
+
+/// A cluster wavegate judges, and whether its watches are synced.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ClusterState {
+    /// `in-cluster`, or the name its Argo CD cluster Secret (or kubeconfig file) gives it.
+    pub name: String,
+    pub server: String,
+    pub ready: bool,
+    /// Why it is not ready.
+    pub problems: Vec<String>,
+}
+
+impl ClusterState {
+    fn of(c: &Cluster) -> Self {
         let (ready, problems) = match c.cache.readiness() {
             Ok(_) => (true, Vec::new()),
             Err(p) => (false, p),
         };
-        json!({"name": c.name, "server": c.server, "ready": ready, "problems": problems})
-    };
+        ClusterState {
+            name: c.name.clone(),
+            server: c.server.clone(),
+            ready,
+            problems,
+        }
+    }
+}
+
+/// `GET /api/v1/clusters`: every cluster judged, whether its watches are synced, and the
+/// clusters its source names that are refused, with why.
+pub(crate) async fn list(State(state): State<AppState>) -> Json<ClusterList> {
     let home = std::iter::once(state.clusters.home());
-    let clusters: Vec<Value> = home
+    let clusters = home
         .chain(state.clusters.remotes().values())
-        .map(|c| entry(c))
+        .map(|c| ClusterState::of(c))
         .collect();
-    let refused: Vec<Refused> = state.clusters.refused();
-    Json(json!({"clusters": clusters, "refused": refused}))
+    Json(ClusterList {
+        clusters,
+        refused: state.clusters.refused(),
+    })
 }

@@ -17,11 +17,48 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use futures::StreamExt;
-use serde_json::{Value, json};
+use schemars::JsonSchema;
+use serde::Serialize;
 use std::sync::Arc;
 
 /// The proxy scope, when the request came through Argo CD (see `scope`).
 type Scope = Option<Extension<Arc<AppScope>>>;
+
+/// `GET /api/v1/applications`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ApplicationList {
+    pub applications: Vec<ApplicationSummary>,
+}
+
+/// One Application of the list: wavegate's verdict of it and its first blocking wave (its
+/// waves endpoint has the rest).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ApplicationSummary {
+    pub namespace: String,
+    pub name: String,
+    pub health: Verdict,
+    pub blocking_wave: Option<i64>,
+}
+
+impl ApplicationSummary {
+    fn of(w: waves::Waves) -> Self {
+        ApplicationSummary {
+            namespace: w.namespace,
+            name: w.name,
+            health: w.health,
+            blocking_wave: w.blocking_wave,
+        }
+    }
+}
+
+/// `GET /api/v1/gates`.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct GateList {
+    pub gates: Vec<gate_view::Gate>,
+}
 
 /// An object's path parameters (a `{cluster}` beside them is [`InCluster`]'s).
 #[derive(serde::Deserialize)]
@@ -197,33 +234,14 @@ pub(crate) async fn applications(
         .buffered(state.limits.applications_concurrency())
         .collect()
         .await;
-    #[derive(serde::Serialize)]
-    struct Summary<'a> {
-        namespace: &'a str,
-        name: &'a str,
-        health: &'a Verdict,
-        #[serde(rename = "blockingWave")]
-        blocking_wave: Option<i64>,
-    }
-    #[derive(serde::Serialize)]
-    struct Listed<'a> {
-        applications: Vec<Summary<'a>>,
-    }
-    let listed = Listed {
-        applications: views
-            .iter()
-            .map(|w| Summary {
-                namespace: &w.namespace,
-                name: &w.name,
-                health: &w.health,
-                blocking_wave: w.blocking_wave,
-            })
-            .collect(),
+    let valid_until = views
+        .iter()
+        .fold(None, |at, w| waves::earliest(at, w.valid_until));
+    let listed = ApplicationList {
+        applications: views.into_iter().map(ApplicationSummary::of).collect(),
     };
     let answer = ViewAnswer::whole(serde_json::to_vec(&listed).map_err(internal)?, clusters);
-    let valid_until = views.iter().fold(kept_at_most(&answer.read, now), |at, w| {
-        waves::earliest(at, w.valid_until)
-    });
+    let valid_until = waves::earliest(valid_until, kept_at_most(&answer.read, now));
     let answer = Arc::new(answer);
     if scope.is_none() {
         state.listed.put((), stamp, valid_until, answer.clone());
@@ -428,7 +446,7 @@ fn gate_path(
 
 /// `GET /api/v1/gates`: every WaveGate, from its stored status (through Argo CD's proxy: the
 /// authorized application's gates only).
-pub(crate) async fn gates(cluster: InCluster, scope: Scope) -> Result<Json<Value>, ApiError> {
+pub(crate) async fn gates(cluster: InCluster, scope: Scope) -> Result<Json<GateList>, ApiError> {
     let listed = cluster
         .unless_stopped(gate_view::list(&cluster.0.cache))
         .await?;
@@ -446,7 +464,7 @@ pub(crate) async fn gates(cluster: InCluster, scope: Scope) -> Result<Json<Value
         }
         gates = kept;
     }
-    Ok(Json(json!({ "gates": gates })))
+    Ok(Json(GateList { gates }))
 }
 
 /// `GET /api/v1/gates/{namespace}/{name}`.

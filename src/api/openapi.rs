@@ -4,7 +4,9 @@
 //! name it is sent as. `tests/offline/openapi.rs` fails when the committed document drifts from
 //! them; `wavegate openapi > docs/openapi.yaml` writes it again.
 
+use super::cluster::ClusterList;
 use super::error::ErrorBody;
+use super::handlers::{ApplicationList, GateList};
 use crate::gate::view::Gate;
 use crate::health::Verdict;
 use crate::timeline::WavesWithTimeline;
@@ -37,7 +39,10 @@ fn schemas() -> serde_json::Map<String, Value> {
         .into_generator();
     generator.subschema_for::<Verdict>();
     generator.subschema_for::<Gate>();
+    generator.subschema_for::<GateList>();
     generator.subschema_for::<WavesWithTimeline>();
+    generator.subschema_for::<ApplicationList>();
+    generator.subschema_for::<ClusterList>();
     generator.subschema_for::<ErrorBody>();
     generator.take_definitions(true)
 }

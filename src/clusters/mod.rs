@@ -55,7 +55,8 @@ pub const HOME: &str = "in-cluster";
 pub const HOME_SERVER: &str = "https://kubernetes.default.svc";
 
 /// A cluster its source names but wavegate does not run, and why.
-#[derive(Debug, Clone, Serialize, PartialEq, Eq)]
+#[derive(Debug, Clone, Serialize, PartialEq, Eq, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Refused {
     /// Where it was read: `Secret argocd/cluster-x` or a kubeconfig file path.
     pub source: String,
