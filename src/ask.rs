@@ -1,6 +1,6 @@
 //! What to check: one object and the check that judges it, with its parameters. The single
 //! vocabulary every front end converts into — an HTTP query or `wavegate check -p`
-//! ([`Ask::from_params`]), a WaveGate check entry (`gate::judge::ask_of`), an annotated object and
+//! ([`Ask::from_params`]), a WaveGate check entry (`gate::asks::ask_of`), an annotated object and
 //! an Application's managed resource ([`Ask::with_defaults`]) — and the verdict cache's key
 //! (`Hash + Eq`). The [`Check`] and its parameters belong to the kind (`kinds`): each kind's
 //! parameters own their names, defaults, parsing and validation (`Params::from_query`,

@@ -5,10 +5,11 @@
 //! WaveGates are read from the same watch cache as everything else (one cluster-wide watch, or
 //! one per namespace with `--namespaces`), so the controller adds one watch to the API server.
 
+use super::asks::{ask_under, invalid_check};
 use super::crd::{WaveGate, WaveGateStatus};
 use super::decide::{Inputs, Rules, SyncClock, decide, health_of};
-use super::judge::{self, ask_under, invalid_check};
 use super::stamp;
+use super::sync;
 use crate::ask::{Ask, Check};
 use crate::cache::{CacheError, Change};
 use crate::deps::{Dep, DepIndex};
@@ -60,8 +61,8 @@ struct Gates {
     written: Mutex<HashMap<GateKey, written::Memory<WaveGateStatus>>>,
     /// Per gate, the sync attempt of its managing Application last seen running and when it
     /// was first seen (Argo CD dates only an operation's first attempt, see
-    /// [`judge::attempt_started`]). Keyed by attempt id, which carries the Application's UID.
-    attempts: Mutex<HashMap<GateKey, judge::AttemptClock>>,
+    /// [`sync::attempt_started`]). Keyed by attempt id, which carries the Application's UID.
+    attempts: Mutex<HashMap<GateKey, sync::AttemptClock>>,
     missing_crd_logged: AtomicBool,
     settings: Settings,
     events: events::Publisher,
@@ -197,7 +198,7 @@ impl Gates {
             .iter()
             .map(|c| (c.name.clone(), ask_under(c, ns, &self.settings.policy)))
             .collect();
-        let managed_by = judge::managing_application(
+        let managed_by = sync::managing_application(
             &gate,
             &self.settings.argocd_namespace,
             self.settings.tracking_method,
@@ -248,7 +249,7 @@ impl Gates {
         // when it syncs. One that is not there and one that does not list the gate read alike.
         let sync = match &managed_by {
             Some((app_ns, app)) => match applications.object(&APPLICATIONS, app_ns, app).await {
-                Ok(Some(found)) if judge::lists_gate(&found, ns, name) => {
+                Ok(Some(found)) if sync::lists_gate(&found, ns, name) => {
                     SyncClock::Read(self.attempt_started(key, &found, now))
                 }
                 Ok(_) => SyncClock::Blind(format!(
@@ -563,7 +564,7 @@ mod tests {
     fn status(g: &WaveGate) -> WaveGateStatus {
         let now = k8s_openapi::jiff::Timestamp::now();
         let health = Verdict::progressing("waiting");
-        judge::next_status(g, None, Vec::new(), health, None, now, None)
+        crate::gate::status::next_status(g, None, Vec::new(), health, None, now, None)
     }
 
     #[tokio::test]

@@ -1,32 +1,18 @@
 //! What the gate controller does with one WaveGate, decided from what it read: the status to
 //! write (if the stored one is not already it), when to look again, and the Event to send.
 //! Pure (no I/O, no clock: the caller passes `now`), so the controller is read → decide →
-//! write and every rule here — the timeout, the clock-blind rule, the requeue, the Event — is a
+//! write and every rule here — the timeout (`super::timeout`), the requeue, the Event — is a
 //! unit test (compare controller-rs, whose `reconcile` returns an `Action`).
 
 use super::crd::{WaveGate, WaveGateStatus};
-use super::judge::{
-    definite_failure, gate_health, next_status, parse_timeout, until_timeout, waited, waiting_since,
-};
+use super::status::next_status;
+pub(crate) use super::timeout::SyncClock;
+use super::timeout::{health_over_time, parse_timeout, until_timeout, waited, waiting_since};
 use crate::events::{self, Transition};
 use crate::health::{HealthStatus, Verdict};
 use k8s_openapi::jiff::Timestamp;
 use std::collections::HashMap;
 use std::time::Duration;
-
-/// What the controller knows about the sync that is applying the gate.
-#[derive(Debug, Clone, PartialEq)]
-pub(crate) enum SyncClock {
-    /// No Argo CD Application manages the gate (no tracking id, no instance label).
-    Unmanaged,
-    /// The managing Application was read: when its current sync attempt began, `None` when no
-    /// operation runs.
-    Read(Option<Timestamp>),
-    /// The managing Application could not be read or was not found, and why. wavegate then
-    /// cannot tell when this sync attempt started: measuring the timeout from the gate's
-    /// history could fail a new sync for an old one's wait, so the timeout is not applied.
-    Blind(String),
-}
 
 /// Everything [`decide`] needs that the controller read.
 pub(crate) struct Inputs<'a> {
@@ -99,37 +85,9 @@ pub(crate) fn decide(inputs: Inputs<'_>, rules: &Rules, now: Timestamp) -> Decis
             Err(e) => (None, Some(e.to_string())),
         },
     };
-    let sync_started = match &sync {
-        SyncClock::Read(started) => *started,
-        SyncClock::Unmanaged | SyncClock::Blind(_) => None,
-    };
-    let since = waiting_since(gate, stored.as_ref(), sync_started);
+    let since = waiting_since(gate, stored.as_ref(), sync.started());
     let waited = waited(since, now);
-    // A check's own Degraded is definite: no clock or blindness turns it into waiting, and it
-    // is no timeout (its Event says Degraded, not TimedOut).
-    let definite = definite_failure(&verdicts);
-    let (health, timed_out) = match &sync {
-        SyncClock::Blind(why) => {
-            let v = gate_health(&verdicts, &blind, None, waited);
-            let v = match timeout {
-                Some((spelled, limit)) if !v.is_healthy() && !definite && waited >= limit => {
-                    Verdict::progressing(format!(
-                        "{}; the {spelled} timeout is not applied: {why}",
-                        v.message
-                    ))
-                }
-                _ => v,
-            };
-            (v, false)
-        }
-        SyncClock::Unmanaged | SyncClock::Read(_) => {
-            let v = gate_health(&verdicts, &blind, timeout, waited);
-            let timed_out = v.status == HealthStatus::Degraded
-                && !definite
-                && timeout.is_some_and(|(_, limit)| waited >= limit);
-            (v, timed_out)
-        }
-    };
+    let (health, timed_out) = health_over_time(&verdicts, &blind, timeout, waited, &sync);
     let status = next_status(
         gate,
         stored.as_ref(),

@@ -5,9 +5,9 @@
 //! A status judged for an older generation is shown as Progressing, exactly as the Argo CD
 //! health script for WaveGates does: the old generation's Healthy must not release anything.
 
+use super::asks::target_of;
 use super::crd::WaveGate;
-use super::judge::TimeoutError;
-use super::judge::target_of;
+use super::timeout::TimeoutError;
 use crate::cache::{Cache, CacheError, Decoded};
 use crate::health::{HealthStatus, Verdict};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -173,7 +173,7 @@ pub(crate) const DEFAULT_HTTP_WAIT: Duration = Duration::from_secs(30);
 pub(crate) fn http_wait_timeout(given: Option<&str>) -> Result<Duration, TimeoutError> {
     match given {
         None => Ok(DEFAULT_HTTP_WAIT),
-        Some(s) => super::judge::parse_timeout(s).map(|d| d.min(MAX_HTTP_WAIT)),
+        Some(s) => super::timeout::parse_timeout(s).map(|d| d.min(MAX_HTTP_WAIT)),
     }
 }
 

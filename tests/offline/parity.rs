@@ -310,7 +310,7 @@ fn annotation_verdicts_read_back_the_same_in_lua_for_every_kind_and_status() {
 #[test]
 fn wavegate_status_written_by_rust_reads_back_the_same_in_lua() {
     use wavegate::gate::crd::WaveGate;
-    use wavegate::gate::judge::next_status;
+    use wavegate::gate::status::next_status;
     let gate: WaveGate = serde_yaml::from_str(
         "apiVersion: wavegate.dev/v1alpha1\nkind: WaveGate\nmetadata: {name: g, namespace: ddb, generation: 3}\nspec:\n  checks:\n    - name: db\n      cnpgDatabase: {name: forgejo}\n",
     )
@@ -355,7 +355,7 @@ fn wavegate_status_written_by_rust_reads_back_the_same_in_lua() {
 /// and are listed, not skipped silently.
 #[test]
 fn wavegate_testdata_health_is_what_the_gate_controller_computes() {
-    use wavegate::gate::judge::{gate_health, parse_timeout};
+    use wavegate::gate::timeout::{gate_health, parse_timeout};
     let guards = [
         "no-health.yaml",
         "no-status.yaml",
