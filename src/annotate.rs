@@ -24,7 +24,7 @@ use crate::json::At;
 use crate::locks::lock;
 use crate::metrics::Metrics;
 use crate::queue::{self, Action, QueueConfig, Reconcile};
-use crate::resource::{InputError, Resource, Target};
+use crate::resource::{CheckKind, InputError, Target};
 use crate::written::{self, DEFAULT_STATUS_VALIDITY, FIELD_MANAGER};
 use kube::api::{Api, ApiResource, DynamicObject, Patch, PatchParams};
 use serde_json::{Map, Value, json};
@@ -68,7 +68,7 @@ pub(crate) enum AnnotateError {
 }
 
 /// Resource, namespace, name.
-type Key = (Resource, String, String);
+type Key = (CheckKind, String, String);
 
 /// wavegate's annotations as last written on an object, and the versions at which the cache
 /// does not show them yet.
@@ -140,7 +140,7 @@ impl Reconcile<Key> for Annotator {
     fn affected(&self, change: &Change) -> Vec<Key> {
         let mut keys = lock(&self.index).affected(change);
         // The object itself, so that opting in (or out) is noticed at once.
-        if let Some(kind) = Resource::DEDICATED
+        if let Some(kind) = CheckKind::DEDICATED
             .into_iter()
             .find(|k| k.kind() == change.kind)
         {
@@ -152,7 +152,7 @@ impl Reconcile<Key> for Annotator {
     async fn all(&self) -> Vec<Key> {
         let cache = self.evaluator.cache();
         let mut keys = Vec::new();
-        for kind in Resource::DEDICATED {
+        for kind in CheckKind::DEDICATED {
             match cache.objects(&kind.kind(), None).await {
                 Ok(objects) => keys.extend(
                     objects
@@ -218,7 +218,7 @@ impl Annotator {
             let mut wanted = wanted_annotations(&verdict, generation);
             // The selector the verdict was judged with, from the evaluator's own snapshot: this
             // object came from another watch, which may already show a newer selector.
-            if *kind == Resource::Service
+            if *kind == CheckKind::Service
                 && let Some(selector) = judged.judged_selector.or_else(|| judged_selector(&object))
             {
                 wanted.insert(JUDGED_SELECTOR.into(), selector);
@@ -287,7 +287,7 @@ impl Annotator {
 
     async fn write(
         &self,
-        kind: &Resource,
+        kind: &CheckKind,
         (ns, name): (&str, &str),
         patch: Value,
     ) -> Result<Option<String>, AnnotateError> {
@@ -310,7 +310,7 @@ impl Annotator {
     /// The served version of `kind` (objects read from a watch list carry no apiVersion, and
     /// CrdbCluster is served as v1beta1 or, by older operators, v1alpha1), from the cache's
     /// discovery.
-    async fn api_resource(&self, kind: &Resource) -> Result<ApiResource, AnnotateError> {
+    async fn api_resource(&self, kind: &CheckKind) -> Result<ApiResource, AnnotateError> {
         Ok(self.evaluator.cache().discover(&kind.kind()).await?)
     }
 }

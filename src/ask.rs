@@ -7,7 +7,7 @@
 //! `Params::new` in `checks::*`), and its module lists the cache reads an ask depends on.
 
 pub(crate) use crate::kinds::Check;
-use crate::resource::{InputError, Query, Resource, Target};
+use crate::resource::{CheckKind, InputError, Query, Target};
 use std::collections::HashMap;
 use std::fmt;
 
@@ -44,7 +44,7 @@ impl Ask {
     }
 
     /// The kind judged, kubectl-style in messages and metrics.
-    pub(crate) fn resource(&self) -> Resource {
+    pub(crate) fn resource(&self) -> CheckKind {
         self.check.resource()
     }
 
@@ -76,17 +76,17 @@ mod tests {
             .collect()
     }
 
-    fn target(resource: Resource) -> Target {
+    fn target(resource: CheckKind) -> Target {
         Target::new(resource, "cicd", "forgejo").unwrap()
     }
 
     #[test]
     fn every_front_end_reaches_the_same_ask_and_cache_key() {
-        let from_query = Ask::from_params(target(Resource::Service), &params(&[])).unwrap();
-        let defaults = Ask::with_defaults(target(Resource::Service));
+        let from_query = Ask::from_params(target(CheckKind::Service), &params(&[])).unwrap();
+        let defaults = Ask::with_defaults(target(CheckKind::Service));
         assert_eq!(from_query, defaults);
         let explicit =
-            Ask::from_params(target(Resource::Service), &params(&[("minReady", "1")])).unwrap();
+            Ask::from_params(target(CheckKind::Service), &params(&[("minReady", "1")])).unwrap();
         assert_eq!(
             explicit, defaults,
             "minReady=1 is the default, not another ask"
@@ -97,22 +97,25 @@ mod tests {
 
     #[test]
     fn a_parameter_of_another_check_is_refused_by_name() {
-        let err = Ask::from_params(target(Resource::Service), &params(&[("minready", "2")]))
+        let err = Ask::from_params(target(CheckKind::Service), &params(&[("minready", "2")]))
             .unwrap_err()
             .to_string();
         assert!(
             err.contains("minready") && err.contains("minReady"),
             "{err}"
         );
-        let err = Ask::from_params(target(Resource::Application), &params(&[("minReady", "1")]))
-            .unwrap_err()
-            .to_string();
+        let err = Ask::from_params(
+            target(CheckKind::Application),
+            &params(&[("minReady", "1")]),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("allowed: none"), "{err}");
     }
 
     #[test]
     fn parameters_are_validated_where_they_are_defined() {
-        let crdb = target(Resource::CrdbCluster);
+        let crdb = target(CheckKind::CrdbCluster);
         for bad in [
             &[("expectedNodes", "0")][..],
             &[("expectedNodes", "-1")],
@@ -134,7 +137,7 @@ mod tests {
         };
         assert_eq!(w.expected_nodes, Some(3));
         assert_eq!(w.selector.map(|s| s.len()), Some(2));
-        let generic = Resource::parse("deployments.apps").unwrap();
+        let generic = CheckKind::parse("deployments.apps").unwrap();
         assert!(Ask::from_params(target(generic), &params(&[("healthy", "status.x")])).is_err());
     }
 }

@@ -12,7 +12,7 @@ use crate::metrics::Metrics;
 use crate::policy::CheckPolicy;
 use crate::probe::{Credentials, Scheme, TlsSettings};
 use crate::progress::{Progress, Row, is_live};
-use crate::resource::{InputError, Resource, Target};
+use crate::resource::{CheckKind, InputError, Target};
 use clap::Args;
 use std::cell::RefCell;
 use std::collections::{BTreeSet, HashMap};
@@ -902,7 +902,7 @@ fn ask_of(target: &str, args: &CheckArgs) -> Result<Ask, CliError> {
     let (resource, name) = target
         .split_once('/')
         .ok_or_else(|| CliError::Usage(format!("{target:?}: expected <resource>/<name>")))?;
-    let target = Target::new(Resource::parse(resource)?, &args.namespace, name)?;
+    let target = Target::new(CheckKind::parse(resource)?, &args.namespace, name)?;
     let mut params = HashMap::new();
     for p in &args.params {
         let (k, v) = p

@@ -3,7 +3,7 @@
 //! reads themselves (`kinds::reads`); the index only stores and matches it.
 
 use crate::cache::Change;
-use crate::resource::Kind;
+use crate::resource::GroupResource;
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
 
@@ -12,18 +12,18 @@ use std::hash::Hash;
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum Dep {
     Object {
-        kind: Kind,
+        kind: GroupResource,
         namespace: String,
         name: String,
     },
     Namespace {
-        kind: Kind,
+        kind: GroupResource,
         namespace: String,
     },
 }
 
 impl Dep {
-    pub(crate) fn object(kind: Kind, namespace: &str, name: &str) -> Dep {
+    pub(crate) fn object(kind: GroupResource, namespace: &str, name: &str) -> Dep {
         Dep::Object {
             kind,
             namespace: namespace.into(),
@@ -31,7 +31,7 @@ impl Dep {
         }
     }
 
-    pub(crate) fn namespace(kind: Kind, namespace: &str) -> Dep {
+    pub(crate) fn namespace(kind: GroupResource, namespace: &str) -> Dep {
         Dep::Namespace {
             kind,
             namespace: namespace.into(),
@@ -41,8 +41,8 @@ impl Dep {
 
 /// Reverse index from cached objects to the keys (gates, annotated objects) that read them.
 pub(crate) struct DepIndex<K> {
-    objects: HashMap<(Kind, String, String), HashSet<K>>,
-    namespaces: HashMap<(Kind, String), HashSet<K>>,
+    objects: HashMap<(GroupResource, String, String), HashSet<K>>,
+    namespaces: HashMap<(GroupResource, String), HashSet<K>>,
     deps: HashMap<K, Vec<Dep>>,
 }
 
@@ -138,27 +138,30 @@ mod tests {
     #[test]
     fn a_key_is_woken_by_its_objects_and_namespaces_once_and_forgotten_when_removed() {
         let mut idx = DepIndex::default();
-        let svc = Dep::object(Kind::SERVICES, "cicd", "web");
-        idx.set("g", vec![svc.clone(), Dep::namespace(Kind::PODS, "cicd")]);
+        let svc = Dep::object(GroupResource::SERVICES, "cicd", "web");
+        idx.set(
+            "g",
+            vec![svc.clone(), Dep::namespace(GroupResource::PODS, "cicd")],
+        );
         idx.set("h", vec![svc]);
-        let change = |kind: Kind, name: &str| Change {
+        let change = |kind: GroupResource, name: &str| Change {
             kind,
             namespace: "cicd".into(),
             name: name.into(),
         };
-        let mut woken = idx.affected(&change(Kind::SERVICES, "web"));
+        let mut woken = idx.affected(&change(GroupResource::SERVICES, "web"));
         woken.sort();
         assert_eq!(woken, ["g", "h"]);
-        assert_eq!(idx.affected(&change(Kind::PODS, "web-0")), ["g"]);
+        assert_eq!(idx.affected(&change(GroupResource::PODS, "web-0")), ["g"]);
         // A pod named like the Service is still one wake-up for "g".
         idx.set(
             "g",
             vec![
-                Dep::object(Kind::PODS, "cicd", "web"),
-                Dep::namespace(Kind::PODS, "cicd"),
+                Dep::object(GroupResource::PODS, "cicd", "web"),
+                Dep::namespace(GroupResource::PODS, "cicd"),
             ],
         );
-        assert_eq!(idx.affected(&change(Kind::PODS, "web")), ["g"]);
+        assert_eq!(idx.affected(&change(GroupResource::PODS, "web")), ["g"]);
         idx.remove(&"g");
         idx.remove(&"h");
         assert!(idx.objects.is_empty() && idx.namespaces.is_empty() && idx.deps.is_empty());

@@ -29,6 +29,33 @@
 //! 14. `timeline` — the last sync of those waves over time;
 //! 15. [`api`] — HTTP;
 //! 16. [`cli`] — the subcommands.
+//!
+//! # Words
+//!
+//! Each word below means one thing in names, comments and docs:
+//!
+//! - **Kind**: a Kubernetes kind as an object's `kind` field spells it (`Database`, `Service`).
+//! - **group-resource** ([`resource::GroupResource`]): what the API server serves and the cache
+//!   watches, an API group and a plural (`databases.postgresql.cnpg.io`).
+//! - **check kind** ([`resource::CheckKind`]): what wavegate judges an object by — a dedicated
+//!   check (Service, CNPG Database, CockroachDB cluster, Application) or the generic rule for
+//!   any other group-resource. Each dedicated one's contract is a module of `kinds`.
+//! - **check**: a pure function of a snapshot to a finding ([`checks`]); also a WaveGate's entry
+//!   that asks for one (`spec.checks[]`).
+//! - **ask**: one question, an object and its check kind's parameters (`ask::Ask`).
+//! - **verdict** ([`health::Verdict`]): a health status in Argo CD's words and why. **judge**:
+//!   to turn reads into a verdict (the evaluator, a health script, a view); a **judgement** is a
+//!   verdict with what it rested on and until when it holds.
+//! - **blind**: a verdict that says more about wavegate than about the cluster (a cache not
+//!   synced, a probe not answered); it holds back the gate's timeout, never a definite Degraded.
+//! - **grace**: how long one object may fail the same way before its check says Degraded (the
+//!   evaluator's clock); **timeout**: how long a gate may wait in one sync attempt (the gate's
+//!   clock, kept in the API server). `gate::timeout` tables every clock.
+//! - **view**: an HTTP answer built for people — the waves view of an Application, the gate
+//!   view, the dashboard. The compact forms the cache keeps of pods, Services and EndpointSlices
+//!   are in [`views`] (the one exception, kept for its age in the code); a **scope** is what a
+//!   view may read for a user Argo CD's proxy authorized.
+//! - **writer**: what changes the cluster — the gate controller, annotation mode, notices.
 
 pub mod annotate;
 pub mod api;

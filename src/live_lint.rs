@@ -24,7 +24,7 @@ use crate::lint::rules::IGNORE_ANNOTATION;
 use crate::lint::sync_order::{HELM_HOOK, HOOK, SYNC_WAVE};
 use crate::lint::{Finding, Object, Options, Rule};
 use crate::policy::CheckPolicy;
-use crate::resource::{Kind, Resource, ResourceRef};
+use crate::resource::{CheckKind, GroupResource, ResourceRef};
 use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::Serialize;
@@ -185,7 +185,7 @@ async fn read(cache: &Cache, policy: &CheckPolicy, r: ResourceRef) -> Seen {
             Err(e) => from_cache(e),
         },
         (CNPG, "Database") => {
-            let kind = Kind::fixed(Resource::CNPG_GROUP, "databases");
+            let kind = GroupResource::fixed(CheckKind::CNPG_GROUP, "databases");
             match cache.object(&kind, &r.namespace, &r.name).await {
                 Ok(Some(o)) => Seen::of(&o, &["name", "cluster"]),
                 Ok(None) => Seen::default(),
@@ -211,7 +211,7 @@ async fn read(cache: &Cache, policy: &CheckPolicy, r: ResourceRef) -> Seen {
                 // Nothing of it is read by the rules but its kind, name and wave.
                 return Seen::default();
             };
-            let resource = Resource::Generic {
+            let resource = CheckKind::Generic {
                 group: group.to_string(),
                 plural: plural.to_string(),
             };
@@ -219,7 +219,7 @@ async fn read(cache: &Cache, policy: &CheckPolicy, r: ResourceRef) -> Seen {
                 return Seen::partly(format!("{what}: not read: {why}"));
             }
             match cache
-                .object(&Kind::new(group, plural), &r.namespace, &r.name)
+                .object(&GroupResource::new(group, plural), &r.namespace, &r.name)
                 .await
             {
                 Ok(Some(o)) => Seen::of(&o, &["template", "jobTemplate"]),

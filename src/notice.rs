@@ -33,7 +33,7 @@ use crate::json::At;
 use crate::locks::lock;
 use crate::metrics::{Metrics, refused_precondition};
 use crate::queue::{self, Action, QueueConfig, Reconcile};
-use crate::resource::Kind;
+use crate::resource::GroupResource;
 use crate::written::{self, FIELD_MANAGER};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Map, Value, json};
@@ -60,7 +60,7 @@ const MAX_CONTENT: usize = 500;
 /// The default of `--notice-interval`.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
 
-const APPLICATIONS: Kind = Kind::fixed("argoproj.io", "applications");
+const APPLICATIONS: GroupResource = GroupResource::fixed("argoproj.io", "applications");
 
 #[derive(Debug, Error)]
 pub(crate) enum NoticeError {

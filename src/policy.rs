@@ -9,7 +9,7 @@
 //! in with `--gate-cross-namespace` and `--generic-kinds`.
 
 use crate::ask::{Ask, Check};
-use crate::resource::{InputError, Resource};
+use crate::resource::{CheckKind, InputError};
 use std::collections::BTreeSet;
 
 /// Kinds a generic check may name by default, as `(group, plural)`: workloads and the objects
@@ -78,7 +78,7 @@ pub(crate) enum PolicyError {
     #[error("--generic-kinds: {0}")]
     GenericKind(#[source] InputError),
     #[error("--generic-kinds: {0} has its own check and needs no listing")]
-    OwnCheck(Resource),
+    OwnCheck(CheckKind),
     #[error("--gate-cross-namespace: {0}")]
     CrossNamespace(#[source] InputError),
 }
@@ -103,8 +103,8 @@ impl PolicyArgs {
             if kind.is_empty() {
                 continue;
             }
-            match Resource::parse(kind).map_err(PolicyError::GenericKind)? {
-                Resource::Generic { group, plural } => {
+            match CheckKind::parse(kind).map_err(PolicyError::GenericKind)? {
+                CheckKind::Generic { group, plural } => {
                     policy.generic_kinds.insert((group, plural));
                 }
                 known => return Err(PolicyError::OwnCheck(known)),
@@ -131,8 +131,8 @@ impl PolicyArgs {
 impl CheckPolicy {
     /// Whether a check may read this kind: the dedicated checks always; a generic check only on
     /// the allow-list. The error is the sentence shown to the caller.
-    pub(crate) fn allows_kind(&self, resource: &Resource) -> Result<(), KindNotAllowed> {
-        let Resource::Generic { group, plural } = resource else {
+    pub(crate) fn allows_kind(&self, resource: &CheckKind) -> Result<(), KindNotAllowed> {
+        let CheckKind::Generic { group, plural } = resource else {
             return Ok(());
         };
         if self
@@ -151,7 +151,7 @@ impl CheckPolicy {
         self.generic_kinds
             .iter()
             .map(|(group, plural)| {
-                Resource::Generic {
+                CheckKind::Generic {
                     group: group.clone(),
                     plural: plural.clone(),
                 }
@@ -201,7 +201,7 @@ mod tests {
     use crate::resource::Target;
 
     fn generic(plural: &str, group: &str, namespace: &str) -> Ask {
-        let resource = Resource::Generic {
+        let resource = CheckKind::Generic {
             group: group.into(),
             plural: plural.into(),
         };
@@ -209,20 +209,20 @@ mod tests {
     }
 
     fn service(namespace: &str) -> Ask {
-        Ask::with_defaults(Target::new(Resource::Service, namespace, "web").unwrap())
+        Ask::with_defaults(Target::new(CheckKind::Service, namespace, "web").unwrap())
     }
 
     #[test]
     fn secrets_configmaps_and_pods_are_not_generic_kinds_by_default() {
         let p = CheckPolicy::default();
         for kind in ["secrets", "configmaps", "pods", "serviceaccounts", "nodes"] {
-            let err = p.allows_kind(&Resource::parse(kind).unwrap()).unwrap_err();
+            let err = p.allows_kind(&CheckKind::parse(kind).unwrap()).unwrap_err();
             assert!(err.to_string().contains("--generic-kinds"), "{err}");
         }
         for kind in ["deployments.apps", "jobs.batch", "persistentvolumeclaims"] {
-            assert_eq!(p.allows_kind(&Resource::parse(kind).unwrap()), Ok(()));
+            assert_eq!(p.allows_kind(&CheckKind::parse(kind).unwrap()), Ok(()));
         }
-        assert_eq!(p.allows_kind(&Resource::Service), Ok(()));
+        assert_eq!(p.allows_kind(&CheckKind::Service), Ok(()));
     }
 
     #[test]
@@ -234,10 +234,13 @@ mod tests {
         .policy()
         .unwrap();
         assert_eq!(
-            p.allows_kind(&Resource::parse("configmaps").unwrap()),
+            p.allows_kind(&CheckKind::parse("configmaps").unwrap()),
             Ok(())
         );
-        assert!(p.allows_kind(&Resource::parse("secrets").unwrap()).is_err());
+        assert!(
+            p.allows_kind(&CheckKind::parse("secrets").unwrap())
+                .is_err()
+        );
         let bad = PolicyArgs {
             generic_kinds: vec!["../x".into()],
             ..PolicyArgs::default()

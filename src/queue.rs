@@ -310,12 +310,12 @@ pub(crate) async fn run<K, R>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::resource::Kind;
+    use crate::resource::GroupResource;
     use std::sync::Mutex;
 
     fn change(name: &str) -> Change {
         Change {
-            kind: Kind::PODS,
+            kind: GroupResource::PODS,
             namespace: "ns".into(),
             name: name.into(),
         }

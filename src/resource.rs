@@ -1,5 +1,5 @@
 //! The bottom layer: how wavegate names kinds and objects. A resource named the way kubectl
-//! names it ([`Resource`]), a kind as the API server serves it ([`Kind`]), an object name that is
+//! names it ([`CheckKind`]), a kind as the API server serves it ([`GroupResource`]), an object name that is
 //! a well-formed Kubernetes name, and a caller's `key=value` parameters ([`Query`]). Everything a
 //! client sends is parsed here first, so the rest of wavegate only ever sees valid targets.
 
@@ -14,25 +14,26 @@ use thiserror::Error;
 /// cache's change feed and the dependency index name what changed by it, so a spelling
 /// mismatch is a type error, not a lost wake-up.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Kind {
+pub struct GroupResource {
     pub group: Cow<'static, str>,
     pub plural: Cow<'static, str>,
 }
 
-impl Kind {
-    pub(crate) const PODS: Kind = Kind::fixed("", "pods");
-    pub(crate) const SERVICES: Kind = Kind::fixed("", "services");
-    pub(crate) const ENDPOINT_SLICES: Kind = Kind::fixed("discovery.k8s.io", "endpointslices");
+impl GroupResource {
+    pub(crate) const PODS: GroupResource = GroupResource::fixed("", "pods");
+    pub(crate) const SERVICES: GroupResource = GroupResource::fixed("", "services");
+    pub(crate) const ENDPOINT_SLICES: GroupResource =
+        GroupResource::fixed("discovery.k8s.io", "endpointslices");
 
-    pub(crate) const fn fixed(group: &'static str, plural: &'static str) -> Kind {
-        Kind {
+    pub(crate) const fn fixed(group: &'static str, plural: &'static str) -> GroupResource {
+        GroupResource {
             group: Cow::Borrowed(group),
             plural: Cow::Borrowed(plural),
         }
     }
 
-    pub(crate) fn new(group: &str, plural: &str) -> Kind {
-        Kind {
+    pub(crate) fn new(group: &str, plural: &str) -> GroupResource {
+        GroupResource {
             group: Cow::Owned(group.to_string()),
             plural: Cow::Owned(plural.to_string()),
         }
@@ -40,7 +41,7 @@ impl Kind {
 }
 
 /// kubectl-style: `pods`, `wavegates.wavegate.dev`.
-impl fmt::Display for Kind {
+impl fmt::Display for GroupResource {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         if self.group.is_empty() {
             f.write_str(&self.plural)
@@ -64,7 +65,7 @@ pub(crate) struct ResourceRef {
 
 /// A resource kind wavegate can judge.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum Resource {
+pub(crate) enum CheckKind {
     /// Core `Service`, judged by its selector, pods and EndpointSlices.
     Service,
     /// CloudNativePG `Database` (postgresql.cnpg.io).
@@ -78,22 +79,22 @@ pub(crate) enum Resource {
     Generic { group: String, plural: String },
 }
 
-impl Resource {
+impl CheckKind {
     pub(crate) const CNPG_GROUP: &'static str = "postgresql.cnpg.io";
     pub(crate) const CRDB_GROUP: &'static str = "crdb.cockroachlabs.com";
     pub(crate) const ARGO_GROUP: &'static str = "argoproj.io";
 
-    /// The kinds with a check of their own (everything else is [`Resource::Generic`]).
-    pub(crate) const DEDICATED: [Resource; 4] = [
-        Resource::Service,
-        Resource::CnpgDatabase,
-        Resource::CrdbCluster,
-        Resource::Application,
+    /// The kinds with a check of their own (everything else is [`CheckKind::Generic`]).
+    pub(crate) const DEDICATED: [CheckKind; 4] = [
+        CheckKind::Service,
+        CheckKind::CnpgDatabase,
+        CheckKind::CrdbCluster,
+        CheckKind::Application,
     ];
 
     /// The dedicated resource Argo CD lists as `group`/`kind` in an Application's status.
-    pub(crate) fn dedicated(group: &str, kind: &str) -> Option<Resource> {
-        Resource::DEDICATED
+    pub(crate) fn dedicated(group: &str, kind: &str) -> Option<CheckKind> {
+        CheckKind::DEDICATED
             .into_iter()
             .find(|r| r.group_kind() == (group, kind))
     }
@@ -101,36 +102,36 @@ impl Resource {
     /// Group and Kind (as Argo CD and owner references name it) of a dedicated resource.
     pub(crate) fn group_kind(&self) -> (&str, &str) {
         let kind = match self {
-            Resource::Service => "Service",
-            Resource::CnpgDatabase => "Database",
-            Resource::CrdbCluster => "CrdbCluster",
-            Resource::Application => "Application",
-            Resource::Generic { .. } => "",
+            CheckKind::Service => "Service",
+            CheckKind::CnpgDatabase => "Database",
+            CheckKind::CrdbCluster => "CrdbCluster",
+            CheckKind::Application => "Application",
+            CheckKind::Generic { .. } => "",
         };
         (self.group_plural().0, kind)
     }
 
     /// The kind as the API server serves it.
-    pub(crate) fn kind(&self) -> Kind {
+    pub(crate) fn kind(&self) -> GroupResource {
         let (group, plural) = self.group_plural();
-        Kind::new(group, plural)
+        GroupResource::new(group, plural)
     }
 
     /// Parse a kubectl-style resource name: `services`, `svc`, `databases.postgresql.cnpg.io`,
     /// `deployments.apps`. Short names are accepted only for the kinds wavegate knows, because
     /// resolving arbitrary short names would need discovery on every request.
-    pub(crate) fn parse(s: &str) -> Result<Resource, InputError> {
+    pub(crate) fn parse(s: &str) -> Result<CheckKind, InputError> {
         let lower = s.to_ascii_lowercase();
         let known = match lower.as_str() {
-            "services" | "service" | "svc" => Some(Resource::Service),
+            "services" | "service" | "svc" => Some(CheckKind::Service),
             "databases.postgresql.cnpg.io" | "database.postgresql.cnpg.io" => {
-                Some(Resource::CnpgDatabase)
+                Some(CheckKind::CnpgDatabase)
             }
             "crdbclusters.crdb.cockroachlabs.com" | "crdbcluster.crdb.cockroachlabs.com" => {
-                Some(Resource::CrdbCluster)
+                Some(CheckKind::CrdbCluster)
             }
             "applications.argoproj.io" | "application.argoproj.io" | "app.argoproj.io" => {
-                Some(Resource::Application)
+                Some(CheckKind::Application)
             }
             _ => None,
         };
@@ -144,7 +145,7 @@ impl Resource {
         if !is_dns_label(plural) || (!group.is_empty() && !is_dns_subdomain(group)) {
             return Err(InputError::Resource(s.to_string()));
         }
-        Ok(Resource::Generic {
+        Ok(CheckKind::Generic {
             group: group.to_string(),
             plural: plural.to_string(),
         })
@@ -153,16 +154,16 @@ impl Resource {
     /// Group and plural, as used for discovery and in messages.
     pub(crate) fn group_plural(&self) -> (&str, &str) {
         match self {
-            Resource::Service => ("", "services"),
-            Resource::CnpgDatabase => (Self::CNPG_GROUP, "databases"),
-            Resource::CrdbCluster => (Self::CRDB_GROUP, "crdbclusters"),
-            Resource::Application => (Self::ARGO_GROUP, "applications"),
-            Resource::Generic { group, plural } => (group, plural),
+            CheckKind::Service => ("", "services"),
+            CheckKind::CnpgDatabase => (Self::CNPG_GROUP, "databases"),
+            CheckKind::CrdbCluster => (Self::CRDB_GROUP, "crdbclusters"),
+            CheckKind::Application => (Self::ARGO_GROUP, "applications"),
+            CheckKind::Generic { group, plural } => (group, plural),
         }
     }
 }
 
-impl fmt::Display for Resource {
+impl fmt::Display for CheckKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.group_plural() {
             ("", plural) => f.write_str(plural),
@@ -174,14 +175,14 @@ impl fmt::Display for Resource {
 /// One object to judge.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) struct Target {
-    pub resource: Resource,
+    pub resource: CheckKind,
     pub namespace: String,
     pub name: String,
 }
 
 impl Target {
     pub(crate) fn new(
-        resource: Resource,
+        resource: CheckKind,
         namespace: &str,
         name: &str,
     ) -> Result<Target, InputError> {
@@ -208,7 +209,7 @@ pub(crate) struct Query<'a>(pub &'a HashMap<String, String>);
 
 impl Query<'_> {
     /// Refuse any parameter `resource` does not take, so a typo never silently weakens a check.
-    pub(crate) fn only(&self, resource: &Resource, allowed: &[&str]) -> Result<(), InputError> {
+    pub(crate) fn only(&self, resource: &CheckKind, allowed: &[&str]) -> Result<(), InputError> {
         match self.0.keys().find(|k| !allowed.contains(&k.as_str())) {
             None => Ok(()),
             Some(k) => Err(InputError::Parameter {
@@ -301,19 +302,19 @@ mod tests {
 
     #[test]
     fn kubectl_names_resolve_to_known_checks() {
-        assert_eq!(Resource::parse("services"), Ok(Resource::Service));
-        assert_eq!(Resource::parse("svc"), Ok(Resource::Service));
+        assert_eq!(CheckKind::parse("services"), Ok(CheckKind::Service));
+        assert_eq!(CheckKind::parse("svc"), Ok(CheckKind::Service));
         assert_eq!(
-            Resource::parse("databases.postgresql.cnpg.io"),
-            Ok(Resource::CnpgDatabase)
+            CheckKind::parse("databases.postgresql.cnpg.io"),
+            Ok(CheckKind::CnpgDatabase)
         );
         assert_eq!(
-            Resource::parse("crdbclusters.crdb.cockroachlabs.com"),
-            Ok(Resource::CrdbCluster)
+            CheckKind::parse("crdbclusters.crdb.cockroachlabs.com"),
+            Ok(CheckKind::CrdbCluster)
         );
         assert_eq!(
-            Resource::parse("deployments.apps"),
-            Ok(Resource::Generic {
+            CheckKind::parse("deployments.apps"),
+            Ok(CheckKind::Generic {
                 group: "apps".into(),
                 plural: "deployments".into()
             })
@@ -322,11 +323,11 @@ mod tests {
 
     #[test]
     fn path_tricks_and_bad_names_are_rejected() {
-        assert!(Resource::parse("../etc").is_err());
-        assert!(Resource::parse("").is_err());
-        assert!(Target::new(Resource::Service, "Cicd", "forgejo").is_err());
-        assert!(Target::new(Resource::Service, "cicd", "forgejo/..").is_err());
-        assert!(Target::new(Resource::Service, "cicd", &"a".repeat(254)).is_err());
-        assert!(Target::new(Resource::Service, "cicd", "forgejo.v2").is_ok());
+        assert!(CheckKind::parse("../etc").is_err());
+        assert!(CheckKind::parse("").is_err());
+        assert!(Target::new(CheckKind::Service, "Cicd", "forgejo").is_err());
+        assert!(Target::new(CheckKind::Service, "cicd", "forgejo/..").is_err());
+        assert!(Target::new(CheckKind::Service, "cicd", &"a".repeat(254)).is_err());
+        assert!(Target::new(CheckKind::Service, "cicd", "forgejo.v2").is_ok());
     }
 }

@@ -34,7 +34,7 @@ use crate::cache::{ARGOCD_MANAGER, Cache, CacheError};
 use crate::health::HealthStatus;
 use crate::json::At;
 use crate::policy::CheckPolicy;
-use crate::resource::{Kind, ResourceRef};
+use crate::resource::{GroupResource, ResourceRef};
 use crate::waves::{JudgedBy, Waves};
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
@@ -525,17 +525,21 @@ async fn read(
     }
     let plural = cache.plural_of(&r.group, &r.kind).await?;
     // Only kinds the waves view may judge (see `waves::judge_kind`).
-    let generic = crate::resource::Resource::Generic {
+    let generic = crate::resource::CheckKind::Generic {
         group: r.group.clone(),
         plural: plural.clone(),
     };
-    if crate::resource::Resource::dedicated(&r.group, &r.kind).is_none() {
+    if crate::resource::CheckKind::dedicated(&r.group, &r.kind).is_none() {
         policy
             .allows_kind(&generic)
             .map_err(|e| CacheError::NotAllowed(e.to_string()))?;
     }
     cache
-        .object(&Kind::new(&r.group, &plural), &r.namespace, &r.name)
+        .object(
+            &GroupResource::new(&r.group, &plural),
+            &r.namespace,
+            &r.name,
+        )
         .await
 }
 

@@ -15,7 +15,7 @@ use crate::health::{HealthStatus, Verdict, worst_of};
 use crate::json::At;
 use crate::live_lint::LiveLint;
 use crate::policy::CheckPolicy;
-use crate::resource::{Kind, Resource, ResourceRef, Target};
+use crate::resource::{CheckKind, GroupResource, ResourceRef, Target};
 use crate::views::{TrackingMethod, managing_app};
 use futures::StreamExt;
 use schemars::JsonSchema;
@@ -151,7 +151,7 @@ impl Scoped<'_> {
                 Err(e) => return Err(self.unreadable(r, e)),
             }
         } else {
-            let live_kind = match Resource::dedicated(group, kind) {
+            let live_kind = match CheckKind::dedicated(group, kind) {
                 Some(resource) => resource.kind(),
                 None if group == crate::gate::kind().group && kind == "WaveGate" => {
                     crate::gate::kind()
@@ -160,7 +160,7 @@ impl Scoped<'_> {
                     let Ok(plural) = cache.plural_of(group, kind).await else {
                         return Ok(());
                     };
-                    let generic = Resource::Generic {
+                    let generic = CheckKind::Generic {
                         group: group.to_string(),
                         plural: plural.clone(),
                     };
@@ -169,13 +169,13 @@ impl Scoped<'_> {
                     if policy.allows_kind(&generic).is_err() {
                         return Ok(());
                     }
-                    Kind::new(group, &plural)
+                    GroupResource::new(group, &plural)
                 }
             };
             match cache.object(&live_kind, &r.namespace, &r.name).await {
                 Ok(Some(object)) => Some(
                     managing_app(&object, group, kind, method) == Some(self.instance.as_str())
-                        && (kind != "Application" || group != Resource::ARGO_GROUP || {
+                        && (kind != "Application" || group != CheckKind::ARGO_GROUP || {
                             let project = object.text_at("/spec/project").unwrap_or("default");
                             project == self.scope.project
                         }),
@@ -429,7 +429,7 @@ pub(crate) fn assemble(
 
 /// The ask for a resource wavegate has a dedicated check for, with the check's defaults.
 fn ask_for(r: &ResourceRef) -> Option<Ask> {
-    let resource = Resource::dedicated(&r.group, &r.kind)?;
+    let resource = CheckKind::dedicated(&r.group, &r.kind)?;
     // Argo CD lists cluster-scoped resources with namespace "", which no dedicated kind is.
     let target = Target::new(resource, &r.namespace, &r.name).ok()?;
     Some(Ask::with_defaults(target))
@@ -447,7 +447,7 @@ async fn judge_kind(
         Ok(plural) => {
             // The health route's policy: a kind off `--generic-kinds` (pods, Secrets) is not
             // read on an Application's behalf either — its manifests are not the installer's.
-            let resource = Resource::Generic {
+            let resource = CheckKind::Generic {
                 group: r.group.clone(),
                 plural: plural.clone(),
             };
@@ -462,7 +462,7 @@ async fn judge_kind(
             let ask = Ask {
                 namespace: r.namespace.clone(),
                 name: r.name.clone(),
-                check: crate::ask::Check::defaults(Resource::Generic {
+                check: crate::ask::Check::defaults(CheckKind::Generic {
                     group: r.group.clone(),
                     plural,
                 }),
@@ -741,7 +741,7 @@ async fn judge_one(
     r: &ResourceRef,
     reported: Option<Verdict>,
 ) -> Judged {
-    let gate_kind: Kind = crate::gate::kind();
+    let gate_kind: GroupResource = crate::gate::kind();
     if let Some(ask) = ask_for(r) {
         let (verdict, until) = evaluator.judge_until(&ask).await;
         (verdict, JudgedBy::Wavegate, until)

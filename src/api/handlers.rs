@@ -8,7 +8,7 @@ use crate::cache::CacheError;
 use crate::clusters::Clusters;
 use crate::gate::view as gate_view;
 use crate::health::Verdict;
-use crate::resource::{Resource, Target};
+use crate::resource::{CheckKind, Target};
 use crate::timeline::{self, WavesWithTimeline};
 use crate::waves;
 use axum::Json;
@@ -78,7 +78,7 @@ pub(crate) async fn health(
     }): ApiPath<ObjectPath>,
     ApiQuery(params): ApiQuery,
 ) -> Result<Json<Verdict>, ApiError> {
-    let resource = Resource::parse(&resource).map_err(|e| ApiError::NotFound(e.to_string()))?;
+    let resource = CheckKind::parse(&resource).map_err(|e| ApiError::NotFound(e.to_string()))?;
     let evaluator = cluster.0.evaluator.clone();
     // Before any discovery: a kind off the allow-list costs the API server nothing.
     state.policy.allows_kind(&resource).map_err(|e| {
@@ -87,7 +87,7 @@ pub(crate) async fn health(
     })?;
     // Bad parameters (an expression over its bounds) are refused before any discovery too.
     let ask = Ask::from_params(Target::new(resource.clone(), &namespace, &name)?, &params)?;
-    if let Resource::Generic { .. } = &resource {
+    if let CheckKind::Generic { .. } = &resource {
         // An unknown kind is the caller's mistake (404), unlike a known CRD that is not
         // installed yet, which is a verdict (Unknown) because a later wave may install it.
         // Discovery that fails is wavegate's problem, not the caller's.
@@ -215,7 +215,7 @@ pub(crate) async fn applications(
     }
     // Taken before any read: a change while judging leaves what is kept stale, never newer.
     let stamp = state.clusters.stamp(clusters.iter().map(|c| &**c));
-    let kind = Resource::Application.kind();
+    let kind = CheckKind::Application.kind();
     let mut apps = match state.clusters.home().cache.objects(&kind, None).await {
         Ok(apps) => apps,
         Err(CacheError::NotInstalled(_)) => Vec::new(),
@@ -367,7 +367,7 @@ async fn waves_of(
     name: &str,
     scope: Scope,
 ) -> Result<Response, ApiError> {
-    let target = Target::new(Resource::Application, namespace, name)?;
+    let target = Target::new(CheckKind::Application, namespace, name)?;
     let view_scope = scope.as_ref().map(|Extension(s)| s.view_scope());
     let key = ViewKey {
         namespace: namespace.to_string(),

@@ -32,7 +32,7 @@ use super::{ApiError, AppState};
 use crate::clusters::{Cluster, ClusterError};
 use crate::evaluate::Evaluator;
 use crate::json::At;
-use crate::resource::{self, Resource};
+use crate::resource::{self, CheckKind};
 use crate::views::{TrackingMethod, managing_app};
 use crate::waves::{ViewScope, instance_name};
 use axum::extract::{FromRequestParts, MatchedPath, Path, Request, State};
@@ -133,7 +133,7 @@ impl AppScope {
             .clusters
             .home()
             .cache
-            .object(&Resource::Application.kind(), namespace, name)
+            .object(&CheckKind::Application.kind(), namespace, name)
             .await
             .map_err(|e| ApiError::reading(e, Reading::Scope(&what)))?
             .ok_or_else(|| {
@@ -202,7 +202,7 @@ impl AppScope {
             return true;
         }
         let project = Some(s("/spec/project")).filter(|p| !p.is_empty());
-        let (group, kind) = Resource::Application.group_kind();
+        let (group, kind) = CheckKind::Application.group_kind();
         self.owns(group, kind, namespace, name)
             && self.manages(app, group, kind)
             && project.unwrap_or("default") == self.project
@@ -213,14 +213,14 @@ impl AppScope {
         if namespace == self.namespace && name == self.name {
             return true;
         }
-        let (group, kind) = Resource::Application.group_kind();
+        let (group, kind) = CheckKind::Application.group_kind();
         if !self.owns(group, kind, namespace, name) {
             return false;
         }
         let Some(home) = &self.home else { return false };
         match home
             .cache()
-            .object(&Resource::Application.kind(), namespace, name)
+            .object(&CheckKind::Application.kind(), namespace, name)
             .await
         {
             Ok(Some(app)) => self.allows_application(&app),
@@ -241,7 +241,7 @@ impl AppScope {
     /// or unreadable: no, since nothing then vouches for it).
     async fn live_manages(
         &self,
-        kind: &crate::resource::Kind,
+        kind: &crate::resource::GroupResource,
         kind_name: &str,
         namespace: &str,
         name: &str,
@@ -264,14 +264,14 @@ impl AppScope {
     /// resources and tracked as its own. A generic kind is matched by asking discovery for
     /// the plural of each resource's kind (cached), only for resources whose group, namespace
     /// and name already match.
-    async fn allows_object(&self, resource: &Resource, namespace: &str, name: &str) -> bool {
+    async fn allows_object(&self, resource: &CheckKind, namespace: &str, name: &str) -> bool {
         let Ok(destination) = &self.destination else {
             return false;
         };
         let cache = destination.evaluator.cache();
         match resource {
-            Resource::Application => self.allows_application_named(namespace, name).await,
-            Resource::Service => {
+            CheckKind::Application => self.allows_application_named(namespace, name).await,
+            CheckKind::Service => {
                 // Read from the compact Service view (which keeps the tracking), never a
                 // full-object watch of Services.
                 self.owns("", "Service", namespace, name)
@@ -280,7 +280,7 @@ impl AppScope {
                         Ok(Some(s)) if s.tracking.app(self.method) == Some(self.instance.as_str())
                     )
             }
-            Resource::Generic { group, plural } => {
+            CheckKind::Generic { group, plural } => {
                 for r in self
                     .resources
                     .iter()
@@ -297,7 +297,7 @@ impl AppScope {
             }
             // Named so that a new kind must choose its rule here: these are read whole from
             // the cache.
-            Resource::CnpgDatabase | Resource::CrdbCluster => {
+            CheckKind::CnpgDatabase | CheckKind::CrdbCluster => {
                 let (group, kind) = resource.group_kind();
                 self.owns(group, kind, namespace, name)
                     && self
@@ -343,7 +343,7 @@ impl AppScope {
                 }
             }
             "/api/v1/health/{resource}/{namespace}/{name}" => {
-                let resource = Resource::parse(p("resource"))
+                let resource = CheckKind::parse(p("resource"))
                     .map_err(|e| ApiError::NotFound(e.to_string()))?;
                 // The installer's policy first, as the handler applies it: a kind off
                 // `--generic-kinds` is refused before anything is read (or watched) to find

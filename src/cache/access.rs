@@ -3,7 +3,7 @@
 
 use super::watches::label_of;
 use super::{Cache, CacheError};
-use crate::resource::Kind;
+use crate::resource::GroupResource;
 use k8s_openapi::api::authorization::v1::{
     ResourceAttributes, SelfSubjectAccessReview, SelfSubjectAccessReviewSpec,
 };
@@ -23,7 +23,7 @@ impl Cache {
     /// a watch RBAC forbids would only retry its 403 forever and never sync.
     pub(super) async fn authorize(
         &self,
-        kind: &Kind,
+        kind: &GroupResource,
         scope: &Option<String>,
     ) -> Result<(), CacheError> {
         let what = label_of(&kind.to_string(), scope);

@@ -7,7 +7,7 @@
 //! [`DISCOVERY_MISS_TTL`] (a CRD installed since), however many kinds miss.
 
 use super::{Cache, CacheError};
-use crate::resource::Kind;
+use crate::resource::GroupResource;
 use kube::api::ApiResource;
 use kube::discovery::Discovery;
 use std::sync::Arc;
@@ -112,12 +112,12 @@ impl Cache {
     }
 
     /// Whether the API server serves `kind` at all.
-    pub(crate) async fn resolve(&self, kind: &Kind) -> Result<(), CacheError> {
+    pub(crate) async fn resolve(&self, kind: &GroupResource) -> Result<(), CacheError> {
         self.discover(kind).await.map(|_| ())
     }
 
     /// Resolve `kind` to the served version.
-    pub(crate) async fn discover(&self, kind: &Kind) -> Result<ApiResource, CacheError> {
+    pub(crate) async fn discover(&self, kind: &GroupResource) -> Result<ApiResource, CacheError> {
         let plural = Served::Plural(kind.plural.to_string());
         self.served(&kind.group, plural, kind.to_string()).await
     }

@@ -53,7 +53,7 @@ pub(crate) use strip::ARGOCD_MANAGER;
 
 use crate::locks::lock;
 use crate::metrics::Metrics;
-use crate::resource::Kind;
+use crate::resource::GroupResource;
 use crate::store_index::{Bucket, StoreIndex, StoreWriter};
 use crate::views::{Interner, PodView, ServiceView, SliceView};
 use access::AccessExpiry;
@@ -138,7 +138,7 @@ impl CacheError {
 /// reference it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Change {
-    pub kind: Kind,
+    pub kind: GroupResource,
     pub namespace: String,
     pub name: String,
 }
@@ -300,7 +300,7 @@ impl Cache {
     /// Make readiness cover the watches of `plural.group` (in every watched namespace), and
     /// start them now, retrying until they start (a CRD installed later, an API server that
     /// is not up yet). They are never bounded or evicted.
-    pub fn require(self: &Arc<Self>, kind: Kind) {
+    pub fn require(self: &Arc<Self>, kind: GroupResource) {
         let what = kind.to_string();
         lock(&self.required).insert(what.clone(), None);
         let cache = Arc::downgrade(self);
@@ -373,7 +373,7 @@ impl Cache {
     /// reword an unchanged verdict).
     pub(crate) async fn pods(&self, namespace: &str) -> Result<Vec<Arc<PodView>>, CacheError> {
         let w = self
-            .typed_watch::<Pod, _>(Kind::PODS, namespace, PodView::project, None)
+            .typed_watch::<Pod, _>(GroupResource::PODS, namespace, PodView::project, None)
             .await?;
         self.read(&w).await?;
         Ok(w.reader.in_namespace(namespace))
@@ -386,7 +386,7 @@ impl Cache {
         name: &str,
     ) -> Result<Option<Arc<PodView>>, CacheError> {
         let w = self
-            .typed_watch::<Pod, _>(Kind::PODS, namespace, PodView::project, None)
+            .typed_watch::<Pod, _>(GroupResource::PODS, namespace, PodView::project, None)
             .await?;
         self.read(&w).await?;
         Ok(w.reader.get(namespace, name))
@@ -398,7 +398,12 @@ impl Cache {
         name: &str,
     ) -> Result<Option<Arc<ServiceView>>, CacheError> {
         let w = self
-            .typed_watch::<Service, _>(Kind::SERVICES, namespace, ServiceView::project, None)
+            .typed_watch::<Service, _>(
+                GroupResource::SERVICES,
+                namespace,
+                ServiceView::project,
+                None,
+            )
             .await?;
         self.read(&w).await?;
         Ok(w.reader.get(namespace, name))
@@ -414,7 +419,7 @@ impl Cache {
     ) -> Result<Vec<Arc<SliceView>>, CacheError> {
         let w = self
             .typed_watch::<EndpointSlice, _>(
-                Kind::ENDPOINT_SLICES,
+                GroupResource::ENDPOINT_SLICES,
                 namespace,
                 SliceView::project,
                 Some(|s| s.service.as_ref()),
@@ -427,7 +432,7 @@ impl Cache {
     /// One object of any kind, as JSON (`None` when it does not exist).
     pub(crate) async fn object(
         &self,
-        kind: &Kind,
+        kind: &GroupResource,
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, CacheError> {
@@ -440,7 +445,7 @@ impl Cache {
     /// parsed once, when its watch event arrived, and a parse error kept as the object's own.
     pub(crate) async fn object_as<T: DeserializeOwned + Send + Sync + 'static>(
         &self,
-        kind: &Kind,
+        kind: &GroupResource,
         namespace: &str,
         name: &str,
     ) -> Result<Option<Decoded<T>>, CacheError> {
@@ -453,7 +458,7 @@ impl Cache {
     /// is `None`.
     pub(crate) async fn objects(
         &self,
-        kind: &Kind,
+        kind: &GroupResource,
         namespace: Option<&str>,
     ) -> Result<Vec<Value>, CacheError> {
         let mut out = Vec::new();
@@ -466,7 +471,7 @@ impl Cache {
     /// [`Cache::objects`], read as a type of the caller's.
     pub(crate) async fn objects_as<T: DeserializeOwned + Send + Sync + 'static>(
         &self,
-        kind: &Kind,
+        kind: &GroupResource,
         namespace: Option<&str>,
     ) -> Result<Vec<Decoded<T>>, CacheError> {
         let mut out = Vec::new();
@@ -479,7 +484,7 @@ impl Cache {
     /// The namespace and name of every object [`Cache::objects`] would return.
     pub(crate) async fn names(
         &self,
-        kind: &Kind,
+        kind: &GroupResource,
         namespace: Option<&str>,
     ) -> Result<Vec<(String, String)>, CacheError> {
         let mut out = Vec::new();
@@ -494,7 +499,7 @@ impl Cache {
     /// (a cluster-wide watch read for one namespace).
     async fn dynamic_watches(
         &self,
-        kind: &Kind,
+        kind: &GroupResource,
         namespace: Option<&str>,
     ) -> Result<Vec<(Option<String>, Watched<Objects>)>, CacheError> {
         let scopes: Vec<Option<String>> = match (namespace, &self.namespaces) {
@@ -564,7 +569,7 @@ impl Cache {
     /// The watch of a typed kind, kept as views `V` projected from each `K` it delivers.
     async fn typed_watch<K, V>(
         &self,
-        kind: Kind,
+        kind: GroupResource,
         namespace: &str,
         project: fn(&K, &mut Interner) -> V,
         bucket: Option<Bucket<V>>,
@@ -597,7 +602,7 @@ impl Cache {
 
     async fn dynamic_watch(
         &self,
-        kind: &Kind,
+        kind: &GroupResource,
         namespace: &str,
     ) -> Result<Watched<Objects>, CacheError> {
         let what = kind.to_string();
@@ -605,7 +610,7 @@ impl Cache {
         // that names one must not start a cluster-wide watch of them. Whole Services stay
         // readable: annotation mode patches the Service itself and needs its annotations and
         // resourceVersion, and a Service's spec holds nothing a pod's env would.
-        if [Kind::PODS, Kind::ENDPOINT_SLICES].contains(kind) {
+        if [GroupResource::PODS, GroupResource::ENDPOINT_SLICES].contains(kind) {
             return Err(CacheError::CompactOnly(what));
         }
         let scope = if namespace.is_empty() {
@@ -630,7 +635,7 @@ impl Cache {
     /// (readiness covers them) unbounded, on-demand ones within `max_on_demand`.
     fn start<R, K, S>(
         &self,
-        kind: Kind,
+        kind: GroupResource,
         scope: Option<String>,
         api: Api<K>,
         reader: R,

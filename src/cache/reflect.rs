@@ -7,7 +7,7 @@ use super::sink::Sink;
 use super::watches::{Phase, Started, WatchHealth};
 use super::{Cache, Change, Held};
 use crate::metrics::{Metrics, ResourceLabel};
-use crate::resource::Kind;
+use crate::resource::GroupResource;
 use futures::StreamExt;
 use kube::api::Api;
 use kube::runtime::watcher;
@@ -35,7 +35,7 @@ impl Cache {
         &self,
         api: Api<K>,
         sink: S,
-        kind: Kind,
+        kind: GroupResource,
         label: &str,
         required: bool,
     ) -> Started
@@ -108,7 +108,7 @@ pub(super) struct Reflect<K: KubeResource + Clone + 'static, S> {
     weights: Weights,
     health: Arc<WatchHealth>,
     label: String,
-    kind: Kind,
+    kind: GroupResource,
     changes: broadcast::Sender<Change>,
     metrics: Arc<Metrics>,
     /// Objects a list in progress delivered, announced when it completes: until then reads of

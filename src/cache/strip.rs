@@ -1,7 +1,7 @@
 //! JSON stripping: what the cache keeps of a whole object is what the checks, views and the
 //! timeline read, not its managed fields, last-applied annotation or sync history.
 
-use crate::resource::Kind;
+use crate::resource::GroupResource;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::Resource as KubeResource;
 use kube::api::DynamicObject;
@@ -11,10 +11,10 @@ use serde_json::Value;
 pub(crate) use crate::views::ARGOCD_MANAGER;
 
 /// What objects of `kind` lose before they are stored.
-pub(super) fn for_kind(kind: &Kind) -> fn(&mut DynamicObject) {
-    if *kind == Kind::fixed("argoproj.io", "applications") {
+pub(super) fn for_kind(kind: &GroupResource) -> fn(&mut DynamicObject) {
+    if *kind == GroupResource::fixed("argoproj.io", "applications") {
         strip_application
-    } else if *kind == Kind::fixed("postgresql.cnpg.io", "databases") {
+    } else if *kind == GroupResource::fixed("postgresql.cnpg.io", "databases") {
         strip_database
     } else {
         strip_meta

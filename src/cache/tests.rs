@@ -368,7 +368,7 @@ async fn a_pod_deleted_while_the_watch_was_away_is_gone_after_the_relist_and_tol
         told.push((c.kind, c.namespace, c.name));
     }
     assert!(
-        told.contains(&(Kind::PODS, NS.to_string(), "web-1".to_string())),
+        told.contains(&(GroupResource::PODS, NS.to_string(), "web-1".to_string())),
         "dependants of the deleted pod must be woken: {told:?}"
     );
 }
@@ -554,7 +554,7 @@ async fn no_whole_object_watch_of_a_kind_with_a_compact_view() {
     let script = Arc::new(Script::default());
     one_pod(&script);
     let cache = cache(fake_api(script.clone()).await);
-    for kind in [Kind::PODS, Kind::ENDPOINT_SLICES] {
+    for kind in [GroupResource::PODS, GroupResource::ENDPOINT_SLICES] {
         let err = cache.object(&kind, NS, "web-0").await.unwrap_err();
         assert!(matches!(err, CacheError::CompactOnly(_)), "{err}");
         let err = cache.objects(&kind, None).await.unwrap_err();
@@ -648,7 +648,7 @@ async fn readiness_covers_only_required_watches() {
     let script = Arc::new(Script::default());
     one_pod(&script);
     let cache = cache(fake_api(script.clone()).await);
-    cache.require(Kind::PODS);
+    cache.require(GroupResource::PODS);
     match cache.readiness() {
         Err(problems) => assert!(
             problems.len() == 1 && problems[0].starts_with("pods in shop: not watched yet"),
@@ -1030,7 +1030,10 @@ async fn a_view_of_many_unknown_kinds_costs_one_discovery() {
         Ok("deployments".to_string())
     );
     assert_eq!(
-        cache.discover(&Kind::PODS).await.map(|ar| ar.plural),
+        cache
+            .discover(&GroupResource::PODS)
+            .await
+            .map(|ar| ar.plural),
         Ok("pods".to_string())
     );
     let requests = script.discovery.load(Ordering::SeqCst);

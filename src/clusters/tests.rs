@@ -350,7 +350,7 @@ async fn an_unchanged_kubeconfig_file_is_not_parsed_again() {
 
 #[tokio::test]
 async fn cockroachdb_checks_in_a_remote_cluster_are_unknown_without_a_probe() {
-    use crate::resource::{Resource, Target};
+    use crate::resource::{CheckKind, Target};
     let metrics = Arc::new(Metrics::default());
     let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
     let cache = Cache::new(
@@ -369,7 +369,7 @@ async fn cockroachdb_checks_in_a_remote_cluster_are_unknown_without_a_probe() {
     let remote = remote_eval_config(home);
     assert!(remote.crdb_credentials.is_none() && remote.crdb_tls.ca_pem.is_none());
     let ev = Evaluator::new(cache, remote, metrics.clone()).unwrap();
-    let target = Target::new(Resource::CrdbCluster, "db", "crdb").unwrap();
+    let target = Target::new(CheckKind::CrdbCluster, "db", "crdb").unwrap();
     let ask = crate::ask::Ask::from_params(target, &std::collections::HashMap::new()).unwrap();
     let v = ev.judge(&ask).await;
     assert_eq!(v.status, crate::health::HealthStatus::Unknown, "{v:?}");

@@ -19,7 +19,7 @@ use crate::locks::lock;
 use crate::metrics::{Metrics, refused_precondition};
 use crate::policy::CheckPolicy;
 use crate::queue::{self, Action, QueueConfig, Reconcile};
-use crate::resource::Kind;
+use crate::resource::GroupResource;
 use crate::views::TrackingMethod;
 use crate::written::{self, DEFAULT_STATUS_VALIDITY, FIELD_MANAGER};
 use kube::api::{Api, Patch, PatchParams};
@@ -31,7 +31,7 @@ use std::time::Duration;
 use thiserror::Error;
 
 /// Argo CD Applications, whose running sync restarts a gate's timeout.
-const APPLICATIONS: Kind = Kind::fixed("argoproj.io", "applications");
+const APPLICATIONS: GroupResource = GroupResource::fixed("argoproj.io", "applications");
 
 #[derive(Debug, Error)]
 pub(crate) enum GateError {

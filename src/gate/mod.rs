@@ -23,10 +23,10 @@ pub(crate) mod view;
 
 pub use controller::run;
 
-use crate::resource::Kind;
+use crate::resource::GroupResource;
 
 /// WaveGates as the cache names them, from the CRD type's own group and plural.
-pub fn kind() -> Kind {
+pub fn kind() -> GroupResource {
     use kube::Resource;
-    Kind::new(&crd::WaveGate::group(&()), &crd::WaveGate::plural(&()))
+    GroupResource::new(&crd::WaveGate::group(&()), &crd::WaveGate::plural(&()))
 }

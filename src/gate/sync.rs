@@ -5,7 +5,7 @@
 
 use super::crd::WaveGate;
 use crate::json::At;
-use crate::resource::{Resource, Target};
+use crate::resource::{CheckKind, Target};
 use crate::views::{INSTANCE_LABEL, ObjectId, TRACKING_ID, TrackingMethod, app_of_id};
 use k8s_openapi::jiff::Timestamp;
 
@@ -41,7 +41,7 @@ pub(crate) fn managing_application(
         Some((ns, name)) => (ns.to_string(), name.to_string()),
         None => (argocd_namespace.to_string(), app.to_string()),
     };
-    (Target::new(Resource::Application, &ns, &name).is_ok()).then_some((ns, name))
+    (Target::new(CheckKind::Application, &ns, &name).is_ok()).then_some((ns, name))
 }
 
 /// Whether `app`'s `status.resources` lists the gate `namespace/name`: Argo CD's own record

@@ -10,7 +10,7 @@ use crate::ask::Ask;
 use crate::ask::Check;
 use crate::gate::crd::{ResourceCheck, ServiceCheck, WaveGateSpec};
 use crate::health::{HealthStatus, Verdict};
-use crate::resource::{Resource, Target};
+use crate::resource::{CheckKind, Target};
 use crate::views::{INSTANCE_LABEL, TRACKING_ID, TrackingMethod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use k8s_openapi::jiff::Timestamp;
@@ -83,7 +83,7 @@ fn status_at(
 #[test]
 fn omitted_namespace_is_the_gates() {
     let ask = ask_of(&service_check("http", "forgejo"), "ddb").unwrap();
-    let expected = Target::new(Resource::Service, "ddb", "forgejo").unwrap();
+    let expected = Target::new(CheckKind::Service, "ddb", "forgejo").unwrap();
     assert_eq!(ask, Ask::with_defaults(expected));
     assert_eq!(
         target_of(&service_check("http", "forgejo"), "ddb"),

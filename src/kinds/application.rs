@@ -6,7 +6,7 @@ use super::{Check, Found, GateEntry, NAME, NAMESPACE, Reads, Sources, namespace_
 use crate::cache::CacheError;
 use crate::checks::application;
 use crate::deps::Dep;
-use crate::resource::{InputError, Resource, Target};
+use crate::resource::{CheckKind, InputError, Target};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -26,14 +26,14 @@ pub struct ApplicationCheck {
 impl GateEntry for ApplicationCheck {
     fn ask(&self, _check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
         let ns = namespace_or(&self.namespace, gate_namespace);
-        let target = Target::new(Resource::Application, &ns, &self.name)?;
+        let target = Target::new(CheckKind::Application, &ns, &self.name)?;
         Ok((target, Check::Application))
     }
 }
 
 /// The Application alone: its status carries everything the check reads.
 pub(crate) fn reads(namespace: &str, name: &str) -> Vec<Dep> {
-    vec![Dep::object(Resource::Application.kind(), namespace, name)]
+    vec![Dep::object(CheckKind::Application.kind(), namespace, name)]
 }
 
 pub(crate) async fn gather<R: Reads, P>(
@@ -43,7 +43,7 @@ pub(crate) async fn gather<R: Reads, P>(
 ) -> Result<Found, CacheError> {
     let app = from
         .cache
-        .object(&Resource::Application.kind(), namespace, name)
+        .object(&CheckKind::Application.kind(), namespace, name)
         .await?;
     let v = application::check(namespace, name, app.as_ref());
     Ok(Found {

@@ -9,12 +9,12 @@ use crate::cache::CacheError;
 use crate::checks::cnpg::{self, Params};
 use crate::deps::Dep;
 use crate::json::At;
-use crate::resource::{InputError, Kind, Resource, Target};
+use crate::resource::{CheckKind, GroupResource, InputError, Target};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// The Clusters a Database is created in.
-pub(crate) const CLUSTERS: Kind = Kind::fixed(Resource::CNPG_GROUP, "clusters");
+pub(crate) const CLUSTERS: GroupResource = GroupResource::fixed(CheckKind::CNPG_GROUP, "clusters");
 
 // A WaveGate's `cnpgDatabase:` entry (no doc comment: the field's in `GateCheck` describes it).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
@@ -34,7 +34,7 @@ pub struct CnpgDatabaseCheck {
 impl GateEntry for CnpgDatabaseCheck {
     fn ask(&self, _check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
         let ns = namespace_or(&self.namespace, gate_namespace);
-        let target = Target::new(Resource::CnpgDatabase, &ns, &self.name)?;
+        let target = Target::new(CheckKind::CnpgDatabase, &ns, &self.name)?;
         let params = Params::new(self.require_cluster_ready);
         Ok((target, Check::CnpgDatabase(params)))
     }
@@ -44,7 +44,7 @@ impl GateEntry for CnpgDatabaseCheck {
 /// namespace will do.
 pub(crate) fn reads(namespace: &str, name: &str) -> Vec<Dep> {
     vec![
-        Dep::object(Resource::CnpgDatabase.kind(), namespace, name),
+        Dep::object(CheckKind::CnpgDatabase.kind(), namespace, name),
         Dep::namespace(CLUSTERS, namespace),
     ]
 }
@@ -57,7 +57,7 @@ pub(crate) async fn gather<R: Reads, P>(
 ) -> Result<Found, CacheError> {
     let c = from.cache;
     let db = c
-        .object(&Resource::CnpgDatabase.kind(), namespace, name)
+        .object(&CheckKind::CnpgDatabase.kind(), namespace, name)
         .await?;
     let cluster = match db.as_ref().and_then(cnpg::cluster_name) {
         Some(cluster) => c.object(&CLUSTERS, namespace, cluster).await?,

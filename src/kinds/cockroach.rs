@@ -8,7 +8,7 @@ use crate::checks::cockroach::{self, Wanted};
 use crate::deps::Dep;
 use crate::health::Verdict;
 use crate::json::At;
-use crate::resource::{InputError, Kind, Resource, Target};
+use crate::resource::{CheckKind, GroupResource, InputError, Target};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -16,9 +16,10 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// What the current operator makes of each node, and what proves a pod's membership there.
-pub(crate) const CRDB_NODES: Kind = Kind::fixed(Resource::CRDB_GROUP, "crdbnodes");
+pub(crate) const CRDB_NODES: GroupResource =
+    GroupResource::fixed(CheckKind::CRDB_GROUP, "crdbnodes");
 /// What the older operator (`v1alpha1`) runs the nodes in.
-pub(crate) const STATEFUL_SETS: Kind = Kind::fixed("apps", "statefulsets");
+pub(crate) const STATEFUL_SETS: GroupResource = GroupResource::fixed("apps", "statefulsets");
 
 // A WaveGate's `cockroachCluster:` entry (no doc comment: the field's in `GateCheck` describes
 // it).
@@ -43,7 +44,7 @@ pub struct CockroachClusterCheck {
 impl GateEntry for CockroachClusterCheck {
     fn ask(&self, _check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
         let ns = super::namespace_or(&self.namespace, gate_namespace);
-        let target = Target::new(Resource::CrdbCluster, &ns, &self.name)?;
+        let target = Target::new(CheckKind::CrdbCluster, &ns, &self.name)?;
         let wanted = Wanted::new(self.expected_nodes, self.selector.clone())?;
         Ok((target, Check::CrdbCluster(wanted)))
     }
@@ -54,8 +55,8 @@ impl GateEntry for CockroachClusterCheck {
 /// waits on the verdict judges again every probe TTL.
 pub(crate) fn reads(namespace: &str, name: &str) -> Vec<Dep> {
     vec![
-        Dep::object(Resource::CrdbCluster.kind(), namespace, name),
-        Dep::namespace(Kind::PODS, namespace),
+        Dep::object(CheckKind::CrdbCluster.kind(), namespace, name),
+        Dep::namespace(GroupResource::PODS, namespace),
         Dep::namespace(CRDB_NODES, namespace),
         Dep::namespace(STATEFUL_SETS, namespace),
     ]
@@ -78,7 +79,7 @@ pub(crate) async fn gather<R: Reads, P: Probes>(
     }
     let c = from.cache;
     let cluster = c
-        .object(&Resource::CrdbCluster.kind(), namespace, name)
+        .object(&CheckKind::CrdbCluster.kind(), namespace, name)
         .await?;
     let pods = c.pods(namespace).await?;
     let params = cockroach::Params {

@@ -7,7 +7,7 @@ use crate::cache::CacheError;
 use crate::checks::generic::{self, Rule};
 use crate::deps::Dep;
 use crate::health::{Finding, HealthStatus};
-use crate::resource::{InputError, Kind, Resource, Target};
+use crate::resource::{CheckKind, GroupResource, InputError, Target};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -47,10 +47,10 @@ pub struct ResourceCheck {
 impl GateEntry for ResourceCheck {
     fn ask(&self, check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
         let ns = namespace_or(&self.namespace, gate_namespace);
-        let t = Target::new(Resource::parse(&self.resource)?, &ns, &self.name)?;
+        let t = Target::new(CheckKind::parse(&self.resource)?, &ns, &self.name)?;
         let expressions = [&self.healthy, &self.progressing, &self.degraded];
         let judged = match t.resource.clone() {
-            Resource::Generic { group, plural } => {
+            CheckKind::Generic { group, plural } => {
                 let [h, p, d] = expressions.map(Clone::clone);
                 let rule = Rule::new(h, p, d)?;
                 Check::Generic {
@@ -78,7 +78,11 @@ impl GateEntry for ResourceCheck {
 
 /// The object alone: the rule and the expressions read nothing else.
 pub(crate) fn reads(group: &str, plural: &str, namespace: &str, name: &str) -> Vec<Dep> {
-    vec![Dep::object(Kind::new(group, plural), namespace, name)]
+    vec![Dep::object(
+        GroupResource::new(group, plural),
+        namespace,
+        name,
+    )]
 }
 
 pub(crate) async fn gather<R: Reads, P>(
@@ -89,7 +93,7 @@ pub(crate) async fn gather<R: Reads, P>(
     name: &str,
     rule: &Rule,
 ) -> Result<Found, CacheError> {
-    let kind = Kind::new(group, plural);
+    let kind = GroupResource::new(group, plural);
     let obj = from.cache.object(&kind, namespace, name).await?;
     let identity = obj.as_ref().map(super::json_identity);
     let (ns, n, rule) = (namespace.to_string(), name.to_string(), rule.clone());

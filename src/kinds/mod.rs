@@ -24,7 +24,7 @@ use crate::deps::Dep;
 use crate::health::Finding;
 use crate::json::At;
 use crate::probe::{self, Credentials};
-use crate::resource::{InputError, Kind, Query, Resource, Target};
+use crate::resource::{CheckKind, GroupResource, InputError, Query, Target};
 use crate::views::{PodView, ServiceView, SliceView};
 use serde_json::Value;
 use std::future::Future;
@@ -50,21 +50,23 @@ pub(crate) enum Check {
 impl Check {
     /// The check `resource` gets from a caller's parameters; a parameter it does not take is
     /// refused, so a typo never silently weakens a check.
-    pub(crate) fn from_query(resource: Resource, q: Query) -> Result<Check, InputError> {
+    pub(crate) fn from_query(resource: CheckKind, q: Query) -> Result<Check, InputError> {
         let names = match resource {
-            Resource::Service => checks::service::Params::NAMES,
-            Resource::CnpgDatabase => checks::cnpg::Params::NAMES,
-            Resource::CrdbCluster => checks::cockroach::Wanted::NAMES,
-            Resource::Application => &[],
-            Resource::Generic { .. } => checks::generic::Rule::NAMES,
+            CheckKind::Service => checks::service::Params::NAMES,
+            CheckKind::CnpgDatabase => checks::cnpg::Params::NAMES,
+            CheckKind::CrdbCluster => checks::cockroach::Wanted::NAMES,
+            CheckKind::Application => &[],
+            CheckKind::Generic { .. } => checks::generic::Rule::NAMES,
         };
         q.only(&resource, names)?;
         Ok(match resource {
-            Resource::Service => Check::Service(checks::service::Params::from_query(&q)?),
-            Resource::CnpgDatabase => Check::CnpgDatabase(checks::cnpg::Params::from_query(&q)?),
-            Resource::CrdbCluster => Check::CrdbCluster(checks::cockroach::Wanted::from_query(&q)?),
-            Resource::Application => Check::Application,
-            Resource::Generic { group, plural } => Check::Generic {
+            CheckKind::Service => Check::Service(checks::service::Params::from_query(&q)?),
+            CheckKind::CnpgDatabase => Check::CnpgDatabase(checks::cnpg::Params::from_query(&q)?),
+            CheckKind::CrdbCluster => {
+                Check::CrdbCluster(checks::cockroach::Wanted::from_query(&q)?)
+            }
+            CheckKind::Application => Check::Application,
+            CheckKind::Generic { group, plural } => Check::Generic {
                 group,
                 plural,
                 rule: checks::generic::Rule::from_query(&q)?,
@@ -73,13 +75,13 @@ impl Check {
     }
 
     /// The check `resource` gets with every parameter at its default.
-    pub(crate) fn defaults(resource: Resource) -> Check {
+    pub(crate) fn defaults(resource: CheckKind) -> Check {
         match resource {
-            Resource::Service => Check::Service(checks::service::Params::default()),
-            Resource::CnpgDatabase => Check::CnpgDatabase(checks::cnpg::Params::default()),
-            Resource::CrdbCluster => Check::CrdbCluster(checks::cockroach::Wanted::default()),
-            Resource::Application => Check::Application,
-            Resource::Generic { group, plural } => Check::Generic {
+            CheckKind::Service => Check::Service(checks::service::Params::default()),
+            CheckKind::CnpgDatabase => Check::CnpgDatabase(checks::cnpg::Params::default()),
+            CheckKind::CrdbCluster => Check::CrdbCluster(checks::cockroach::Wanted::default()),
+            CheckKind::Application => Check::Application,
+            CheckKind::Generic { group, plural } => Check::Generic {
                 group,
                 plural,
                 rule: checks::generic::Rule::default(),
@@ -88,13 +90,13 @@ impl Check {
     }
 
     /// The kind this check judges.
-    pub(crate) fn resource(&self) -> Resource {
+    pub(crate) fn resource(&self) -> CheckKind {
         match self {
-            Check::Service(_) => Resource::Service,
-            Check::CnpgDatabase(_) => Resource::CnpgDatabase,
-            Check::CrdbCluster(_) => Resource::CrdbCluster,
-            Check::Application => Resource::Application,
-            Check::Generic { group, plural, .. } => Resource::Generic {
+            Check::Service(_) => CheckKind::Service,
+            Check::CnpgDatabase(_) => CheckKind::CnpgDatabase,
+            Check::CrdbCluster(_) => CheckKind::CrdbCluster,
+            Check::Application => CheckKind::Application,
+            Check::Generic { group, plural, .. } => CheckKind::Generic {
                 group: group.clone(),
                 plural: plural.clone(),
             },
@@ -156,14 +158,14 @@ pub(crate) trait Reads: Sync {
     /// One object of any kind, as JSON (`None` when it does not exist).
     fn object(
         &self,
-        kind: &Kind,
+        kind: &GroupResource,
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<Option<Value>, CacheError>> + Send;
     /// All objects of a kind in one namespace.
     fn objects(
         &self,
-        kind: &Kind,
+        kind: &GroupResource,
         namespace: &str,
     ) -> impl Future<Output = Result<Vec<Value>, CacheError>> + Send;
     fn service(
@@ -186,7 +188,7 @@ pub(crate) trait Reads: Sync {
 impl Reads for Cache {
     fn object(
         &self,
-        kind: &Kind,
+        kind: &GroupResource,
         namespace: &str,
         name: &str,
     ) -> impl Future<Output = Result<Option<Value>, CacheError>> + Send {
@@ -195,7 +197,7 @@ impl Reads for Cache {
 
     fn objects(
         &self,
-        kind: &Kind,
+        kind: &GroupResource,
         namespace: &str,
     ) -> impl Future<Output = Result<Vec<Value>, CacheError>> + Send {
         Cache::objects(self, kind, Some(namespace))

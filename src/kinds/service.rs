@@ -5,7 +5,7 @@ use super::{Check, Found, GateEntry, NAME, NAMESPACE, Reads, Sources, namespace_
 use crate::cache::CacheError;
 use crate::checks::service::{self, Params};
 use crate::deps::Dep;
-use crate::resource::{InputError, Kind, Resource, Target};
+use crate::resource::{CheckKind, GroupResource, InputError, Target};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -29,7 +29,7 @@ pub struct ServiceCheck {
 impl GateEntry for ServiceCheck {
     fn ask(&self, _check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
         let ns = namespace_or(&self.namespace, gate_namespace);
-        let target = Target::new(Resource::Service, &ns, &self.name)?;
+        let target = Target::new(CheckKind::Service, &ns, &self.name)?;
         Ok((target, Check::Service(Params::new(self.min_ready))))
     }
 }
@@ -38,9 +38,9 @@ impl GateEntry for ServiceCheck {
 /// not know in advance.
 pub(crate) fn reads(namespace: &str, name: &str) -> Vec<Dep> {
     vec![
-        Dep::object(Kind::SERVICES, namespace, name),
-        Dep::namespace(Kind::PODS, namespace),
-        Dep::namespace(Kind::ENDPOINT_SLICES, namespace),
+        Dep::object(GroupResource::SERVICES, namespace, name),
+        Dep::namespace(GroupResource::PODS, namespace),
+        Dep::namespace(GroupResource::ENDPOINT_SLICES, namespace),
     ]
 }
 

@@ -2,11 +2,11 @@ use super::*;
 use crate::cache::Change;
 use crate::checks::cockroach::Readiness;
 use crate::deps::DepIndex;
-use crate::resource::Resource;
+use crate::resource::CheckKind;
 use serde_json::json;
 use std::sync::Mutex;
 
-fn change(kind: Kind, ns: &str, name: &str) -> Change {
+fn change(kind: GroupResource, ns: &str, name: &str) -> Change {
     Change {
         kind,
         namespace: ns.into(),
@@ -15,37 +15,40 @@ fn change(kind: Kind, ns: &str, name: &str) -> Change {
 }
 
 /// What `resource` judges of `ns/forgejo` with its defaults, as annotation mode asks.
-fn reads_of(resource: Resource, ns: &str) -> Vec<Dep> {
+fn reads_of(resource: CheckKind, ns: &str) -> Vec<Dep> {
     reads(&Check::defaults(resource), ns, "forgejo")
 }
 
 #[test]
 fn a_pod_change_reaches_gates_with_service_checks_in_that_namespace_only() {
     let mut idx = DepIndex::default();
-    idx.set("a", reads_of(Resource::Service, "cicd"));
-    idx.set("b", reads_of(Resource::Service, "prod"));
+    idx.set("a", reads_of(CheckKind::Service, "cicd"));
+    idx.set("b", reads_of(CheckKind::Service, "prod"));
     assert_eq!(
-        idx.affected(&change(Kind::PODS, "cicd", "forgejo-7d9c")),
+        idx.affected(&change(GroupResource::PODS, "cicd", "forgejo-7d9c")),
         vec!["a"]
     );
     assert_eq!(
-        idx.affected(&change(Kind::SERVICES, "prod", "forgejo")),
+        idx.affected(&change(GroupResource::SERVICES, "prod", "forgejo")),
         vec!["b"]
     );
     assert!(
-        idx.affected(&change(Kind::SERVICES, "prod", "other"))
+        idx.affected(&change(GroupResource::SERVICES, "prod", "other"))
             .is_empty()
     );
     idx.remove(&"a");
-    assert!(idx.affected(&change(Kind::PODS, "cicd", "x")).is_empty());
+    assert!(
+        idx.affected(&change(GroupResource::PODS, "cicd", "x"))
+            .is_empty()
+    );
 }
 
 #[test]
 fn a_database_change_reaches_its_gate_and_so_does_its_cluster() {
     let mut idx = DepIndex::default();
-    idx.set("g", reads_of(Resource::CnpgDatabase, "ddb"));
+    idx.set("g", reads_of(CheckKind::CnpgDatabase, "ddb"));
     assert_eq!(
-        idx.affected(&change(Resource::CnpgDatabase.kind(), "ddb", "forgejo")),
+        idx.affected(&change(CheckKind::CnpgDatabase.kind(), "ddb", "forgejo")),
         vec!["g"]
     );
     assert_eq!(
@@ -79,7 +82,7 @@ impl Recording {
 impl Reads for Recording {
     async fn object(
         &self,
-        kind: &Kind,
+        kind: &GroupResource,
         namespace: &str,
         name: &str,
     ) -> Result<Option<Value>, CacheError> {
@@ -95,7 +98,11 @@ impl Reads for Recording {
         })))
     }
 
-    async fn objects(&self, kind: &Kind, namespace: &str) -> Result<Vec<Value>, CacheError> {
+    async fn objects(
+        &self,
+        kind: &GroupResource,
+        namespace: &str,
+    ) -> Result<Vec<Value>, CacheError> {
         self.record(Dep::namespace(kind.clone(), namespace));
         Ok(Vec::new())
     }
@@ -105,12 +112,12 @@ impl Reads for Recording {
         namespace: &str,
         name: &str,
     ) -> Result<Option<Arc<ServiceView>>, CacheError> {
-        self.record(Dep::object(Kind::SERVICES, namespace, name));
+        self.record(Dep::object(GroupResource::SERVICES, namespace, name));
         Ok(None)
     }
 
     async fn pods(&self, namespace: &str) -> Result<Vec<Arc<PodView>>, CacheError> {
-        self.record(Dep::namespace(Kind::PODS, namespace));
+        self.record(Dep::namespace(GroupResource::PODS, namespace));
         Ok(Vec::new())
     }
 
@@ -120,7 +127,7 @@ impl Reads for Recording {
         _service: &str,
     ) -> Result<Vec<Arc<SliceView>>, CacheError> {
         // Found by label, not by name: any slice of the namespace may be one of them.
-        self.record(Dep::namespace(Kind::ENDPOINT_SLICES, namespace));
+        self.record(Dep::namespace(GroupResource::ENDPOINT_SLICES, namespace));
         Ok(Vec::new())
     }
 }
@@ -163,8 +170,8 @@ async fn every_read_of_a_gather_is_declared() {
         }),
         ..EvalConfig::default()
     };
-    let generic = Resource::parse("deployments.apps").unwrap();
-    let kinds = Resource::DEDICATED.into_iter().chain([generic]);
+    let generic = CheckKind::parse("deployments.apps").unwrap();
+    let kinds = CheckKind::DEDICATED.into_iter().chain([generic]);
     let mut checked = 0;
     for resource in kinds {
         for regions in [false, true] {
@@ -189,16 +196,16 @@ async fn every_read_of_a_gather_is_declared() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 2 * (Resource::DEDICATED.len() + 1));
+    assert_eq!(checked, 2 * (CheckKind::DEDICATED.len() + 1));
 }
 
 #[test]
 fn coverage_is_by_object_or_by_namespace() {
-    let pods = Dep::namespace(Kind::PODS, "a");
-    let pod = Dep::object(Kind::PODS, "a", "p");
+    let pods = Dep::namespace(GroupResource::PODS, "a");
+    let pod = Dep::object(GroupResource::PODS, "a", "p");
     assert!(covers(std::slice::from_ref(&pods), &pod));
     assert!(covers(std::slice::from_ref(&pods), &pods));
     assert!(!covers(std::slice::from_ref(&pod), &pods));
-    assert!(!covers(&[Dep::namespace(Kind::PODS, "b")], &pod));
-    assert!(!covers(&[Dep::object(Kind::PODS, "a", "q")], &pod));
+    assert!(!covers(&[Dep::namespace(GroupResource::PODS, "b")], &pod));
+    assert!(!covers(&[Dep::object(GroupResource::PODS, "a", "q")], &pod));
 }
