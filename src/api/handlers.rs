@@ -266,9 +266,19 @@ pub(crate) struct ViewAnswer {
     read: Vec<Arc<crate::clusters::Cluster>>,
 }
 
-/// Stands for `timeline.now` in a kept answer: a string no serialised answer holds otherwise,
-/// since every string value of an object escapes its quotes and control characters.
-const NOW: &str = "\u{1}wavegate-now\u{1}";
+/// Stands for `timeline.now` in a kept answer: a string no serialised answer holds otherwise.
+/// Strings of the answer come from objects and Argo CD's records (a health message is copied
+/// as Argo CD recorded it), so a fixed marker could be written into one and move the splice;
+/// this one carries 128 random bits drawn once per process and is never served.
+static NOW: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+    use std::hash::{BuildHasher, RandomState};
+    let keys = RandomState::new();
+    format!(
+        "\u{1}wavegate-now-{:016x}{:016x}\u{1}",
+        keys.hash_one(1u8),
+        keys.hash_one(2u8)
+    )
+});
 
 impl ViewAnswer {
     fn whole(body: Vec<u8>, read: Vec<Arc<crate::clusters::Cluster>>) -> ViewAnswer {
@@ -281,7 +291,7 @@ impl ViewAnswer {
 
     /// `body` with [`NOW`] in it, split there.
     fn with_now(body: Vec<u8>, read: Vec<Arc<crate::clusters::Cluster>>) -> ViewAnswer {
-        let marker = serde_json::to_vec(NOW).expect("a string serialises");
+        let marker = serde_json::to_vec(&*NOW).expect("a string serialises");
         match body
             .windows(marker.len())
             .position(|w| w == marker.as_slice())
@@ -422,7 +432,7 @@ async fn waves_of(
     };
     let valid_until = waves::earliest(waves.valid_until, kept_at_most(&read, now));
     let mut view = WavesWithTimeline { waves, timeline };
-    view.timeline.now = NOW.to_string();
+    view.timeline.now = NOW.clone();
     let body = serde_json::to_vec(&view).map_err(internal)?;
     let stamp = stamp.only(read.iter().map(|c| &**c));
     let answer = Arc::new(ViewAnswer::with_now(body, read));
@@ -533,4 +543,66 @@ pub(crate) async fn gate_wait(
             )));
         }
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::health::HealthStatus;
+    use crate::waves::{JudgedBy, JudgedResource, Wave, Waves};
+
+    /// A kept answer is split where `timeline.now` goes. Argo CD's recorded health message is
+    /// copied into the view as it is, and the waves come before the timeline: a message that
+    /// spells a marker must stay the message, and the time must land in `timeline.now`.
+    #[tokio::test]
+    async fn a_string_that_spells_a_marker_does_not_move_timeline_now() {
+        for forged in [
+            "\u{1}wavegate-now\u{1}".to_string(),
+            "\u{1}wavegate-now-00000000000000000000000000000000\u{1}".to_string(),
+        ] {
+            let app = serde_json::json!({"status": {"resources": [{
+                "group": "example.com", "version": "v1", "kind": "Widget",
+                "namespace": "shop", "name": "w",
+                "health": {"status": "Progressing", "message": forged}}]}});
+            let (resource, _, reported) = crate::waves::managed_resources(&app)
+                .into_iter()
+                .next()
+                .expect("one resource");
+            let reported = reported.expect("Argo CD's recorded health");
+            let waves = Waves {
+                namespace: "argocd".into(),
+                name: "shop".into(),
+                health: crate::health::Verdict::progressing("waiting"),
+                blocking_wave: Some(0),
+                message: String::new(),
+                waves: vec![Wave {
+                    wave: 0,
+                    status: HealthStatus::Progressing,
+                    resources: vec![JudgedResource::new(resource, reported, JudgedBy::Argocd)],
+                }],
+                lint: None,
+                valid_until: None,
+            };
+            let served_at: k8s_openapi::jiff::Timestamp = "2026-12-03T18:00:00Z".parse().unwrap();
+            let mut timeline =
+                timeline::build(&app, &waves, |_| timeline::Live::default(), served_at);
+            timeline.now = NOW.clone();
+            let body = serde_json::to_vec(&WavesWithTimeline { waves, timeline }).unwrap();
+            let response = ViewAnswer::with_now(body, Vec::new()).respond(Some(served_at));
+            let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+                .await
+                .unwrap();
+            let served: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+            assert_eq!(
+                served["timeline"]["now"],
+                serde_json::json!(timeline::rfc3339(served_at)),
+                "{served}"
+            );
+            assert_eq!(
+                served["waves"][0]["resources"][0]["message"],
+                serde_json::json!(forged),
+                "{served}"
+            );
+        }
+    }
 }
