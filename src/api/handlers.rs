@@ -496,6 +496,7 @@ pub(crate) async fn gate(
 pub(crate) async fn gate_wait(
     State(state): State<AppState>,
     headers: HeaderMap,
+    peer: Option<Extension<super::limits::Peer>>,
     cluster: InCluster,
     path: ApiPath<GatePath>,
     ApiQuery(params): ApiQuery,
@@ -514,7 +515,10 @@ pub(crate) async fn gate_wait(
         })?;
     let _waiting = state
         .limits
-        .waiter(&super::limits::caller(&headers))
+        .waiter(&super::limits::caller(
+            &headers,
+            peer.as_ref().map(|p| &p.0),
+        ))
         .inspect_err(|e| {
             let reason = match e {
                 ApiError::CallerBusy(_) => "caller_busy",

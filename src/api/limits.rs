@@ -7,8 +7,11 @@
 //! `--max-waiters-per-caller`), so one Argo CD user polling from many tabs, or one script in a
 //! loop, cannot hold every slot while everyone else is refused. A caller is the Argo CD user
 //! argocd-server names on a proxied request (`Argocd-User-Id`, else `Argocd-Username`: argo-cd
-//! `server/extension/extension.go` `prepareRequest` sets both from the session), and every
-//! direct call (the bearer token's holders: operators, CI) is one caller. argocd-server sets
+//! `server/extension/extension.go` `prepareRequest` sets both from the session). A direct call
+//! (the bearer token's holders: operators, CI, the hook Jobs that wait on gates) is its peer's
+//! address: the token is shared, but each hook Job runs in its own pod, so one tenant's waits
+//! cannot fill the share another tenant's hook needs (a Service keeps the pod's source address
+//! for in-cluster traffic; kube-proxy rewrites only the destination). argocd-server sets
 //! these headers only when it knows the user, so with anonymous access enabled in Argo CD a
 //! browser can choose them itself: the shares then still stop an honest user's burst, and the
 //! shared bounds stop the rest.
@@ -115,11 +118,18 @@ impl Drop for Share {
     }
 }
 
+/// The address a request's connection came from, set by the server loop (`super::serve`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Peer(pub std::net::IpAddr);
+
 /// Who is asking, for the per-caller shares (see the module comment).
-pub(crate) fn caller(headers: &HeaderMap) -> String {
+pub(crate) fn caller(headers: &HeaderMap, peer: Option<&Peer>) -> String {
     let proxied = headers.contains_key(super::scope::APPLICATION_HEADER);
     if !proxied {
-        return "direct".into();
+        return match peer {
+            Some(Peer(ip)) => format!("direct:{ip}"),
+            None => "direct".into(),
+        };
     }
     let user = ["argocd-user-id", "argocd-username"]
         .iter()
@@ -192,7 +202,7 @@ pub(crate) async fn bounded(
             limits.args.max_concurrent_requests
         ))
     })?;
-    let caller = caller(req.headers());
+    let caller = caller(req.headers(), req.extensions().get::<Peer>());
     let most = limits.args.max_requests_per_caller;
     let _share = limits
         .requests_by_caller
@@ -242,24 +252,56 @@ mod tests {
     }
 
     #[test]
-    fn the_caller_is_argo_cds_user_or_the_token() {
+    fn the_caller_is_argo_cds_user_or_the_peer_of_a_direct_call() {
         let mut h = HeaderMap::new();
-        assert_eq!(caller(&h), "direct");
-        // A direct call naming a user is still the token's holder.
+        let pod = Peer("10.244.1.7".parse().unwrap());
+        let peer = Some(&pod);
+        assert_eq!(caller(&h, None), "direct");
+        assert_eq!(caller(&h, peer), "direct:10.244.1.7");
+        // A direct call naming a user is still its peer.
         h.insert("argocd-user-id", HeaderValue::from_static("alice"));
-        assert_eq!(caller(&h), "direct");
+        assert_eq!(caller(&h, peer), "direct:10.244.1.7");
         h.insert(
             "argocd-application-name",
             HeaderValue::from_static("argocd:a"),
         );
-        assert_eq!(caller(&h), "argocd-user:alice");
+        assert_eq!(caller(&h, peer), "argocd-user:alice");
         h.remove("argocd-user-id");
         h.insert("argocd-username", HeaderValue::from_static("Alice"));
-        assert_eq!(caller(&h), "argocd-user:Alice");
+        assert_eq!(caller(&h, peer), "argocd-user:Alice");
         h.remove("argocd-username");
-        assert_eq!(caller(&h), "argocd-anonymous");
+        assert_eq!(caller(&h, peer), "argocd-anonymous");
         let long = "x".repeat(10_000);
         h.insert("argocd-user-id", HeaderValue::from_str(&long).unwrap());
-        assert_eq!(caller(&h).len(), "argocd-user:".len() + 256);
+        assert_eq!(caller(&h, peer).len(), "argocd-user:".len() + 256);
+    }
+
+    /// Every direct call carries the one token; a share per token would let one tenant's hook
+    /// Jobs (or one script in a loop) hold every wait of the share and fail every other
+    /// tenant's hook with 429 while the shared bound has room.
+    #[test]
+    fn one_pods_waits_do_not_refuse_another_pods_wait() {
+        let limits = Limits::new(LimitArgs::default());
+        let direct = HeaderMap::new();
+        let (a, b) = (
+            Peer("10.244.1.7".parse().unwrap()),
+            Peer("10.244.2.9".parse().unwrap()),
+        );
+        let held: Vec<_> = (0..limits.args.max_waiters_per_caller)
+            .map(|_| {
+                limits
+                    .waiter(&caller(&direct, Some(&a)))
+                    .unwrap_or_else(|e| panic!("a's waits: {e:?}"))
+            })
+            .collect();
+        assert!(
+            limits.waiter(&caller(&direct, Some(&a))).is_err(),
+            "a is over its share"
+        );
+        assert!(
+            limits.waiter(&caller(&direct, Some(&b))).is_ok(),
+            "b refused while a holds {} waits",
+            held.len()
+        );
     }
 }

@@ -296,7 +296,14 @@ pub async fn serve(
             continue;
         };
         let _ = stream.set_nodelay(true);
-        let service = TowerToHyperService::new(app.clone());
+        // The per-caller shares tell direct callers apart by it (`super::limits::caller`).
+        let service = TowerToHyperService::new(tower::ServiceExt::map_request(
+            app.clone(),
+            move |mut req: hyper::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(super::limits::Peer(ip));
+                req
+            },
+        ));
         let moved = Arc::new(AtomicU64::new(live.now()));
         let io = Stamped {
             inner: stream,
