@@ -6,7 +6,7 @@
 use super::{HOME, HOME_SERVER};
 use crate::cache::Cache;
 use crate::evaluate::Evaluator;
-use crate::gate::controller::{self, Context, Settings};
+use crate::gate::controller::{self, Context, DeploysHere, Settings};
 use crate::metrics::Metrics;
 use kube::api::Api;
 use std::future::Future;
@@ -88,12 +88,28 @@ impl Cluster {
     }
 
     /// This cluster's gate controller: it judges and writes the WaveGates of this cluster, and
-    /// reads Argo CD's Applications in `argocd`, the cluster Argo CD runs in (home).
+    /// reads Argo CD's Applications in `argocd`, the cluster Argo CD runs in (home). An
+    /// Application deploys here when its destination names this cluster's name or server (see
+    /// [`Cluster::gate_controller_in`] for the cluster set's own resolution).
     pub fn gate_controller(
         &self,
         argocd: &Cluster,
         metrics: Arc<Metrics>,
         settings: Settings,
+    ) -> impl Future<Output = ()> + Send + 'static {
+        let (name, server) = (self.name.clone(), self.server.clone());
+        let deploys_here: DeploysHere = Arc::new(move |app| names_cluster(app, &name, &server));
+        self.gate_controller_in(argocd, metrics, settings, deploys_here)
+    }
+
+    /// [`Cluster::gate_controller`], with Applications' destinations resolved by
+    /// `deploys_here`.
+    pub(super) fn gate_controller_in(
+        &self,
+        argocd: &Cluster,
+        metrics: Arc<Metrics>,
+        settings: Settings,
+        deploys_here: DeploysHere,
     ) -> impl Future<Output = ()> + Send + 'static {
         let context = Context {
             cluster: self.name.clone(),
@@ -101,6 +117,7 @@ impl Cluster {
             evaluator: self.evaluator.clone(),
             applications: argocd.evaluator.clone(),
             metrics,
+            deploys_here,
         };
         controller::run(context, settings)
     }
@@ -122,6 +139,22 @@ impl Cluster {
                 false
             }
         }
+    }
+}
+
+/// Whether `app`'s destination names the cluster `name` at `server` (normalized): by name when
+/// it gives one, else by server, as Argo CD resolves it (argo-cd `util/argo`
+/// `GetDestinationCluster`); no destination at all is home's.
+pub(crate) fn names_cluster(app: &serde_json::Value, name: &str, server: &str) -> bool {
+    let field = |k: &str| {
+        app.pointer(&format!("/spec/destination/{k}"))
+            .and_then(serde_json::Value::as_str)
+            .filter(|s| !s.is_empty())
+    };
+    match (field("name"), field("server")) {
+        (Some(n), _) => n == name,
+        (None, Some(s)) => super::normalize_server(s) == server,
+        (None, None) => name == HOME,
     }
 }
 

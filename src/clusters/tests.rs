@@ -463,3 +463,53 @@ async fn one_writer_per_cluster_identity_the_first_by_name() {
         assert_eq!(got, want, "case {case}");
     }
 }
+
+/// A gate's tracking id may name an Application that lists a gate of the same namespace and
+/// name in another cluster: that Application says nothing about this cluster's gate (when its
+/// sync started, that it exists), so it counts only where its destination is the gate's own
+/// cluster (review R4).
+#[test]
+fn an_application_deploying_elsewhere_does_not_name_this_cluster() {
+    let app =
+        |destination: serde_json::Value| serde_json::json!({"spec": {"destination": destination}});
+    let home = (HOME, HOME_SERVER);
+    let second = ("second", "https://second.example:6443");
+    let cases = [
+        (
+            serde_json::json!({"name": "second", "namespace": "ns"}),
+            false,
+            true,
+        ),
+        (
+            serde_json::json!({"server": "https://second.example:6443/"}),
+            false,
+            true,
+        ),
+        (serde_json::json!({"name": "in-cluster"}), true, false),
+        (
+            serde_json::json!({"server": "https://kubernetes.default.svc"}),
+            true,
+            false,
+        ),
+        // By name when a name is given, whatever the server says.
+        (
+            serde_json::json!({"name": "second", "server": HOME_SERVER}),
+            false,
+            true,
+        ),
+        (serde_json::json!({}), true, false),
+    ];
+    for (destination, at_home, at_second) in cases {
+        let a = app(destination.clone());
+        assert_eq!(
+            cluster::names_cluster(&a, home.0, home.1),
+            at_home,
+            "{destination}"
+        );
+        assert_eq!(
+            cluster::names_cluster(&a, second.0, second.1),
+            at_second,
+            "{destination}"
+        );
+    }
+}

@@ -3,7 +3,7 @@
 //! annotation mode.
 
 use super::{Cluster, Clusters};
-use crate::gate::controller::Settings;
+use crate::gate::controller::{DeploysHere, Settings};
 use crate::metrics::Metrics;
 use std::collections::HashMap;
 use std::collections::hash_map::Entry;
@@ -58,8 +58,22 @@ impl Clusters {
             });
             for (name, cluster) in now {
                 if let Entry::Vacant(slot) = running.entry(name) {
-                    let run =
-                        cluster.gate_controller(&self.home, metrics.clone(), writers.gates.clone());
+                    // An Application deploys here when the cluster set resolves its destination
+                    // to this very cluster (a renamed home Secret and home's other addresses
+                    // included), as Argo CD resolves it.
+                    let (clusters, here) = (Arc::downgrade(&self), cluster.clone());
+                    let deploys_here: DeploysHere = Arc::new(move |app| {
+                        clusters.upgrade().is_some_and(|all| {
+                            all.destination_of(app)
+                                .is_ok_and(|d| Arc::ptr_eq(&d, &here))
+                        })
+                    });
+                    let run = cluster.gate_controller_in(
+                        &self.home,
+                        metrics.clone(),
+                        writers.gates.clone(),
+                        deploys_here,
+                    );
                     slot.insert((cluster, tasks.spawn(run)));
                 }
             }

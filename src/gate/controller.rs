@@ -84,7 +84,15 @@ pub struct Context {
     /// wake these gates. At home, the same evaluator as `evaluator`.
     pub applications: Arc<Evaluator>,
     pub metrics: Arc<Metrics>,
+    /// Whether an Application deploys to the gates' cluster (its `spec.destination`, as Argo
+    /// CD resolves it). The Application a gate's tracking id names counts for the gate only
+    /// if it does: an Application listing a gate of the same namespace and name in another
+    /// cluster says nothing about this one (see `sync::lists_gate`).
+    pub deploys_here: DeploysHere,
 }
+
+/// See [`Context::deploys_here`].
+pub type DeploysHere = Arc<dyn Fn(&serde_json::Value) -> bool + Send + Sync>;
 
 /// How the controllers run, from `wavegate serve` flags (the same for every cluster).
 #[derive(Clone)]
@@ -249,13 +257,16 @@ impl Gates {
         // when it syncs. One that is not there and one that does not list the gate read alike.
         let sync = match &managed_by {
             Some((app_ns, app)) => match applications.object(&APPLICATIONS, app_ns, app).await {
-                Ok(Some(found)) if sync::lists_gate(&found, ns, name) => {
+                Ok(Some(found))
+                    if sync::lists_gate(&found, ns, name)
+                        && (self.context.deploys_here)(&found) =>
+                {
                     SyncClock::Read(self.attempt_started(key, &found, now))
                 }
                 Ok(_) => SyncClock::Blind(format!(
                     "cannot tell when the sync started: no Application {app_ns}/{app} (which the \
-                     gate's tracking id or instance label names) that lists this gate among its \
-                     resources was found"
+                     gate's tracking id or instance label names) that deploys to this cluster and \
+                     lists this gate among its resources was found"
                 )),
                 Err(e) => SyncClock::Blind(format!(
                     "cannot tell when the sync of Application {app_ns}/{app} started: {e}"
@@ -534,6 +545,7 @@ mod tests {
                 evaluator: evaluator.clone(),
                 applications: evaluator,
                 metrics: metrics.clone(),
+                deploys_here: Arc::new(|_| true),
             },
             index: Mutex::default(),
             written: Mutex::default(),
