@@ -420,6 +420,16 @@ async fn healthz_answers_while_hostile_argocd_cm_scripts_run() {
             "Rep",
             "return {status = 'Healthy', message = string.rep('x', 1e9)}",
         ),
+        (
+            "Backtrack",
+            "local s = string.rep('x', 1e4) return {status = 'Healthy', \
+             message = tostring(s:find('.-.-.-y'))}",
+        ),
+        (
+            "Classes",
+            "local s = string.rep('a', 3e6) return {status = 'Healthy', \
+             message = tostring(s:find('a*b'))}",
+        ),
     ];
     let mut data: std::collections::BTreeMap<String, String> = scripts
         .iter()

@@ -228,13 +228,12 @@ impl Wavegate {
         // Every request of a test comes from one address (one caller): the shared bounds apply,
         // the per-caller shares would only make concurrent asks of one test refuse each other.
         let defaults = api::LimitArgs::default();
-        let mut state = AppState::new(evaluator.clone(), metrics.clone()).with_limits(
-            api::LimitArgs {
+        let mut state =
+            AppState::new(evaluator.clone(), metrics.clone()).with_limits(api::LimitArgs {
                 max_requests_per_caller: defaults.max_concurrent_requests,
                 max_waiters_per_caller: defaults.max_waiters,
                 ..defaults
-            },
-        );
+            });
         if let Some(token) = token {
             state = state.with_token(api::Token::fixed(token));
         }
