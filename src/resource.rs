@@ -69,6 +69,8 @@ pub(crate) enum Resource {
     Service,
     /// CloudNativePG `Database` (postgresql.cnpg.io).
     CnpgDatabase,
+    /// CloudNativePG `DatabaseRole` (postgresql.cnpg.io, CNPG 1.30).
+    CnpgDatabaseRole,
     /// CockroachDB operator `CrdbCluster` (crdb.cockroachlabs.com).
     CrdbCluster,
     /// Argo CD `Application` (argoproj.io), for app-of-apps.
@@ -84,7 +86,18 @@ impl Resource {
     pub(crate) const ARGO_GROUP: &'static str = "argoproj.io";
 
     /// The kinds with a check of their own (everything else is [`Resource::Generic`]).
-    pub(crate) const DEDICATED: [Resource; 4] = [
+    pub(crate) const DEDICATED: [Resource; 5] = [
+        Resource::Service,
+        Resource::CnpgDatabase,
+        Resource::CnpgDatabaseRole,
+        Resource::CrdbCluster,
+        Resource::Application,
+    ];
+
+    /// The dedicated kinds annotation mode writes verdicts on: those with a Lua script in
+    /// `argocd/resource_customizations/` that reads them back. (A DatabaseRole has none yet;
+    /// gates and the HTTP API judge it.)
+    pub(crate) const ANNOTATED: [Resource; 4] = [
         Resource::Service,
         Resource::CnpgDatabase,
         Resource::CrdbCluster,
@@ -103,6 +116,7 @@ impl Resource {
         let kind = match self {
             Resource::Service => "Service",
             Resource::CnpgDatabase => "Database",
+            Resource::CnpgDatabaseRole => "DatabaseRole",
             Resource::CrdbCluster => "CrdbCluster",
             Resource::Application => "Application",
             Resource::Generic { .. } => "",
@@ -125,6 +139,9 @@ impl Resource {
             "services" | "service" | "svc" => Some(Resource::Service),
             "databases.postgresql.cnpg.io" | "database.postgresql.cnpg.io" => {
                 Some(Resource::CnpgDatabase)
+            }
+            "databaseroles.postgresql.cnpg.io" | "databaserole.postgresql.cnpg.io" => {
+                Some(Resource::CnpgDatabaseRole)
             }
             "crdbclusters.crdb.cockroachlabs.com" | "crdbcluster.crdb.cockroachlabs.com" => {
                 Some(Resource::CrdbCluster)
@@ -155,6 +172,7 @@ impl Resource {
         match self {
             Resource::Service => ("", "services"),
             Resource::CnpgDatabase => (Self::CNPG_GROUP, "databases"),
+            Resource::CnpgDatabaseRole => (Self::CNPG_GROUP, "databaseroles"),
             Resource::CrdbCluster => (Self::CRDB_GROUP, "crdbclusters"),
             Resource::Application => (Self::ARGO_GROUP, "applications"),
             Resource::Generic { group, plural } => (group, plural),
@@ -308,6 +326,10 @@ mod tests {
             Ok(Resource::CnpgDatabase)
         );
         assert_eq!(
+            Resource::parse("DatabaseRoles.postgresql.cnpg.io"),
+            Ok(Resource::CnpgDatabaseRole)
+        );
+        assert_eq!(
             Resource::parse("crdbclusters.crdb.cockroachlabs.com"),
             Ok(Resource::CrdbCluster)
         );
@@ -328,5 +350,33 @@ mod tests {
         assert!(Target::new(Resource::Service, "cicd", "forgejo/..").is_err());
         assert!(Target::new(Resource::Service, "cicd", &"a".repeat(254)).is_err());
         assert!(Target::new(Resource::Service, "cicd", "forgejo.v2").is_ok());
+    }
+
+    /// Annotation mode writes verdicts only where a Lua script reads them back: a kind in
+    /// `ANNOTATED` without one would carry annotations Argo CD ignores, and one with a script
+    /// but left out would never be written, so its script would wait forever.
+    #[test]
+    fn annotated_kinds_are_the_dedicated_kinds_with_a_lua_script() {
+        let scripts =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("argocd/resource_customizations");
+        let with_script: Vec<Resource> = Resource::DEDICATED
+            .into_iter()
+            .filter(|r| {
+                let (group, kind) = r.group_kind();
+                let dir = if group.is_empty() {
+                    kind.to_string()
+                } else {
+                    format!("{group}/{kind}")
+                };
+                scripts.join(dir).join("health.lua").is_file()
+            })
+            .collect();
+        assert_eq!(with_script, Resource::ANNOTATED.to_vec());
+        assert!(!Resource::ANNOTATED.contains(&Resource::CnpgDatabaseRole));
+        let (group, kind) = Resource::CnpgDatabaseRole.group_kind();
+        assert_eq!(
+            Resource::dedicated(group, kind),
+            Some(Resource::CnpgDatabaseRole)
+        );
     }
 }

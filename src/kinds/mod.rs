@@ -36,6 +36,7 @@ use std::time::Duration;
 pub(crate) enum Check {
     Service(checks::service::Params),
     CnpgDatabase(checks::cnpg::Params),
+    CnpgDatabaseRole(checks::cnpg::Params),
     CrdbCluster(checks::cockroach::Wanted),
     Application,
     /// Any other kind: Argo CD's rule for built-in kinds, kstatus for the rest, plus the
@@ -53,7 +54,7 @@ impl Check {
     pub(crate) fn from_query(resource: Resource, q: Query) -> Result<Check, InputError> {
         let names = match resource {
             Resource::Service => checks::service::Params::NAMES,
-            Resource::CnpgDatabase => checks::cnpg::Params::NAMES,
+            Resource::CnpgDatabase | Resource::CnpgDatabaseRole => checks::cnpg::Params::NAMES,
             Resource::CrdbCluster => checks::cockroach::Wanted::NAMES,
             Resource::Application => &[],
             Resource::Generic { .. } => checks::generic::Rule::NAMES,
@@ -62,6 +63,9 @@ impl Check {
         Ok(match resource {
             Resource::Service => Check::Service(checks::service::Params::from_query(&q)?),
             Resource::CnpgDatabase => Check::CnpgDatabase(checks::cnpg::Params::from_query(&q)?),
+            Resource::CnpgDatabaseRole => {
+                Check::CnpgDatabaseRole(checks::cnpg::Params::from_query(&q)?)
+            }
             Resource::CrdbCluster => Check::CrdbCluster(checks::cockroach::Wanted::from_query(&q)?),
             Resource::Application => Check::Application,
             Resource::Generic { group, plural } => Check::Generic {
@@ -77,6 +81,7 @@ impl Check {
         match resource {
             Resource::Service => Check::Service(checks::service::Params::default()),
             Resource::CnpgDatabase => Check::CnpgDatabase(checks::cnpg::Params::default()),
+            Resource::CnpgDatabaseRole => Check::CnpgDatabaseRole(checks::cnpg::Params::default()),
             Resource::CrdbCluster => Check::CrdbCluster(checks::cockroach::Wanted::default()),
             Resource::Application => Check::Application,
             Resource::Generic { group, plural } => Check::Generic {
@@ -92,6 +97,7 @@ impl Check {
         match self {
             Check::Service(_) => Resource::Service,
             Check::CnpgDatabase(_) => Resource::CnpgDatabase,
+            Check::CnpgDatabaseRole(_) => Resource::CnpgDatabaseRole,
             Check::CrdbCluster(_) => Resource::CrdbCluster,
             Check::Application => Resource::Application,
             Check::Generic { group, plural, .. } => Resource::Generic {
@@ -289,7 +295,8 @@ pub(crate) fn reads(check: &Check, namespace: &str, name: &str) -> Vec<Dep> {
     let (ns, name) = (namespace, name);
     match check {
         Check::Service(_) => service::reads(ns, name),
-        Check::CnpgDatabase(_) => cnpg::reads(ns, name),
+        Check::CnpgDatabase(_) => cnpg::reads(Resource::CnpgDatabase, ns, name),
+        Check::CnpgDatabaseRole(_) => cnpg::reads(Resource::CnpgDatabaseRole, ns, name),
         Check::CrdbCluster(_) => cockroach::reads(ns, name),
         Check::Application => application::reads(ns, name),
         Check::Generic { group, plural, .. } => generic::reads(group, plural, ns, name),
@@ -306,7 +313,12 @@ pub(crate) async fn gather<R: Reads, P: Probes>(
     let ns = namespace;
     match check {
         Check::Service(params) => service::gather(from, ns, name, params).await,
-        Check::CnpgDatabase(params) => cnpg::gather(from, ns, name, params).await,
+        Check::CnpgDatabase(params) => {
+            cnpg::gather(from, Resource::CnpgDatabase, ns, name, params).await
+        }
+        Check::CnpgDatabaseRole(params) => {
+            cnpg::gather(from, Resource::CnpgDatabaseRole, ns, name, params).await
+        }
         Check::CrdbCluster(wanted) => cockroach::gather(from, ns, name, wanted).await,
         Check::Application => application::gather(from, ns, name).await,
         Check::Generic {
