@@ -140,7 +140,7 @@ impl Reconcile<Key> for Annotator {
     fn affected(&self, change: &Change) -> Vec<Key> {
         let mut keys = lock(&self.index).affected(change);
         // The object itself, so that opting in (or out) is noticed at once.
-        if let Some(kind) = CheckKind::DEDICATED
+        if let Some(kind) = CheckKind::ANNOTATED
             .into_iter()
             .find(|k| k.kind() == change.kind)
         {
@@ -152,7 +152,7 @@ impl Reconcile<Key> for Annotator {
     async fn all(&self) -> Vec<Key> {
         let cache = self.evaluator.cache();
         let mut keys = Vec::new();
-        for kind in CheckKind::DEDICATED {
+        for kind in CheckKind::ANNOTATED {
             match cache.objects(&kind.kind(), None).await {
                 Ok(objects) => keys.extend(
                     objects

@@ -184,9 +184,13 @@ async fn read(cache: &Cache, policy: &CheckPolicy, r: ResourceRef) -> Seen {
             Ok(None) => Seen::default(),
             Err(e) => from_cache(e),
         },
-        (CNPG, "Database") => {
-            let kind = GroupResource::fixed(CheckKind::CNPG_GROUP, "databases");
-            match cache.object(&kind, &r.namespace, &r.name).await {
+        // The Cluster a Database or DatabaseRole names: a gate on either also holds its Cluster.
+        (CNPG, kind @ ("Database" | "DatabaseRole")) => {
+            let resource = match kind {
+                "Database" => CheckKind::CnpgDatabase,
+                _ => CheckKind::CnpgDatabaseRole,
+            };
+            match cache.object(&resource.kind(), &r.namespace, &r.name).await {
                 Ok(Some(o)) => Seen::of(&o, &["name", "cluster"]),
                 Ok(None) => Seen::default(),
                 Err(e) => from_cache(e),

@@ -70,6 +70,8 @@ pub(crate) enum CheckKind {
     Service,
     /// CloudNativePG `Database` (postgresql.cnpg.io).
     CnpgDatabase,
+    /// CloudNativePG `DatabaseRole` (postgresql.cnpg.io, CNPG 1.30).
+    CnpgDatabaseRole,
     /// CockroachDB operator `CrdbCluster` (crdb.cockroachlabs.com).
     CrdbCluster,
     /// Argo CD `Application` (argoproj.io), for app-of-apps.
@@ -85,7 +87,18 @@ impl CheckKind {
     pub(crate) const ARGO_GROUP: &'static str = "argoproj.io";
 
     /// The kinds with a check of their own (everything else is [`CheckKind::Generic`]).
-    pub(crate) const DEDICATED: [CheckKind; 4] = [
+    pub(crate) const DEDICATED: [CheckKind; 5] = [
+        CheckKind::Service,
+        CheckKind::CnpgDatabase,
+        CheckKind::CnpgDatabaseRole,
+        CheckKind::CrdbCluster,
+        CheckKind::Application,
+    ];
+
+    /// The dedicated kinds annotation mode writes verdicts on: those with a Lua script in
+    /// `argocd/resource_customizations/` that reads them back. (A DatabaseRole has none yet;
+    /// gates and the HTTP API judge it.)
+    pub(crate) const ANNOTATED: [CheckKind; 4] = [
         CheckKind::Service,
         CheckKind::CnpgDatabase,
         CheckKind::CrdbCluster,
@@ -104,6 +117,7 @@ impl CheckKind {
         let kind = match self {
             CheckKind::Service => "Service",
             CheckKind::CnpgDatabase => "Database",
+            CheckKind::CnpgDatabaseRole => "DatabaseRole",
             CheckKind::CrdbCluster => "CrdbCluster",
             CheckKind::Application => "Application",
             CheckKind::Generic { .. } => "",
@@ -126,6 +140,9 @@ impl CheckKind {
             "services" | "service" | "svc" => Some(CheckKind::Service),
             "databases.postgresql.cnpg.io" | "database.postgresql.cnpg.io" => {
                 Some(CheckKind::CnpgDatabase)
+            }
+            "databaseroles.postgresql.cnpg.io" | "databaserole.postgresql.cnpg.io" => {
+                Some(CheckKind::CnpgDatabaseRole)
             }
             "crdbclusters.crdb.cockroachlabs.com" | "crdbcluster.crdb.cockroachlabs.com" => {
                 Some(CheckKind::CrdbCluster)
@@ -156,6 +173,7 @@ impl CheckKind {
         match self {
             CheckKind::Service => ("", "services"),
             CheckKind::CnpgDatabase => (Self::CNPG_GROUP, "databases"),
+            CheckKind::CnpgDatabaseRole => (Self::CNPG_GROUP, "databaseroles"),
             CheckKind::CrdbCluster => (Self::CRDB_GROUP, "crdbclusters"),
             CheckKind::Application => (Self::ARGO_GROUP, "applications"),
             CheckKind::Generic { group, plural } => (group, plural),
@@ -309,6 +327,10 @@ mod tests {
             Ok(CheckKind::CnpgDatabase)
         );
         assert_eq!(
+            CheckKind::parse("DatabaseRoles.postgresql.cnpg.io"),
+            Ok(CheckKind::CnpgDatabaseRole)
+        );
+        assert_eq!(
             CheckKind::parse("crdbclusters.crdb.cockroachlabs.com"),
             Ok(CheckKind::CrdbCluster)
         );
@@ -329,5 +351,33 @@ mod tests {
         assert!(Target::new(CheckKind::Service, "cicd", "forgejo/..").is_err());
         assert!(Target::new(CheckKind::Service, "cicd", &"a".repeat(254)).is_err());
         assert!(Target::new(CheckKind::Service, "cicd", "forgejo.v2").is_ok());
+    }
+
+    /// Annotation mode writes verdicts only where a Lua script reads them back: a kind in
+    /// `ANNOTATED` without one would carry annotations Argo CD ignores, and one with a script
+    /// but left out would never be written, so its script would wait forever.
+    #[test]
+    fn annotated_kinds_are_the_dedicated_kinds_with_a_lua_script() {
+        let scripts =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("argocd/resource_customizations");
+        let with_script: Vec<CheckKind> = CheckKind::DEDICATED
+            .into_iter()
+            .filter(|r| {
+                let (group, kind) = r.group_kind();
+                let dir = if group.is_empty() {
+                    kind.to_string()
+                } else {
+                    format!("{group}/{kind}")
+                };
+                scripts.join(dir).join("health.lua").is_file()
+            })
+            .collect();
+        assert_eq!(with_script, CheckKind::ANNOTATED.to_vec());
+        assert!(!CheckKind::ANNOTATED.contains(&CheckKind::CnpgDatabaseRole));
+        let (group, kind) = CheckKind::CnpgDatabaseRole.group_kind();
+        assert_eq!(
+            CheckKind::dedicated(group, kind),
+            Some(CheckKind::CnpgDatabaseRole)
+        );
     }
 }

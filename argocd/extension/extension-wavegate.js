@@ -163,6 +163,7 @@
   function checkTarget(check, gateNs) {
     var kinds = {
       service: 'services', cnpgDatabase: 'databases.postgresql.cnpg.io',
+      cnpgDatabaseRole: 'databaseroles.postgresql.cnpg.io',
       cockroachCluster: 'crdbclusters.crdb.cockroachlabs.com', application: 'applications.argoproj.io'
     };
     var where = function (c) { return (c.namespace || gateNs) + '/' + c.name; };

@@ -297,7 +297,7 @@ impl AppScope {
             }
             // Named so that a new kind must choose its rule here: these are read whole from
             // the cache.
-            CheckKind::CnpgDatabase | CheckKind::CrdbCluster => {
+            CheckKind::CnpgDatabase | CheckKind::CnpgDatabaseRole | CheckKind::CrdbCluster => {
                 let (group, kind) = resource.group_kind();
                 self.owns(group, kind, namespace, name)
                     && self

@@ -627,3 +627,29 @@ async fn one_caller_cannot_hold_every_gate_wait() {
     let again = call(&app, get("/api/v1/gates/cicd/ready/wait?timeout=1s")).await;
     assert_eq!(again.0.as_u16(), 408, "{again:?}");
 }
+
+/// A DatabaseRole is asked with the Database's parameters, and a wrong one is the caller's
+/// mistake (400, naming what is allowed) before any read; a well-formed ask whose reads fail
+/// (no API server answers) is a verdict that says why, never Healthy.
+#[tokio::test]
+async fn database_role_parameters_are_checked_and_a_failed_read_is_not_healthy() {
+    let app = router(state(Duration::from_millis(300)));
+    let role = "/api/v1/health/databaseroles.postgresql.cnpg.io/ddb/forgejo";
+    for (query, says) in [
+        ("?minReady=1", "requireClusterReady"),
+        ("?requireClusterReady=maybe", "\"maybe\""),
+    ] {
+        let (code, _, body) = call(&app, get(&format!("{role}{query}"))).await;
+        assert_eq!(code, StatusCode::BAD_REQUEST, "{query}: {body}");
+        assert!(error_of(&body).contains(says), "{query}: {body}");
+    }
+    let (code, _, body) = call(&app, get(&format!("{role}?requireClusterReady=true"))).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_ne!(body["status"], "Healthy", "{body}");
+    assert!(
+        body["message"]
+            .as_str()
+            .is_some_and(|m| m.starts_with("databaseroles.postgresql.cnpg.io ddb/forgejo: ")),
+        "{body}"
+    );
+}

@@ -14,7 +14,9 @@ pub(crate) use crate::views::ARGOCD_MANAGER;
 pub(super) fn for_kind(kind: &GroupResource) -> fn(&mut DynamicObject) {
     if *kind == GroupResource::fixed("argoproj.io", "applications") {
         strip_application
-    } else if *kind == GroupResource::fixed("postgresql.cnpg.io", "databases") {
+    } else if *kind == GroupResource::fixed("postgresql.cnpg.io", "databases")
+        || *kind == GroupResource::fixed("postgresql.cnpg.io", "databaseroles")
+    {
         strip_database
     } else {
         strip_meta
@@ -46,9 +48,9 @@ pub(super) fn strip_meta<K: KubeResource>(o: &mut K) {
     }
 }
 
-/// A CNPG Database keeps, besides, when its status was last written (the newest entry of the
-/// `status` subresource, without its field set): a status older than its Cluster is about a
-/// Cluster that is gone (`checks::cnpg`).
+/// A CNPG Database (and DatabaseRole, judged alike) keeps, besides, when its status was last
+/// written (the newest entry of the `status` subresource, without its field set): a status
+/// older than its Cluster is about a Cluster that is gone (`checks::cnpg`).
 pub(super) fn strip_database(o: &mut DynamicObject) {
     let written = o
         .metadata

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 
 // Each kind's entry is defined with the rest of its kind.
 pub use crate::kinds::application::ApplicationCheck;
-pub use crate::kinds::cnpg::CnpgDatabaseCheck;
+pub use crate::kinds::cnpg::{CnpgDatabaseCheck, CnpgDatabaseRoleCheck};
 pub use crate::kinds::cockroach::CockroachClusterCheck;
 pub use crate::kinds::generic::ResourceCheck;
 pub use crate::kinds::service::ServiceCheck;
@@ -58,8 +58,8 @@ pub struct WaveGateSpec {
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "[has(self.service), has(self.cnpgDatabase), has(self.cockroachCluster), has(self.application), has(self.resource)].filter(x, x).size() == 1",
-    "message": "each check must set exactly one of service, cnpgDatabase, cockroachCluster, application, resource"
+    "rule": "[has(self.service), has(self.cnpgDatabase), has(self.cnpgDatabaseRole), has(self.cockroachCluster), has(self.application), has(self.resource)].filter(x, x).size() == 1",
+    "message": "each check must set exactly one of service, cnpgDatabase, cnpgDatabaseRole, cockroachCluster, application, resource"
 }]))]
 pub struct GateCheck {
     /// Unique within the gate; shown in messages and in `status.checks`.
@@ -78,6 +78,9 @@ pub struct GateCheck {
     /// A CloudNativePG Database has been created by the operator.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cnpg_database: Option<CnpgDatabaseCheck>,
+    /// A CloudNativePG DatabaseRole (CNPG 1.30) has been created by the operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cnpg_database_role: Option<CnpgDatabaseRoleCheck>,
     /// A CockroachDB cluster is one cluster with every expected node live.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cockroach_cluster: Option<CockroachClusterCheck>,
@@ -94,6 +97,7 @@ impl GateCheck {
     pub(crate) const KINDS: &[&str] = &[
         "service",
         "cnpgDatabase",
+        "cnpgDatabaseRole",
         "cockroachCluster",
         "application",
         "resource",
@@ -101,9 +105,10 @@ impl GateCheck {
 
     /// The kinds this check sets (exactly one in a valid check).
     pub(crate) fn entries(&self) -> Vec<&dyn GateEntry> {
-        let entries: [Option<&dyn GateEntry>; 5] = [
+        let entries: [Option<&dyn GateEntry>; 6] = [
             self.service.as_ref().map(|e| e as _),
             self.cnpg_database.as_ref().map(|e| e as _),
+            self.cnpg_database_role.as_ref().map(|e| e as _),
             self.cockroach_cluster.as_ref().map(|e| e as _),
             self.application.as_ref().map(|e| e as _),
             self.resource.as_ref().map(|e| e as _),
@@ -174,4 +179,89 @@ pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
     Ok(format!(
         "# Generated from src/gate/crd.rs by `wavegate crd`; do not edit.\n{yaml}"
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kube::CustomResourceExt;
+    use serde_json::Value;
+
+    /// The schema of one check, as the API server validates it.
+    fn check_schema() -> Value {
+        let crd = serde_json::to_value(WaveGate::crd()).unwrap();
+        crd.pointer(
+            "/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/checks/items",
+        )
+        .expect("the CRD has spec.checks[]")
+        .clone()
+    }
+
+    /// A kind added as a field but left out of `KINDS` or the CEL rule would let a check set it
+    /// beside another kind (the API server counts only what the rule names), or be refused as
+    /// "none set" by wavegate.
+    #[test]
+    fn the_cel_rule_counts_every_kind_field_and_only_those() {
+        let schema = check_schema();
+        let mut fields: Vec<&str> = schema["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .map(String::as_str)
+            // What every check has besides its kind.
+            .filter(|k| !["name", "label"].contains(k))
+            .collect();
+        fields.sort_unstable();
+        let mut kinds = GateCheck::KINDS.to_vec();
+        kinds.sort_unstable();
+        assert_eq!(
+            fields, kinds,
+            "GateCheck::KINDS against the schema's fields"
+        );
+
+        let validation = &schema["x-kubernetes-validations"][0];
+        let rule = validation["rule"].as_str().unwrap();
+        let counted: Vec<&str> = rule
+            .split("has(self.")
+            .skip(1)
+            .map(|s| s.split(')').next().unwrap())
+            .collect();
+        assert_eq!(counted, GateCheck::KINDS, "{rule}");
+        assert!(rule.ends_with(".filter(x, x).size() == 1"), "{rule}");
+        let message = validation["message"].as_str().unwrap();
+        assert!(message.ends_with(&GateCheck::KINDS.join(", ")), "{message}");
+        assert!(GateCheck::KINDS.contains(&"cnpgDatabaseRole"));
+    }
+
+    #[test]
+    fn a_cnpg_database_role_entry_parses_into_its_own_field() {
+        let spec: WaveGateSpec = serde_yaml::from_str(
+            "checks:\n  - name: forgejo-role\n    cnpgDatabaseRole: \
+             {name: forgejo, namespace: ddb, requireClusterReady: true}\n",
+        )
+        .unwrap();
+        let check = &spec.checks[0];
+        assert_eq!(
+            check.cnpg_database_role,
+            Some(CnpgDatabaseRoleCheck {
+                name: "forgejo".into(),
+                namespace: Some("ddb".into()),
+                require_cluster_ready: Some(true),
+            })
+        );
+        assert_eq!(check.cnpg_database, None);
+        assert_eq!(check.entries().len(), 1);
+        // Written back as it was read (the controller's status echoes the spec's names).
+        let back = serde_json::to_value(check).unwrap();
+        assert_eq!(back["cnpgDatabaseRole"]["requireClusterReady"], true);
+    }
+
+    #[test]
+    fn a_cnpg_database_role_entry_without_a_name_is_refused() {
+        let err = serde_yaml::from_str::<WaveGateSpec>(
+            "checks:\n  - name: forgejo-role\n    cnpgDatabaseRole: {namespace: ddb}\n",
+        )
+        .unwrap_err();
+        assert!(err.to_string().contains("name"), "{err}");
+    }
 }

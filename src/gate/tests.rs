@@ -8,7 +8,7 @@ use super::sync::*;
 use super::timeout::*;
 use crate::ask::Ask;
 use crate::ask::Check;
-use crate::gate::crd::{ResourceCheck, ServiceCheck, WaveGateSpec};
+use crate::gate::crd::{CnpgDatabaseRoleCheck, ResourceCheck, ServiceCheck, WaveGateSpec};
 use crate::health::{HealthStatus, Verdict};
 use crate::resource::{CheckKind, Target};
 use crate::views::{INSTANCE_LABEL, TRACKING_ID, TrackingMethod};
@@ -127,6 +127,50 @@ fn generic_resource_entry_maps_to_a_generic_ask() {
         other => panic!("expected a generic check, got {other:?}"),
     }
     assert_eq!(target_of(&check, "ddb"), "deployments.apps prod/web");
+}
+
+fn role_check(name: &str, require_cluster_ready: Option<bool>) -> GateCheck {
+    GateCheck {
+        name: name.into(),
+        cnpg_database_role: Some(CnpgDatabaseRoleCheck {
+            name: "forgejo".into(),
+            namespace: None,
+            require_cluster_ready,
+        }),
+        ..GateCheck::default()
+    }
+}
+
+#[test]
+fn a_database_role_entry_asks_about_the_role_not_a_database() {
+    let ask = ask_of(&role_check("role", Some(true)), "ddb").unwrap();
+    assert_eq!(
+        ask.check,
+        Check::CnpgDatabaseRole(crate::checks::cnpg::Params::new(Some(true)))
+    );
+    assert_eq!(
+        ask.to_string(),
+        "databaseroles.postgresql.cnpg.io ddb/forgejo"
+    );
+    let defaults = ask_of(&role_check("role", None), "ddb").unwrap();
+    let target = Target::new(CheckKind::CnpgDatabaseRole, "ddb", "forgejo").unwrap();
+    assert_eq!(defaults, Ask::with_defaults(target));
+}
+
+#[test]
+fn a_database_and_a_role_in_one_check_are_rejected_naming_every_kind() {
+    let mut check = role_check("both", None);
+    check.cnpg_database = Some(crate::gate::crd::CnpgDatabaseCheck {
+        name: "forgejo".into(),
+        namespace: None,
+        require_cluster_ready: None,
+    });
+    let err = ask_of(&check, "ddb").unwrap_err().to_string();
+    assert!(err.contains("cnpgDatabase, cnpgDatabaseRole"), "{err}");
+    assert_eq!(
+        invalid_check(&ask_of(&check, "ddb").unwrap_err()).status,
+        HealthStatus::Degraded
+    );
 }
 
 #[test]

@@ -1,6 +1,7 @@
-//! CloudNativePG `Database` (`postgresql.cnpg.io`): created by the operator at the current
-//! generation, optionally in a Ready `Cluster` (`checks::cnpg`; fixtures in
-//! `tests/fixtures/cnpg/`).
+//! CloudNativePG `Database` and `DatabaseRole` (`postgresql.cnpg.io`): created by the operator
+//! at the current generation, optionally in a Ready `Cluster` (`checks::cnpg`; fixtures in
+//! `tests/fixtures/cnpg/`). The two are reconciled alike from the Cluster's primary, so one
+//! module serves both.
 
 use super::{
     Check, Found, GateEntry, NAME, NAMESPACE, Reads, Sources, json_identity, namespace_or,
@@ -40,30 +41,59 @@ impl GateEntry for CnpgDatabaseCheck {
     }
 }
 
-/// The Database, and its Cluster: the Database names it in its spec, so any Cluster of the
-/// namespace will do.
-pub(crate) fn reads(namespace: &str, name: &str) -> Vec<Dep> {
+// A WaveGate's `cnpgDatabaseRole:` entry (no doc comment: the field's in `GateCheck` describes
+// it).
+#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CnpgDatabaseRoleCheck {
+    #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
+    pub name: String,
+    /// Defaults to the gate's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE))]
+    pub namespace: Option<String>,
+    /// Also require the DatabaseRole's CNPG Cluster to be Ready (default false).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub require_cluster_ready: Option<bool>,
+}
+
+impl GateEntry for CnpgDatabaseRoleCheck {
+    fn ask(&self, _check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
+        let ns = namespace_or(&self.namespace, gate_namespace);
+        let target = Target::new(CheckKind::CnpgDatabaseRole, &ns, &self.name)?;
+        let params = Params::new(self.require_cluster_ready);
+        Ok((target, Check::CnpgDatabaseRole(params)))
+    }
+}
+
+/// The Database or DatabaseRole (`kind`), and its Cluster: the object names it in its spec, so
+/// any Cluster of the namespace will do.
+pub(crate) fn reads(kind: CheckKind, namespace: &str, name: &str) -> Vec<Dep> {
     vec![
-        Dep::object(CheckKind::CnpgDatabase.kind(), namespace, name),
+        Dep::object(kind.kind(), namespace, name),
         Dep::namespace(CLUSTERS, namespace),
     ]
 }
 
+/// Judge the Database or DatabaseRole (`kind`) `namespace/name`.
 pub(crate) async fn gather<R: Reads, P>(
     from: &Sources<'_, R, P>,
+    kind: CheckKind,
     namespace: &str,
     name: &str,
     params: &Params,
 ) -> Result<Found, CacheError> {
     let c = from.cache;
-    let db = c
-        .object(&CheckKind::CnpgDatabase.kind(), namespace, name)
-        .await?;
+    let db = c.object(&kind.kind(), namespace, name).await?;
     let cluster = match db.as_ref().and_then(cnpg::cluster_name) {
         Some(cluster) => c.object(&CLUSTERS, namespace, cluster).await?,
         None => None,
     };
-    let f = cnpg::check(namespace, name, db.as_ref(), cluster.as_ref(), params);
+    let judge = match kind {
+        CheckKind::CnpgDatabaseRole => cnpg::check_role,
+        _ => cnpg::check,
+    };
+    let f = judge(namespace, name, db.as_ref(), cluster.as_ref(), params);
     // The Cluster's UID too: a Database failing on a Cluster that was deleted and recreated
     // under the same name failed on another Cluster, and the new one's primary gets its own
     // grace.

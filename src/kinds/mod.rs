@@ -36,6 +36,7 @@ use std::time::Duration;
 pub(crate) enum Check {
     Service(checks::service::Params),
     CnpgDatabase(checks::cnpg::Params),
+    CnpgDatabaseRole(checks::cnpg::Params),
     CrdbCluster(checks::cockroach::Wanted),
     Application,
     /// Any other kind: Argo CD's rule for built-in kinds, kstatus for the rest, plus the
@@ -53,7 +54,7 @@ impl Check {
     pub(crate) fn from_query(resource: CheckKind, q: Query) -> Result<Check, InputError> {
         let names = match resource {
             CheckKind::Service => checks::service::Params::NAMES,
-            CheckKind::CnpgDatabase => checks::cnpg::Params::NAMES,
+            CheckKind::CnpgDatabase | CheckKind::CnpgDatabaseRole => checks::cnpg::Params::NAMES,
             CheckKind::CrdbCluster => checks::cockroach::Wanted::NAMES,
             CheckKind::Application => &[],
             CheckKind::Generic { .. } => checks::generic::Rule::NAMES,
@@ -62,6 +63,9 @@ impl Check {
         Ok(match resource {
             CheckKind::Service => Check::Service(checks::service::Params::from_query(&q)?),
             CheckKind::CnpgDatabase => Check::CnpgDatabase(checks::cnpg::Params::from_query(&q)?),
+            CheckKind::CnpgDatabaseRole => {
+                Check::CnpgDatabaseRole(checks::cnpg::Params::from_query(&q)?)
+            }
             CheckKind::CrdbCluster => {
                 Check::CrdbCluster(checks::cockroach::Wanted::from_query(&q)?)
             }
@@ -79,6 +83,7 @@ impl Check {
         match resource {
             CheckKind::Service => Check::Service(checks::service::Params::default()),
             CheckKind::CnpgDatabase => Check::CnpgDatabase(checks::cnpg::Params::default()),
+            CheckKind::CnpgDatabaseRole => Check::CnpgDatabaseRole(checks::cnpg::Params::default()),
             CheckKind::CrdbCluster => Check::CrdbCluster(checks::cockroach::Wanted::default()),
             CheckKind::Application => Check::Application,
             CheckKind::Generic { group, plural } => Check::Generic {
@@ -94,6 +99,7 @@ impl Check {
         match self {
             Check::Service(_) => CheckKind::Service,
             Check::CnpgDatabase(_) => CheckKind::CnpgDatabase,
+            Check::CnpgDatabaseRole(_) => CheckKind::CnpgDatabaseRole,
             Check::CrdbCluster(_) => CheckKind::CrdbCluster,
             Check::Application => CheckKind::Application,
             Check::Generic { group, plural, .. } => CheckKind::Generic {
@@ -291,7 +297,8 @@ pub(crate) fn reads(check: &Check, namespace: &str, name: &str) -> Vec<Dep> {
     let (ns, name) = (namespace, name);
     match check {
         Check::Service(_) => service::reads(ns, name),
-        Check::CnpgDatabase(_) => cnpg::reads(ns, name),
+        Check::CnpgDatabase(_) => cnpg::reads(CheckKind::CnpgDatabase, ns, name),
+        Check::CnpgDatabaseRole(_) => cnpg::reads(CheckKind::CnpgDatabaseRole, ns, name),
         Check::CrdbCluster(_) => cockroach::reads(ns, name),
         Check::Application => application::reads(ns, name),
         Check::Generic { group, plural, .. } => generic::reads(group, plural, ns, name),
@@ -308,7 +315,12 @@ pub(crate) async fn gather<R: Reads, P: Probes>(
     let ns = namespace;
     match check {
         Check::Service(params) => service::gather(from, ns, name, params).await,
-        Check::CnpgDatabase(params) => cnpg::gather(from, ns, name, params).await,
+        Check::CnpgDatabase(params) => {
+            cnpg::gather(from, CheckKind::CnpgDatabase, ns, name, params).await
+        }
+        Check::CnpgDatabaseRole(params) => {
+            cnpg::gather(from, CheckKind::CnpgDatabaseRole, ns, name, params).await
+        }
         Check::CrdbCluster(wanted) => cockroach::gather(from, ns, name, wanted).await,
         Check::Application => application::gather(from, ns, name).await,
         Check::Generic {

@@ -57,6 +57,28 @@ fn a_database_change_reaches_its_gate_and_so_does_its_cluster() {
     );
 }
 
+#[test]
+fn a_role_change_reaches_its_gate_but_a_database_of_the_same_name_does_not() {
+    let mut idx = DepIndex::default();
+    idx.set("g", reads_of(CheckKind::CnpgDatabaseRole, "ddb"));
+    assert_eq!(
+        idx.affected(&change(
+            CheckKind::CnpgDatabaseRole.kind(),
+            "ddb",
+            "forgejo"
+        )),
+        vec!["g"]
+    );
+    assert!(
+        idx.affected(&change(CheckKind::CnpgDatabase.kind(), "ddb", "forgejo"))
+            .is_empty()
+    );
+    assert_eq!(
+        idx.affected(&change(cnpg::CLUSTERS, "ddb", "pg")),
+        vec!["g"]
+    );
+}
+
 /// A cache that answers every read with an object shaped to take the gather down its longest
 /// path (a Database naming its Cluster, a CrdbCluster of either operator), and records each read
 /// as the dependency it is.

@@ -305,8 +305,8 @@ impl Cx<'_> {
     }
 
     /// A gate that holds the sync between `from` (inclusive) and `to` (exclusive) and checks
-    /// object `p` (for a CNPG Cluster, also a check of one of its Databases: CNPG applies a
-    /// Database only on a running Cluster).
+    /// object `p` (for a CNPG Cluster, also a check of one of its Databases or DatabaseRoles:
+    /// CNPG applies them only on a running Cluster).
     fn gate_between(&self, p: usize, from: Moment, to: Moment) -> Option<&Gate> {
         let o = &self.objects[p];
         self.gates.iter().find(|g| {
@@ -315,7 +315,8 @@ impl Cx<'_> {
                 && g.targets.iter().any(|t| {
                     t.matches(o, self.dest)
                         || (o.is(CNPG, "Cluster")
-                            && t.kind == format!("{CNPG}/Database")
+                            && (t.kind == format!("{CNPG}/Database")
+                                || t.kind == format!("{CNPG}/DatabaseRole"))
                             && self.objects.iter().any(|d| {
                                 t.matches(d, self.dest)
                                     && d.at(&["spec", "cluster", "name"]).and_then(Value::as_str)
@@ -349,6 +350,7 @@ fn gates(objects: &[Object], dest: &str, first: &[Option<Moment>]) -> Vec<Gate> 
             let kinds = [
                 ("service", "Service".to_string(), false),
                 ("cnpgDatabase", format!("{CNPG}/Database"), false),
+                ("cnpgDatabaseRole", format!("{CNPG}/DatabaseRole"), false),
                 ("cockroachCluster", format!("{CRDB}/CrdbCluster"), false),
                 ("application", "argoproj.io/Application".to_string(), false),
                 ("resource", String::new(), true),
@@ -409,6 +411,7 @@ fn at_wave(m: Moment, wave: i64) -> Moment {
 fn gate_yaml(p: &Object, at: Moment) -> String {
     let check = match (p.group.as_str(), p.kind.as_str()) {
         (CNPG, "Database") => format!("cnpgDatabase: {{name: {}}}", p.name),
+        (CNPG, "DatabaseRole") => format!("cnpgDatabaseRole: {{name: {}}}", p.name),
         (CRDB, "CrdbCluster") => format!("cockroachCluster: {{name: {}}}", p.name),
         ("", "Service") => format!("service: {{name: {}, minReady: 1}}", p.name),
         ("argoproj.io", "Application") => format!("application: {{name: {}}}", p.name),

@@ -37,7 +37,7 @@ fn kubectl(args: &[&str]) -> String {
 
 /// `kubectl apply -k deploy/base` once per test binary, then a client that authenticates with
 /// a token minted for the `wavegate` ServiceAccount through the TokenRequest API.
-async fn installed_wavegate_client() -> kube::Client {
+pub(crate) async fn installed_wavegate_client() -> kube::Client {
     static TOKEN: OnceLock<String> = OnceLock::new();
     let _admin = cluster::client().await;
     let token = TOKEN.get_or_init(|| {
@@ -129,14 +129,14 @@ fn argo_cd_health(gate: &Value) -> Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn gates_api(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+pub(crate) fn gates_api(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
     let ar = cluster::api_resource("wavegate.dev", "v1alpha1", "WaveGate", "wavegates");
     Api::namespaced_with(client.clone(), ns, &ar)
 }
 
 /// Wait until the live gate's `status.health.status` is `want` at its current generation, then
 /// check Argo CD's Lua verdict on that same object equals it.
-async fn gate_becomes(client: &kube::Client, ns: &str, name: &str, want: &str) -> Value {
+pub(crate) async fn gate_becomes(client: &kube::Client, ns: &str, name: &str, want: &str) -> Value {
     let api = gates_api(client, ns);
     let gate = eventually(
         Duration::from_secs(30),
@@ -162,7 +162,7 @@ async fn gate_becomes(client: &kube::Client, ns: &str, name: &str, want: &str) -
     gate
 }
 
-fn gate(ns: &str, name: &str, spec: Value) -> Value {
+pub(crate) fn gate(ns: &str, name: &str, spec: Value) -> Value {
     json!({"apiVersion": "wavegate.dev/v1alpha1", "kind": "WaveGate",
            "metadata": {"name": name, "namespace": ns}, "spec": spec})
 }

@@ -24,6 +24,7 @@ mod argocd_lua;
 mod cli;
 mod clusters;
 mod cnpg;
+mod cnpg_role;
 mod crdb;
 mod crdb_scale;
 mod events;

@@ -35,7 +35,7 @@ membership-proof reads of deploy/components/crdb-credentials. */}}
   verbs: [get, list, watch]
 # CloudNativePG Database check (and the referenced Cluster's readiness).
 - apiGroups: [postgresql.cnpg.io]
-  resources: [databases, clusters]
+  resources: [databases, databaseroles, clusters]
   verbs: [get, list, watch]
 # CockroachDB single-cluster check: node count from the spec.
 - apiGroups: [crdb.cockroachlabs.com]
