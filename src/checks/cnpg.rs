@@ -123,6 +123,16 @@ pub fn check_role(
 ) -> Finding {
     judge(Managed::Role, namespace, name, role, cluster, params)
 }
+/// The password Secret version a DatabaseRole must have applied: the message of its
+/// `PasswordSecretChange` condition, when its spec names a password Secret.
+fn password_secret_change(role: &Value) -> Option<&str> {
+    role.pointer("/spec/passwordSecret/name")?;
+    role.array_at("/status/conditions")?
+        .iter()
+        .find(|c| c.str_at("/type") == Some("PasswordSecretChange"))
+        .and_then(|c| c.text_at("/message"))
+}
+
 fn judge(
     managed: Managed,
     namespace: &str,
@@ -296,6 +306,26 @@ fn judge(
         return waiting(format!(
             "CNPG has not applied the {word} yet (applied unset{why})"
         ));
+    }
+
+    // A role's password lives in a Secret, outside its spec: a new password changes no
+    // generation. The operator records the Secret's resourceVersion as the message of the
+    // `PasswordSecretChange` condition (internal/controller/databaserole_controller.go,
+    // `reconcilePasswordCondition`), and the instance manager counts the role reconciled only
+    // while the version it applied, `status.secretResourceVersion`, is that one
+    // (internal/management/controller/databaserole_controller.go, `isAlreadyReconciled`).
+    // Until then `applied: true` is about the old password, which a consumer of the new one
+    // cannot log in with.
+    if managed == Managed::Role
+        && let Some(wanted) = password_secret_change(db)
+    {
+        let applied_version = db.text_at("/status/secretResourceVersion");
+        if applied_version != Some(wanted) {
+            return waiting(format!(
+                "its password Secret changed (version {wanted}) and CNPG has applied {}",
+                applied_version.map_or("no version of it".to_string(), |v| format!("version {v}"))
+            ));
+        }
     }
 
     // `applied: true` is the word of the primary that applied it, and a Cluster with no
@@ -1069,5 +1099,39 @@ mod tests {
             &Params::default(),
         ));
         assert_eq!(v.status, HealthStatus::Progressing);
+    }
+
+    /// A rotated password Secret changes no generation: until the primary applied the version
+    /// the operator recorded, `applied: true` is about the old password.
+    #[test]
+    fn role_whose_password_secret_changed_is_not_healthy_until_cnpg_applied_it() {
+        let mut role = fixture(ROLE);
+        let condition = |version: &str| {
+            serde_json::json!([{"type": "PasswordSecretChange", "status": "True",
+                "reason": "ChangeDetected", "message": version,
+                "lastTransitionTime": "2026-12-03T18:00:00Z"}])
+        };
+        role["status"]["conditions"] = condition("4712");
+        let v = settled(judge_role(&role, CLUSTER_READY));
+        assert_eq!(v.status, HealthStatus::Progressing, "{v}");
+        assert!(
+            v.message.contains("version 4712") && v.message.contains("version 4711"),
+            "{v}"
+        );
+        role["status"]["conditions"] = condition("4711");
+        assert_eq!(
+            settled(judge_role(&role, CLUSTER_READY)).status,
+            HealthStatus::Healthy
+        );
+        // No password Secret in the spec: the condition says nothing about this role.
+        role["spec"]
+            .as_object_mut()
+            .unwrap()
+            .remove("passwordSecret");
+        role["status"]["conditions"] = condition("4712");
+        assert_eq!(
+            settled(judge_role(&role, CLUSTER_READY)).status,
+            HealthStatus::Healthy
+        );
     }
 }
