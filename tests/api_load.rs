@@ -11,6 +11,9 @@
 //! review and answers nothing else usefully, so a watch never syncs and every admitted health ask
 //! holds its permit for the 500 ms sync wait and then answers "not synced" (Progressing), which
 //! makes the concurrency bound observable without a cluster.
+//!
+//! One more attack has a hostile stand-in of its own: a remote cluster's API server sending
+//! pods with 16 MiB of labels each (`a_remote_api_server_sending_huge_labels_is_stopped_at_the_byte_bound`).
 
 #[path = "support/kubelet_probe.rs"]
 mod kubelet_probe;
