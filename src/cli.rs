@@ -621,21 +621,16 @@ fn evaluator_of(
     Evaluator::new(cache, config, metrics).map_err(|e| CliError::Failed(e.to_string()))
 }
 
-/// The clusters `serve` judges: home, and those of `--clusters-from`, read once before serving
-/// (so the first requests already know them) and then followed.
-async fn clusters(
-    args: &ServeArgs,
-    home: Arc<Cluster>,
+/// How `serve` builds the evaluator of each remote cluster its source names: judged as
+/// [`crate::clusters::remote_eval_config`] says, over a cache bounded by --max-cluster-objects
+/// and --max-cluster-bytes.
+pub fn remote_build(
+    cluster: &ClusterArgs,
     metrics: Arc<Metrics>,
-) -> Result<Arc<Clusters>, CliError> {
-    let source = args.clusters.source(&home.client)?;
-    let clusters = Clusters::new(home);
-    let Some(source) = source else {
-        return Ok(clusters);
-    };
-    let config = crate::clusters::remote_eval_config(args.cluster.eval_config()?);
-    let cluster_args = args.cluster.clone();
-    let build: Box<crate::clusters::Build> = Box::new(move |d, client| {
+) -> Result<Box<crate::clusters::Build>, CliError> {
+    let config = crate::clusters::remote_eval_config(cluster.eval_config()?);
+    let cluster_args = cluster.clone();
+    Ok(Box::new(move |d, client| {
         let ev = evaluator_of(
             &cluster_args,
             config.clone(),
@@ -650,7 +645,22 @@ async fn clusters(
         // Readiness covers each cluster's WaveGates, as at home (reported, see `/readyz`).
         ev.cache().require(crate::gate::kind());
         Ok(ev)
-    });
+    }))
+}
+
+/// The clusters `serve` judges: home, and those of `--clusters-from`, read once before serving
+/// (so the first requests already know them) and then followed.
+async fn clusters(
+    args: &ServeArgs,
+    home: Arc<Cluster>,
+    metrics: Arc<Metrics>,
+) -> Result<Arc<Clusters>, CliError> {
+    let source = args.clusters.source(&home.client)?;
+    let clusters = Clusters::new(home);
+    let Some(source) = source else {
+        return Ok(clusters);
+    };
+    let build = remote_build(&args.cluster, metrics)?;
     if let Err(e) = clusters.refresh(&source, &build).await {
         tracing::warn!(error = %e, "cannot read the cluster list yet; retrying");
     }

@@ -11,7 +11,14 @@
 //! review and answers nothing else usefully, so a watch never syncs and every admitted health ask
 //! holds its permit for the 500 ms sync wait and then answers "not synced" (Progressing), which
 //! makes the concurrency bound observable without a cluster.
+//!
+//! One more attack has a hostile stand-in of its own: a remote cluster's API server sending
+//! pods with 16 MiB of labels each (`a_remote_api_server_sending_huge_labels_is_stopped_at_the_byte_bound`).
 
+#[path = "support/kubelet_probe.rs"]
+mod kubelet_probe;
+
+use kubelet_probe::rss_bytes;
 use serde_json::Value;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -81,13 +88,6 @@ async fn serve_state(state: AppState, connections: api::ConnectionArgs) -> Strin
         std::future::pending(),
     ));
     url
-}
-
-/// Resident memory of this process, from /proc (Linux).
-fn rss_bytes() -> u64 {
-    let statm = std::fs::read_to_string("/proc/self/statm").unwrap();
-    let pages: u64 = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
-    pages * 4096
 }
 
 #[derive(Default, Debug)]
@@ -165,6 +165,7 @@ async fn round(http: &reqwest::Client, url: &str, requests: usize, waits: usize)
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn flood_is_refused_beyond_the_bounds_and_memory_stays_flat() {
+    let _alone = MEASURED.lock().await;
     let url = serve().await;
     let http = reqwest::Client::builder()
         .pool_max_idle_per_host(512)
@@ -325,6 +326,7 @@ async fn healthz_latency(url: &str) -> Option<Duration> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_headers_and_costly_expressions_leave_healthz_answering() {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let _alone = MEASURED.lock().await;
     let config = kube::Config::new(slow_api_server().await.parse().unwrap());
     let client = kube::Client::try_from(config).unwrap();
     let metrics = Arc::new(Metrics::default());
@@ -462,6 +464,7 @@ async fn slow_clients_cannot_hold_the_monitoring_port() {
     let cache = Cache::new(client, None, Duration::from_millis(500), metrics.clone());
     let evaluator = Evaluator::new(cache, EvalConfig::default(), metrics.clone()).unwrap();
     let state = AppState::new(evaluator, metrics).with_metrics_elsewhere();
+    let _alone = MEASURED.lock().await;
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
     let url = format!("http://{addr}");
@@ -565,4 +568,331 @@ async fn slow_clients_cannot_hold_the_monitoring_port() {
         closed >= 32,
         "stalled connections were closed and reopened: {closed}"
     );
+}
+
+/// Tests that measure this process's memory run one at a time: the remote-bytes attack moves
+/// it by tens of MiB, which would read as a leak in a test running beside it.
+static MEASURED: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
+/// Label text each pod of the hostile API server carries: 16 MiB.
+const HOSTILE_LABEL_BYTES: usize = 16 << 20;
+/// Pages of one list, one pod each: 512 MiB of labels per list.
+const HOSTILE_PAGES: usize = 32;
+/// Namespace `shop` and the Service asked about.
+const SHOP: &str = "shop";
+
+/// The labels of hostile pod `pod`, as JSON: about 44,000 labels at Kubernetes' own limits (a
+/// 253-byte prefix, a 63-byte name, a 63-byte value), so no single one is refused for its size,
+/// each key and value naming the pod, so no two pods share a string the cache could keep once.
+fn hostile_labels(pod: usize) -> String {
+    use std::fmt::Write;
+    let prefix = "p".repeat(253);
+    let per_label = prefix.len() + 1 + 63 + 63;
+    let mut json = String::with_capacity(HOSTILE_LABEL_BYTES + HOSTILE_LABEL_BYTES / 16);
+    json.push_str(r#"{"app":"web""#);
+    for i in 0..HOSTILE_LABEL_BYTES / per_label {
+        let _ = write!(json, r#","{prefix}/k{pod:05}{i:057}":"v{pod:05}{i:057}""#);
+    }
+    json.push('}');
+    json
+}
+
+/// What the hostile API server sent.
+#[derive(Default)]
+struct Sent {
+    pages: std::sync::atomic::AtomicUsize,
+    lists: std::sync::atomic::AtomicUsize,
+}
+
+/// A remote cluster's API server, hostile or broken, on loopback: it answers what wavegate asks
+/// to judge a Service (its identity, access reviews, discovery, Services, EndpointSlices), and
+/// lists pods one page at a time, each pod with 16 MiB of labels, each page well under the
+/// per-response bound; every watch of pods ends at once with 410 Gone, so every watch is a
+/// relist.
+async fn hostile_apiserver(sent: Arc<Sent>) -> String {
+    use axum::body::Body;
+    use axum::extract::{Query, Request};
+    use axum::response::IntoResponse;
+    use serde_json::json;
+    use std::collections::HashMap;
+    use std::sync::atomic::Ordering;
+    let discovered = |group: &str, plural: &str, kind: &str| {
+        json!({"metadata": {"name": group}, "versions": [{"version": "v1", "freshness": "Current",
+               "resources": [{"resource": plural, "scope": "Namespaced",
+                              "singularResource": kind.to_lowercase(),
+                              "verbs": ["get", "list", "watch"],
+                              "responseKind": {"group": group, "version": "v1", "kind": kind}}]}]})
+    };
+    let core = json!({"apiVersion": "apidiscovery.k8s.io/v2", "kind": "APIGroupDiscoveryList",
+        "metadata": {}, "items": [{"metadata": {"name": ""}, "versions": [{"version": "v1",
+            "freshness": "Current", "resources": [
+                discovered("", "pods", "Pod")["versions"][0]["resources"][0].clone(),
+                discovered("", "services", "Service")["versions"][0]["resources"][0].clone()]}]}]});
+    let groups = json!({"apiVersion": "apidiscovery.k8s.io/v2", "kind": "APIGroupDiscoveryList",
+        "metadata": {}, "items": [discovered("discovery.k8s.io", "endpointslices", "EndpointSlice")]});
+    let app = axum::Router::new()
+        .route("/readyz", axum::routing::get(|| async { "ok" }))
+        .route(
+            "/api/v1/namespaces/kube-system",
+            axum::routing::get(|| async {
+                axum::Json(json!({"apiVersion": "v1", "kind": "Namespace",
+                    "metadata": {"name": "kube-system", "uid": "hostile-remote-kube-system"}}))
+            }),
+        )
+        .route(
+            "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+            axum::routing::post(|axum::Json(mut review): axum::Json<Value>| async move {
+                review["status"] = json!({"allowed": true});
+                axum::Json(review)
+            }),
+        )
+        .route(
+            "/api",
+            axum::routing::get(move || async move { axum::Json(core) }),
+        )
+        .route(
+            "/apis",
+            axum::routing::get(move || async move { axum::Json(groups) }),
+        )
+        .fallback(
+            move |Query(q): Query<HashMap<String, String>>, request: Request| {
+                let sent = sent.clone();
+                async move {
+                    let path = request.uri().path().to_string();
+                    let kind = path.rsplit('/').next().unwrap_or_default().to_string();
+                    let watch = q.get("watch").is_some_and(|w| w == "true" || w == "1");
+                    let list = |kind: &str, items: &str| {
+                        format!(r#"{{"apiVersion":"v1","kind":"{kind}","metadata":{{"resourceVersion":"1"}},"items":[{items}]}}"#)
+                            .into_response()
+                    };
+                    match (kind.as_str(), watch) {
+                        ("pods", true) => {
+                            let gone = json!({"type": "ERROR", "object": {"apiVersion": "v1",
+                                "kind": "Status", "status": "Failure", "code": 410,
+                                "reason": "Expired", "message": "too old resource version"}});
+                            format!("{gone}\n").into_response()
+                        }
+                        // Quiet: nothing changes.
+                        ("services" | "endpointslices", true) => Body::from_stream(
+                            futures::stream::pending::<Result<Vec<u8>, std::io::Error>>(),
+                        )
+                        .into_response(),
+                        ("services", false) => list(
+                            "ServiceList",
+                            &json!({"metadata": {"name": "web", "namespace": SHOP,
+                                "resourceVersion": "1", "uid": "web-uid"},
+                                "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}})
+                            .to_string(),
+                        ),
+                        ("endpointslices", false) => list("EndpointSliceList", ""),
+                        ("pods", false) => {
+                            let page: usize = q
+                                .get("continue")
+                                .and_then(|c| c.parse().ok())
+                                .unwrap_or(0);
+                            if page == 0 {
+                                sent.lists.fetch_add(1, Ordering::SeqCst);
+                            }
+                            sent.pages.fetch_add(1, Ordering::SeqCst);
+                            let next = if page + 1 < HOSTILE_PAGES {
+                                format!(r#","continue":"{}""#, page + 1)
+                            } else {
+                                String::new()
+                            };
+                            // Off the runtime wavegate runs on: the stand-in's work is not
+                            // the attack's cost.
+                            let labels = tokio::task::spawn_blocking(move || hostile_labels(page))
+                                .await
+                                .unwrap();
+                            let head = format!(
+                                r#"{{"apiVersion":"v1","kind":"PodList","metadata":{{"resourceVersion":"1"{next}}},"items":[{{"metadata":{{"name":"web-{page}","namespace":"{SHOP}","resourceVersion":"1","labels":"#
+                            );
+                            let tail = r#"},"status":{"phase":"Running","conditions":[{"type":"Ready","status":"True"}]}}]}"#;
+                            format!("{head}{labels}{tail}").into_response()
+                        }
+                        _ => (
+                            axum::http::StatusCode::NOT_FOUND,
+                            axum::Json(json!({"kind": "Status", "apiVersion": "v1",
+                                "status": "Failure", "reason": "NotFound", "code": 404})),
+                        )
+                            .into_response(),
+                    }
+                }
+            },
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    url
+}
+
+/// `serve`'s flags, at their defaults.
+#[derive(clap::Parser)]
+struct ServeFlags {
+    #[command(flatten)]
+    cluster: wavegate::cli::ClusterArgs,
+}
+
+/// The remote-bytes attack of docs/security.md (Safety 4, item 6), served as `wavegate serve`
+/// serves a cluster of `--clusters-from`, with the shipped flags: a remote API server sends
+/// pods with 16 MiB of labels page by page, 512 MiB a list, a relist at every watch. A viewer
+/// asks for a Service of that cluster in a loop while `/healthz` is probed every 100 ms. The
+/// pods' watch must stop at --max-cluster-bytes with the reason in the answer, memory must stay
+/// far below what the attack sends, and `/healthz` must never fail long enough for the kubelet
+/// to restart the pod. One tokio worker, as the chart's 500m CPU limit gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+async fn a_remote_api_server_sending_huge_labels_is_stopped_at_the_byte_bound() {
+    use clap::Parser;
+    use std::sync::atomic::Ordering;
+    use wavegate::clusters::{Cluster, Clusters, Source};
+    let _alone = MEASURED.lock().await;
+    let sent = Arc::new(Sent::default());
+    let remote = hostile_apiserver(sent.clone()).await;
+    let dir = std::env::temp_dir().join(format!("wavegate-load-remote-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("hostile"),
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {{server: '{remote}'}}\n\
+             contexts:\n- name: x\n  context: {{cluster: c, user: u}}\ncurrent-context: x\n\
+             users:\n- name: u\n  user: {{token: t}}\n"
+        ),
+    )
+    .unwrap();
+    let flags = ServeFlags::parse_from(["wavegate"]);
+    let metrics = Arc::new(Metrics::default());
+    let home = {
+        let config = kube::Config::new(slow_api_server().await.parse().unwrap());
+        let client = kube::Client::try_from(config).unwrap();
+        let cache = Cache::new(client, None, Duration::from_millis(500), metrics.clone());
+        Evaluator::new(cache, EvalConfig::default(), metrics.clone()).unwrap()
+    };
+    let clusters = Clusters::new(Cluster::home(home));
+    let build = wavegate::cli::remote_build(&flags.cluster, metrics.clone()).unwrap();
+    clusters
+        .refresh(&Source::kubeconfig_dir(dir.clone()), &build)
+        .await
+        .unwrap();
+    assert!(
+        clusters.remotes().contains_key("hostile"),
+        "refused: {:?}",
+        clusters.refused()
+    );
+    let url = serve_state(
+        AppState::of(clusters, metrics),
+        api::ConnectionArgs::default(),
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let ask = || async {
+        let r = http
+            .get(format!(
+                "{url}/api/v1/clusters/hostile/health/services/{SHOP}/web"
+            ))
+            .send()
+            .await
+            .unwrap();
+        let code = r.status().as_u16();
+        (code, r.json::<Value>().await.unwrap_or(Value::Null))
+    };
+
+    // The same probe with no attack, for the machine's own share of the latency.
+    let idle = kubelet_probe::Prober::start(&url, Duration::from_millis(100));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let idle = idle.stop();
+    let before = rss_bytes();
+    let probe = kubelet_probe::Prober::start(&url, Duration::from_millis(100));
+    let peak = probe.peak_rss();
+    // Far below the 512 MiB a list sends, and with the process's own ~35 MiB under the
+    // chart's 256 Mi memory limit (the stand-in's buffers count here too).
+    let bound = 192 << 20;
+    let started = Instant::now();
+    let mut answers = 0;
+    let stopped_after = loop {
+        let (code, verdict) = ask().await;
+        answers += 1;
+        assert_eq!(code, 200, "{verdict}");
+        assert_ne!(verdict["status"], "Healthy", "{verdict}");
+        let message = verdict["message"].as_str().unwrap_or_default();
+        if message.contains("(--max-cluster-bytes)") {
+            break started.elapsed();
+        }
+        let grown = peak.get().saturating_sub(before);
+        assert!(
+            grown < bound && started.elapsed() < Duration::from_secs(120),
+            "after {:?}, {} pages sent: memory grew by {:.0} MiB and the watch is not stopped; \
+             last answer {verdict}",
+            started.elapsed(),
+            sent.pages.load(Ordering::SeqCst),
+            kubelet_probe::mib(grown)
+        );
+    };
+    // Viewers go on asking: the answer keeps the reason, and nothing is listed again yet.
+    let pages_at_stop = sent.pages.load(Ordering::SeqCst);
+    let until = Instant::now() + Duration::from_secs(5);
+    while Instant::now() < until {
+        let (code, verdict) = ask().await;
+        answers += 1;
+        assert_eq!(code, 200, "{verdict}");
+        let message = verdict["message"].as_str().unwrap_or_default();
+        assert!(message.contains("(--max-cluster-bytes)"), "{verdict}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let after = rss_bytes();
+    let samples = probe.stop();
+    let metrics_text = http
+        .get(format!("{url}/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let over_bound = metrics_text
+        .lines()
+        .find(|l| l.starts_with("wavegate_objects_over_bound") && l.contains("pods"))
+        .unwrap_or("wavegate_objects_over_bound for pods: none")
+        .to_string();
+    eprintln!(
+        "remote bytes: stopped at --max-cluster-bytes {} MiB after {stopped_after:?} and {} of \
+         {HOSTILE_PAGES} pages ({} MiB of labels sent, {} list(s)); {answers} asks answered; \
+         rss before {:.1} MiB, peak {:.1} MiB (+{:.1}), after {:.1} MiB; /healthz during: {}; \
+         /healthz idle before: {}; {over_bound}",
+        kubelet_probe::mib(flags.cluster.max_cluster_bytes as u64),
+        pages_at_stop,
+        pages_at_stop * (HOSTILE_LABEL_BYTES >> 20),
+        sent.lists.load(Ordering::SeqCst),
+        kubelet_probe::mib(before),
+        kubelet_probe::mib(samples.rss_peak),
+        kubelet_probe::mib(samples.rss_peak.saturating_sub(before)),
+        kubelet_probe::mib(after),
+        samples.summary(),
+        idle.summary(),
+    );
+    assert!(
+        pages_at_stop < HOSTILE_PAGES,
+        "the whole list was read: {pages_at_stop} pages"
+    );
+    assert_eq!(
+        sent.pages.load(Ordering::SeqCst),
+        pages_at_stop,
+        "listed again within the over-bound retry"
+    );
+    assert!(over_bound.ends_with(" 1"), "{over_bound}");
+    assert!(
+        samples.rss_peak.saturating_sub(before) < bound,
+        "peak memory +{:.0} MiB",
+        kubelet_probe::mib(samples.rss_peak.saturating_sub(before))
+    );
+    assert!(samples.latencies.len() >= 20, "{}", samples.summary());
+    // Not every probe within the timeout: each 16 MiB page is parsed and weighed on the one
+    // async worker, which in a debug build on a busy machine holds `/healthz` for about 2 s
+    // a page. What must hold is the kubelet's own rule: no restart.
+    assert!(
+        samples.longest_failing() < kubelet_probe::liveness_tolerance(),
+        "the kubelet would restart the pod: {}",
+        samples.summary()
+    );
+    let _ = std::fs::remove_dir_all(&dir);
 }

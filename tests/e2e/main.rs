@@ -14,6 +14,8 @@ mod cluster;
 mod counting_standin;
 #[path = "../support/crdb_standin.rs"]
 mod crdb_standin;
+#[path = "../support/kubelet_probe.rs"]
+mod kubelet_probe;
 #[path = "../support/private_control_plane.rs"]
 mod private_control_plane;
 
@@ -39,3 +41,4 @@ mod timeline;
 mod vap;
 mod waves;
 mod waves_lint;
+mod waves_lint_load;
