@@ -187,10 +187,10 @@ case $profile in
 esac
 pollers=$(awk '$1 == "BENCH" && $2 ~ /^bigapps\.pollers\.[0-9]+x/ {split($2, p, "."); split(p[3], q, "x"); print q[1]; exit}' "$b")
 per_poller() { # build → % of a core one poller costs at one poll per 5 s
-  awk -v c="$(v "pollers.${pollers}x2000" "$1" cpu_ms_per_request)" 'BEGIN {if (c != "") printf "%.1f", 100 * c / 5000; else print "?"}'
+  awk -v c="$(v "pollers.${pollers}x$n" "$1" cpu_ms_per_request)" 'BEGIN {if (c != "") printf "%.1f", 100 * c / 5000; else print "?"}'
 }
 per_poller_changed() {
-  awk -v c="$(v "pollers-changed.${pollers}x2000" "$1" cpu_ms_per_request)" 'BEGIN {if (c != "") printf "%.1f", 100 * c / 5000; else print "?"}'
+  awk -v c="$(v "pollers-changed.${pollers}x$n" "$1" cpu_ms_per_request)" 'BEGIN {if (c != "") printf "%.1f", 100 * c / 5000; else print "?"}'
 }
 section=$(
   cat <<SECTION
@@ -204,9 +204,9 @@ CPU is wavegate's own, from \`/proc/PID/task/*/schedstat\` (nanoseconds of every
 | metric | old | new | target (issue 32, release build; checked on new) | how measured |
 | --- | --- | --- | --- | --- |
 $(row $big "waves view + timeline, $n resources in 20 waves: **a poll with nothing changed** since the last" "≤ 20 ms p95; ≤ 1 ms CPU" cpu_ms_per_request '<=' 1 "\`GET /api/v1/applications/{ns}/big/waves\` (view and timeline are one answer), one request at a time, nothing in the namespace changing; the first is the first request after wavegate started (its watches list then); API-server requests from the \`wgbench-wavegate\` FlowSchema counter; benches/bigapps.rs")
-$(row changed.2000 "the same, **each poll after one change** of an object it judges" "≤ 20 ms p95; ≤ 10 ms CPU" cpu_ms_per_request '<=' 10 "before each request, one Deployment of the view (wave 2) is paused or resumed and the request waits until the wavegate measured judges that Deployment alone accordingly (its watch has applied the event); CPU includes applying the event and those few asks")
-$(row "pollers.${pollers}x2000" "$pollers pollers of the $n-resource view at once, nothing changed" "—" "" "" "" "$pollers requests at once, $refreshes rounds: that many open Waves tabs whose 5 s polls come due together; latency of each request; CPU per request, i.e. per poller and poll: at one poll per 5 s a poller costs **$(per_poller old)%** of a core on old, **$(per_poller new)%** on new")
-$(row "pollers-changed.${pollers}x2000" "the same, one change before each round" "—" "" "" "" "as the row above, with the change of the row before it before each round: the $pollers requests after a change meet no answer kept yet; per poller at one poll per 5 s: **$(per_poller_changed old)%** of a core on old, **$(per_poller_changed new)%** on new")
+$(row "changed.$n" "the same, **each poll after one change** of an object it judges" "≤ 20 ms p95; ≤ 10 ms CPU" cpu_ms_per_request '<=' 10 "before each request, one Deployment of the view (wave 2) is paused or resumed and the request waits until the wavegate measured judges that Deployment alone accordingly (its watch has applied the event); CPU includes applying the event and those few asks")
+$(row "pollers.${pollers}x$n" "$pollers pollers of the $n-resource view at once, nothing changed" "—" "" "" "" "$pollers requests at once, $refreshes rounds: that many open Waves tabs whose 5 s polls come due together; latency of each request; CPU per request, i.e. per poller and poll: at one poll per 5 s a poller costs **$(per_poller old)%** of a core on old, **$(per_poller new)%** on new")
+$(row "pollers-changed.${pollers}x$n" "the same, one change before each round" "—" "" "" "" "as the row above, with the change of the row before it before each round: the $pollers requests after a change meet no answer kept yet; per poller at one poll per 5 s: **$(per_poller_changed old)%** of a core on old, **$(per_poller_changed new)%** on new")
 $(row $half "the waves view, $(bench_line "$b" bigapps.$half.new resources) resources, nothing changed" "—" "" "" "" "p50 ×$(ratio "$(v $big old p50_ms)" "$(v $half old p50_ms)") and CPU ×$(ratio "$(v $big old cpu_ms_per_request)" "$(v $half old cpu_ms_per_request)") from 1,000 to 2,000 resources on old (2 is linear, 4 quadratic)")
 $(row waves-timeline.200 "the same, $(bench_line "$b" bigapps.waves-timeline.200.new resources) resources" "—" "" "" "" "the same Application's first tenth")
 $(row parent.200x10 "parent of $(bench_line "$b" bigapps.parent.200x10.new resources) child Applications of 10 resources, nothing changed" "—" "" "" "" "the parent's view and timeline: each child judged as an Application (synced, healthy, its resources' verdicts)")
