@@ -2,21 +2,26 @@
 //! and the dashboard's refresh for an Application whose `status.resources` lists `--resources`
 //! (2,000) objects over `--waves` (20) waves, and for a parent with `--children` (200) child
 //! Applications of `--child-resources` (10) resources each; plus the same at half and a tenth
-//! the size, to show whether the cost grows linearly.
+//! the size, to show whether the cost grows linearly; plus the big view polled after each change
+//! of one object it judges, and by `--pollers` (10) Waves tabs at once, with and without a change
+//! before each round.
 //!
-//! Against a `wavegate serve` started just before (`--wavegate URL --pid PID`): the first
-//! request of each shape is the first after start (watches listing); then `--asks` (50) warm
-//! requests each, one at a time (`--refreshes` (10) for the list and the dashboard). Per shape:
-//! first request, warm p50/p95/max, wavegate's CPU per warm request (`/proc/PID/stat`), its RSS
-//! after, the API-server requests the warm requests caused
-//! (`apiserver_flowcontrol_dispatched_requests_total` of FlowSchema `wgbench-wavegate`, which
-//! scripts/bench-bigapps.sh makes match only wavegate's identity), and how busy the rest of the
-//! machine was meanwhile.
+//! Against a `wavegate serve` started just before (`--wavegate URL --pid PID`), and optionally an
+//! older build beside it (`--old URL --old-pid PID`, watching the same namespace; each shape is
+//! measured on the old build, then on the new): the first request of each shape is the first
+//! after start (watches listing); then `--asks` (50) warm requests each, one at a time
+//! (`--refreshes` (10) for the list, the dashboard and the rounds of pollers). Per shape and
+//! build: first request, warm p50/p95/max, wavegate's CPU per warm request
+//! (`/proc/PID/task/*/schedstat`), its RSS after, the API-server requests the warm requests
+//! caused (`apiserver_flowcontrol_dispatched_requests_total` of FlowSchema `wgbench-wavegate`,
+//! which scripts/bench-bigapps.sh makes match only wavegate's identity), and how busy the rest
+//! of the machine was meanwhile.
 //!
-//! Usage: `bigapps --wavegate http://127.0.0.1:PORT --pid PID [--namespace NS] [--keep true]`
-//! (`--namespace`: a new namespace of that name instead of a random one); prints
-//! `BENCH bigapps.<shape> …` lines. With `--keep true` the Applications stay (for
-//! tests/browser/render-bench.mjs) and their namespace is printed as `BENCH bigapps.namespace`.
+//! Usage: `bigapps --wavegate http://127.0.0.1:PORT --pid PID [--old URL --old-pid PID]
+//! [--namespace NS] [--keep true]` (`--namespace`: a new namespace of that name instead of a
+//! random one); prints `BENCH bigapps.<shape>.<old|new> …` lines. With `--keep true` the
+//! Applications stay (for tests/browser/render-bench.mjs) and their namespace is printed as
+//! `BENCH bigapps.namespace`.
 
 #[path = "../tests/support/cluster.rs"]
 mod cluster;
@@ -228,14 +233,72 @@ async fn get(http: &reqwest::Client, url: &str) -> (Duration, axum::body::Bytes)
     (started.elapsed(), body)
 }
 
+/// A `wavegate serve` under measurement: the build it is (`old`, `new`), where it answers, its
+/// process.
+struct Server {
+    build: &'static str,
+    base: String,
+    pid: u32,
+}
+
 /// What a measured request is.
 enum Ask {
-    /// One GET.
+    /// One GET of a path.
     Get(String),
     /// What the dashboard (src/api/dashboard.html `load`) does every 2 s: the gates and the
     /// applications, then the waves view of each application on its first page (20, by name),
     /// as many at a time as a browser opens connections to one host over HTTP/1.1 (6).
-    Refresh(String),
+    Refresh,
+    /// `pollers` GETs of a path at once: that many open Waves tabs of the UI extension whose
+    /// 5-second polls come due together.
+    Pollers { path: String, pollers: usize },
+    /// One change of an object the view judges, seen by the wavegate measured, before each ask:
+    /// what a poll costs when the cluster moved since the last one.
+    AfterChange(Box<Ask>, Change),
+}
+
+/// Pauses and resumes one Deployment of the big Application in turn, and waits until the
+/// wavegate measured has applied the change (its verdict on that Deployment alone says so).
+struct Change {
+    admin: Client,
+    ns: String,
+    deployment: String,
+    paused: std::sync::atomic::AtomicBool,
+}
+
+impl Change {
+    async fn make(&self, http: &reqwest::Client, base: &str) {
+        let paused = !self
+            .paused
+            .fetch_xor(true, std::sync::atomic::Ordering::Relaxed);
+        let ar = cluster::api_resource("apps", "v1", "Deployment", "deployments");
+        Api::<DynamicObject>::namespaced_with(self.admin.clone(), &self.ns, &ar)
+            .patch(
+                &self.deployment,
+                &PatchParams::default(),
+                &Patch::Merge(json!({"spec": {"paused": paused}})),
+            )
+            .await
+            .unwrap_or_else(|e| panic!("pause {}: {e}", self.deployment));
+        let health = format!(
+            "{base}/api/v1/health/deployments.apps/{}/{}",
+            self.ns, self.deployment
+        );
+        let since = Instant::now();
+        loop {
+            let (_, body) = get(http, &health).await;
+            let verdict: Value = serde_json::from_slice(&body).expect("verdict JSON");
+            if (verdict["status"] == "Suspended") == paused {
+                return;
+            }
+            assert!(
+                since.elapsed() < Duration::from_secs(30),
+                "{base} never saw {} paused={paused}: {verdict}",
+                self.deployment
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
 }
 
 /// Applications on one page of the dashboard (src/api/dashboard.html `APPS_PER_PAGE`).
@@ -245,13 +308,34 @@ const APPS_PER_PAGE: usize = 20;
 const BROWSER_CONNECTIONS: usize = 6;
 
 impl Ask {
-    async fn run(&self, http: &reqwest::Client) -> (Duration, usize) {
+    /// Requests one ask makes that count as answers (what CPU per request divides by).
+    fn requests(&self) -> usize {
         match self {
-            Ask::Get(url) => {
-                let (took, body) = get(http, url).await;
-                (took, body.len())
+            Ask::Get(_) | Ask::Refresh => 1,
+            Ask::Pollers { pollers, .. } => *pollers,
+            Ask::AfterChange(ask, _) => ask.requests(),
+        }
+    }
+
+    /// The time of each answer, and the bytes answered.
+    async fn run(&self, http: &reqwest::Client, base: &str) -> (Vec<Duration>, usize) {
+        match self {
+            Ask::Get(path) => {
+                let (took, body) = get(http, &format!("{base}{path}")).await;
+                (vec![took], body.len())
             }
-            Ask::Refresh(base) => {
+            Ask::Pollers { path, pollers } => {
+                let url = format!("{base}{path}");
+                let answers =
+                    futures::future::join_all((0..*pollers).map(|_| get(http, &url))).await;
+                let bytes = answers.iter().map(|(_, b)| b.len()).sum();
+                (answers.into_iter().map(|(t, _)| t).collect(), bytes)
+            }
+            Ask::AfterChange(ask, change) => {
+                change.make(http, base).await;
+                Box::pin(ask.run(http, base)).await
+            }
+            Ask::Refresh => {
                 let started = Instant::now();
                 let (gates_url, list_url) = (
                     format!("{base}/api/v1/gates"),
@@ -282,61 +366,73 @@ impl Ask {
                     .buffer_unordered(BROWSER_CONNECTIONS)
                     .fold(gates.len() + list.len(), |sum, b| async move { sum + b })
                     .await;
-                (started.elapsed(), bytes)
+                (vec![started.elapsed()], bytes)
             }
         }
     }
 }
 
-/// First request, then `asks` warm ones; one BENCH line.
-#[allow(clippy::too_many_arguments)]
+/// First ask, then `asks` warm ones; one BENCH line, `bigapps.<name>.<build>`.
 async fn measure(
     name: &str,
-    base: &str,
-    ask: Ask,
+    server: &Server,
+    ask: &Ask,
     asks: usize,
-    pid: u32,
     admin: &Client,
     resources: usize,
 ) {
+    let (base, pid) = (server.base.as_str(), server.pid);
     let http = reqwest::Client::builder()
         .no_proxy()
         .timeout(Duration::from_secs(60))
         .build()
         .expect("client");
-    let (first, bytes) = ask.run(&http).await;
-    // Let the watches the first request started settle before the warm requests count.
+    let (first, bytes) = ask.run(&http, base).await;
+    // Let the watches the first request started, and the events of any change, settle before
+    // the warm requests count.
     tokio::time::sleep(Duration::from_secs(2)).await;
     let writes0 = writer_requests(&http, base).await;
-    let (requests0, ticks0, machine0) =
-        (own_requests(admin).await, cpu_ticks(pid), machine_ticks());
+    let (requests0, ns0, ticks0, machine0) = (
+        own_requests(admin).await,
+        support::cpu_ns(pid),
+        cpu_ticks(pid),
+        machine_ticks(),
+    );
     let own0 = cpu_ticks(std::process::id());
     let mut took = Vec::new();
     for _ in 0..asks {
-        took.push(ask.run(&http).await.0);
+        took.extend(ask.run(&http, base).await.0);
     }
-    let (requests1, ticks1, machine1) =
-        (own_requests(admin).await, cpu_ticks(pid), machine_ticks());
+    let (requests1, ns1, ticks1, machine1) = (
+        own_requests(admin).await,
+        support::cpu_ns(pid),
+        cpu_ticks(pid),
+        machine_ticks(),
+    );
     let writes = writer_requests(&http, base).await - writes0;
     let own1 = cpu_ticks(std::process::id());
-    let tick = 1e6 / 100.0; // µs per tick: CLK_TCK is 100 on Linux
     let s = Summary::of(&took).expect("samples");
-    // What kept the cores busy besides wavegate and this client (the API server, other work on
-    // the machine), in percent of all cores over the warm requests.
+    // What kept the cores busy besides wavegate and this client (the API server, the other
+    // wavegate's watches, other work on the machine), in percent of all cores over the warm
+    // requests.
     let others = (machine1.0 - machine0.0)
         .saturating_sub(ticks1 - ticks0)
         .saturating_sub(own1 - own0);
     let others_pct = 100.0 * others as f64 / (machine1.1 - machine0.1).max(1) as f64;
+    let answered = asks * ask.requests();
     let mut fields = vec![
         ("resources", resources.to_string()),
-        ("first_ms", ms(first)),
+        (
+            "first_ms",
+            ms(first.iter().copied().max().unwrap_or_default()),
+        ),
         ("bytes", bytes.to_string()),
     ];
     fields.extend(s.fields());
     fields.extend([
         (
             "cpu_ms_per_request",
-            format!("{:.1}", (ticks1 - ticks0) as f64 * tick / 1e3 / asks as f64),
+            format!("{:.2}", (ns1 - ns0) as f64 / 1e6 / answered as f64),
         ),
         // The two reads of the API server's own /metrics go through the admin's flow schema.
         // What the views caused: all of wavegate's requests but its writes.
@@ -349,19 +445,34 @@ async fn measure(
         ("others_busy_pct", format!("{others_pct:.0}")),
         ("load1", load1()),
     ]);
-    report(&format!("bigapps.{name}"), &fields);
+    report(&format!("bigapps.{name}.{}", server.build), &fields);
 }
 
 #[tokio::main]
 async fn main() {
-    let url = required("--wavegate");
-    let pid: u32 = required("--pid").parse().expect("--pid");
+    // The build under test, and optionally an older one measured beside it in the same run
+    // (each shape on the old build, then on the new, so both meet the same machine).
+    let mut servers = Vec::new();
+    if let Some(old) = support::arg("--old") {
+        let pid = required("--old-pid").parse().expect("--old-pid");
+        servers.push(Server {
+            build: "old",
+            base: old.trim_end_matches('/').to_string(),
+            pid,
+        });
+    }
+    servers.push(Server {
+        build: "new",
+        base: required("--wavegate").trim_end_matches('/').to_string(),
+        pid: required("--pid").parse().expect("--pid"),
+    });
     let n: usize = arg_or("--resources", 2000);
     let waves: usize = arg_or("--waves", 20);
     let children: usize = arg_or("--children", 200);
     let per_child: usize = arg_or("--child-resources", 10);
     let asks: usize = arg_or("--asks", 50);
     let refreshes: usize = arg_or("--refreshes", 10);
+    let pollers: usize = arg_or("--pollers", 10);
     let admin = cluster::client().await;
     let ns = match support::arg("--namespace") {
         // The one a wavegate started with `--namespaces` watches, so that what other clients of
@@ -416,10 +527,9 @@ async fn main() {
     create_all(&admin, apps).await;
     eprintln!("bigapps: objects created in {:?}", built.elapsed());
 
-    let base = url.trim_end_matches('/').to_string();
-    // Until wavegate's watch shows every Application (one of 2,000 resources is over a megabyte):
-    // the Application's own health reads nothing else, so no other watch starts before the first
-    // measured request.
+    // Until every wavegate's watch shows every Application (one of 2,000 resources is over a
+    // megabyte): the Application's own health reads nothing else, so no other watch starts
+    // before the first measured request.
     let http = reqwest::Client::builder()
         .no_proxy()
         .build()
@@ -430,57 +540,108 @@ async fn main() {
         .chain((0..children).map(|j| format!("child-{j:03}")))
         .collect();
     let seen = Instant::now();
-    for name in &names {
-        let health = format!("{base}/api/v1/health/applications.argoproj.io/{ns}/{name}");
-        loop {
-            let (_, body) = get(&http, &health).await;
-            let verdict: Value = serde_json::from_slice(&body).expect("verdict JSON");
-            if verdict["status"] != "Missing" {
-                break;
-            }
-            assert!(
-                seen.elapsed() < Duration::from_secs(120),
-                "wavegate never saw Application {ns}/{name}: {verdict}"
+    for server in &servers {
+        for name in &names {
+            let health = format!(
+                "{}/api/v1/health/applications.argoproj.io/{ns}/{name}",
+                server.base
             );
-            tokio::time::sleep(Duration::from_millis(100)).await;
+            loop {
+                let (_, body) = get(&http, &health).await;
+                let verdict: Value = serde_json::from_slice(&body).expect("verdict JSON");
+                if verdict["status"] != "Missing" {
+                    break;
+                }
+                assert!(
+                    seen.elapsed() < Duration::from_secs(120),
+                    "{} never saw Application {ns}/{name}: {verdict}",
+                    server.build
+                );
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
         }
     }
     eprintln!("bigapps: wavegate saw them {:?} later", seen.elapsed());
-    let waves_of = |app: &str| Ask::Get(format!("{base}/api/v1/applications/{ns}/{app}/waves"));
-    for (shape, app, resources) in [
-        (format!("waves-timeline.{n}"), "big", n),
-        (format!("waves-timeline.{}", n / 2), "half", n / 2),
-        (format!("waves-timeline.{}", n / 10), "tenth", n / 10),
-        (format!("parent.{children}x{per_child}"), "parent", children),
+    let waves_of = |app: &str| format!("/api/v1/applications/{ns}/{app}/waves");
+    // A Deployment of the big Application (index 2: a Deployment, in wave 2).
+    let change = || Change {
+        admin: admin.clone(),
+        ns: ns.clone(),
+        deployment: name_of(2),
+        paused: false.into(),
+    };
+    let everything = n + n / 2 + n / 10 + children * (per_child + 1) + children / 2;
+    let shapes = [
+        (
+            format!("waves-timeline.{n}"),
+            Ask::Get(waves_of("big")),
+            asks,
+            n,
+        ),
+        (
+            format!("waves-timeline.{}", n / 2),
+            Ask::Get(waves_of("half")),
+            asks,
+            n / 2,
+        ),
+        (
+            format!("waves-timeline.{}", n / 10),
+            Ask::Get(waves_of("tenth")),
+            asks,
+            n / 10,
+        ),
+        (
+            format!("parent.{children}x{per_child}"),
+            Ask::Get(waves_of("parent")),
+            asks,
+            children,
+        ),
         (
             format!("parent.{}x{per_child}", children / 2),
-            "parent-half",
+            Ask::Get(waves_of("parent-half")),
+            asks,
             children / 2,
         ),
-    ] {
-        measure(&shape, &base, waves_of(app), asks, pid, &admin, resources).await;
+        (
+            format!("changed.{n}"),
+            Ask::AfterChange(Box::new(Ask::Get(waves_of("big"))), change()),
+            asks,
+            n,
+        ),
+        (
+            format!("pollers.{pollers}x{n}"),
+            Ask::Pollers {
+                path: waves_of("big"),
+                pollers,
+            },
+            refreshes,
+            n,
+        ),
+        (
+            format!("pollers-changed.{pollers}x{n}"),
+            Ask::AfterChange(
+                Box::new(Ask::Pollers {
+                    path: waves_of("big"),
+                    pollers,
+                }),
+                change(),
+            ),
+            refreshes,
+            n,
+        ),
+        (
+            "applications".to_string(),
+            Ask::Get("/api/v1/applications".to_string()),
+            refreshes,
+            everything,
+        ),
+        ("dashboard".to_string(), Ask::Refresh, refreshes, everything),
+    ];
+    for (shape, ask, count, resources) in &shapes {
+        for server in &servers {
+            measure(shape, server, ask, *count, &admin, *resources).await;
+        }
     }
-    let everything = n + n / 2 + n / 10 + children * (per_child + 1) + children / 2;
-    measure(
-        "applications",
-        &base,
-        Ask::Get(format!("{base}/api/v1/applications")),
-        refreshes,
-        pid,
-        &admin,
-        everything,
-    )
-    .await;
-    measure(
-        "dashboard",
-        &base,
-        Ask::Refresh(base.clone()),
-        refreshes,
-        pid,
-        &admin,
-        everything,
-    )
-    .await;
     eprintln!("bigapps: {applications} Applications in {ns}");
     if support::arg("--keep").is_some_and(|k| k == "true") {
         // For tests/browser/render-bench.mjs; the caller removes the namespace.

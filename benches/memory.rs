@@ -213,7 +213,7 @@ async fn main() {
 /// Issue 11's cluster on a private control plane (`--cluster`).
 mod at_scale {
     use super::private_control_plane::PrivateControlPlane;
-    use super::support::{self, Served, metric_sum, report};
+    use super::support::{self, Served, cpu_ns, metric_sum, report};
     use super::{pod, rss_kib, status};
     use futures::StreamExt;
     use k8s_openapi::api::core::v1::{Pod, Service};
@@ -239,16 +239,6 @@ mod at_scale {
             let _ = self.0.kill();
             let _ = self.0.wait();
         }
-    }
-
-    /// CPU time of every thread of `pid` so far, in nanoseconds (`/proc/PID/task/*/schedstat`:
-    /// finer than utime + stime's 10 ms ticks).
-    fn cpu_ns(pid: u32) -> u64 {
-        std::fs::read_dir(format!("/proc/{pid}/task"))
-            .expect("wavegate is running")
-            .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
-            .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-            .sum()
     }
 
     /// CPU per uncached ask: `asks` asks for `ns/name`, each with one of 1,000 `minReady`

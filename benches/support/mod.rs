@@ -173,6 +173,17 @@ pub async fn drop_namespace(client: &Client, ns: &str) {
         .await;
 }
 
+/// CPU time of every thread of `pid` so far, in nanoseconds (`/proc/PID/task/*/schedstat`:
+/// finer than utime + stime's 10 ms ticks; a thread that exited meanwhile is not counted, and
+/// wavegate's tokio workers live as long as it does).
+pub fn cpu_ns(pid: u32) -> u64 {
+    std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("wavegate is running")
+        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
 /// `--name value` from the command line (cargo bench also passes `--bench`, which is ignored).
 pub fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
