@@ -444,13 +444,12 @@ mod tests {
     fn the_local_cluster_is_added_only_when_enabled_and_no_secret_names_it() {
         let remote = cluster("u-1", "https://a.example");
         let list = argocd_cluster_list([remote.clone()], true);
-        assert_eq!(list, [remote.clone(), ShardedCluster::local()]);
-        assert_eq!(
-            argocd_cluster_list([remote.clone()], false),
-            [remote.clone()]
-        );
+        assert_eq!(list, vec![remote.clone(), ShardedCluster::local()]);
+        let list = argocd_cluster_list([remote.clone()], false);
+        assert_eq!(list, vec![remote]);
         let own = cluster("u-2", IN_CLUSTER_SERVER);
-        assert_eq!(argocd_cluster_list([own.clone()], true), [own.clone()]);
+        let list = argocd_cluster_list([own.clone()], true);
+        assert_eq!(list, vec![own.clone()]);
         assert!(argocd_cluster_list([own], false).is_empty());
     }
 
