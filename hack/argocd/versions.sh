@@ -11,8 +11,8 @@
 # - Releases of lines upstream no longer patches keep theirs in hack/argocd/eol/v<major>.<minor>/:
 #   reachable by WAVEGATE_ARGOCD_VERSION and listed by `versions --all`, not run by default.
 # - Each release is built and tested in a module assembled under $CACHE/argocd-mod/v<version>/
-#   from its go.mod/go.sum and hack/argocd's sources (tools.go, healthcheck/), so one test judges
-#   every release with that release's own code.
+#   from its go.mod/go.sum and hack/argocd's sources (tools.go, healthcheck/, shardassign/), so
+#   one test judges every release with that release's own code.
 # - gitops-engine has three homes: github.com/argoproj/gitops-engine (up to 3.2); a nested module
 #   of the argo-cd repository (3.3-3.5: `github.com/argoproj/argo-cd/gitops-engine =>
 #   ./gitops-engine` in upstream's go.mod), which the Go module proxy does not serve, so its source
@@ -23,6 +23,11 @@
 #   `toolchain` line; the scripts run the go command with GOTOOLCHAIN set to it.
 
 ARGOCD_THIRD_PARTY="${WAVEGATE_THIRD_PARTY:-$ROOT/../shared/third_party}"
+# Where each release's module is assembled (WAVEGATE_ARGOCD_MOD_ROOT: a checkout whose Go sources
+# differ from another's, e.g. a test building its own program, keeps its modules apart), and the
+# Go packages of hack/argocd copied into it: the healthcheck test and the shard oracle.
+ARGOCD_MOD_ROOT="${WAVEGATE_ARGOCD_MOD_ROOT:-$CACHE/argocd-mod}"
+ARGOCD_PACKAGES="healthcheck shardassign"
 
 # sha256 of `git archive` of argo-cd's gitops-engine/ folder at each tag that needs it
 # (../shared/third_party/README.md).
@@ -130,7 +135,7 @@ _argocd_put() { # src dst: copy only when the content differs (a build may be re
   cp "$1" "$2.tmp.$$" && mv "$2.tmp.$$" "$2"
 }
 
-# The folder to run `go build` / `go test` in for a release, assembled under $CACHE/argocd-mod/.
+# The folder to run `go build` / `go test` in for a release, assembled under $ARGOCD_MOD_ROOT.
 # With a second argument "generate" (gen-gomod.sh), go.sum need not exist yet. Call it as
 # `dir="$(argocd_module V)" || exit`: a failure inside is a non-zero status, not an exit.
 argocd_module() {
@@ -140,19 +145,23 @@ argocd_module() {
   [[ -f "$src/go.sum" || "$mode" == generate ]] || die "$src/go.sum missing (hack/argocd/gen-gomod.sh $version)"
   argocd_gitops_engine_nested "$version" && nested=true
   engine_path="$(argocd_gitops_engine_path "$version")" || return 1
-  dir="$CACHE/argocd-mod/v$version"
-  mkdir -p "$dir/healthcheck"
+  dir="$ARGOCD_MOD_ROOT/v$version"
+  mkdir -p "$dir"
   _argocd_put "$src/go.mod" "$dir/go.mod"
   if [[ -f "$src/go.sum" ]]; then _argocd_put "$src/go.sum" "$dir/go.sum"; else rm -f "$dir/go.sum"; fi
   _argocd_put "$ROOT/hack/argocd/tools.go" "$dir/tools.go"
-  for f in "$dir"/healthcheck/*.go; do # a source removed from hack/argocd goes here too
-    if [[ -e "$f" && ! -e "$ROOT/hack/argocd/healthcheck/${f##*/}" ]]; then rm -f "$f"; fi
-  done
-  # The sources import gitops-engine under any of its three paths; each release gets its own.
-  for f in "$ROOT"/hack/argocd/healthcheck/*.go; do
-    sed -E "s#\"github\.com/argoproj/(argo-cd/gitops-engine(/v3)?|gitops-engine)/#\"$engine_path/#" "$f" >"$dir/healthcheck/.import.$$"
-    _argocd_put "$dir/healthcheck/.import.$$" "$dir/healthcheck/${f##*/}"
-    rm -f "$dir/healthcheck/.import.$$"
+  local pkg
+  for pkg in $ARGOCD_PACKAGES; do
+    mkdir -p "$dir/$pkg"
+    for f in "$dir/$pkg"/*.go; do # a source removed from hack/argocd goes here too
+      if [[ -e "$f" && ! -e "$ROOT/hack/argocd/$pkg/${f##*/}" ]]; then rm -f "$f"; fi
+    done
+    # The sources import gitops-engine under any of its three paths; each release gets its own.
+    for f in "$ROOT/hack/argocd/$pkg"/*.go; do
+      sed -E "s#\"github\.com/argoproj/(argo-cd/gitops-engine(/v3)?|gitops-engine)/#\"$engine_path/#" "$f" >"$dir/$pkg/.import.$$"
+      _argocd_put "$dir/$pkg/.import.$$" "$dir/$pkg/${f##*/}"
+      rm -f "$dir/$pkg/.import.$$"
+    done
   done
   if $nested; then
     # die() in a command substitution ends only that subshell: pass its failure on.

@@ -10,6 +10,7 @@
 //! watches fail like any watch (a failing watch is never Healthy), and nothing here waits on it.
 
 mod cluster;
+pub mod shard;
 mod source;
 mod writers;
 

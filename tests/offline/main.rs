@@ -27,4 +27,5 @@ mod oracle_service;
 mod parity;
 mod parity_hydrator;
 mod probe;
+mod shards;
 mod ui;
