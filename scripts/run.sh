@@ -65,6 +65,5 @@ if module=$(cd /tmp && GOTOOLCHAIN="${WAVEGATE_GOTOOLCHAIN:-auto}" \
 else
   echo "Argo CD $argocd_version's health scripts are not available (go mod download failed):" \
     "kinds without a check of wavegate's own are judged by kstatus" >&2
-  unset WAVEGATE_ARGOCD_VERSION # serve reads it too, from the image's folder, absent here
 fi
 target/debug/wavegate serve --listen "$listen" "${scripts_flag[@]}"

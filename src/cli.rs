@@ -56,7 +56,7 @@ pub struct ClusterArgs {
     /// The Argo CD release the user runs (`3.5.1` or `v3.5.1`): its bundled health scripts are
     /// read from `<--argocd-scripts-root>/v<X.Y.Z>/` (the image ships 3.4.7, 3.5.1 and 3.6.1
     /// there). Without it (and without --argocd-health-scripts), no bundled script is used.
-    #[arg(long, env = "WAVEGATE_ARGOCD_VERSION")]
+    #[arg(long, env = "WAVEGATE_ARGOCD_RELEASE")]
     pub argocd_version: Option<String>,
     /// Where --argocd-version finds each release's bundled scripts: one `v<X.Y.Z>` folder per
     /// release, each the argo-cd module's `resource_customizations` (`<group>/<Kind>/health.lua`).
