@@ -467,7 +467,7 @@ async fn one_writer_per_cluster_identity_the_first_by_name() {
 /// A gate's tracking id may name an Application that lists a gate of the same namespace and
 /// name in another cluster: that Application says nothing about this cluster's gate (when its
 /// sync started, that it exists), so it counts only where its destination is the gate's own
-/// cluster (review R4).
+/// cluster.
 #[test]
 fn an_application_deploying_elsewhere_does_not_name_this_cluster() {
     let app =
