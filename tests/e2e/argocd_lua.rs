@@ -107,15 +107,10 @@ async fn a_health_script_added_to_argocd_cm_changes_the_verdict_without_a_restar
 
     // A script's Degraded is Argo CD's word; wavegate's consequence waits for the grace
     // (90 s by default): Progressing, with Argo CD's Degraded beside it. Its message echoes
-    // the spec's instances count (a number, kept) and a label value (redacted).
-    apply(
-        &client,
-        cm(Some(
-            "return {status = 'Degraded', message = 'Failing over ' .. \
-             obj.metadata.labels['ready'] .. ' behind ' .. obj.metadata.name}",
-        )),
-    )
-    .await;
+    // the spec's instances count (a number, kept) and a label value (redacted). The label
+    // changes first, and wavegate is seen judging the new one (held again), so the Degraded
+    // script can only run on an object whose label is the long secret-looking value: "yes" is
+    // shorter than what the no-echo rule redacts.
     apply(
         &client,
         json!({
@@ -124,6 +119,19 @@ async fn a_health_script_added_to_argocd_cm_changes_the_verdict_without_a_restar
                          "labels": {"ready": "secret-label-value"}},
             "spec": {"instances": 1}
         }),
+    )
+    .await;
+    let v = wait_for(&wg, &ns, "Progressing").await;
+    assert!(
+        v["message"].as_str().unwrap().contains("holds it until"),
+        "{v}"
+    );
+    apply(
+        &client,
+        cm(Some(
+            "return {status = 'Degraded', message = 'Failing over ' .. \
+             obj.metadata.labels['ready'] .. ' behind ' .. obj.metadata.name}",
+        )),
     )
     .await;
     let v = eventually(Duration::from_secs(10), "Argo CD's Degraded", || async {
