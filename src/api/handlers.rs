@@ -394,6 +394,11 @@ async fn waves_of(
     if let Some(kept) = state.views.get_by(&key, stamp_of, now) {
         return Ok(kept.respond(Some(k8s_openapi::jiff::Timestamp::now())));
     }
+    let _turn = state.views.turn(&key).await;
+    let now = std::time::Instant::now();
+    if let Some(kept) = state.views.get_by(&key, stamp_of, now) {
+        return Ok(kept.respond(Some(k8s_openapi::jiff::Timestamp::now())));
+    }
     // Taken before any read: a change while judging leaves what is kept stale, never newer.
     let clusters = state.clusters.all();
     let stamp = state.clusters.stamp(clusters.iter().map(|c| &**c));

@@ -6,6 +6,11 @@
 //! `validUntil`). It is served again only while the stamp is equal (no event, phase change or
 //! stopped watch in any cache it read, no change in how destinations resolve) and that time
 //! has not come; otherwise it is computed afresh.
+//!
+//! Computing is one [`Turn`] at a time per key: concurrent first polls of an Application wait
+//! for the one judging it and are served what it kept. Ten viewers of an Application of 2,000
+//! Databases each judging it at once held ten judgements in memory (874 MiB) and kept the
+//! worker from `/healthz` for seconds (docs/security.md).
 
 use crate::clusters::Stamp;
 use crate::locks::lock;
@@ -13,6 +18,7 @@ use std::collections::HashMap;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::Instant;
+use tokio::sync::OwnedMutexGuard;
 
 /// More entries than this and they are all dropped: keys are Applications (and proxy scopes),
 /// whose number the cluster decides.
@@ -26,13 +32,40 @@ struct Entry<V> {
 
 pub(crate) struct Kept<K, V> {
     entries: Mutex<HashMap<K, Entry<V>>>,
+    /// The turn of each key being computed; gone once nobody holds or waits for it, so it
+    /// holds at most as many keys as there are requests.
+    turns: Mutex<HashMap<K, Arc<tokio::sync::Mutex<()>>>>,
 }
 
 impl<K, V> Default for Kept<K, V> {
     fn default() -> Self {
         Kept {
             entries: Mutex::default(),
+            turns: Mutex::default(),
         }
+    }
+}
+
+/// The right to compute the answer of one key; the next waiting request gets it when this is
+/// dropped (the answer kept, or the request gone).
+pub(crate) struct Turn<'a, K: Hash + Eq, V> {
+    kept: &'a Kept<K, V>,
+    key: K,
+    held: Option<tokio::sync::OwnedMutexGuard<()>>,
+}
+
+impl<K: Hash + Eq, V> Drop for Turn<'_, K, V> {
+    fn drop(&mut self) {
+        let mut turns = lock(&self.kept.turns);
+        let held = self.held.take();
+        // The map's and this turn's: nobody else holds or waits for the key.
+        if held
+            .as_ref()
+            .is_some_and(|h| Arc::strong_count(OwnedMutexGuard::mutex(h)) == 2)
+        {
+            turns.remove(&self.key);
+        }
+        drop(held);
     }
 }
 
@@ -61,6 +94,25 @@ impl<K: Hash + Eq, V> Kept<K, V> {
             (e.stamp.clone(), e.value.clone())
         };
         (stamp_of(&value)? == stamp).then_some(value)
+    }
+
+    /// Wait for the turn to compute the answer of `key`; whoever had it may have kept it, so
+    /// look again before computing.
+    pub(crate) async fn turn(&self, key: &K) -> Turn<'_, K, V>
+    where
+        K: Clone,
+    {
+        let turn = lock(&self.turns).entry(key.clone()).or_default().clone();
+        Turn {
+            kept: self,
+            key: key.clone(),
+            held: Some(turn.lock_owned().await),
+        }
+    }
+
+    #[cfg(test)]
+    fn waiting(&self) -> usize {
+        lock(&self.turns).len()
     }
 
     /// Keep `value`, computed from what was read at `stamp`, until `valid_until`.
@@ -171,6 +223,58 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Concurrent first asks of one key compute it once, the others are served what it kept,
+    /// a key of its own is not held up, and no turn is left behind.
+    #[tokio::test]
+    async fn concurrent_first_asks_compute_once() {
+        let kept: Arc<Kept<&str, u32>> = Arc::default();
+        let computed = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let ask = |key: &'static str| {
+            let (kept, computed) = (kept.clone(), computed.clone());
+            async move {
+                let now = Instant::now();
+                if let Some(v) = kept.get(&key, &Stamp::test(1), now) {
+                    return *v;
+                }
+                let _turn = kept.turn(&key).await;
+                if let Some(v) = kept.get(&key, &Stamp::test(1), now) {
+                    return *v;
+                }
+                let n = computed.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                kept.put(key, Stamp::test(1), None, Arc::new(n));
+                n
+            }
+        };
+        let asks: Vec<_> = (0..10).map(|_| tokio::spawn(ask("app"))).collect();
+        let other = tokio::spawn(ask("other"));
+        let mut answers = Vec::new();
+        for a in asks {
+            answers.push(a.await.unwrap());
+        }
+        let other = other.await.unwrap();
+        assert_eq!(computed.load(std::sync::atomic::Ordering::SeqCst), 2);
+        assert!(answers.iter().all(|a| *a == answers[0]), "{answers:?}");
+        assert_ne!(answers[0], other);
+        assert_eq!(kept.waiting(), 0, "a turn was left behind");
+    }
+
+    /// A request dropped while it waits (its client gone) neither blocks the key nor leaks.
+    #[tokio::test]
+    async fn a_dropped_wait_leaves_nothing_behind() {
+        let kept: Kept<&str, u32> = Kept::default();
+        let first = kept.turn(&"app").await;
+        {
+            let waiting = kept.turn(&"app");
+            tokio::pin!(waiting);
+            assert!(futures::poll!(waiting.as_mut()).is_pending());
+        }
+        drop(first);
+        let _again = kept.turn(&"app").await;
+        drop(_again);
+        assert_eq!(kept.waiting(), 0);
     }
 
     #[test]

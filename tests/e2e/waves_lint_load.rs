@@ -195,9 +195,10 @@ async fn thousands_of_databases_polled_by_ten_viewers_leave_healthz_answering() 
     assert!(samples.latencies.len() >= 10, "{}", samples.summary());
     // The kubelet restarts the pod only after `failureThreshold` probes in a row have failed,
     // `periodSeconds` apart: that is what the attack must not reach. A single probe over the
-    // 2 s timeout is counted and printed, not asserted: on this machine's debug build the first
-    // judgement of 2,000 Databases by ten viewers at once stalled `/healthz` once for ~6 s
-    // (docs/security.md keeps the numbers).
+    // 2 s timeout is counted and printed, not asserted (a loaded CI machine may stretch one).
+    // Before the first judgement was shared, ten viewers judging 2,000 Databases at once
+    // stalled `/healthz` once for ~6 s and peaked at 874 MiB (docs/security.md keeps the
+    // numbers); the peak is printed, not asserted: other tests share this process.
     assert!(
         samples.longest_failing() < kubelet_probe::liveness_tolerance(),
         "{}",
