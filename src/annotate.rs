@@ -21,6 +21,7 @@ use crate::evaluate::{Evaluator, reads};
 use crate::events;
 use crate::health::Verdict;
 use crate::json::At;
+use crate::leader::{Fence, Fenced};
 use crate::locks::lock;
 use crate::metrics::Metrics;
 use crate::queue::{self, Action, QueueConfig, Reconcile};
@@ -65,6 +66,8 @@ pub(crate) enum AnnotateError {
     Input(#[from] InputError),
     #[error("annotation write failed: {0}")]
     Write(#[from] kube::Error),
+    #[error(transparent)]
+    Fenced(#[from] Fenced),
 }
 
 /// Resource, namespace, name.
@@ -76,6 +79,7 @@ type Written = written::Memory<BTreeMap<String, String>>;
 
 struct Annotator {
     validity: Option<Duration>,
+    fence: Fence,
     evaluator: Arc<Evaluator>,
     metrics: Arc<Metrics>,
     index: Mutex<DepIndex<Key>>,
@@ -91,17 +95,19 @@ struct Annotator {
 /// [`Metrics::annotation_writes`].
 pub async fn run(evaluator: Arc<Evaluator>, metrics: Arc<Metrics>, resync: Duration) {
     let validity = Some(DEFAULT_STATUS_VALIDITY);
-    run_with(evaluator, metrics, resync, validity).await
+    run_with(evaluator, metrics, resync, validity, Fence::default()).await
 }
 
-/// [`run`], with how long a written verdict counts (`None`: forever).
+/// [`run`], with how long a written verdict counts (`None`: forever) and the fence every write
+/// asks first (`--leader-elect`'s Lease).
 pub async fn run_with(
     evaluator: Arc<Evaluator>,
     metrics: Arc<Metrics>,
     resync: Duration,
     validity: Option<Duration>,
+    fence: Fence,
 ) {
-    run_debounced(evaluator, metrics, resync, validity, queue::DEBOUNCE).await
+    run_debounced(evaluator, metrics, resync, validity, fence, queue::DEBOUNCE).await
 }
 
 /// [`run_with`], with how long changes are coalesced before a reconcile. Shorter than the
@@ -113,6 +119,7 @@ pub async fn run_debounced(
     metrics: Arc<Metrics>,
     resync: Duration,
     validity: Option<Duration>,
+    fence: Fence,
     debounce: Duration,
 ) {
     let changes = evaluator.cache().subscribe();
@@ -123,6 +130,7 @@ pub async fn run_debounced(
         index: Mutex::default(),
         written: Mutex::default(),
         validity,
+        fence,
     });
     tracing::info!(
         "annotation mode started (watching services, CNPG databases, CrdbClusters, Argo CD applications)"
@@ -298,6 +306,7 @@ impl Annotator {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
+        self.fence.admit().await?;
         let written = api
             .patch(name, &params, &Patch::Merge(&patch))
             .await

@@ -799,6 +799,12 @@ impl Server {
         // The writers: a gate controller per cluster, and annotation mode if asked for. With
         // --leader-elect only the replica holding the Lease runs them; every replica serves reads.
         let validity = (!args.status_validity.is_zero()).then_some(args.status_validity);
+        // Every write asks it first: stopping the writers when the lease is lost cannot stop
+        // one a frozen replica had ready to send (src/leader.rs).
+        let fence = match &election {
+            Some((election, client)) => crate::leader::Fence::of(client.clone(), election),
+            None => crate::leader::Fence::default(),
+        };
         let writers = Writers {
             gates: crate::gate::controller::Settings {
                 resync: args.resync,
@@ -806,6 +812,7 @@ impl Server {
                 status_validity: validity,
                 policy: Arc::new(policy.clone()),
                 tracking_method: args.tracking_method,
+                fence: fence.clone(),
             },
             annotate: args.annotate.then_some((args.resync, validity)),
         };
@@ -814,6 +821,7 @@ impl Server {
             public_url: args.public_url.clone(),
             interval: args.notice_interval,
             resync: args.resync,
+            fence,
         });
         let (all, m) = (clusters.clone(), metrics.clone());
         let writers = move || {

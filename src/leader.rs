@@ -12,12 +12,22 @@
 //! so nothing is written during termination, and releases the lease; the others still find it
 //! free only when they look again, at the expiry they last saw (kube-lease-manager sleeps until
 //! then), so takeover takes as long as after a crash.
+//!
+//! Stopping the writers is not enough on its own: a replica frozen (SIGSTOP, a stalled node)
+//! between judging and writing wakes with its write ready to go, and which runs first, the
+//! renewal that finds the lease lost or that write, is up to the scheduler. If the new leader
+//! agreed with what the object already showed, it wrote nothing, so the late write's
+//! resourceVersion precondition still holds and a stale verdict would stand until the next
+//! reconcile. So every write first asks the [`Fence`], which reads the Lease.
 
 use crate::metrics::Metrics;
-use kube::Client;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::{Api, Client};
 use kube_lease_manager::LeaseManagerBuilder;
 use std::sync::Arc;
 use std::time::Duration;
+use thiserror::Error;
 use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
@@ -116,6 +126,105 @@ pub async fn lead<F>(
     }
 }
 
+/// Asked right before every write: does this replica still hold the lease, with time to spare
+/// for the write to arrive? Without an election (one replica) it always does.
+#[derive(Clone, Default)]
+pub struct Fence(Option<Arc<LeaseFence>>);
+
+impl std::fmt::Debug for Fence {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            None => f.write_str("Fence(no election)"),
+            Some(l) => write!(f, "Fence(lease {} as {})", l.lease, l.identity),
+        }
+    }
+}
+
+struct LeaseFence {
+    leases: Api<Lease>,
+    lease: String,
+    identity: String,
+}
+
+/// Why a write was not sent: this replica is not (or cannot show it is) the leader.
+#[derive(Debug, Error)]
+pub enum Fenced {
+    #[error("not sent: this replica ({identity}) does not hold the lease {lease}: {why}")]
+    NotHolder {
+        identity: String,
+        lease: String,
+        why: String,
+    },
+    #[error("not sent: cannot read the lease {lease}: {source}")]
+    Unreadable { lease: String, source: kube::Error },
+}
+
+impl Fence {
+    /// The fence of `election`'s Lease; `client` should time out within [`REQUEST_TIMEOUT`].
+    pub fn of(client: Client, election: &Election) -> Fence {
+        Fence(Some(Arc::new(LeaseFence {
+            leases: Api::namespaced(client, &election.namespace),
+            lease: election.lease.clone(),
+            identity: election.identity.clone(),
+        })))
+    }
+
+    /// Ok when the write about to be sent may be: one GET of the Lease per write (writes are
+    /// rare: a verdict that changed). What remains open is a freeze between this answer and the
+    /// request leaving, and a request the network holds for longer than the lease has left.
+    pub async fn admit(&self) -> Result<(), Fenced> {
+        let Some(fence) = &self.0 else {
+            return Ok(());
+        };
+        let lease = fence
+            .leases
+            .get(&fence.lease)
+            .await
+            .map_err(|source| Fenced::Unreadable {
+                lease: fence.lease.clone(),
+                source,
+            })?;
+        // Read after the answer came: a freeze during the GET counts against the lease.
+        holds(&lease, &fence.identity, Timestamp::now()).map_err(|why| Fenced::NotHolder {
+            identity: fence.identity.clone(),
+            lease: fence.lease.clone(),
+            why,
+        })
+    }
+}
+
+/// Whether `lease` is `identity`'s at `now` for at least [`REQUEST_TIMEOUT`] more, so a write
+/// sent now arrives before anyone else may take over. The renewTime compared with `now` was
+/// written by this same replica's clock (it is the holder), so clock skew between replicas
+/// does not enter; a frozen replica's clock moved on while it was frozen, so it finds the lease
+/// run out even when nobody has taken it yet.
+pub fn holds(lease: &Lease, identity: &str, now: Timestamp) -> Result<(), String> {
+    let spec = lease.spec.as_ref().ok_or("the Lease has no spec")?;
+    match spec.holder_identity.as_deref() {
+        Some(holder) if holder == identity => {}
+        Some(holder) => return Err(format!("{holder} holds it")),
+        None => return Err("nobody holds it".into()),
+    }
+    let renewed = spec
+        .renew_time
+        .as_ref()
+        .ok_or("it has never been renewed")?
+        .0;
+    let seconds = spec.lease_duration_seconds.ok_or("it has no duration")?;
+    let expires = renewed
+        .checked_add(SignedDuration::from_secs(seconds.into()))
+        .map_err(|_| format!("renewed at {renewed} for {seconds}s ends past any time"))?;
+    let left = expires.duration_since(now);
+    let needed = SignedDuration::try_from(REQUEST_TIMEOUT).unwrap_or(SignedDuration::MAX);
+    if left < needed {
+        return Err(format!(
+            "it runs out at {expires}, {}s from now, too soon for a write to arrive",
+            left.as_secs()
+        ));
+    }
+    Ok(())
+}
+
 fn stop(writers: &mut Vec<AbortHandle>, metrics: &Metrics, why: &str) {
     if !writers.is_empty() {
         tracing::warn!(reason = why, "stopping the writers");
@@ -127,4 +236,71 @@ fn stop(writers: &mut Vec<AbortHandle>, metrics: &Metrics, why: &str) {
     // What this replica last wrote is no longer its to report: the leader's `/metrics` say
     // what the gates are now (the alerts take the max over replicas).
     metrics.gate_health.clear();
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+
+    fn lease(holder: Option<&str>, renewed: Option<Timestamp>, seconds: i32) -> Lease {
+        Lease {
+            spec: Some(LeaseSpec {
+                holder_identity: holder.map(str::to_string),
+                renew_time: renewed.map(MicroTime),
+                lease_duration_seconds: Some(seconds),
+                ..LeaseSpec::default()
+            }),
+            ..Lease::default()
+        }
+    }
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + second).unwrap()
+    }
+
+    #[test]
+    fn the_holder_with_time_left_may_write() {
+        assert_eq!(
+            holds(&lease(Some("a"), Some(at(0)), 15), "a", at(5)),
+            Ok(())
+        );
+        // Exactly the time a write may take is still enough.
+        assert_eq!(
+            holds(&lease(Some("a"), Some(at(0)), 15), "a", at(13)),
+            Ok(())
+        );
+    }
+
+    /// The frozen ex-leader: another replica took the lease while it was frozen.
+    #[test]
+    fn a_replica_the_lease_moved_away_from_may_not() {
+        let why = holds(&lease(Some("b"), Some(at(20)), 15), "a", at(21)).unwrap_err();
+        assert!(why.contains("b holds it"), "{why}");
+        assert!(holds(&lease(None, Some(at(20)), 15), "a", at(21)).is_err());
+    }
+
+    /// Frozen past its lease, nobody has taken it yet: still no write.
+    #[test]
+    fn a_holder_whose_lease_ran_out_or_is_about_to_may_not() {
+        for now in [at(14), at(15), at(16), at(600)] {
+            let why = holds(&lease(Some("a"), Some(at(0)), 15), "a", now).unwrap_err();
+            assert!(why.contains("too soon"), "{now}: {why}");
+        }
+    }
+
+    #[test]
+    fn a_lease_without_renewal_duration_or_spec_admits_nobody() {
+        assert!(holds(&lease(Some("a"), None, 15), "a", at(0)).is_err());
+        let mut no_duration = lease(Some("a"), Some(at(0)), 15);
+        no_duration.spec.as_mut().unwrap().lease_duration_seconds = None;
+        assert!(holds(&no_duration, "a", at(0)).is_err());
+        assert!(holds(&Lease::default(), "a", at(0)).is_err());
+    }
+
+    #[tokio::test]
+    async fn without_an_election_every_write_is_admitted() {
+        assert!(Fence::default().admit().await.is_ok());
+    }
 }

@@ -30,6 +30,7 @@ use crate::evaluate::Evaluator;
 use crate::gate::crd::WaveGate;
 use crate::health::HealthStatus;
 use crate::json::At;
+use crate::leader::{Fence, Fenced};
 use crate::locks::lock;
 use crate::metrics::{Metrics, refused_precondition};
 use crate::queue::{self, Action, QueueConfig, Reconcile};
@@ -68,6 +69,8 @@ pub(crate) enum NoticeError {
     Cache(#[from] CacheError),
     #[error("notice write failed: {0}")]
     Write(#[from] kube::Error),
+    #[error(transparent)]
+    Fenced(#[from] Fenced),
 }
 
 /// A notice's severity as Argo CD reads it.
@@ -342,6 +345,8 @@ pub struct Settings {
     pub interval: Duration,
     /// Every Application is looked at again this often without any change.
     pub resync: Duration,
+    /// Asked before every write (see [`crate::leader::Fence`]).
+    pub fence: Fence,
 }
 
 /// Application namespace and name.
@@ -502,6 +507,7 @@ impl Notices {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
+        self.settings.fence.admit().await?;
         let written = api
             .patch(
                 name,

@@ -38,6 +38,7 @@ impl Clusters {
                 metrics.clone(),
                 resync,
                 validity,
+                writers.gates.fence.clone(),
             ));
         }
         let mut changed = self.subscribe();

@@ -15,6 +15,7 @@ use crate::cache::{CacheError, Change};
 use crate::deps::{Dep, DepIndex};
 use crate::evaluate::{Evaluator, Judgement, reads};
 use crate::events;
+use crate::leader::{Fence, Fenced};
 use crate::locks::lock;
 use crate::metrics::{Metrics, refused_precondition};
 use crate::policy::CheckPolicy;
@@ -41,6 +42,8 @@ pub(crate) enum GateError {
     Decode(#[from] Arc<serde_json::Error>),
     #[error("status write failed: {0}")]
     Write(#[from] kube::Error),
+    #[error(transparent)]
+    Fenced(#[from] Fenced),
 }
 
 /// Namespace and name.
@@ -108,6 +111,9 @@ pub struct Settings {
     /// argocd-cm's `application.resourceTrackingMethod` (`--tracking-method`): which mark on a
     /// gate names the Application whose sync clock its timeout runs on.
     pub tracking_method: TrackingMethod,
+    /// Asked before every write: with `--leader-elect`, whether this replica still holds the
+    /// Lease (a frozen ex-leader's late write is not sent, see [`crate::leader`]).
+    pub fence: Fence,
 }
 
 impl Settings {
@@ -119,6 +125,7 @@ impl Settings {
             status_validity: Some(DEFAULT_STATUS_VALIDITY),
             policy: Arc::default(),
             tracking_method: TrackingMethod::default(),
+            fence: Fence::default(),
         }
     }
 }
@@ -406,6 +413,7 @@ impl Gates {
             body["metadata"] = serde_json::json!({ "resourceVersion": rv });
         }
         let params = PatchParams::apply(FIELD_MANAGER).force();
+        self.settings.fence.admit().await?;
         let written = api
             .patch_status(&gate.name_any(), &params, &Patch::Apply(&body))
             .await
@@ -457,6 +465,10 @@ impl Gates {
             field_manager: Some(FIELD_MANAGER.into()),
             ..PatchParams::default()
         };
+        if let Err(e) = self.settings.fence.admit().await {
+            tracing::warn!(error = %e, "gate stamp not written");
+            return None;
+        }
         match api
             .patch(&gate.name_any(), &params, &Patch::Merge(&body))
             .await

@@ -146,6 +146,7 @@ async fn a_busy_dependency_does_not_repeat_the_patch_or_its_event() {
         wg.metrics.clone(),
         Duration::from_secs(600),
         Some(Duration::from_secs(180)),
+        wavegate::leader::Fence::default(),
         Duration::ZERO,
     ));
     let services: Api<Service> = Api::namespaced(client.clone(), &ns);
@@ -339,4 +340,86 @@ async fn a_late_patch_from_a_frozen_replica_is_refused() {
         "{:?}",
         verdict_of(&now)
     );
+}
+
+/// The frozen ex-leader whose late patch the precondition cannot stop: the new leader agreed
+/// with the verdict the Service already carried and wrote nothing, so the version the
+/// ex-leader judged from is still the Service's. What stops it is the fence every write asks
+/// first: it reads the Lease, finds it held by another replica, and sends nothing. Once the
+/// lease is this replica's again, the same writer writes.
+#[tokio::test]
+#[ignore = "needs the local control plane"]
+async fn a_frozen_ex_leaders_late_patch_is_refused_when_the_new_leader_agreed_without_writing() {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use wavegate::annotate::{MESSAGE, OPT_IN};
+    use wavegate::leader::{Election, Fence};
+    use wavegate::metrics::QueueLabel;
+    let client = cluster::client().await;
+    let ns = cluster::namespace(&client, "annotate-fence").await;
+    let lease = |holder: &str| {
+        json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease",
+               "metadata": {"name": "wavegate", "namespace": ns},
+               "spec": {"holderIdentity": holder, "leaseDurationSeconds": 15,
+                        "renewTime": MicroTime(k8s_openapi::jiff::Timestamp::now())}})
+    };
+    apply(&client, lease("new-leader")).await;
+    // What the new leader agreed with: the Service carries a Healthy verdict. No pod selects
+    // it any more, so the replica that froze judges it Progressing and wants to write that.
+    apply(
+        &client,
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": ns,
+                            "annotations": {OPT_IN: "true", STATUS: "Healthy",
+                                            MESSAGE: "1 ready endpoint"}},
+               "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}),
+    )
+    .await;
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let before = services.get("web").await.unwrap();
+    let election = Election {
+        namespace: ns.clone(),
+        lease: "wavegate".into(),
+        identity: "ex-leader".into(),
+        duration: Duration::from_secs(15),
+    };
+    let wg = Wavegate::start_in(client.clone(), EvalConfig::default(), &[&ns]).await;
+    tokio::spawn(wavegate::annotate::run_with(
+        wg.evaluator.clone(),
+        wg.metrics.clone(),
+        Duration::from_secs(1),
+        None,
+        Fence::of(client.clone(), &election),
+    ));
+    let refused = || {
+        wg.metrics
+            .reconcile_errors
+            .get_or_create(&QueueLabel {
+                queue: "annotations".into(),
+            })
+            .get()
+    };
+    eventually(Duration::from_secs(20), "two refused writes", || async {
+        match refused() {
+            n if n >= 2 => Ok(()),
+            n => Err(format!("{n} refused")),
+        }
+    })
+    .await;
+    let after = services.get("web").await.unwrap();
+    assert_eq!(
+        after.metadata.resource_version, before.metadata.resource_version,
+        "the ex-leader wrote: {:?}",
+        after.metadata.annotations
+    );
+    assert_eq!(wg.metrics.annotation_writes.get(), 0);
+    // The lease is this replica's again: the verdict it stands by is written.
+    apply(&client, lease("ex-leader")).await;
+    eventually(Duration::from_secs(30), "the verdict written", || async {
+        let s = services.get("web").await.map_err(|e| e.to_string())?;
+        match verdict_of(&s).get(STATUS).map(String::as_str) {
+            Some("Progressing") => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
 }

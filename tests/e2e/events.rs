@@ -109,6 +109,7 @@ fn run_writers(wg: &Wavegate) -> [tokio::task::JoinHandle<()>; 2] {
             wg.metrics.clone(),
             RESYNC,
             Some(VALIDITY),
+            wavegate::leader::Fence::default(),
         )),
     ]
 }

@@ -102,6 +102,7 @@ async fn a_held_sync_shows_a_notice_until_it_ends_and_another_notice_is_left_alo
             public_url: Some("https://wavegate.example.com".into()),
             interval: Duration::from_secs(1),
             resync: Duration::from_secs(1),
+            fence: wavegate::leader::Fence::default(),
         },
     ));
 
