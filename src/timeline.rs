@@ -42,6 +42,7 @@ use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::Value;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// An Application's resources by sync wave, each judged truthfully, with the timeline of the
 /// last sync: what the per-application waves endpoints answer (the fields of the waves view plus
@@ -465,7 +466,7 @@ async fn live_of<Fut>(
     deadline: tokio::time::Instant,
 ) -> (ResourceRef, Live)
 where
-    Fut: std::future::Future<Output = Result<Option<Value>, CacheError>>,
+    Fut: std::future::Future<Output = Result<Option<Arc<Value>>, CacheError>>,
 {
     let live = match read {
         None => Live {
@@ -510,18 +511,20 @@ async fn read(
     cache: &Cache,
     policy: &CheckPolicy,
     r: &ResourceRef,
-) -> Result<Option<Value>, CacheError> {
+) -> Result<Option<Arc<Value>>, CacheError> {
     if r.group.is_empty() && r.kind == "Service" {
         // The cache keeps of a Service only Argo CD's latest change, which is all read here.
         let svc = cache.service(&r.namespace, &r.name).await?;
-        return Ok(svc.map(|s| changed_at_only(s.argocd_changed_at.as_ref())));
+        return Ok(svc.map(|s| Arc::new(changed_at_only(s.argocd_changed_at.as_ref()))));
     }
     if r.group.is_empty() && r.kind == "Pod" {
         // Likewise a bare Pod that Argo CD applied: its compact view keeps that time.
         let pod = cache.pod(&r.namespace, &r.name).await?;
-        return Ok(
-            pod.map(|p| changed_at_only(p.argocd.as_ref().and_then(|a| a.changed_at.as_ref())))
-        );
+        return Ok(pod.map(|p| {
+            Arc::new(changed_at_only(
+                p.argocd.as_ref().and_then(|a| a.changed_at.as_ref()),
+            ))
+        }));
     }
     let plural = cache.plural_of(&r.group, &r.kind).await?;
     // Only kinds the waves view may judge (see `waves::judge_kind`).

@@ -459,7 +459,7 @@ async fn healthz_answers_while_hostile_argocd_cm_scripts_run() {
                 format!("{}s.example.com", kind.to_lowercase()),
                 "cicd".into(),
                 "hostile".into(),
-                Some(object),
+                Some(std::sync::Arc::new(object)),
                 rule,
                 Some(lua.clone()),
             )));
@@ -516,7 +516,7 @@ async fn healthz_answers_while_expressions_evaluate() {
     let rule = crate::checks::generic::Rule::new(Some(expr.into()), None, None).unwrap();
     let mut evaluations = Vec::new();
     for _ in 0..4 {
-        let (o, r) = (Some(object.clone()), rule.clone());
+        let (o, r) = (Some(std::sync::Arc::new(object.clone())), rule.clone());
         evaluations.push(tokio::spawn(crate::checks::generic::check_off_runtime(
             "widgets.example.com".into(),
             "cicd".into(),

@@ -435,7 +435,7 @@ impl Cache {
         kind: &GroupResource,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<Value>, CacheError> {
+    ) -> Result<Option<Arc<Value>>, CacheError> {
         let w = self.dynamic_watch(kind, namespace).await?;
         self.read(&w).await?;
         Ok(w.reader.get(namespace, name))
@@ -460,7 +460,7 @@ impl Cache {
         &self,
         kind: &GroupResource,
         namespace: Option<&str>,
-    ) -> Result<Vec<Value>, CacheError> {
+    ) -> Result<Vec<Arc<Value>>, CacheError> {
         let mut out = Vec::new();
         for (scope, w) in self.dynamic_watches(kind, namespace).await? {
             out.extend(w.reader.all(scope.as_deref()));

@@ -2,13 +2,17 @@
 //! no check reads ([`super::strip`]) before it is stored, and, for a kind a caller reads as a
 //! type of its own (WaveGates as `WaveGate`), also kept parsed: parsed once, when its watch
 //! event arrives, not at every read.
+//!
+//! Each object is kept as the JSON every read hands out, shared: a read is a reference count,
+//! not a copy. Serialising the object at each read was 15% of the CPU of a waves view of 2,000
+//! Databases (each Database and its Cluster read per judgement, tests/e2e/waves_lint_load.rs).
 
 use super::bounds;
 use super::sink::Sink;
+use kube::Resource;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
 use kube::runtime::watcher;
-use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 use std::any::{Any, TypeId};
@@ -22,46 +26,60 @@ pub(crate) type Decoded<T> = Result<Arc<T>, Arc<serde_json::Error>>;
 type Parsed = Result<Arc<dyn Any + Send + Sync>, Arc<serde_json::Error>>;
 
 /// How a watch's objects are parsed, and as which type.
-type Parser = (TypeId, fn(&DynamicObject) -> Parsed);
+type Parser = (TypeId, fn(&Value) -> Parsed);
 
-/// The object as `T`, through its JSON: the parse a read of [`super::Cache::object`] would do.
-fn parse<T: DeserializeOwned>(o: &DynamicObject) -> Decoded<T> {
-    serde_json::to_value(o)
-        .and_then(serde_json::from_value::<T>)
-        .map(Arc::new)
-        .map_err(Arc::new)
+/// The object as `T`, from its JSON (borrowed: nothing is copied to parse it).
+fn parse<T: DeserializeOwned>(o: &Value) -> Decoded<T> {
+    T::deserialize(o).map(Arc::new).map_err(Arc::new)
 }
 
-fn parse_any<T: DeserializeOwned + Send + Sync + 'static>(o: &DynamicObject) -> Parsed {
+fn parse_any<T: DeserializeOwned + Send + Sync + 'static>(o: &Value) -> Parsed {
     parse::<T>(o).map(|t| t as Arc<dyn Any + Send + Sync>)
 }
 
-/// One object as stored: stripped, and parsed once its kind is read typed.
+/// One object as stored: stripped, as JSON, with what the reflector keys it by; parsed once
+/// its kind is read typed.
 #[derive(Clone)]
 pub(super) struct Stored {
-    object: DynamicObject,
+    name: Option<String>,
+    namespace: Option<String>,
+    resource_version: Option<String>,
+    uid: Option<String>,
+    json: Arc<Value>,
     parsed: OnceLock<Parsed>,
 }
 
 impl Stored {
     fn new(object: DynamicObject, parser: Option<&Parser>) -> Stored {
+        let meta = &object.metadata;
+        let (name, namespace) = (meta.name.clone(), meta.namespace.clone());
+        let (resource_version, uid) = (meta.resource_version.clone(), meta.uid.clone());
+        // A DynamicObject always serialises (its data is JSON already).
+        let json = Arc::new(serde_json::to_value(object).unwrap_or(Value::Null));
         let parsed = OnceLock::new();
         if let Some((_, parse)) = parser {
-            let _ = parsed.set(parse(&object));
+            let _ = parsed.set(parse(&json));
         }
-        Stored { object, parsed }
+        Stored {
+            name,
+            namespace,
+            resource_version,
+            uid,
+            json,
+            parsed,
+        }
     }
 
     /// Namespace ("" for none) and name.
     fn at(&self) -> (String, String) {
         (
-            ResourceExt::namespace(&self.object).unwrap_or_default(),
-            self.object.name_any(),
+            self.namespace.clone().unwrap_or_default(),
+            self.name.clone().unwrap_or_default(),
         )
     }
 
-    fn json(&self) -> Value {
-        serde_json::to_value(&self.object).unwrap_or(Value::Null)
+    fn json(&self) -> Arc<Value> {
+        self.json.clone()
     }
 
     /// The object as `T`, parsed when its event arrived if the watch's parser is `T`'s, else
@@ -73,7 +91,7 @@ impl Stored {
         if let Some((of, parse_as)) = parser
             && *of == TypeId::of::<T>()
         {
-            match self.parsed.get_or_init(|| parse_as(&self.object)) {
+            match self.parsed.get_or_init(|| parse_as(&self.json)) {
                 Ok(any) => {
                     if let Ok(t) = any.clone().downcast::<T>() {
                         return Ok(t);
@@ -82,7 +100,7 @@ impl Stored {
                 Err(e) => return Err(e.clone()),
             }
         }
-        parse::<T>(&self.object)
+        parse::<T>(&self.json)
     }
 }
 
@@ -107,23 +125,19 @@ impl Lookup for Stored {
     }
 
     fn name(&self) -> Option<Cow<'_, str>> {
-        self.object.metadata.name.as_deref().map(Cow::Borrowed)
+        self.name.as_deref().map(Cow::Borrowed)
     }
 
     fn namespace(&self) -> Option<Cow<'_, str>> {
-        self.object.metadata.namespace.as_deref().map(Cow::Borrowed)
+        self.namespace.as_deref().map(Cow::Borrowed)
     }
 
     fn resource_version(&self) -> Option<Cow<'_, str>> {
-        self.object
-            .metadata
-            .resource_version
-            .as_deref()
-            .map(Cow::Borrowed)
+        self.resource_version.as_deref().map(Cow::Borrowed)
     }
 
     fn uid(&self) -> Option<Cow<'_, str>> {
-        self.object.metadata.uid.as_deref().map(Cow::Borrowed)
+        self.uid.as_deref().map(Cow::Borrowed)
     }
 }
 
@@ -172,12 +186,12 @@ impl Objects {
     }
 
     /// One object as JSON.
-    pub(super) fn get(&self, namespace: &str, name: &str) -> Option<Value> {
+    pub(super) fn get(&self, namespace: &str, name: &str) -> Option<Arc<Value>> {
         self.store.get(&self.key(namespace, name)).map(|o| o.json())
     }
 
     /// Every object (of `namespace` only, when given) as JSON.
-    pub(super) fn all(&self, namespace: Option<&str>) -> Vec<Value> {
+    pub(super) fn all(&self, namespace: Option<&str>) -> Vec<Arc<Value>> {
         self.matching(namespace).map(|o| o.json()).collect()
     }
 
@@ -217,9 +231,10 @@ impl Objects {
     }
 
     fn matching(&self, namespace: Option<&str>) -> impl Iterator<Item = Arc<Stored>> {
-        self.store.state().into_iter().filter(move |o| {
-            namespace.is_none() || o.object.metadata.namespace.as_deref() == namespace
-        })
+        self.store
+            .state()
+            .into_iter()
+            .filter(move |o| namespace.is_none() || o.namespace.as_deref() == namespace)
     }
 }
 
@@ -329,7 +344,7 @@ mod tests {
 
         // The error a parse of its JSON at the read gave before the typed store, word for word.
         let json = objects.get("shop", "bad").unwrap();
-        let expected = serde_json::from_value::<Gate>(json)
+        let expected = serde_json::from_value::<Gate>((*json).clone())
             .unwrap_err()
             .to_string();
         let bad = objects.get_as::<Gate>("shop", "bad").unwrap().unwrap_err();

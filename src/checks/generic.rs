@@ -583,7 +583,7 @@ pub(crate) async fn check_off_runtime(
     kind: String,
     namespace: String,
     name: String,
-    object: Option<Value>,
+    object: Option<Arc<Value>>,
     rule: Rule,
     lua: Option<Arc<LuaHealth>>,
 ) -> Judged {
@@ -601,7 +601,7 @@ pub(crate) async fn check_off_runtime(
             &kind,
             &namespace,
             &name,
-            object.as_ref(),
+            object.as_deref(),
             &rule,
             lua.as_deref(),
         )

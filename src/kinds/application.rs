@@ -45,9 +45,9 @@ pub(crate) async fn gather<R: Reads, P>(
         .cache
         .object(&CheckKind::Application.kind(), namespace, name)
         .await?;
-    let v = application::check(namespace, name, app.as_ref());
+    let v = application::check(namespace, name, app.as_deref());
     Ok(Found {
-        judged_state: app.as_ref().map(application::judged_state),
+        judged_state: app.as_deref().map(application::judged_state),
         ..Found::seen(v.into(), Duration::ZERO, None)
     })
 }

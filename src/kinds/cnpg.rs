@@ -85,7 +85,7 @@ pub(crate) async fn gather<R: Reads, P>(
 ) -> Result<Found, CacheError> {
     let c = from.cache;
     let db = c.object(&kind.kind(), namespace, name).await?;
-    let cluster = match db.as_ref().and_then(cnpg::cluster_name) {
+    let cluster = match db.as_deref().and_then(cnpg::cluster_name) {
         Some(cluster) => c.object(&CLUSTERS, namespace, cluster).await?,
         None => None,
     };
@@ -93,11 +93,11 @@ pub(crate) async fn gather<R: Reads, P>(
         CheckKind::CnpgDatabaseRole => cnpg::check_role,
         _ => cnpg::check,
     };
-    let f = judge(namespace, name, db.as_ref(), cluster.as_ref(), params);
+    let f = judge(namespace, name, db.as_deref(), cluster.as_deref(), params);
     // The Cluster's UID too: a Database failing on a Cluster that was deleted and recreated
     // under the same name failed on another Cluster, and the new one's primary gets its own
     // grace.
-    let identity = db.as_ref().map(|d| {
+    let identity = db.as_deref().map(|d| {
         let cluster_uid = cluster
             .as_ref()
             .and_then(|c| c.str_at("/metadata/uid"))
@@ -105,7 +105,7 @@ pub(crate) async fn gather<R: Reads, P>(
         format!("{}@{cluster_uid}", json_identity(d))
     });
     Ok(Found {
-        judged_state: db.as_ref().map(cnpg::judged_status),
+        judged_state: db.as_deref().map(cnpg::judged_status),
         ..Found::seen(f, from.config.cnpg_grace, identity)
     })
 }

@@ -86,10 +86,10 @@ pub(crate) async fn gather<R: Reads, P: Probes>(
         expected_nodes: wanted.expected_nodes,
         selector: wanted.selector.clone(),
         http_port: None,
-        owners: owners(from, namespace, cluster.as_ref()).await,
+        owners: owners(from, namespace, cluster.as_deref()).await,
     };
     let mut unanswered = None;
-    let f = match cockroach::plan(namespace, name, cluster.as_ref(), &pods, &params) {
+    let f = match cockroach::plan(namespace, name, cluster.as_deref(), &pods, &params) {
         Err(f) => f,
         Ok(mut plan) => {
             // A pod whose controller is the CrdbCluster itself counts as a member whatever the
@@ -110,7 +110,7 @@ pub(crate) async fn gather<R: Reads, P: Probes>(
             f
         }
     };
-    let identity = cluster.as_ref().map(json_identity);
+    let identity = cluster.as_deref().map(json_identity);
     Ok(Found {
         blind: unanswered,
         ..Found::seen(f, from.config.crdb_grace, identity)
@@ -146,7 +146,7 @@ async fn owners<R: Reads, P>(
         (STATEFUL_SETS, "StatefulSet")
     };
     if let Ok(found) = from.cache.objects(&owner, namespace).await {
-        owners.record(kind, &found);
+        owners.record(kind, found.iter().map(|o| &**o));
     }
     owners
 }

@@ -95,7 +95,7 @@ pub(crate) async fn gather<R: Reads, P>(
 ) -> Result<Found, CacheError> {
     let kind = GroupResource::new(group, plural);
     let obj = from.cache.object(&kind, namespace, name).await?;
-    let identity = obj.as_ref().map(super::json_identity);
+    let identity = obj.as_deref().map(super::json_identity);
     let (ns, n, rule) = (namespace.to_string(), name.to_string(), rule.clone());
     let lua = from.config.argocd_lua.clone();
     let judged = generic::check_off_runtime(kind.to_string(), ns, n, obj, rule, lua).await;

@@ -161,19 +161,20 @@ impl Default for EvalConfig {
 /// The cache as a kind's gather reads it: the watch cache ([`Cache`]) in service, a recording
 /// double in tests.
 pub(crate) trait Reads: Sync {
-    /// One object of any kind, as JSON (`None` when it does not exist).
+    /// One object of any kind, as JSON (`None` when it does not exist), shared with the
+    /// cache: reading it copies nothing.
     fn object(
         &self,
         kind: &GroupResource,
         namespace: &str,
         name: &str,
-    ) -> impl Future<Output = Result<Option<Value>, CacheError>> + Send;
+    ) -> impl Future<Output = Result<Option<Arc<Value>>, CacheError>> + Send;
     /// All objects of a kind in one namespace.
     fn objects(
         &self,
         kind: &GroupResource,
         namespace: &str,
-    ) -> impl Future<Output = Result<Vec<Value>, CacheError>> + Send;
+    ) -> impl Future<Output = Result<Vec<Arc<Value>>, CacheError>> + Send;
     fn service(
         &self,
         namespace: &str,
@@ -197,7 +198,7 @@ impl Reads for Cache {
         kind: &GroupResource,
         namespace: &str,
         name: &str,
-    ) -> impl Future<Output = Result<Option<Value>, CacheError>> + Send {
+    ) -> impl Future<Output = Result<Option<Arc<Value>>, CacheError>> + Send {
         Cache::object(self, kind, namespace, name)
     }
 
@@ -205,7 +206,7 @@ impl Reads for Cache {
         &self,
         kind: &GroupResource,
         namespace: &str,
-    ) -> impl Future<Output = Result<Vec<Value>, CacheError>> + Send {
+    ) -> impl Future<Output = Result<Vec<Arc<Value>>, CacheError>> + Send {
         Cache::objects(self, kind, Some(namespace))
     }
 

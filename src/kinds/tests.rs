@@ -107,24 +107,24 @@ impl Reads for Recording {
         kind: &GroupResource,
         namespace: &str,
         name: &str,
-    ) -> Result<Option<Value>, CacheError> {
+    ) -> Result<Option<Arc<Value>>, CacheError> {
         self.record(Dep::object(kind.clone(), namespace, name));
         let spec = if self.regions {
             json!({"cluster": {"name": "pg"}, "regions": [{"code": "eu", "nodes": 3}]})
         } else {
             json!({"cluster": {"name": "pg"}, "nodes": 3})
         };
-        Ok(Some(json!({
+        Ok(Some(Arc::new(json!({
             "metadata": {"name": name, "namespace": namespace, "uid": "u1", "generation": 1},
             "spec": spec,
-        })))
+        }))))
     }
 
     async fn objects(
         &self,
         kind: &GroupResource,
         namespace: &str,
-    ) -> Result<Vec<Value>, CacheError> {
+    ) -> Result<Vec<Arc<Value>>, CacheError> {
         self.record(Dep::namespace(kind.clone(), namespace));
         Ok(Vec::new())
     }
