@@ -244,7 +244,10 @@ kill "$serve_pid" 2>/dev/null || true
 # CockroachDB (seed 000, played by the stand-ins run.sh starts) must read Degraded.
 step "README's first command: scripts/run.sh serves the seed incidents [$(elapsed)]"
 run_port=${WAVEGATE_RUN_PORT:-18181}
-WAVEGATE_LISTEN="127.0.0.1:$run_port" setsid env -u KUBECONFIG scripts/run.sh >"$TEST_OUTPUT/run-sh.log" 2>&1 &
+# A job in a process group of its own (set -m above), so `kill -- -$run_pid` stops run.sh and the
+# wavegate it serves with. Under set -m, `setsid` forked into a session nobody killed: CI left
+# `wavegate serve` running, and it judged and wrote the next control plane's gates.
+WAVEGATE_LISTEN="127.0.0.1:$run_port" env -u KUBECONFIG scripts/run.sh >"$TEST_OUTPUT/run-sh.log" 2>&1 &
 run_pid=$!
 trap 'kill "$serve_pid" 2>/dev/null || true; kill -- -"$run_pid" 2>/dev/null || true; stop_lanes' EXIT
 crdb="http://127.0.0.1:$run_port/api/v1/health/crdbclusters.crdb.cockroachlabs.com/prod/cockroachdb"
@@ -255,6 +258,7 @@ for _ in $(seq 1 600); do
   sleep 0.2
 done
 kill -- -"$run_pid" 2>/dev/null || true
+wait "$run_pid" 2>/dev/null || true
 case "$verdict" in
   *'"status":"Degraded"'*) echo "scripts/run.sh: $verdict" ;;
   *)
