@@ -195,9 +195,11 @@ impl Fence {
 
 /// Whether `lease` is `identity`'s at `now` for at least [`REQUEST_TIMEOUT`] more, so a write
 /// sent now arrives before anyone else may take over. The renewTime compared with `now` was
-/// written by this same replica's clock (it is the holder), so clock skew between replicas
-/// does not enter; a frozen replica's clock moved on while it was frozen, so it finds the lease
-/// run out even when nobody has taken it yet.
+/// written by this replica's own clock (kube-lease-manager renews with `Timestamp::now()`), and
+/// a frozen replica's clock moved on while it was frozen, so it finds the lease run out even
+/// when nobody has taken it yet. Another replica takes over by *its* clock: one running ahead
+/// by more than the 2 s kept here could take over while a late write is still admitted (the
+/// election itself tolerates [`RENEW_BEFORE_EXPIRY`]).
 pub fn holds(lease: &Lease, identity: &str, now: Timestamp) -> Result<(), String> {
     let spec = lease.spec.as_ref().ok_or("the Lease has no spec")?;
     match spec.holder_identity.as_deref() {

@@ -213,8 +213,22 @@ pub(crate) async fn applications(
     {
         return Ok(kept.respond(None));
     }
+    // One whole list judged at a time, as for a view (see `waves_of`).
+    let _turn = match scope {
+        None => Some(state.listed.turn(&()).await),
+        Some(_) => None,
+    };
+    let asked = now;
+    let now = std::time::Instant::now();
+    if scope.is_none()
+        && let Some(kept) = (state.listed.get_by(&(), stamp_of, now))
+            .or_else(|| state.listed.read_since(&(), asked, now))
+    {
+        return Ok(kept.respond(None));
+    }
     // Taken before any read: a change while judging leaves what is kept stale, never newer.
     let stamp = state.clusters.stamp(clusters.iter().map(|c| &**c));
+    let read_at = std::time::Instant::now();
     let kind = CheckKind::Application.kind();
     let mut apps = match state.clusters.home().cache.objects(&kind, None).await {
         Ok(apps) => apps,
@@ -244,7 +258,9 @@ pub(crate) async fn applications(
     let valid_until = waves::earliest(valid_until, kept_at_most(&answer.read, now));
     let answer = Arc::new(answer);
     if scope.is_none() {
-        state.listed.put((), stamp, valid_until, answer.clone());
+        state
+            .listed
+            .put((), (stamp, read_at), valid_until, answer.clone());
     }
     Ok(answer.respond(None))
 }
@@ -394,14 +410,17 @@ async fn waves_of(
     if let Some(kept) = state.views.get_by(&key, stamp_of, now) {
         return Ok(kept.respond(Some(k8s_openapi::jiff::Timestamp::now())));
     }
+    let asked = now;
     let _turn = state.views.turn(&key).await;
     let now = std::time::Instant::now();
-    if let Some(kept) = state.views.get_by(&key, stamp_of, now) {
+    let kept = state.views.get_by(&key, stamp_of, now);
+    if let Some(kept) = kept.or_else(|| state.views.read_since(&key, asked, now)) {
         return Ok(kept.respond(Some(k8s_openapi::jiff::Timestamp::now())));
     }
     // Taken before any read: a change while judging leaves what is kept stale, never newer.
     let clusters = state.clusters.all();
     let stamp = state.clusters.stamp(clusters.iter().map(|c| &**c));
+    let read_at = std::time::Instant::now();
     let app = state
         .clusters
         .home()
@@ -441,7 +460,9 @@ async fn waves_of(
     let body = serde_json::to_vec(&view).map_err(internal)?;
     let stamp = stamp.only(read.iter().map(|c| &**c));
     let answer = Arc::new(ViewAnswer::with_now(body, read));
-    state.views.put(key, stamp, valid_until, answer.clone());
+    state
+        .views
+        .put(key, (stamp, read_at), valid_until, answer.clone());
     Ok(answer.respond(Some(served_at)))
 }
 

@@ -10,7 +10,10 @@
 //! Computing is one [`Turn`] at a time per key: concurrent first polls of an Application wait
 //! for the one judging it and are served what it kept. Ten viewers of an Application of 2,000
 //! Databases each judging it at once held ten judgements in memory (874 MiB) and kept the
-//! worker from `/healthz` for seconds (docs/security.md).
+//! worker from `/healthz` for seconds (docs/security.md). A waiter takes the kept answer if
+//! its stamp still holds, or if its reads began after the waiter asked ([`Kept::read_since`]):
+//! on a live cluster something changes during a judgement of seconds, and the stamp alone
+//! would have every waiter judge again, one after the other.
 
 use crate::clusters::Stamp;
 use crate::locks::lock;
@@ -24,16 +27,22 @@ use tokio::sync::OwnedMutexGuard;
 /// whose number the cluster decides.
 const MAX_KEPT: usize = 4096;
 
+/// More keys waiting or computing than this and those nobody holds are swept: a waiter
+/// cancelled just as its turn came leaves its key behind, and keys are the requests' to choose.
+const MAX_TURNS: usize = 1024;
+
 struct Entry<V> {
     stamp: Stamp,
+    /// When the reads it was computed from began (its stamp taken).
+    read_at: Instant,
     valid_until: Option<Instant>,
     value: Arc<V>,
 }
 
 pub(crate) struct Kept<K, V> {
     entries: Mutex<HashMap<K, Entry<V>>>,
-    /// The turn of each key being computed; gone once nobody holds or waits for it, so it
-    /// holds at most as many keys as there are requests.
+    /// The turn of each key being computed; gone once nobody holds or waits for it (or, left
+    /// behind by a cancelled waiter, swept past [`MAX_TURNS`]).
     turns: Mutex<HashMap<K, Arc<tokio::sync::Mutex<()>>>>,
 }
 
@@ -102,7 +111,13 @@ impl<K: Hash + Eq, V> Kept<K, V> {
     where
         K: Clone,
     {
-        let turn = lock(&self.turns).entry(key.clone()).or_default().clone();
+        let turn = {
+            let mut turns = lock(&self.turns);
+            if turns.len() >= MAX_TURNS {
+                turns.retain(|_, t| Arc::strong_count(t) > 1);
+            }
+            turns.entry(key.clone()).or_default().clone()
+        };
         Turn {
             kept: self,
             key: key.clone(),
@@ -115,8 +130,24 @@ impl<K: Hash + Eq, V> Kept<K, V> {
         lock(&self.turns).len()
     }
 
-    /// Keep `value`, computed from what was read at `stamp`, until `valid_until`.
-    pub(crate) fn put(&self, key: K, stamp: Stamp, valid_until: Option<Instant>, value: Arc<V>) {
+    /// The answer kept for `key` whose reads began at or after `since` (when the caller asked),
+    /// if it holds at `now`: as fresh as one the caller would compute itself.
+    pub(crate) fn read_since(&self, key: &K, since: Instant, now: Instant) -> Option<Arc<V>> {
+        let entries = lock(&self.entries);
+        let e = entries.get(key)?;
+        let expired = e.valid_until.is_some_and(|until| now >= until);
+        (e.read_at >= since && !expired).then(|| e.value.clone())
+    }
+
+    /// Keep `value`, computed from what was read at `stamp` (taken at `read_at`), until
+    /// `valid_until`.
+    pub(crate) fn put(
+        &self,
+        key: K,
+        (stamp, read_at): (Stamp, Instant),
+        valid_until: Option<Instant>,
+        value: Arc<V>,
+    ) {
         let mut entries = lock(&self.entries);
         if entries.len() >= MAX_KEPT && !entries.contains_key(&key) {
             entries.clear();
@@ -125,6 +156,7 @@ impl<K: Hash + Eq, V> Kept<K, V> {
             key,
             Entry {
                 stamp,
+                read_at,
                 valid_until,
                 value,
             },
@@ -214,7 +246,7 @@ mod tests {
                             None => {
                                 let (answer, until) = world.judge(now);
                                 let answer = Arc::new(answer);
-                                kept.put("app", stamp, until, answer.clone());
+                                kept.put("app", (stamp, now), until, answer.clone());
                                 answer
                             }
                         };
@@ -244,7 +276,7 @@ mod tests {
                 }
                 let n = computed.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
                 tokio::time::sleep(Duration::from_millis(50)).await;
-                kept.put(key, Stamp::test(1), None, Arc::new(n));
+                kept.put(key, (Stamp::test(1), now), None, Arc::new(n));
                 n
             }
         };
@@ -259,6 +291,77 @@ mod tests {
         assert!(answers.iter().all(|a| *a == answers[0]), "{answers:?}");
         assert_ne!(answers[0], other);
         assert_eq!(kept.waiting(), 0, "a turn was left behind");
+    }
+
+    /// On a live cluster the stamp moves during every judgement: waiters still take an answer
+    /// whose reads began after they asked, never one whose reads began before, so ten
+    /// concurrent asks judge at most twice (the first, and one for those who asked after its
+    /// reads began).
+    #[tokio::test]
+    async fn waiters_take_an_answer_read_after_they_asked_though_the_stamp_moved() {
+        use std::sync::atomic::{AtomicU32, Ordering::SeqCst};
+        let kept: Arc<Kept<&str, u32>> = Arc::default();
+        let epoch = Arc::new(AtomicU32::new(1));
+        // When the reads of answer `n` began.
+        let reads: Arc<Mutex<Vec<Instant>>> = Arc::default();
+        let ask = || {
+            let (kept, epoch, reads) = (kept.clone(), epoch.clone(), reads.clone());
+            async move {
+                let asked = Instant::now();
+                let stamp = || Stamp::test(epoch.load(SeqCst).into());
+                if let Some(v) = kept.get(&"app", &stamp(), asked) {
+                    return (asked, *v);
+                }
+                let _turn = kept.turn(&"app").await;
+                let now = Instant::now();
+                let fresh = kept.get(&"app", &stamp(), now);
+                if let Some(v) = fresh.or_else(|| kept.read_since(&"app", asked, now)) {
+                    return (asked, *v);
+                }
+                let (read, read_at) = (stamp(), Instant::now());
+                let n = {
+                    let mut reads = lock(&reads);
+                    reads.push(read_at);
+                    reads.len() as u32 - 1
+                };
+                // Something in the cluster changes while it judges.
+                epoch.fetch_add(1, SeqCst);
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                kept.put("app", (read, read_at), None, Arc::new(n));
+                (asked, n)
+            }
+        };
+        // Kept from before anyone below asked, under a stamp that has moved on since.
+        lock(&reads).push(Instant::now());
+        kept.put("app", (Stamp::test(0), lock(&reads)[0]), None, Arc::new(0));
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let asks: Vec<_> = (0..10).map(|_| tokio::spawn(ask())).collect();
+        let mut answers = Vec::new();
+        for a in asks {
+            answers.push(a.await.unwrap());
+        }
+        let reads = lock(&reads).clone();
+        for (asked, n) in &answers {
+            assert!(
+                reads[*n as usize] >= *asked,
+                "answer {n} was read before its asker asked"
+            );
+        }
+        assert!(reads.len() - 1 <= 2, "judged {} times", reads.len() - 1);
+        assert_eq!(kept.waiting(), 0);
+    }
+
+    /// Turns left behind are swept once there are many.
+    #[tokio::test]
+    async fn turns_nobody_holds_are_swept() {
+        let kept: Kept<String, u32> = Kept::default();
+        for i in 0..MAX_TURNS {
+            lock(&kept.turns).insert(i.to_string(), Arc::default());
+        }
+        let held = kept.turn(&"app".to_string()).await;
+        assert_eq!(kept.waiting(), 1);
+        drop(held);
+        assert_eq!(kept.waiting(), 0);
     }
 
     /// A request dropped while it waits (its client gone) neither blocks the key nor leaks.
@@ -281,12 +384,12 @@ mod tests {
     fn an_answer_is_kept_while_nothing_changed() {
         let kept: Kept<&str, u32> = Kept::default();
         let now = Instant::now();
-        kept.put("app", Stamp::test(1), None, Arc::new(7));
+        kept.put("app", (Stamp::test(1), now), None, Arc::new(7));
         assert_eq!(kept.get(&"app", &Stamp::test(1), now).as_deref(), Some(&7));
         assert_eq!(kept.get(&"app", &Stamp::test(2), now), None);
         kept.put(
             "app",
-            Stamp::test(2),
+            (Stamp::test(2), now),
             Some(now + Duration::from_secs(1)),
             Arc::new(8),
         );

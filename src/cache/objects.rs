@@ -37,6 +37,33 @@ fn parse_any<T: DeserializeOwned + Send + Sync + 'static>(o: &Value) -> Parsed {
     parse::<T>(o).map(|t| t as Arc<dyn Any + Send + Sync>)
 }
 
+/// The object as its JSON: the data moved, not copied (Applications change often and carry a
+/// large status), with the metadata and type beside it, as `DynamicObject` serialises.
+fn json_of(object: DynamicObject) -> Value {
+    let DynamicObject {
+        types,
+        metadata,
+        data,
+    } = object;
+    match (data, serde_json::to_value(&metadata)) {
+        (Value::Object(mut fields), Ok(metadata)) => {
+            fields.insert("metadata".into(), metadata);
+            if let Some(t) = types {
+                fields.insert("apiVersion".into(), Value::String(t.api_version));
+                fields.insert("kind".into(), Value::String(t.kind));
+            }
+            Value::Object(fields)
+        }
+        // Never from a watch (an object's JSON is an object); serialised whole all the same.
+        (data, _) => serde_json::to_value(DynamicObject {
+            types,
+            metadata,
+            data,
+        })
+        .unwrap_or(Value::Null),
+    }
+}
+
 /// One object as stored: stripped, as JSON, with what the reflector keys it by; parsed once
 /// its kind is read typed.
 #[derive(Clone)]
@@ -54,8 +81,7 @@ impl Stored {
         let meta = &object.metadata;
         let (name, namespace) = (meta.name.clone(), meta.namespace.clone());
         let (resource_version, uid) = (meta.resource_version.clone(), meta.uid.clone());
-        // A DynamicObject always serialises (its data is JSON already).
-        let json = Arc::new(serde_json::to_value(object).unwrap_or(Value::Null));
+        let json = Arc::new(json_of(object));
         let parsed = OnceLock::new();
         if let Some((_, parse)) = parser {
             let _ = parsed.set(parse(&json));
@@ -324,6 +350,16 @@ mod tests {
             sink.apply(watcher::Event::InitApply(o));
         }
         sink.apply(watcher::Event::InitDone);
+    }
+
+    /// What a read hands out is the JSON `DynamicObject` serialises to, field for field.
+    #[test]
+    fn stored_json_is_the_objects_own() {
+        let mut o = object("good", json!(["a"]));
+        o.data["status"] = json!({"phase": "Ready", "n": 3});
+        assert_eq!(json_of(o.clone()), serde_json::to_value(&o).unwrap());
+        o.types = None;
+        assert_eq!(json_of(o.clone()), serde_json::to_value(&o).unwrap());
     }
 
     #[test]
