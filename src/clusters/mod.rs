@@ -197,13 +197,18 @@ impl Clusters {
     /// epoch of each cache (home first). Equal stamps: every read would answer the same.
     pub(crate) fn stamp<'a>(&self, clusters: impl IntoIterator<Item = &'a Cluster>) -> Stamp {
         let resolved = self.resolved.load(std::sync::atomic::Ordering::Acquire);
-        let epochs = clusters
+        let mut epochs: Vec<(usize, u64)> = clusters
             .into_iter()
             .map(|c| {
                 let cache = c.evaluator.cache();
                 (Arc::as_ptr(cache) as usize, cache.epoch())
             })
             .collect();
+        // One entry per cache, in one order: a view reads home twice when the Application
+        // deploys to home (its own cluster, then its destination's), and a stamp of
+        // [home, home] never equalled the kept [home], so no view was ever served kept.
+        epochs.sort_unstable();
+        epochs.dedup_by_key(|(cache, _)| *cache);
         Stamp { resolved, epochs }
     }
 

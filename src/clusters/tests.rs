@@ -513,3 +513,17 @@ fn an_application_deploying_elsewhere_does_not_name_this_cluster() {
         );
     }
 }
+
+/// The stamp a view is kept under (every cluster's, narrowed to those it read) equals the one
+/// it is looked up by (those it read) when it read home twice: an Application deploying to the
+/// cluster it lives in.
+#[tokio::test]
+async fn a_stamp_of_home_read_twice_is_the_stamp_it_was_kept_under() {
+    let clusters = Clusters::new(Cluster::home(home()));
+    let home = clusters.home().clone();
+    let read = [home.clone(), home.clone()];
+    let kept = clusters
+        .stamp(clusters.all().iter().map(|c| &**c))
+        .only(read.iter().map(|c| &**c));
+    assert_eq!(kept, clusters.stamp(read.iter().map(|c| &**c)));
+}
