@@ -802,7 +802,9 @@ impl Server {
         // Every write asks it first: stopping the writers when the lease is lost cannot stop
         // one a frozen replica had ready to send (src/leader.rs).
         let fence = match &election {
-            Some((election, client)) => crate::leader::Fence::of(client.clone(), election),
+            Some((election, client)) => {
+                crate::leader::Fence::of(client.clone(), election, metrics.clone())
+            }
             None => crate::leader::Fence::default(),
         };
         let writers = Writers {
@@ -851,7 +853,17 @@ impl Server {
                     stopping.clone(),
                     writers,
                 );
-                Some(tokio::spawn(run))
+                // A panic in the election (kube-lease-manager unwraps a negative
+                // leaseDurationSeconds) would leave the writers running with nobody renewing:
+                // every write fenced, silently. Exit instead, so the kubelet restarts it loudly.
+                Some(tokio::spawn(async move {
+                    if let Err(e) = tokio::spawn(run).await
+                        && e.is_panic()
+                    {
+                        tracing::error!(error = %e, "the leader election panicked; exiting");
+                        std::process::exit(i32::from(EXIT_ERROR));
+                    }
+                }))
             }
         };
         let mut state = AppState::of(clusters, metrics.clone())

@@ -141,6 +141,7 @@ impl std::fmt::Debug for Fence {
 }
 
 struct LeaseFence {
+    metrics: Arc<Metrics>,
     leases: Api<Lease>,
     lease: String,
     identity: String,
@@ -161,8 +162,10 @@ pub enum Fenced {
 
 impl Fence {
     /// The fence of `election`'s Lease; `client` should time out within [`REQUEST_TIMEOUT`].
-    pub fn of(client: Client, election: &Election) -> Fence {
+    /// Each write it stops counts in [`Metrics::writes_fenced`].
+    pub fn of(client: Client, election: &Election, metrics: Arc<Metrics>) -> Fence {
         Fence(Some(Arc::new(LeaseFence {
+            metrics,
             leases: Api::namespaced(client, &election.namespace),
             lease: election.lease.clone(),
             identity: election.identity.clone(),
@@ -176,20 +179,24 @@ impl Fence {
         let Some(fence) = &self.0 else {
             return Ok(());
         };
-        let lease = fence
-            .leases
-            .get(&fence.lease)
-            .await
-            .map_err(|source| Fenced::Unreadable {
+        let held = match fence.leases.get(&fence.lease).await {
+            // Read after the answer came: a freeze during the GET counts against the lease.
+            Ok(lease) => {
+                holds(&lease, &fence.identity, Timestamp::now()).map_err(|why| Fenced::NotHolder {
+                    identity: fence.identity.clone(),
+                    lease: fence.lease.clone(),
+                    why,
+                })
+            }
+            Err(source) => Err(Fenced::Unreadable {
                 lease: fence.lease.clone(),
                 source,
-            })?;
-        // Read after the answer came: a freeze during the GET counts against the lease.
-        holds(&lease, &fence.identity, Timestamp::now()).map_err(|why| Fenced::NotHolder {
-            identity: fence.identity.clone(),
-            lease: fence.lease.clone(),
-            why,
-        })
+            }),
+        };
+        if held.is_err() {
+            fence.metrics.writes_fenced.inc();
+        }
+        held
     }
 }
 

@@ -88,6 +88,10 @@ pub struct Metrics {
     /// Metadata patches that mark a new gate status where Argo CD notices it (gate/stamp.rs).
     pub gate_stamp_writes: Counter,
     pub annotation_writes: Counter,
+    /// Writes not sent because this replica could not show it holds the Lease
+    /// ([`crate::leader::Fence`]): a few at a handover; steadily, a leader that runs its
+    /// writers without holding the lease.
+    pub writes_fenced: Counter,
     pub notice_writes: Counter,
     /// API requests refused before a handler answered them: `unauthorized`, `out_of_scope`
     /// (Argo CD proxy scope), `kind_not_allowed`, `overloaded`, `timeout`, `too_many_waiters`, `caller_busy`.
@@ -132,6 +136,7 @@ impl Default for Metrics {
         let gate_status_writes = Counter::default();
         let gate_stamp_writes = Counter::default();
         let annotation_writes = Counter::default();
+        let writes_fenced = Counter::default();
         let notice_writes = Counter::default();
         registry.register("asks", "Health asks by resource", asks.clone());
         registry.register("verdicts", "Verdicts by status", verdicts.clone());
@@ -180,6 +185,11 @@ impl Default for Metrics {
             "annotation_writes",
             "Annotation-mode patches sent to the API server",
             annotation_writes.clone(),
+        );
+        registry.register(
+            "writes_fenced",
+            "Writes not sent: this replica could not show it holds the Lease (--leader-elect)",
+            writes_fenced.clone(),
         );
         registry.register(
             "notice_writes",
@@ -272,6 +282,7 @@ impl Default for Metrics {
             gate_status_writes,
             gate_stamp_writes,
             annotation_writes,
+            writes_fenced,
             notice_writes,
             api_refusals,
             gates_shown: Default::default(),

@@ -388,7 +388,7 @@ async fn a_frozen_ex_leaders_late_patch_is_refused_when_the_new_leader_agreed_wi
         wg.metrics.clone(),
         Duration::from_secs(1),
         None,
-        Fence::of(client.clone(), &election),
+        Fence::of(client.clone(), &election, wg.metrics.clone()),
     ));
     let refused = || {
         wg.metrics
@@ -412,6 +412,7 @@ async fn a_frozen_ex_leaders_late_patch_is_refused_when_the_new_leader_agreed_wi
         after.metadata.annotations
     );
     assert_eq!(wg.metrics.annotation_writes.get(), 0);
+    assert!(wg.metrics.writes_fenced.get() >= 2, "refused, not fenced");
     // The lease is this replica's again: the verdict it stands by is written.
     apply(&client, lease("ex-leader")).await;
     eventually(Duration::from_secs(30), "the verdict written", || async {
