@@ -34,10 +34,23 @@ mkdir -p "$OUT"
 
 "$ROOT/scripts/argocd.sh" status >/dev/null || fail "Argo CD is not up (run: scripts/argocd.sh up)"
 [[ -x "$WAVEGATE" ]] || fail "$WAVEGATE missing (cargo build --bin wavegate)"
-# The real UI, not the placeholder page the Go module embeds.
-curl -sf --max-time 5 -H 'Accept: text/html' "$WAVEGATE_ARGOCD_SERVER/applications" | grep -q 'main.*\.js' \
+# The real UI, not the placeholder page the Go module embeds. Asked for 60 s: with the Rust e2e
+# tests and another Argo CD release's tests on the same 2 cores, one request can miss its 5 s (a
+# CI rehearsal failed on a single try; the same request answered in 2 ms afterwards).
+served() { # url pattern [curl args...]
+  local url="$1" pattern="$2"; shift 2
+  local deadline=$(( $(date +%s) + 60 ))
+  local body
+  # Read whole, then matched: under pipefail, `curl | grep -q` fails when grep exits at its
+  # match before curl has written everything (curl's write error, 23).
+  until body=$(curl -sf --max-time 5 "$@" "$url") && grep -q "$pattern" <<<"$body"; do
+    (( $(date +%s) < deadline )) || return 1
+    sleep 1
+  done
+}
+served "$WAVEGATE_ARGOCD_SERVER/applications" 'main.*\.js' -H 'Accept: text/html' \
   || fail "argocd-server serves no built UI (scripts/argocd.sh build embeds it; WAVEGATE_ARGOCD_UI=placeholder?)"
-curl -sf --max-time 5 "$WAVEGATE_ARGOCD_SERVER/extensions.js" | grep -q "registerResourceExtension(GateTab" \
+served "$WAVEGATE_ARGOCD_SERVER/extensions.js" "registerResourceExtension(GateTab" \
   || fail "argocd-server's /extensions.js does not carry wavegate's extension"
 
 API="$(sed -n 's/^ *server: //p' "$KUBECONFIG" | head -n1)"
