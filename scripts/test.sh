@@ -245,8 +245,8 @@ kill "$serve_pid" 2>/dev/null || true
 step "README's first command: scripts/run.sh serves the seed incidents [$(elapsed)]"
 run_port=${WAVEGATE_RUN_PORT:-18181}
 # A job in a process group of its own (set -m above), so `kill -- -$run_pid` stops run.sh and the
-# wavegate it serves with. Under set -m, `setsid` forked into a session nobody killed: CI left
-# `wavegate serve` running, and it judged and wrote the next control plane's gates.
+# wavegate it serves with. (Under set -m, `setsid` would fork into a session that kill misses,
+# leaving a `wavegate serve` that writes the gates of the next control plane on this port.)
 WAVEGATE_LISTEN="127.0.0.1:$run_port" env -u KUBECONFIG scripts/run.sh >"$TEST_OUTPUT/run-sh.log" 2>&1 &
 run_pid=$!
 trap 'kill "$serve_pid" 2>/dev/null || true; kill -- -"$run_pid" 2>/dev/null || true; stop_lanes' EXIT

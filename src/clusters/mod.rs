@@ -206,7 +206,7 @@ impl Clusters {
             .collect();
         // One entry per cache, in one order: a view reads home twice when the Application
         // deploys to home (its own cluster, then its destination's), and a stamp of
-        // [home, home] never equalled the kept [home], so no view was ever served kept.
+        // [home, home] must equal the kept [home], or such a view is never served kept.
         epochs.sort_unstable();
         epochs.dedup_by_key(|(cache, _)| *cache);
         Stamp { resolved, epochs }

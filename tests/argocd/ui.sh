@@ -35,8 +35,7 @@ mkdir -p "$OUT"
 "$ROOT/scripts/argocd.sh" status >/dev/null || fail "Argo CD is not up (run: scripts/argocd.sh up)"
 [[ -x "$WAVEGATE" ]] || fail "$WAVEGATE missing (cargo build --bin wavegate)"
 # The real UI, not the placeholder page the Go module embeds. Asked for 60 s: with the Rust e2e
-# tests and another Argo CD release's tests on the same 2 cores, one request can miss its 5 s (a
-# CI rehearsal failed on a single try; the same request answered in 2 ms afterwards).
+# tests and another Argo CD release's tests on the same 2 cores, one request can miss its 5 s.
 served() { # url pattern [curl args...]
   local url="$1" pattern="$2"; shift 2
   local deadline=$(( $(date +%s) + 60 ))
