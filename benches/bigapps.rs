@@ -138,6 +138,45 @@ async fn managed_objects(client: &Client, ns: &str, n: usize) {
         .await;
 }
 
+/// Until kube-controller-manager is done with what the bench created: the Deployment
+/// controller writes a ReplicaSet and a status for each Deployment, the EndpointSlice
+/// controller a slice for each Service, at its client's 20 requests a second. Each of those
+/// writes is an event wavegate's watches deliver, and an event may change a view, so a "nothing
+/// changed" row measured earlier would judge at most polls.
+async fn settled(admin: &Client, ns: &str) {
+    let kinds = [
+        ("apps", "v1", "Deployment", "deployments"),
+        ("apps", "v1", "ReplicaSet", "replicasets"),
+        ("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices"),
+    ];
+    let fingerprint = || async {
+        let mut versions = Vec::new();
+        for (g, v, k, p) in kinds {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(admin.clone(), ns, &cluster::api_resource(g, v, k, p));
+            let list = api.list(&Default::default()).await.expect("list");
+            versions.push(list.items.len().to_string());
+            versions.extend(list.items.iter().filter_map(|o| o.metadata.resource_version.clone()));
+        }
+        versions.sort();
+        versions
+    };
+    let start = Instant::now();
+    let mut last = fingerprint().await;
+    loop {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let now = fingerprint().await;
+        if now == last {
+            return;
+        }
+        assert!(
+            start.elapsed() < Duration::from_secs(600),
+            "kube-controller-manager still writing in {ns} after 10 minutes"
+        );
+        last = now;
+    }
+}
+
 /// wavegate's requests to the API server so far (its FlowSchema's dispatched requests).
 async fn own_requests(client: &Client) -> f64 {
     let text = client
@@ -562,6 +601,9 @@ async fn main() {
         }
     }
     eprintln!("bigapps: wavegate saw them {:?} later", seen.elapsed());
+    let quiet = Instant::now();
+    settled(&admin, &ns).await;
+    eprintln!("bigapps: the controllers were done {:?} later", quiet.elapsed());
     let waves_of = |app: &str| format!("/api/v1/applications/{ns}/{app}/waves");
     // A Deployment of the big Application (index 2: a Deployment, in wave 2).
     let change = || Change {

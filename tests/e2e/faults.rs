@@ -56,7 +56,10 @@ struct Tally {
     false_healthy_verdicts: Vec<String>,
     false_healthy_gate: Vec<String>,
     stale_gate_while_blocked: u64,
-    /// Last time wavegate's own verdict said it could not see (down, frozen, relisting).
+    /// Last time wavegate said it could not see: its verdict (down, frozen, relisting), or its
+    /// own `/readyz` (a required watch it cannot vouch for, such as the WaveGates' own while the
+    /// API server's `/readyz` still fails after etcd is back: the gate cannot be read, so no
+    /// status can be written).
     blind_at: Option<Instant>,
     degraded: Vec<String>,
     /// Per phase, how long after the pod turned NotReady the gate's stored status first left
@@ -87,7 +90,7 @@ impl Observer {
         self.truth.lock().unwrap().writes_blocked_until = Some(Instant::now());
     }
 
-    fn record(&self, verdict: &Value, gate: Option<&str>) {
+    fn record(&self, verdict: &Value, gate: Option<&str>, vouching: bool) {
         let now = Instant::now();
         let truth = *self.truth.lock().unwrap();
         let phase = self.phase.lock().unwrap().clone();
@@ -96,7 +99,8 @@ impl Observer {
         let not_ready_for = (!truth.ready).then(|| now.duration_since(truth.since));
         let status = verdict["status"].as_str().unwrap_or("");
         let message = verdict["message"].as_str().unwrap_or("");
-        let blind = verdict.is_null()
+        let blind = !vouching
+            || verdict.is_null()
             || ["relisting", "has not synced", "not heard from"]
                 .iter()
                 .any(|m| message.contains(m));
@@ -445,6 +449,7 @@ async fn faults_never_make_wavegate_claim_healthy_or_degraded_falsely() {
             let mut admin: Option<Client> = None;
             loop {
                 let v = verdict(&http, &url).await.ok();
+                let vouching = readyz(&http, &url).await == Ok(200);
                 if admin.is_none() {
                     let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
                     let opts = kube::config::KubeConfigOptions::default();
@@ -456,7 +461,7 @@ async fn faults_never_make_wavegate_claim_healthy_or_degraded_falsely() {
                     Some(a) => gate_status(a).await,
                     None => None,
                 };
-                obs.record(v.as_ref().unwrap_or(&Value::Null), g.as_deref());
+                obs.record(v.as_ref().unwrap_or(&Value::Null), g.as_deref(), vouching);
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })
