@@ -168,7 +168,7 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
 pub(crate) async fn dashboard() -> impl IntoResponse {
     (
         [super::headers::dashboard_csp()],
-        Html(super::headers::DASHBOARD),
+        Html(super::headers::DASHBOARD.as_str()),
     )
 }
 
