@@ -77,6 +77,7 @@ impl fmt::Display for HealthStatus {
 
 /// One judgement: a status and the sentence shown in the Argo CD UI.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct Verdict {
     pub status: HealthStatus,
     #[serde(default, skip_serializing_if = "String::is_empty")]
@@ -84,11 +85,7 @@ pub struct Verdict {
     /// When an Argo CD health script judged the object: Argo CD's own status and message, as
     /// the script returned them (message under the no-echo rules), apart from wavegate's
     /// consequence above (a script's Degraded is Progressing until `--argocd-lua-grace`).
-    #[serde(
-        default,
-        rename = "argoStatus",
-        skip_serializing_if = "Option::is_none"
-    )]
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub argo_status: Option<ArgoHealth>,
 }
 
@@ -103,6 +100,7 @@ pub struct Verdict {
 /// message is under the no-echo rules of docs/contracts.md: strings of the object outside its
 /// status and identity are `<redacted>`, at most 1024 bytes shown.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
 pub struct ArgoHealth {
     /// Argo CD's health code; `""` when the script returned no status.
     pub status: String,

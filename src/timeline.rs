@@ -56,6 +56,12 @@ pub(crate) struct WavesWithTimeline {
     pub timeline: Timeline,
 }
 
+impl WavesWithTimeline {
+    pub(crate) fn new(waves: Waves, timeline: Timeline) -> Self {
+        WavesWithTimeline { waves, timeline }
+    }
+}
+
 /// What wavegate read from one live object for the timeline.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub(crate) struct Live {
@@ -628,10 +634,7 @@ mod tests {
         let mut timeline = build(&mid_sync(), &view, live, t("2026-12-01T03:02:00Z"));
         let sync = timeline.sync.as_mut().unwrap();
         sync.finished_at = Some("2026-12-01T03:03:00Z".into());
-        let answer = WavesWithTimeline {
-            waves: view,
-            timeline,
-        };
+        let answer = WavesWithTimeline::new(view, timeline);
         let mut names = std::collections::BTreeSet::new();
         field_names(&serde_json::to_value(&answer).unwrap(), "", &mut names);
         let wanted = [

@@ -22,7 +22,6 @@
   var h = React.createElement;
   var EXTENSION = 'wavegate';
   var POLL_MS = 5000;
-  var STATUSES = ['Healthy', 'Progressing', 'Degraded', 'Suspended', 'Missing', 'Unknown'];
   // Dark text on a light tint (all pairs above 7:1); the status word is always printed, so colour
   // is never the only signal.
   var COLORS = {
@@ -131,8 +130,6 @@
     blocking: { color: '#8a1712', background: '#fde0de', borderRadius: '4px', padding: '6px 10px', margin: '0.5em 0' },
     clear: { color: '#0a5c24', background: '#d3f5dc', borderRadius: '4px', padding: '6px 10px', margin: '0.5em 0' }
   };
-
-  function statusOf(s) { return STATUSES.indexOf(s) >= 0 ? s : 'Unknown'; }
 
   function Badge(props) {
     var s = statusOf(props.status);
@@ -280,22 +277,124 @@
 
   // ---- Waves (argoproj.io/Application tab, status panel, flyout) ------------------------------
 
+  function BlockingLine(props) {
+    var line = blockingLine(props.waves.blockingWave, props.waves.message);
+    return h('p', { 'data-testid': 'wavegate-blocking-wave', 'data-wave': line.wave, style: line.clear ? S.clear : S.blocking },
+      h('strong', null, line.title), line.detail);
+  }
+
+  // ---- ui/waves.js: BEGIN (a copy: edit ui/waves.js, then see tests/offline/ui.rs) ----
+  // The waves table and the timeline of one Application as data, the one model both UIs draw: the
+  // dashboard (src/api/dashboard.html, DOM nodes) and the Argo CD UI extension
+  // (argocd/extension/extension-wavegate.js, React elements). Each UI only turns these values into
+  // its own nodes, so a field added to the waves view is shown alike in both.
+  //
+  // This file is the only copy. wavegate splices it into the dashboard when it serves it; Argo CD
+  // loads an extension as one file with no bundler, so the extension carries it between markers,
+  // written there by `WAVEGATE_UPDATE_UI=1 cargo test --test offline ui` (tests/offline/ui.rs fails
+  // while the two differ). Plain ES2018 function declarations, no DOM and no React:
+  // tests/browser/waves-model.test.mjs runs it in node as it is.
+
+  var STATUSES = ['Healthy', 'Progressing', 'Degraded', 'Suspended', 'Missing', 'Unknown'];
+
+  // A status word this UI does not know (from a newer wavegate) is coloured as Unknown; the word
+  // itself is still printed.
+  function statusOf(s) { return STATUSES.indexOf(s) >= 0 ? s : 'Unknown'; }
+
+  // How the tables name a resource of a waves answer: "Database.postgresql.cnpg.io ddb/forgejo".
   function resourceName(r) {
     return (r.group ? r.kind + '.' + r.group : r.kind) + ' ' + (r.namespace ? r.namespace + '/' : '') + r.name;
   }
 
-  function BlockingLine(props) {
-    var w = props.waves;
-    if (w.blockingWave == null) {
-      return h('p', { 'data-testid': 'wavegate-blocking-wave', 'data-wave': 'none', style: S.clear },
-        h('strong', null, 'No blocking wave'), ' \u2014 ' + (w.message || 'all waves truly healthy'));
-    }
-    return h('p', { 'data-testid': 'wavegate-blocking-wave', 'data-wave': String(w.blockingWave), style: S.blocking },
-      h('strong', null, 'Blocking wave: ' + w.blockingWave), w.message ? ' \u2014 ' + w.message : '');
+  // Above this many resources on a page, a wave's rows are drawn only while it is open (the
+  // blocking wave is, at first): 2,000 rows rebuilt and compared at every poll would keep the page
+  // busy for most of the interval.
+  var ROWS_AT_ONCE = 200;
+
+  function resourceCount(w) {
+    return ((w && w.waves) || []).reduce(function (n, x) { return n + (x.resources || []).length; }, 0);
   }
 
-  // ---- timeline layout: BEGIN (identical in src/api/dashboard.html and
-  // argocd/extension/extension-wavegate.js; tests/offline/ui.rs checks they match) ----
+  // The line beneath an Application's heading: the wave that holds its sync and why, or that none
+  // does. `message` is the waves answer's.
+  function blockingLine(blockingWave, message) {
+    if (blockingWave == null) {
+      return { wave: 'none', clear: true, title: 'No blocking wave', detail: ' \u2014 ' + (message || 'all waves truly healthy') };
+    }
+    return { wave: String(blockingWave), clear: false, title: 'Blocking wave: ' + blockingWave, detail: message ? ' \u2014 ' + message : '' };
+  }
+
+  // The waves table of a waves answer `w`: per wave in the API's order, its heading and, while it
+  // is open, its resources, then `wavegate lint`'s findings about the objects of that wave; after
+  // the waves, the findings about objects in no listed wave and why lint said nothing at this poll
+  // ("lint skipped: …": no findings then is not "no findings").
+  //
+  // `grouped`: too many resources to draw them all (ROWS_AT_ONCE), so only open waves have rows;
+  // `opened(wave)`: true or false as the user left that wave, undefined when they have not touched it.
+  function wavesTable(w, grouped, opened) {
+    var waves = w.waves || [];
+    var lint = w.lint || {};
+    return {
+      empty: waves.length === 0 ? 'No resources with sync waves.' : null,
+      waves: waves.map(function (wave) {
+        var rs = wave.resources || [];
+        var chosen = grouped ? opened(wave.wave) : undefined;
+        var open = !grouped || (chosen === undefined ? wave.wave === w.blockingWave : chosen);
+        return {
+          wave: wave.wave,
+          status: wave.status,
+          blocking: w.blockingWave != null && wave.wave === w.blockingWave,
+          count: ' \u00b7 ' + rs.length + (rs.length === 1 ? ' resource' : ' resources'),
+          open: open,
+          toggle: grouped ? (open ? 'Hide resources' : 'Show resources') : null,
+          resources: open ? rs.map(resourceRow) : [],
+          findings: findingsOf(w, wave.wave)
+        };
+      }),
+      findings: findingsOf(w, null),
+      skipped: lint.skipped || '',
+      note: lint.note ? 'lint: ' + lint.note : ''
+    };
+  }
+
+  // One resource's row. `argo`: Argo CD's own verdict, when one of its health scripts judged the
+  // object and said something else than wavegate's consequence (a Degraded within the grace).
+  function resourceRow(r) {
+    var argo = r.argoStatus && r.argoStatus.status !== r.status
+      ? 'Argo CD: ' + (r.argoStatus.status || 'no status') + (r.argoStatus.message ? ' \u2014 ' + r.argoStatus.message : '')
+      : '';
+    return {
+      key: [r.group, r.kind, r.namespace, r.name].join('/'),
+      id: r.kind + '-' + (r.namespace || '') + '-' + r.name,
+      name: resourceName(r),
+      status: r.status,
+      message: r.message || '',
+      argo: argo,
+      judgedBy: r.judgedBy || ''
+    };
+  }
+
+  // `wavegate lint`'s findings on the live objects (the `lint` of a waves answer) about the objects
+  // of `wave`, or with `wave` null about objects in none of the listed waves.
+  function findingsOf(w, wave) {
+    var all = (w.lint && w.lint.findings) || [];
+    var waves = (w.waves || []).map(function (x) { return x.wave; });
+    return all.filter(function (f) { return wave === null ? waves.indexOf(f.wave) < 0 : f.wave === wave; });
+  }
+
+  // The timeline of a waves answer, when it has waves to draw.
+  function timelineOf(w) {
+    var t = w && w.timeline;
+    return t && (t.waves || []).length ? t : null;
+  }
+
+  // Beneath the timeline: Argo CD's own words about the sync, and what the two marks mean.
+  function timelineCaption(sync) {
+    return (sync ? 'Last sync' + (sync.revision ? ' of ' + sync.revision.slice(0, 7) : '') + ': ' + sync.phase +
+        (sync.message ? ' \u2014 Argo CD: \u201c' + sync.message + '\u201d' : '') : 'No sync recorded by Argo CD') +
+      ' \u00b7 applied = Argo CD\u2019s managedFields time; healthy = wavegate\u2019s recorded transition (WaveGates); \u25cb applied, \u25c6 truly healthy';
+  }
+
   // Lays out the `timeline` of a waves answer (docs/openapi.yaml, WaveTimeline) as SVG shapes:
   // one row per wave in wave order, a bar from when Argo CD applied the wave to when it became
   // truly healthy (or to now while it is not), the blocking wave tinted with its reason beneath.
@@ -393,7 +492,7 @@
     }).join('; ');
     return { width: W, height: y + 4, shapes: shapes, summary: summary };
   }
-  // ---- timeline layout: END ----
+  // ---- ui/waves.js: END ----
 
   function svgNode(shape, key) {
     var props = { key: key };
@@ -404,80 +503,53 @@
 
   // The last sync as a picture (timelineLayout), with Argo CD's own words about it beneath.
   function Timeline(props) {
-    var t = props.waves.timeline;
-    if (!t || !(t.waves || []).length) return null;
+    var t = timelineOf(props.waves);
+    if (!t) return null;
     var l = timelineLayout(t);
     var id = 'wavegate-tl-' + props.waves.namespace + '-' + props.waves.name;
-    var sync = t.sync;
     return h('figure', { 'data-testid': 'wavegate-timeline', style: { margin: '0.5em 0 1em', overflowX: 'auto' } },
       h('svg', { viewBox: '0 0 ' + l.width + ' ' + l.height, width: l.width, height: l.height, role: 'img',
         'aria-labelledby': id + '-title ' + id + '-desc', 'data-testid': 'timeline-svg', style: { display: 'block' } },
         h('title', { id: id + '-title' }, 'Timeline of the last sync'),
         h('desc', { id: id + '-desc' }, l.summary),
         l.shapes.map(svgNode)),
-      h('figcaption', { 'data-testid': 'timeline-caption', style: S.muted },
-        sync ? 'Last sync' + (sync.revision ? ' of ' + sync.revision.slice(0, 7) : '') + ': ' + sync.phase +
-          (sync.message ? ' \u2014 Argo CD: \u201c' + sync.message + '\u201d' : '') : 'No sync recorded by Argo CD',
-        ' \u00b7 applied = Argo CD\u2019s managedFields time; healthy = wavegate\u2019s recorded transition (WaveGates); \u25cb applied, \u25c6 truly healthy'));
+      h('figcaption', { 'data-testid': 'timeline-caption', style: S.muted }, timelineCaption(t.sync)));
   }
 
-  // Above this many resources a wave's rows are drawn only while it is open (the blocking wave
-  // is, at first): an Application of 2,000 resources would otherwise spend most of every poll
-  // re-rendering rows nobody scrolls to.
-  var ROWS_AT_ONCE = 200;
-
+  // The waves table (wavesTable in ui/waves.js) as React elements.
   function WavesView(props) {
     var w = props.waves;
-    var waves = w.waves || [];
-    var total = waves.reduce(function (n, x) { return n + (x.resources || []).length; }, 0);
-    var grouped = total > ROWS_AT_ONCE;
     var st = React.useState({}), opened = st[0], setOpened = st[1];
-    function isOpen(wave) { return !grouped || (wave.wave in opened ? opened[wave.wave] : wave.wave === w.blockingWave); }
-    function toggle(wave, open) { setOpened(function (o) { var n = Object.assign({}, o); n[wave.wave] = !open; return n; }); }
+    var t = wavesTable(w, resourceCount(w) > ROWS_AT_ONCE, function (wave) { return wave in opened ? opened[wave] : undefined; });
+    function toggle(wave) { setOpened(function (o) { var n = Object.assign({}, o); n[wave.wave] = !wave.open; return n; }); }
     return h('div', { 'data-testid': 'wavegate-waves', 'data-status': statusOf((w.health || {}).status) },
       h('h3', { style: { margin: '0 0 0.3em', fontSize: '16px' } }, 'Waves of ', h('span', { style: S.mono }, w.namespace + '/' + w.name), ' ', h(Badge, { status: (w.health || {}).status, testid: 'wavegate-app-status' })),
       h(BlockingLine, { waves: w }),
       h(Timeline, { waves: w }),
-      waves.length === 0 ? h('p', { style: S.muted }, 'No resources with sync waves.') :
+      t.empty ? h('p', { style: S.muted }, t.empty) :
         h('table', { style: S.table },
           h('caption', { style: { textAlign: 'left', ...S.muted } }, 'Resources by sync wave'),
           h('thead', null, h('tr', null, Th('Resource'), Th('Status'), Th('Message'), Th('Judged by'))),
-          waves.map(function (wave) {
-            var blocking = w.blockingWave != null && wave.wave === w.blockingWave;
-            var rs = wave.resources || [];
-            var open = isOpen(wave);
-            return h('tbody', { key: 'w' + wave.wave, 'data-testid': 'wavegate-wave-' + wave.wave, 'data-status': statusOf(wave.status), 'data-open': String(open) },
-              h('tr', null, h('th', { scope: 'rowgroup', colSpan: 4, style: blocking ? { ...S.groupTh, ...S.blocking, borderRadius: 0, margin: 0 } : S.groupTh },
-                'Wave ' + wave.wave + ' ', h(Badge, { status: wave.status, testid: 'wavegate-wave-status' }), blocking ? ' \u2014 blocking' : '',
-                h('span', { style: { ...S.muted, fontWeight: 'normal' } }, ' \u00b7 ' + rs.length + (rs.length === 1 ? ' resource' : ' resources')),
-                grouped ? h('button', { type: 'button', 'aria-expanded': String(open), 'data-testid': 'wavegate-wave-toggle', onClick: function () { toggle(wave, open); }, style: { marginLeft: '0.6em', fontSize: '12px' } }, open ? 'Hide resources' : 'Show resources') : null)),
-              !open ? null : rs.map(function (r) {
-                var key = [r.group, r.kind, r.namespace, r.name].join('/');
-                return h('tr', { key: key, 'data-testid': 'wavegate-resource-' + r.kind + '-' + (r.namespace || '') + '-' + r.name },
-                  h('th', { scope: 'row', style: S.rowTh }, resourceName(r)),
+          t.waves.map(function (wave) {
+            return h('tbody', { key: 'w' + wave.wave, 'data-testid': 'wavegate-wave-' + wave.wave, 'data-status': statusOf(wave.status), 'data-open': String(wave.open) },
+              h('tr', null, h('th', { scope: 'rowgroup', colSpan: 4, style: wave.blocking ? { ...S.groupTh, ...S.blocking, borderRadius: 0, margin: 0 } : S.groupTh },
+                'Wave ' + wave.wave + ' ', h(Badge, { status: wave.status, testid: 'wavegate-wave-status' }), wave.blocking ? ' \u2014 blocking' : '',
+                h('span', { style: { ...S.muted, fontWeight: 'normal' } }, wave.count),
+                wave.toggle ? h('button', { type: 'button', 'aria-expanded': String(wave.open), 'data-testid': 'wavegate-wave-toggle', onClick: function () { toggle(wave); }, style: { marginLeft: '0.6em', fontSize: '12px' } }, wave.toggle) : null)),
+              wave.resources.map(function (r) {
+                return h('tr', { key: r.key, 'data-testid': 'wavegate-resource-' + r.id },
+                  h('th', { scope: 'row', style: S.rowTh }, r.name),
                   h('td', { style: S.td }, h(Badge, { status: r.status, testid: 'wavegate-resource-status' })),
-                  h('td', { style: S.td }, r.message || '',
-                    // Argo CD's own verdict, when its health script judged the object and said
-                    // something else than wavegate's consequence (a Degraded within the grace).
-                    r.argoStatus && r.argoStatus.status !== r.status ? h('div', { style: S.muted, 'data-testid': 'wavegate-argo-status' },
-                      'Argo CD: ' + (r.argoStatus.status || 'no status') + (r.argoStatus.message ? ' \u2014 ' + r.argoStatus.message : '')) : null),
-                  h('td', { style: { ...S.td, whiteSpace: 'nowrap' } }, r.judgedBy || ''));
+                  h('td', { style: S.td }, r.message,
+                    r.argo ? h('div', { style: S.muted, 'data-testid': 'wavegate-argo-status' }, r.argo) : null),
+                  h('td', { style: { ...S.td, whiteSpace: 'nowrap' } }, r.judgedBy));
               }),
-              findingsOf(w, wave.wave).map(FindingRow));
+              wave.findings.map(FindingRow));
           }),
-          findingsOf(w, null).length || (w.lint && (w.lint.skipped || w.lint.note)) ? h('tbody', { key: 'lint', 'data-testid': 'wavegate-lint-other' },
-            findingsOf(w, null).map(FindingRow),
-            // "lint skipped: …" (over budget, or busy): no findings at this poll is not "no findings".
-            w.lint && w.lint.skipped ? h('tr', { key: 'skipped' }, h('td', { colSpan: 4, style: { ...S.td, ...S.muted }, 'data-testid': 'wavegate-lint-skipped' }, w.lint.skipped)) : null,
-            w.lint && w.lint.note ? h('tr', null, h('td', { colSpan: 4, style: { ...S.td, ...S.muted }, 'data-testid': 'wavegate-lint-note' }, 'lint: ' + w.lint.note)) : null) : null));
-  }
-
-  // `wavegate lint`'s findings on the live objects (the `lint` of a waves answer), shown in the
-  // wave of the object to change.
-  function findingsOf(w, wave) {
-    var all = (w.lint && w.lint.findings) || [];
-    var waves = (w.waves || []).map(function (x) { return x.wave; });
-    return all.filter(function (f) { return wave === null ? waves.indexOf(f.wave) < 0 : f.wave === wave; });
+          t.findings.length || t.skipped || t.note ? h('tbody', { key: 'lint', 'data-testid': 'wavegate-lint-other' },
+            t.findings.map(FindingRow),
+            t.skipped ? h('tr', { key: 'skipped' }, h('td', { colSpan: 4, style: { ...S.td, ...S.muted }, 'data-testid': 'wavegate-lint-skipped' }, t.skipped)) : null,
+            t.note ? h('tr', null, h('td', { colSpan: 4, style: { ...S.td, ...S.muted }, 'data-testid': 'wavegate-lint-note' }, t.note)) : null) : null));
   }
 
   function FindingRow(f, i) {

@@ -168,7 +168,7 @@ pub(crate) async fn metrics(State(state): State<AppState>) -> Response {
 pub(crate) async fn dashboard() -> impl IntoResponse {
     (
         [super::headers::dashboard_csp()],
-        Html(super::headers::DASHBOARD),
+        Html(super::headers::DASHBOARD.as_str()),
     )
 }
 
@@ -455,7 +455,7 @@ async fn waves_of(
         }
     };
     let valid_until = waves::earliest(waves.valid_until, kept_at_most(&read, now));
-    let mut view = WavesWithTimeline { waves, timeline };
+    let mut view = WavesWithTimeline::new(waves, timeline);
     view.timeline.now = NOW.clone();
     let body = serde_json::to_vec(&view).map_err(internal)?;
     let stamp = stamp.only(read.iter().map(|c| &**c));
@@ -578,8 +578,7 @@ pub(crate) async fn gate_wait(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::health::HealthStatus;
-    use crate::waves::{JudgedBy, JudgedResource, Wave, Waves};
+    use crate::waves::{JudgedBy, JudgedResource};
 
     /// A kept answer is split where `timeline.now` goes. Argo CD's recorded health message is
     /// copied into the view as it is, and the waves come before the timeline: a message that
@@ -599,25 +598,17 @@ mod tests {
                 .next()
                 .expect("one resource");
             let reported = reported.expect("Argo CD's recorded health");
-            let waves = Waves {
-                namespace: "argocd".into(),
-                name: "shop".into(),
-                health: crate::health::Verdict::progressing("waiting"),
-                blocking_wave: Some(0),
-                message: String::new(),
-                waves: vec![Wave {
-                    wave: 0,
-                    status: HealthStatus::Progressing,
-                    resources: vec![JudgedResource::new(resource, reported, JudgedBy::Argocd)],
-                }],
-                lint: None,
-                valid_until: None,
-            };
+            let waves = waves::assemble(
+                "argocd",
+                "shop",
+                crate::health::Verdict::progressing("waiting"),
+                vec![(0, JudgedResource::new(resource, reported, JudgedBy::Argocd))],
+            );
             let served_at: k8s_openapi::jiff::Timestamp = "2026-12-03T18:00:00Z".parse().unwrap();
             let mut timeline =
                 timeline::build(&app, &waves, |_| timeline::Live::default(), served_at);
             timeline.now = NOW.clone();
-            let body = serde_json::to_vec(&WavesWithTimeline { waves, timeline }).unwrap();
+            let body = serde_json::to_vec(&WavesWithTimeline::new(waves, timeline)).unwrap();
             let response = ViewAnswer::with_now(body, Vec::new()).respond(Some(served_at));
             let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
                 .await

@@ -12,15 +12,19 @@ use axum::response::Response;
 use base64::Engine;
 use std::sync::LazyLock;
 
-pub(crate) const DASHBOARD: &str = include_str!("dashboard.html");
+/// The dashboard page, with the table and timeline model it shares with the UI extension.
+pub(crate) static DASHBOARD: LazyLock<String> = LazyLock::new(|| {
+    super::ui::with_model(include_str!("dashboard.html"))
+        .expect("src/api/dashboard.html has one ui/waves.js region")
+});
 
 const NOTHING: &str =
     "default-src 'none'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'";
 
 /// The dashboard's policy, with the hashes of its inline script and style.
 pub(crate) static DASHBOARD_CSP: LazyLock<String> = LazyLock::new(|| {
-    let script = inline_hashes(DASHBOARD, "<script>", "</script>");
-    let style = inline_hashes(DASHBOARD, "<style>", "</style>");
+    let script = inline_hashes(&DASHBOARD, "<script>", "</script>");
+    let style = inline_hashes(&DASHBOARD, "<style>", "</style>");
     format!(
         "default-src 'none'; script-src {script}; style-src {style}; connect-src 'self'; \
          img-src 'self' data:; base-uri 'none'; form-action 'none'; frame-ancestors 'none'"

@@ -20,6 +20,7 @@ mod scope;
 mod serve;
 mod state;
 mod token;
+pub mod ui;
 
 pub use error::ApiError;
 pub use limits::LimitArgs;

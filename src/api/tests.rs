@@ -160,6 +160,12 @@ async fn every_response_is_nosniff_and_unframeable_and_the_dashboard_runs_only_i
         .and_then(|(_, rest)| rest.split_once("</script>"))
         .map(|(s, _)| s)
         .unwrap();
+    // The policy hashes the script as served: with the shared table and timeline model in it.
+    assert_eq!(
+        script.matches("function wavesTable(").count(),
+        1,
+        "the served script holds ui/waves.js once"
+    );
     let digest = ring::digest::digest(&ring::digest::SHA256, script.as_bytes());
     let hash = base64::Engine::encode(&base64::engine::general_purpose::STANDARD, digest);
     assert!(csp.contains(&format!("'sha256-{hash}'")), "{csp}");

@@ -21,6 +21,6 @@ if [ -z "${WAVEGATE_URL:-}" ]; then
   exit 1
 fi
 
-if [ "$#" -eq 0 ]; then set -- extension.test.mjs dashboard.test.mjs timeline.test.mjs timeline-layout.test.mjs; fi
+if [ "$#" -eq 0 ]; then set -- extension.test.mjs dashboard.test.mjs timeline.test.mjs waves-model.test.mjs; fi
 # One file at a time: the dashboard test changes the scenario the extension test reads.
 exec node --test --test-concurrency=1 "$@"

@@ -1,0 +1,117 @@
+// The waves table and timeline model both UIs draw (ui/waves.js: wavesTable, timelineLayout and
+// the small helpers) as pure functions: a waves answer in, the rows and SVG shapes out. No browser
+// and no wavegate: `node --test tests/browser/waves-model.test.mjs`. The dashboard is served with
+// this file spliced in and the extension carries a copy; tests/offline/ui.rs holds the copy to it.
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import fs from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+const NAMES = ['statusOf', 'resourceName', 'ROWS_AT_ONCE', 'resourceCount', 'blockingLine', 'wavesTable', 'timelineOf', 'timelineCaption', 'timelineLayout'];
+// ui/waves.js is function declarations meant for the inside of each UI's own closure.
+const model = new Function(fs.readFileSync(path.join(REPO, 'ui/waves.js'), 'utf8') +
+  '\nreturn { ' + NAMES.join(', ') + ' };')();
+const { statusOf, resourceName, ROWS_AT_ONCE, resourceCount, blockingLine, wavesTable, timelineOf, timelineCaption, timelineLayout } = model;
+
+test('the layout draws every state the API can send, and times only what has a time', () => {
+  const wave = (n, o) => ({ wave: n, status: 'Healthy', applied: 'applied', appliedAt: null, appliedNote: 'note ' + n,
+    healthy: 'timeUnknown', healthyAt: null, healthyNote: '', blocking: false, ...o });
+  const t = {
+    sync: { phase: 'Failed', startedAt: '2026-12-01T03:00:00Z', finishedAt: '2026-12-01T03:10:00Z', message: 'one or more objects failed to apply' },
+    now: '2026-12-01T03:20:00Z', blockingWave: 2,
+    waves: [
+      wave(-1, { appliedAt: '2026-12-01T03:00:01Z', healthy: 'healthy', healthyAt: '2026-11-30T00:00:00Z' }), // healthy before it was applied
+      wave(0, { applied: 'unchanged' }),
+      wave(1, { applied: 'unknown', appliedNote: 'Widget w: does not exist' }),
+      wave(2, { applied: 'failed', appliedNote: "Argo CD's apply failed (SyncFailed) for Job j", status: 'Degraded', healthy: 'notHealthy',
+        blocking: true, reason: 'Job ns/j is Degraded: ' + 'x'.repeat(300) }),
+      wave(3, { applied: 'notInSync', status: 'Progressing', healthy: 'notHealthy' }),
+    ],
+  };
+  const l = timelineLayout(t);
+  const rows = l.shapes.filter(s => s.tag === 'g');
+  assert.deepEqual(rows.map(r => r.attrs['data-wave']), ['-1', '0', '1', '2', '3']);
+  const kids = (r, id) => r.children.filter(c => c.attrs['data-testid'] === id);
+  const words = r => kids(r, 'timeline-times')[0].text;
+  assert.equal(kids(rows[0], 'timeline-bar').length, 1);
+  assert.match(words(rows[0]), /already before this apply/);
+  for (const i of [1, 2, 3, 4]) assert.equal(kids(rows[i], 'timeline-bar').length, 0, `no bar without an applied time (wave ${rows[i].attrs['data-wave']})`);
+  assert.match(words(rows[1]), /without changes/);
+  assert.match(words(rows[2]), /time unknown: Widget w: does not exist/);
+  assert.match(words(rows[3]), /SyncFailed/);
+  assert.match(words(rows[4]), /not part of the last sync/);
+  const reason = kids(rows[3], 'timeline-reason');
+  assert.equal(reason.length, 2, 'a long reason takes two lines, cut with an ellipsis');
+  assert.match(reason[1].text, /…$/);
+  assert.equal(reason[0].title, t.waves[3].reason, 'the whole reason is in the tooltip');
+  assert.ok(l.shapes.some(s => s.attrs['data-testid'] === 'timeline-axis-end' && /sync finished/.test(s.text)));
+  // No operation recorded: a sentence, no axis times.
+  const none = timelineLayout({ sync: null, now: t.now, blockingWave: null, waves: [wave(0, { applied: 'unknown' })] });
+  assert.match(none.shapes[0].text, /no sync operation/);
+});
+
+const resource = (kind, name, o) => ({ group: '', version: 'v1', kind, namespace: 'cicd', name, status: 'Healthy', message: '', judgedBy: 'wavegate', ...o });
+const finding = (wave, rule) => ({ rule, level: 'warning', message: rule + ' in ' + wave, why: 'w', fix: 'f', wave });
+
+test('the table: waves in order, the blocking one marked, findings in the wave of their object', () => {
+  const w = {
+    blockingWave: 1, message: 'wave 1 is not truly healthy',
+    waves: [
+      { wave: 0, status: 'Healthy', resources: [resource('Pod', 'forgejo-0')] },
+      { wave: 1, status: 'Degraded', resources: [
+        resource('Service', 'forgejo', { status: 'Degraded', message: 'selects app=forgejo, which matches no pods' }),
+        resource('Database', 'forgejo', { group: 'postgresql.cnpg.io', namespace: 'ddb', status: 'Progressing', judgedBy: 'argocd-lua:postgresql.cnpg.io/Database',
+          argoStatus: { status: 'Degraded', message: 'not ready' } }),
+        resource('Job', 'seed', { status: 'Healthy', judgedBy: 'argocd-lua:batch/Job', argoStatus: { status: 'Healthy' } })] },
+    ],
+    lint: { findings: [finding(1, 'same-wave'), finding(7, 'no-wave')], skipped: '', note: 'cannot read Secrets' },
+  };
+  const t = wavesTable(w, false, () => assert.fail('not grouped: nobody asks what was opened'));
+  assert.equal(t.empty, null);
+  assert.deepEqual(t.waves.map(x => [x.wave, x.blocking, x.open, x.count, x.toggle]),
+    [[0, false, true, ' \u00b7 1 resource', null], [1, true, true, ' \u00b7 3 resources', null]]);
+  const [svc, db, job] = t.waves[1].resources;
+  assert.equal(svc.name, 'Service cicd/forgejo');
+  assert.equal(svc.id, 'Service-cicd-forgejo');
+  assert.equal(db.name, 'Database.postgresql.cnpg.io ddb/forgejo');
+  assert.equal(db.argo, 'Argo CD: Degraded \u2014 not ready', "Argo CD's own verdict when it differs");
+  assert.equal(job.argo, '', 'nothing when Argo CD says the same');
+  assert.deepEqual(t.waves[1].findings.map(f => f.rule), ['same-wave']);
+  assert.deepEqual(t.waves[0].findings, []);
+  assert.deepEqual(t.findings.map(f => f.rule), ['no-wave'], 'a finding about an object in no listed wave goes after the waves');
+  assert.equal(t.note, 'lint: cannot read Secrets');
+  assert.equal(t.skipped, '');
+  assert.equal(wavesTable({ waves: [] }, false).empty, 'No resources with sync waves.');
+});
+
+test('a big application draws the rows of the blocking wave, and of the waves the user opened', () => {
+  const many = n => Array.from({ length: n }, (_, i) => resource('ConfigMap', 'c' + i));
+  const w = { blockingWave: 2, waves: [0, 1, 2].map(n => ({ wave: n, status: n === 2 ? 'Progressing' : 'Healthy', resources: many(ROWS_AT_ONCE) })) };
+  assert.equal(resourceCount(w), 3 * ROWS_AT_ONCE);
+  const untouched = wavesTable(w, true, () => undefined);
+  assert.deepEqual(untouched.waves.map(x => [x.open, x.resources.length, x.toggle]),
+    [[false, 0, 'Show resources'], [false, 0, 'Show resources'], [true, ROWS_AT_ONCE, 'Hide resources']]);
+  const chosen = wavesTable(w, true, wave => ({ 0: true, 2: false })[wave]);
+  assert.deepEqual(chosen.waves.map(x => x.open), [true, false, false]);
+  assert.equal(chosen.waves[1].count, ' \u00b7 ' + ROWS_AT_ONCE + ' resources', 'a closed wave still says how many it holds');
+});
+
+test('the blocking line names the wave and why, or says none blocks', () => {
+  assert.deepEqual(blockingLine(3, 'Database ddb/forgejo is Progressing'),
+    { wave: '3', clear: false, title: 'Blocking wave: 3', detail: ' \u2014 Database ddb/forgejo is Progressing' });
+  assert.deepEqual(blockingLine(0, ''), { wave: '0', clear: false, title: 'Blocking wave: 0', detail: '' }, 'wave 0 blocks too');
+  assert.deepEqual(blockingLine(null, null), { wave: 'none', clear: true, title: 'No blocking wave', detail: ' \u2014 all waves truly healthy' });
+});
+
+test('a status this UI does not know is coloured Unknown; a view without waves draws no timeline', () => {
+  assert.equal(statusOf('Healthy'), 'Healthy');
+  assert.equal(statusOf('Hibernating'), 'Unknown');
+  assert.equal(resourceName({ kind: 'Namespace', name: 'cicd' }), 'Namespace cicd');
+  assert.equal(timelineOf({ timeline: { waves: [] } }), null);
+  assert.equal(timelineOf(null), null);
+  assert.match(timelineCaption({ phase: 'Running', revision: '0123456789abcdef', message: 'waiting for healthy state' }),
+    /^Last sync of 0123456: Running \u2014 Argo CD: \u201cwaiting for healthy state\u201d \u00b7 applied = /);
+  assert.match(timelineCaption(null), /^No sync recorded by Argo CD \u00b7 /);
+});
