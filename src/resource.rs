@@ -1,5 +1,5 @@
 //! The bottom layer: how wavegate names kinds and objects. A resource named the way kubectl
-//! names it ([`CheckKind`]), a kind as the API server serves it ([`GroupResource`]), an object name that is
+//! names it ([`CheckKind`], whose dedicated kinds are the rows of [`registry`]), a kind as the API server serves it ([`GroupResource`]), an object name that is
 //! a well-formed Kubernetes name, and a caller's `key=value` parameters ([`Query`]). Everything a
 //! client sends is parsed here first, so the rest of wavegate only ever sees valid targets.
 

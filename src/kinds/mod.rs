@@ -1,11 +1,12 @@
 //! Check kinds, one module each, the way Argo CD keeps everything about a kind in
-//! `resource_customizations/<group>/<Kind>/`. A kind's module says what its check reads from the
-//! cache ([`reads`], so a change to any of it wakes whoever waits on the verdict), gathers those
-//! reads into the snapshot its pure check judges ([`gather`]; the check itself is
-//! `checks::<kind>`, with its parameters), and turns a WaveGate entry of the kind into a
-//! [`Check`] ([`GateEntry`]). Its fixtures sit in `tests/fixtures/<kind>/`. This module is the
-//! one table of kinds: [`Check`] and the dispatch to each kind. `docs/extending.md` says how to
-//! add one.
+//! `resource_customizations/<group>/<Kind>/`. A kind's module implements [`DedicatedKind`]: its
+//! row of the registry (`resource::registry`, where everything other layers need to know about
+//! it lives), what its check reads from the cache (so a change to any of it wakes whoever waits
+//! on the verdict), and how it gathers those reads into the snapshot its pure check judges (the
+//! check itself is `checks::<kind>`, with its parameters). It also turns a WaveGate entry of the
+//! kind into a [`Check`] ([`GateEntry`]). Its fixtures sit in `tests/fixtures/<kind>/`. The
+//! `check_kinds!` list below is the one place the impls are collected; `docs/extending.md` says
+//! how to add one.
 //!
 //! A kind reads the cache through [`Reads`] only, so a test can run each kind's gather against
 //! a cache that records what it was asked, and fail when a read is missing from the kind's
