@@ -148,10 +148,7 @@ impl Reconcile<Key> for Annotator {
     fn affected(&self, change: &Change) -> Vec<Key> {
         let mut keys = lock(&self.index).affected(change);
         // The object itself, so that opting in (or out) is noticed at once.
-        if let Some(kind) = CheckKind::ANNOTATED
-            .into_iter()
-            .find(|k| k.kind() == change.kind)
-        {
+        if let Some(kind) = CheckKind::annotated().find(|k| k.kind() == change.kind) {
             keys.push((kind, change.namespace.clone(), change.name.clone()));
         }
         keys
@@ -160,7 +157,7 @@ impl Reconcile<Key> for Annotator {
     async fn all(&self) -> Vec<Key> {
         let cache = self.evaluator.cache();
         let mut keys = Vec::new();
-        for kind in CheckKind::ANNOTATED {
+        for kind in CheckKind::annotated() {
             match cache.objects(&kind.kind(), None).await {
                 Ok(objects) => keys.extend(
                     objects
@@ -226,7 +223,7 @@ impl Annotator {
             let mut wanted = wanted_annotations(&verdict, generation);
             // The selector the verdict was judged with, from the evaluator's own snapshot: this
             // object came from another watch, which may already show a newer selector.
-            if *kind == CheckKind::Service
+            if *kind == CheckKind::SERVICE
                 && let Some(selector) = judged.judged_selector.or_else(|| judged_selector(&object))
             {
                 wanted.insert(JUDGED_SELECTOR.into(), selector);

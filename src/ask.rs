@@ -82,11 +82,11 @@ mod tests {
 
     #[test]
     fn every_front_end_reaches_the_same_ask_and_cache_key() {
-        let from_query = Ask::from_params(target(CheckKind::Service), &params(&[])).unwrap();
-        let defaults = Ask::with_defaults(target(CheckKind::Service));
+        let from_query = Ask::from_params(target(CheckKind::SERVICE), &params(&[])).unwrap();
+        let defaults = Ask::with_defaults(target(CheckKind::SERVICE));
         assert_eq!(from_query, defaults);
         let explicit =
-            Ask::from_params(target(CheckKind::Service), &params(&[("minReady", "1")])).unwrap();
+            Ask::from_params(target(CheckKind::SERVICE), &params(&[("minReady", "1")])).unwrap();
         assert_eq!(
             explicit, defaults,
             "minReady=1 is the default, not another ask"
@@ -97,7 +97,7 @@ mod tests {
 
     #[test]
     fn a_parameter_of_another_check_is_refused_by_name() {
-        let err = Ask::from_params(target(CheckKind::Service), &params(&[("minready", "2")]))
+        let err = Ask::from_params(target(CheckKind::SERVICE), &params(&[("minready", "2")]))
             .unwrap_err()
             .to_string();
         assert!(
@@ -105,7 +105,7 @@ mod tests {
             "{err}"
         );
         let err = Ask::from_params(
-            target(CheckKind::Application),
+            target(CheckKind::APPLICATION),
             &params(&[("minReady", "1")]),
         )
         .unwrap_err()
@@ -115,7 +115,7 @@ mod tests {
 
     #[test]
     fn parameters_are_validated_where_they_are_defined() {
-        let crdb = target(CheckKind::CrdbCluster);
+        let crdb = target(CheckKind::CRDB_CLUSTER);
         for bad in [
             &[("expectedNodes", "0")][..],
             &[("expectedNodes", "-1")],

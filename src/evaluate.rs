@@ -453,14 +453,14 @@ mod tests {
     async fn a_namespace_outside_namespaces_is_out_of_reach_not_blind() {
         // Waiting never brings prod into this wavegate's reach: the gate's timeout must apply.
         let ev = scoped_to_shop();
-        let ask = Ask::with_defaults(Target::new(CheckKind::Service, "prod", "forgejo").unwrap());
+        let ask = Ask::with_defaults(Target::new(CheckKind::SERVICE, "prod", "forgejo").unwrap());
         let j = ev.judge_fresh(&ask).await;
         assert_eq!(j.blind, None, "{j:?}");
         assert!(j.verdict.message.contains("--namespaces"), "{j:?}");
         assert!(j.verdict.message.contains("timeout applies"), "{j:?}");
         // A watched namespace whose cache cannot list (the API server does not answer) is
         // wavegate's own blindness.
-        let ask = Ask::with_defaults(Target::new(CheckKind::Service, "shop", "web").unwrap());
+        let ask = Ask::with_defaults(Target::new(CheckKind::SERVICE, "shop", "web").unwrap());
         let j = ev.judge_fresh(&ask).await;
         assert!(j.blind.is_some(), "{j:?}");
     }

@@ -5,7 +5,7 @@
 //! module imports only from layers below its own (`tests/offline/layers.rs` enforces it):
 //!
 //! 1. [`health`], [`resource`], [`views`], `json`, `glob` — verdicts; how kinds, objects and
-//!    parameters are named; what the cache keeps of pods, Services and EndpointSlices; typed
+//!    parameters are named, and the registry of check kinds; what the cache keeps of pods, Services and EndpointSlices; typed
 //!    reads of JSON objects; Argo CD's wildcards (argocd-cm keys);
 //! 2. [`argocd_lua`] — Argo CD's health scripts run in its sandbox, and where they come from;
 //! 3. [`metrics`], [`checks`], `table`, `store_index` — counters; the pure check functions;
@@ -39,7 +39,8 @@
 //!   watches, an API group and a plural (`databases.postgresql.cnpg.io`).
 //! - **check kind** ([`resource::CheckKind`]): what wavegate judges an object by — a dedicated
 //!   check (Service, CNPG Database, CockroachDB cluster, Application) or the generic rule for
-//!   any other group-resource. Each dedicated one's contract is a module of `kinds`.
+//!   any other group-resource. Each dedicated one is a row of [`resource::registry`] (the one
+//!   table of its names, WaveGate entry and RBAC) and a module of `kinds` (its contract).
 //! - **check**: a pure function of a snapshot to a finding ([`checks`]); also a WaveGate's entry
 //!   that asks for one (`spec.checks[]`).
 //! - **ask**: one question, an object and its check kind's parameters (`ask::Ask`).

@@ -187,8 +187,8 @@ async fn read(cache: &Cache, policy: &CheckPolicy, r: ResourceRef) -> Seen {
         // The Cluster a Database or DatabaseRole names: a gate on either also holds its Cluster.
         (CNPG, kind @ ("Database" | "DatabaseRole")) => {
             let resource = match kind {
-                "Database" => CheckKind::CnpgDatabase,
-                _ => CheckKind::CnpgDatabaseRole,
+                "Database" => CheckKind::CNPG_DATABASE,
+                _ => CheckKind::CNPG_DATABASE_ROLE,
             };
             match cache.object(&resource.kind(), &r.namespace, &r.name).await {
                 Ok(Some(o)) => Seen::of(&o, &["name", "cluster"]),

@@ -209,7 +209,7 @@ mod tests {
     }
 
     fn service(namespace: &str) -> Ask {
-        Ask::with_defaults(Target::new(CheckKind::Service, namespace, "web").unwrap())
+        Ask::with_defaults(Target::new(CheckKind::SERVICE, namespace, "web").unwrap())
     }
 
     #[test]
@@ -222,7 +222,7 @@ mod tests {
         for kind in ["deployments.apps", "jobs.batch", "persistentvolumeclaims"] {
             assert_eq!(p.allows_kind(&CheckKind::parse(kind).unwrap()), Ok(()));
         }
-        assert_eq!(p.allows_kind(&CheckKind::Service), Ok(()));
+        assert_eq!(p.allows_kind(&CheckKind::SERVICE), Ok(()));
     }
 
     #[test]

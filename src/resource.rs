@@ -1,8 +1,11 @@
 //! The bottom layer: how wavegate names kinds and objects. A resource named the way kubectl
-//! names it ([`CheckKind`]), a kind as the API server serves it ([`GroupResource`]), an object name that is
+//! names it ([`CheckKind`], whose dedicated kinds are the rows of [`registry`]), a kind as the API server serves it ([`GroupResource`]), an object name that is
 //! a well-formed Kubernetes name, and a caller's `key=value` parameters ([`Query`]). Everything a
 //! client sends is parsed here first, so the rest of wavegate only ever sees valid targets.
 
+pub mod registry;
+
+use registry::KindSpec;
 use serde::Serialize;
 use std::borrow::Cow;
 use std::collections::HashMap;
@@ -63,72 +66,55 @@ pub(crate) struct ResourceRef {
     pub name: String,
 }
 
-/// A resource kind wavegate can judge.
+/// A resource kind wavegate can judge: one with a dedicated check (a row of [`registry`]), or
+/// any other, judged by the generic rule.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
 pub(crate) enum CheckKind {
-    /// Core `Service`, judged by its selector, pods and EndpointSlices.
-    Service,
-    /// CloudNativePG `Database` (postgresql.cnpg.io).
-    CnpgDatabase,
-    /// CloudNativePG `DatabaseRole` (postgresql.cnpg.io, CNPG 1.30).
-    CnpgDatabaseRole,
-    /// CockroachDB operator `CrdbCluster` (crdb.cockroachlabs.com).
-    CrdbCluster,
-    /// Argo CD `Application` (argoproj.io), for app-of-apps.
-    Application,
+    /// A kind of [`registry::KINDS`] (`CheckKind::SERVICE`, …).
+    Dedicated(&'static KindSpec),
     /// Any other kind, named `plural` (core group) or `plural.group`; judged by kstatus rules and
     /// optional JSONPath expressions.
     Generic { group: String, plural: String },
 }
 
 impl CheckKind {
-    pub(crate) const CNPG_GROUP: &'static str = "postgresql.cnpg.io";
-    pub(crate) const CRDB_GROUP: &'static str = "crdb.cockroachlabs.com";
-    pub(crate) const ARGO_GROUP: &'static str = "argoproj.io";
-
     /// The kinds with a check of their own (everything else is [`CheckKind::Generic`]).
-    pub(crate) const DEDICATED: [CheckKind; 5] = [
-        CheckKind::Service,
-        CheckKind::CnpgDatabase,
-        CheckKind::CnpgDatabaseRole,
-        CheckKind::CrdbCluster,
-        CheckKind::Application,
-    ];
+    pub(crate) fn dedicated_kinds() -> impl Iterator<Item = CheckKind> {
+        registry::KINDS.iter().map(CheckKind::Dedicated)
+    }
 
     /// The dedicated kinds annotation mode writes verdicts on: those with a Lua script in
     /// `argocd/resource_customizations/` that reads them back. (A DatabaseRole has none yet;
     /// gates and the HTTP API judge it.)
-    pub(crate) const ANNOTATED: [CheckKind; 4] = [
-        CheckKind::Service,
-        CheckKind::CnpgDatabase,
-        CheckKind::CrdbCluster,
-        CheckKind::Application,
-    ];
+    pub(crate) fn annotated() -> impl Iterator<Item = CheckKind> {
+        CheckKind::dedicated_kinds().filter(|k| k.spec().is_some_and(|s| s.annotated))
+    }
 
     /// The dedicated resource Argo CD lists as `group`/`kind` in an Application's status.
     pub(crate) fn dedicated(group: &str, kind: &str) -> Option<CheckKind> {
-        CheckKind::DEDICATED
-            .into_iter()
-            .find(|r| r.group_kind() == (group, kind))
+        registry::by_group_kind(group, kind).map(CheckKind::Dedicated)
+    }
+
+    /// The registry's row, for a dedicated kind.
+    pub(crate) fn spec(&self) -> Option<&'static KindSpec> {
+        match self {
+            CheckKind::Dedicated(spec) => Some(spec),
+            CheckKind::Generic { .. } => None,
+        }
     }
 
     /// Group and Kind (as Argo CD and owner references name it) of a dedicated resource.
     pub(crate) fn group_kind(&self) -> (&str, &str) {
-        let kind = match self {
-            CheckKind::Service => "Service",
-            CheckKind::CnpgDatabase => "Database",
-            CheckKind::CnpgDatabaseRole => "DatabaseRole",
-            CheckKind::CrdbCluster => "CrdbCluster",
-            CheckKind::Application => "Application",
-            CheckKind::Generic { .. } => "",
-        };
+        let kind = self.spec().map_or("", |s| s.kind);
         (self.group_plural().0, kind)
     }
 
     /// The kind as the API server serves it.
     pub(crate) fn kind(&self) -> GroupResource {
-        let (group, plural) = self.group_plural();
-        GroupResource::new(group, plural)
+        match self {
+            CheckKind::Dedicated(spec) => GroupResource::fixed(spec.group, spec.plural),
+            CheckKind::Generic { group, plural } => GroupResource::new(group, plural),
+        }
     }
 
     /// Parse a kubectl-style resource name: `services`, `svc`, `databases.postgresql.cnpg.io`,
@@ -136,24 +122,8 @@ impl CheckKind {
     /// resolving arbitrary short names would need discovery on every request.
     pub(crate) fn parse(s: &str) -> Result<CheckKind, InputError> {
         let lower = s.to_ascii_lowercase();
-        let known = match lower.as_str() {
-            "services" | "service" | "svc" => Some(CheckKind::Service),
-            "databases.postgresql.cnpg.io" | "database.postgresql.cnpg.io" => {
-                Some(CheckKind::CnpgDatabase)
-            }
-            "databaseroles.postgresql.cnpg.io" | "databaserole.postgresql.cnpg.io" => {
-                Some(CheckKind::CnpgDatabaseRole)
-            }
-            "crdbclusters.crdb.cockroachlabs.com" | "crdbcluster.crdb.cockroachlabs.com" => {
-                Some(CheckKind::CrdbCluster)
-            }
-            "applications.argoproj.io" | "application.argoproj.io" | "app.argoproj.io" => {
-                Some(CheckKind::Application)
-            }
-            _ => None,
-        };
-        if let Some(r) = known {
-            return Ok(r);
+        if let Some(spec) = registry::by_name(&lower) {
+            return Ok(CheckKind::Dedicated(spec));
         }
         let (plural, group) = match lower.split_once('.') {
             Some((p, g)) => (p, g),
@@ -171,11 +141,7 @@ impl CheckKind {
     /// Group and plural, as used for discovery and in messages.
     pub(crate) fn group_plural(&self) -> (&str, &str) {
         match self {
-            CheckKind::Service => ("", "services"),
-            CheckKind::CnpgDatabase => (Self::CNPG_GROUP, "databases"),
-            CheckKind::CnpgDatabaseRole => (Self::CNPG_GROUP, "databaseroles"),
-            CheckKind::CrdbCluster => (Self::CRDB_GROUP, "crdbclusters"),
-            CheckKind::Application => (Self::ARGO_GROUP, "applications"),
+            CheckKind::Dedicated(spec) => (spec.group, spec.plural),
             CheckKind::Generic { group, plural } => (group, plural),
         }
     }
@@ -320,19 +286,19 @@ mod tests {
 
     #[test]
     fn kubectl_names_resolve_to_known_checks() {
-        assert_eq!(CheckKind::parse("services"), Ok(CheckKind::Service));
-        assert_eq!(CheckKind::parse("svc"), Ok(CheckKind::Service));
+        assert_eq!(CheckKind::parse("services"), Ok(CheckKind::SERVICE));
+        assert_eq!(CheckKind::parse("svc"), Ok(CheckKind::SERVICE));
         assert_eq!(
             CheckKind::parse("databases.postgresql.cnpg.io"),
-            Ok(CheckKind::CnpgDatabase)
+            Ok(CheckKind::CNPG_DATABASE)
         );
         assert_eq!(
             CheckKind::parse("DatabaseRoles.postgresql.cnpg.io"),
-            Ok(CheckKind::CnpgDatabaseRole)
+            Ok(CheckKind::CNPG_DATABASE_ROLE)
         );
         assert_eq!(
             CheckKind::parse("crdbclusters.crdb.cockroachlabs.com"),
-            Ok(CheckKind::CrdbCluster)
+            Ok(CheckKind::CRDB_CLUSTER)
         );
         assert_eq!(
             CheckKind::parse("deployments.apps"),
@@ -347,21 +313,20 @@ mod tests {
     fn path_tricks_and_bad_names_are_rejected() {
         assert!(CheckKind::parse("../etc").is_err());
         assert!(CheckKind::parse("").is_err());
-        assert!(Target::new(CheckKind::Service, "Cicd", "forgejo").is_err());
-        assert!(Target::new(CheckKind::Service, "cicd", "forgejo/..").is_err());
-        assert!(Target::new(CheckKind::Service, "cicd", &"a".repeat(254)).is_err());
-        assert!(Target::new(CheckKind::Service, "cicd", "forgejo.v2").is_ok());
+        assert!(Target::new(CheckKind::SERVICE, "Cicd", "forgejo").is_err());
+        assert!(Target::new(CheckKind::SERVICE, "cicd", "forgejo/..").is_err());
+        assert!(Target::new(CheckKind::SERVICE, "cicd", &"a".repeat(254)).is_err());
+        assert!(Target::new(CheckKind::SERVICE, "cicd", "forgejo.v2").is_ok());
     }
 
     /// Annotation mode writes verdicts only where a Lua script reads them back: a kind in
-    /// `ANNOTATED` without one would carry annotations Argo CD ignores, and one with a script
+    /// `annotated()` without one would carry annotations Argo CD ignores, and one with a script
     /// but left out would never be written, so its script would wait forever.
     #[test]
     fn annotated_kinds_are_the_dedicated_kinds_with_a_lua_script() {
         let scripts =
             std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("argocd/resource_customizations");
-        let with_script: Vec<CheckKind> = CheckKind::DEDICATED
-            .into_iter()
+        let with_script: Vec<CheckKind> = CheckKind::dedicated_kinds()
             .filter(|r| {
                 let (group, kind) = r.group_kind();
                 let dir = if group.is_empty() {
@@ -372,12 +337,12 @@ mod tests {
                 scripts.join(dir).join("health.lua").is_file()
             })
             .collect();
-        assert_eq!(with_script, CheckKind::ANNOTATED.to_vec());
-        assert!(!CheckKind::ANNOTATED.contains(&CheckKind::CnpgDatabaseRole));
-        let (group, kind) = CheckKind::CnpgDatabaseRole.group_kind();
+        assert_eq!(with_script, CheckKind::annotated().collect::<Vec<_>>());
+        assert!(!CheckKind::annotated().any(|k| k == CheckKind::CNPG_DATABASE_ROLE));
+        let (group, kind) = CheckKind::CNPG_DATABASE_ROLE.group_kind();
         assert_eq!(
             CheckKind::dedicated(group, kind),
-            Some(CheckKind::CnpgDatabaseRole)
+            Some(CheckKind::CNPG_DATABASE_ROLE)
         );
     }
 }

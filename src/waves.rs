@@ -175,10 +175,12 @@ impl Scoped<'_> {
             match cache.object(&live_kind, &r.namespace, &r.name).await {
                 Ok(Some(object)) => Some(
                     managing_app(&object, group, kind, method) == Some(self.instance.as_str())
-                        && (kind != "Application" || group != CheckKind::ARGO_GROUP || {
-                            let project = object.text_at("/spec/project").unwrap_or("default");
-                            project == self.scope.project
-                        }),
+                        && (kind != "Application"
+                            || group != CheckKind::APPLICATION.group_kind().0
+                            || {
+                                let project = object.text_at("/spec/project").unwrap_or("default");
+                                project == self.scope.project
+                            }),
                 ),
                 Ok(None) => None,
                 Err(e) => return Err(self.unreadable(r, e)),

@@ -229,7 +229,7 @@ pub(crate) async fn applications(
     // Taken before any read: a change while judging leaves what is kept stale, never newer.
     let stamp = state.clusters.stamp(clusters.iter().map(|c| &**c));
     let read_at = std::time::Instant::now();
-    let kind = CheckKind::Application.kind();
+    let kind = CheckKind::APPLICATION.kind();
     let mut apps = match state.clusters.home().cache.objects(&kind, None).await {
         Ok(apps) => apps,
         Err(CacheError::NotInstalled(_)) => Vec::new(),
@@ -393,7 +393,7 @@ async fn waves_of(
     name: &str,
     scope: Scope,
 ) -> Result<Response, ApiError> {
-    let target = Target::new(CheckKind::Application, namespace, name)?;
+    let target = Target::new(CheckKind::APPLICATION, namespace, name)?;
     let view_scope = scope.as_ref().map(|Extension(s)| s.view_scope());
     let key = ViewKey {
         namespace: namespace.to_string(),

@@ -133,7 +133,7 @@ impl AppScope {
             .clusters
             .home()
             .cache
-            .object(&CheckKind::Application.kind(), namespace, name)
+            .object(&CheckKind::APPLICATION.kind(), namespace, name)
             .await
             .map_err(|e| ApiError::reading(e, Reading::Scope(&what)))?
             .ok_or_else(|| {
@@ -202,7 +202,7 @@ impl AppScope {
             return true;
         }
         let project = Some(s("/spec/project")).filter(|p| !p.is_empty());
-        let (group, kind) = CheckKind::Application.group_kind();
+        let (group, kind) = CheckKind::APPLICATION.group_kind();
         self.owns(group, kind, namespace, name)
             && self.manages(app, group, kind)
             && project.unwrap_or("default") == self.project
@@ -213,14 +213,14 @@ impl AppScope {
         if namespace == self.namespace && name == self.name {
             return true;
         }
-        let (group, kind) = CheckKind::Application.group_kind();
+        let (group, kind) = CheckKind::APPLICATION.group_kind();
         if !self.owns(group, kind, namespace, name) {
             return false;
         }
         let Some(home) = &self.home else { return false };
         match home
             .cache()
-            .object(&CheckKind::Application.kind(), namespace, name)
+            .object(&CheckKind::APPLICATION.kind(), namespace, name)
             .await
         {
             Ok(Some(app)) => self.allows_application(&app),
@@ -270,8 +270,10 @@ impl AppScope {
         };
         let cache = destination.evaluator.cache();
         match resource {
-            CheckKind::Application => self.allows_application_named(namespace, name).await,
-            CheckKind::Service => {
+            r if *r == CheckKind::APPLICATION => {
+                self.allows_application_named(namespace, name).await
+            }
+            r if *r == CheckKind::SERVICE => {
                 // Read from the compact Service view (which keeps the tracking), never a
                 // full-object watch of Services.
                 self.owns("", "Service", namespace, name)
@@ -295,9 +297,9 @@ impl AppScope {
                 }
                 false
             }
-            // Named so that a new kind must choose its rule here: these are read whole from
-            // the cache.
-            CheckKind::CnpgDatabase | CheckKind::CnpgDatabaseRole | CheckKind::CrdbCluster => {
+            // Every other dedicated kind is read whole from the cache (only Services are kept
+            // in a compact view), so its tracking is read like a generic kind's.
+            CheckKind::Dedicated(_) => {
                 let (group, kind) = resource.group_kind();
                 self.owns(group, kind, namespace, name)
                     && self

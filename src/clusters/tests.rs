@@ -369,7 +369,7 @@ async fn cockroachdb_checks_in_a_remote_cluster_are_unknown_without_a_probe() {
     let remote = remote_eval_config(home);
     assert!(remote.crdb_credentials.is_none() && remote.crdb_tls.ca_pem.is_none());
     let ev = Evaluator::new(cache, remote, metrics.clone()).unwrap();
-    let target = Target::new(CheckKind::CrdbCluster, "db", "crdb").unwrap();
+    let target = Target::new(CheckKind::CRDB_CLUSTER, "db", "crdb").unwrap();
     let ask = crate::ask::Ask::from_params(target, &std::collections::HashMap::new()).unwrap();
     let v = ev.judge(&ask).await;
     assert_eq!(v.status, crate::health::HealthStatus::Unknown, "{v:?}");

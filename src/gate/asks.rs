@@ -5,6 +5,7 @@ use crate::ask::Ask;
 use crate::health::Verdict;
 use crate::policy::CheckPolicy;
 use crate::resource::InputError;
+use crate::resource::registry;
 
 /// [`ask_under`] the strict default policy.
 #[cfg(test)]
@@ -29,14 +30,17 @@ pub(crate) fn ask_under(
 /// The question a check entry asks, before any policy.
 fn ask_unchecked(check: &GateCheck, gate_namespace: &str) -> Result<Ask, InputError> {
     match check.entries()[..] {
-        [entry] => {
-            let (target, judged) = entry.ask(&check.name, gate_namespace)?;
+        [(field, entry)] => {
+            let (target, judged) = entry.ask(field, &check.name, gate_namespace)?;
             Ok(Ask::new(target, judged))
         }
         // The CRD's CEL rule rejects these; an API server without CEL validation might not.
         _ => Err(InputError::Parameter {
             name: check.name.clone(),
-            reason: format!("set exactly one of {}", GateCheck::KINDS.join(", ")),
+            reason: format!(
+                "set exactly one of {}",
+                registry::entries().collect::<Vec<_>>().join(", ")
+            ),
         }),
     }
 }

@@ -351,7 +351,7 @@ impl Gates {
     /// gate's own cluster for everything else.
     fn evaluator_for(&self, ask: &Ask) -> &Arc<Evaluator> {
         match &ask.check {
-            Check::Application => &self.context.applications,
+            Check::Application(()) => &self.context.applications,
             _ => &self.context.evaluator,
         }
     }

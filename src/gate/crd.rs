@@ -8,6 +8,7 @@
 
 use crate::health::HealthStatus;
 use crate::kinds::GateEntry;
+use crate::resource::registry;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
 use schemars::JsonSchema;
@@ -15,7 +16,7 @@ use serde::{Deserialize, Serialize};
 
 // Each kind's entry is defined with the rest of its kind.
 pub use crate::kinds::application::ApplicationCheck;
-pub use crate::kinds::cnpg::{CnpgDatabaseCheck, CnpgDatabaseRoleCheck};
+pub use crate::kinds::cnpg::{CnpgCheck, CnpgDatabaseCheck, CnpgDatabaseRoleCheck};
 pub use crate::kinds::cockroach::CockroachClusterCheck;
 pub use crate::kinds::generic::ResourceCheck;
 pub use crate::kinds::service::ServiceCheck;
@@ -57,10 +58,7 @@ pub struct WaveGateSpec {
 /// One check: a name and exactly one kind with its parameters.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, Default, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-#[schemars(extend("x-kubernetes-validations" = [{
-    "rule": "[has(self.service), has(self.cnpgDatabase), has(self.cnpgDatabaseRole), has(self.cockroachCluster), has(self.application), has(self.resource)].filter(x, x).size() == 1",
-    "message": "each check must set exactly one of service, cnpgDatabase, cnpgDatabaseRole, cockroachCluster, application, resource"
-}]))]
+#[schemars(transform = exactly_one_entry)]
 pub struct GateCheck {
     /// Unique within the gate; shown in messages and in `status.checks`.
     #[schemars(
@@ -93,28 +91,42 @@ pub struct GateCheck {
 }
 
 impl GateCheck {
-    /// The entry names, as the schema's CEL rule lists them.
-    pub(crate) const KINDS: &[&str] = &[
-        "service",
-        "cnpgDatabase",
-        "cnpgDatabaseRole",
-        "cockroachCluster",
-        "application",
-        "resource",
-    ];
-
-    /// The kinds this check sets (exactly one in a valid check).
-    pub(crate) fn entries(&self) -> Vec<&dyn GateEntry> {
-        let entries: [Option<&dyn GateEntry>; 6] = [
-            self.service.as_ref().map(|e| e as _),
-            self.cnpg_database.as_ref().map(|e| e as _),
-            self.cnpg_database_role.as_ref().map(|e| e as _),
-            self.cockroach_cluster.as_ref().map(|e| e as _),
-            self.application.as_ref().map(|e| e as _),
-            self.resource.as_ref().map(|e| e as _),
-        ];
-        entries.into_iter().flatten().collect()
+    /// The entry fields this check sets, each with its field's name (exactly one in a valid
+    /// check). The names are the registry's; `every_entry_field_asks_for_its_registry_kind`
+    /// holds each field to its row.
+    pub(crate) fn entries(&self) -> Vec<(&'static str, &dyn GateEntry)> {
+        fn entry<'a>(
+            field: &'static str,
+            e: &'a Option<impl GateEntry>,
+        ) -> Option<(&'static str, &'a dyn GateEntry)> {
+            e.as_ref().map(|e| (field, e as &dyn GateEntry))
+        }
+        [
+            entry(registry::SERVICE.entry, &self.service),
+            entry(registry::CNPG_DATABASE.entry, &self.cnpg_database),
+            entry(registry::CNPG_DATABASE_ROLE.entry, &self.cnpg_database_role),
+            entry(registry::CRDB_CLUSTER.entry, &self.cockroach_cluster),
+            entry(registry::APPLICATION.entry, &self.application),
+            entry(registry::GENERIC_ENTRY, &self.resource),
+        ]
+        .into_iter()
+        .flatten()
+        .collect()
     }
+}
+
+/// The CEL rule that a check sets exactly one entry, over the registry's entries: the API
+/// server counts only what the rule names, so a kind missing here could be set beside another.
+fn exactly_one_entry(schema: &mut schemars::Schema) {
+    let entries: Vec<&str> = registry::entries().collect();
+    let has: Vec<String> = entries.iter().map(|e| format!("has(self.{e})")).collect();
+    schema.insert(
+        "x-kubernetes-validations".into(),
+        serde_json::json!([{
+            "rule": format!("[{}].filter(x, x).size() == 1", has.join(", ")),
+            "message": format!("each check must set exactly one of {}", entries.join(", ")),
+        }]),
+    );
 }
 
 /// What wavegate concluded, written through the status subresource.
@@ -197,9 +209,9 @@ mod tests {
         .clone()
     }
 
-    /// A kind added as a field but left out of `KINDS` or the CEL rule would let a check set it
-    /// beside another kind (the API server counts only what the rule names), or be refused as
-    /// "none set" by wavegate.
+    /// A kind added as a field but left out of the registry (and so of the CEL rule) would let
+    /// a check set it beside another kind (the API server counts only what the rule names), or
+    /// a registry row without its field would be refused by the API server as unknown.
     #[test]
     fn the_cel_rule_counts_every_kind_field_and_only_those() {
         let schema = check_schema();
@@ -212,11 +224,12 @@ mod tests {
             .filter(|k| !["name", "label"].contains(k))
             .collect();
         fields.sort_unstable();
-        let mut kinds = GateCheck::KINDS.to_vec();
+        let entries: Vec<&str> = registry::entries().collect();
+        let mut kinds = entries.clone();
         kinds.sort_unstable();
         assert_eq!(
             fields, kinds,
-            "GateCheck::KINDS against the schema's fields"
+            "the registry's entries against the schema's fields"
         );
 
         let validation = &schema["x-kubernetes-validations"][0];
@@ -226,11 +239,45 @@ mod tests {
             .skip(1)
             .map(|s| s.split(')').next().unwrap())
             .collect();
-        assert_eq!(counted, GateCheck::KINDS, "{rule}");
+        assert_eq!(counted, entries, "{rule}");
         assert!(rule.ends_with(".filter(x, x).size() == 1"), "{rule}");
         let message = validation["message"].as_str().unwrap();
-        assert!(message.ends_with(&GateCheck::KINDS.join(", ")), "{message}");
-        assert!(GateCheck::KINDS.contains(&"cnpgDatabaseRole"));
+        assert!(message.ends_with(&entries.join(", ")), "{message}");
+        assert!(entries.contains(&"cnpgDatabaseRole"));
+    }
+
+    /// A field read under another kind's name would judge the object by the wrong check (a
+    /// DatabaseRole by the Database's rule) or under the wrong group-resource.
+    #[test]
+    fn every_entry_field_asks_for_its_registry_kind() {
+        let mut all = serde_json::Map::new();
+        for spec in registry::KINDS {
+            let check: GateCheck = serde_json::from_value(serde_json::json!({
+                "name": "c",
+                (spec.entry): {"name": "forgejo", "namespace": "ddb"},
+            }))
+            .unwrap();
+            let entries = check.entries();
+            assert_eq!(entries.len(), 1, "{}", spec.entry);
+            let (field, entry) = entries[0];
+            assert_eq!(field, spec.entry);
+            let (target, judged) = entry.ask(field, "c", "gate-ns").unwrap();
+            assert_eq!(target.resource, crate::resource::CheckKind::Dedicated(spec));
+            assert_eq!(judged.resource(), target.resource, "{}", spec.entry);
+            assert_eq!(
+                (target.namespace.as_str(), target.name.as_str()),
+                ("ddb", "forgejo")
+            );
+            all.insert(spec.entry.into(), serde_json::json!({"name": "forgejo"}));
+        }
+        all.insert(
+            registry::GENERIC_ENTRY.into(),
+            serde_json::json!({"name": "forgejo", "resource": "deployments.apps"}),
+        );
+        all.insert("name".into(), "c".into());
+        let every: GateCheck = serde_json::from_value(Value::Object(all)).unwrap();
+        let fields: Vec<&str> = every.entries().iter().map(|(f, _)| *f).collect();
+        assert_eq!(fields, registry::entries().collect::<Vec<_>>());
     }
 
     #[test]

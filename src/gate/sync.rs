@@ -41,7 +41,7 @@ pub(crate) fn managing_application(
         Some((ns, name)) => (ns.to_string(), name.to_string()),
         None => (argocd_namespace.to_string(), app.to_string()),
     };
-    (Target::new(CheckKind::Application, &ns, &name).is_ok()).then_some((ns, name))
+    (Target::new(CheckKind::APPLICATION, &ns, &name).is_ok()).then_some((ns, name))
 }
 
 /// Whether `app`'s `status.resources` lists the gate `namespace/name`: Argo CD's own record

@@ -83,7 +83,7 @@ fn status_at(
 #[test]
 fn omitted_namespace_is_the_gates() {
     let ask = ask_of(&service_check("http", "forgejo"), "ddb").unwrap();
-    let expected = Target::new(CheckKind::Service, "ddb", "forgejo").unwrap();
+    let expected = Target::new(CheckKind::SERVICE, "ddb", "forgejo").unwrap();
     assert_eq!(ask, Ask::with_defaults(expected));
     assert_eq!(
         target_of(&service_check("http", "forgejo"), "ddb"),
@@ -153,7 +153,7 @@ fn a_database_role_entry_asks_about_the_role_not_a_database() {
         "databaseroles.postgresql.cnpg.io ddb/forgejo"
     );
     let defaults = ask_of(&role_check("role", None), "ddb").unwrap();
-    let target = Target::new(CheckKind::CnpgDatabaseRole, "ddb", "forgejo").unwrap();
+    let target = Target::new(CheckKind::CNPG_DATABASE_ROLE, "ddb", "forgejo").unwrap();
     assert_eq!(defaults, Ask::with_defaults(target));
 }
 

@@ -2,11 +2,14 @@
 //! spec asks for, and idle (`checks::application`, one rule with the shipped
 //! `argoproj.io/Application/health.lua`; fixtures in `tests/fixtures/application/`).
 
-use super::{Check, Found, GateEntry, NAME, NAMESPACE, Reads, Sources, namespace_or};
+use super::{
+    Check, DedicatedKind, Found, GateEntry, NAME, NAMESPACE, Probes, Reads, Sources, namespace_or,
+};
 use crate::cache::CacheError;
 use crate::checks::application;
 use crate::deps::Dep;
-use crate::resource::{CheckKind, InputError, Target};
+use crate::resource::registry::{self, KindSpec};
+use crate::resource::{CheckKind, InputError, Query, Target};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -24,26 +27,48 @@ pub struct ApplicationCheck {
 }
 
 impl GateEntry for ApplicationCheck {
-    fn ask(&self, _check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
+    fn ask(&self, _: &str, _: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
         let ns = namespace_or(&self.namespace, gate_namespace);
-        let target = Target::new(CheckKind::Application, &ns, &self.name)?;
-        Ok((target, Check::Application))
+        let target = Target::new(CheckKind::APPLICATION, &ns, &self.name)?;
+        Ok((target, Check::Application(())))
     }
 }
 
-/// The Application alone: its status carries everything the check reads.
-pub(crate) fn reads(namespace: &str, name: &str) -> Vec<Dep> {
-    vec![Dep::object(CheckKind::Application.kind(), namespace, name)]
+/// The Application check kind; it takes no parameters.
+pub(crate) struct Application;
+
+impl DedicatedKind for Application {
+    const SPEC: &'static KindSpec = &registry::APPLICATION;
+    const PARAMS: &'static [&'static str] = &[];
+    type Params = ();
+
+    fn params(_: &Query) -> Result<(), InputError> {
+        Ok(())
+    }
+
+    /// The Application alone: its status carries everything the check reads.
+    fn reads(namespace: &str, name: &str) -> Vec<Dep> {
+        vec![Dep::object(CheckKind::APPLICATION.kind(), namespace, name)]
+    }
+
+    async fn gather<R: Reads, P: Probes>(
+        from: &Sources<'_, R, P>,
+        namespace: &str,
+        name: &str,
+        _: &(),
+    ) -> Result<Found, CacheError> {
+        gather(from, namespace, name).await
+    }
 }
 
-pub(crate) async fn gather<R: Reads, P>(
+async fn gather<R: Reads, P>(
     from: &Sources<'_, R, P>,
     namespace: &str,
     name: &str,
 ) -> Result<Found, CacheError> {
     let app = from
         .cache
-        .object(&CheckKind::Application.kind(), namespace, name)
+        .object(&CheckKind::APPLICATION.kind(), namespace, name)
         .await?;
     let v = application::check(namespace, name, app.as_deref());
     Ok(Found {

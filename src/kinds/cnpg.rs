@@ -4,94 +4,145 @@
 //! module serves both.
 
 use super::{
-    Check, Found, GateEntry, NAME, NAMESPACE, Reads, Sources, json_identity, namespace_or,
+    Check, DedicatedKind, Found, GateEntry, NAME, NAMESPACE, Probes, Reads, Sources, json_identity,
+    namespace_or,
 };
 use crate::cache::CacheError;
 use crate::checks::cnpg::{self, Params};
 use crate::deps::Dep;
+use crate::health::Finding;
 use crate::json::At;
-use crate::resource::{CheckKind, GroupResource, InputError, Target};
+use crate::resource::registry::{self, KindSpec};
+use crate::resource::{CheckKind, GroupResource, InputError, Query, Target};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 /// The Clusters a Database is created in.
-pub(crate) const CLUSTERS: GroupResource = GroupResource::fixed(CheckKind::CNPG_GROUP, "clusters");
+pub(crate) const CLUSTERS: GroupResource = GroupResource::fixed(registry::CNPG_GROUP, "clusters");
 
-// A WaveGate's `cnpgDatabase:` entry (no doc comment: the field's in `GateCheck` describes it).
+// A WaveGate's `cnpgDatabase:` or `cnpgDatabaseRole:` entry (no doc comment: the fields' in
+// `GateCheck` describe them). The two are one shape, as CNPG reconciles them alike.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub struct CnpgDatabaseCheck {
+pub struct CnpgCheck {
     #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
     pub name: String,
     /// Defaults to the gate's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE))]
     pub namespace: Option<String>,
-    /// Also require the Database's CNPG Cluster to be Ready (default false).
+    /// Also require the CNPG Cluster the object names to be Ready (default false).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub require_cluster_ready: Option<bool>,
 }
 
-impl GateEntry for CnpgDatabaseCheck {
-    fn ask(&self, _check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
+/// A `cnpgDatabase:` entry.
+pub type CnpgDatabaseCheck = CnpgCheck;
+/// A `cnpgDatabaseRole:` entry.
+pub type CnpgDatabaseRoleCheck = CnpgCheck;
+
+impl GateEntry for CnpgCheck {
+    fn ask(
+        &self,
+        field: &str,
+        _: &str,
+        gate_namespace: &str,
+    ) -> Result<(Target, Check), InputError> {
         let ns = namespace_or(&self.namespace, gate_namespace);
-        let target = Target::new(CheckKind::CnpgDatabase, &ns, &self.name)?;
         let params = Params::new(self.require_cluster_ready);
-        Ok((target, Check::CnpgDatabase(params)))
+        let (kind, check) = if field == DatabaseRole::SPEC.entry {
+            (
+                CheckKind::CNPG_DATABASE_ROLE,
+                Check::CnpgDatabaseRole(params),
+            )
+        } else {
+            (CheckKind::CNPG_DATABASE, Check::CnpgDatabase(params))
+        };
+        Ok((Target::new(kind, &ns, &self.name)?, check))
     }
 }
 
-// A WaveGate's `cnpgDatabaseRole:` entry (no doc comment: the field's in `GateCheck` describes
-// it).
-#[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CnpgDatabaseRoleCheck {
-    #[schemars(length(min = 1, max = 253), regex(pattern = NAME))]
-    pub name: String,
-    /// Defaults to the gate's namespace.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[schemars(length(min = 1, max = 63), regex(pattern = NAMESPACE))]
-    pub namespace: Option<String>,
-    /// Also require the DatabaseRole's CNPG Cluster to be Ready (default false).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub require_cluster_ready: Option<bool>,
-}
+/// The CNPG Database check kind.
+pub(crate) struct Database;
 
-impl GateEntry for CnpgDatabaseRoleCheck {
-    fn ask(&self, _check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
-        let ns = namespace_or(&self.namespace, gate_namespace);
-        let target = Target::new(CheckKind::CnpgDatabaseRole, &ns, &self.name)?;
-        let params = Params::new(self.require_cluster_ready);
-        Ok((target, Check::CnpgDatabaseRole(params)))
+/// The CNPG DatabaseRole check kind.
+pub(crate) struct DatabaseRole;
+
+impl DedicatedKind for Database {
+    const SPEC: &'static KindSpec = &registry::CNPG_DATABASE;
+    const PARAMS: &'static [&'static str] = Params::NAMES;
+    type Params = Params;
+
+    fn params(q: &Query) -> Result<Params, InputError> {
+        Params::from_query(q)
+    }
+
+    fn reads(namespace: &str, name: &str) -> Vec<Dep> {
+        reads(Self::SPEC, namespace, name)
+    }
+
+    async fn gather<R: Reads, P: Probes>(
+        from: &Sources<'_, R, P>,
+        namespace: &str,
+        name: &str,
+        params: &Params,
+    ) -> Result<Found, CacheError> {
+        gather(from, Self::SPEC, cnpg::check, namespace, name, params).await
     }
 }
+
+impl DedicatedKind for DatabaseRole {
+    const SPEC: &'static KindSpec = &registry::CNPG_DATABASE_ROLE;
+    const PARAMS: &'static [&'static str] = Params::NAMES;
+    type Params = Params;
+
+    fn params(q: &Query) -> Result<Params, InputError> {
+        Params::from_query(q)
+    }
+
+    fn reads(namespace: &str, name: &str) -> Vec<Dep> {
+        reads(Self::SPEC, namespace, name)
+    }
+
+    async fn gather<R: Reads, P: Probes>(
+        from: &Sources<'_, R, P>,
+        namespace: &str,
+        name: &str,
+        params: &Params,
+    ) -> Result<Found, CacheError> {
+        gather(from, Self::SPEC, cnpg::check_role, namespace, name, params).await
+    }
+}
+
+/// A pure check of a Database or DatabaseRole in its Cluster (`checks::cnpg`).
+type Judge = fn(&str, &str, Option<&Value>, Option<&Value>, &Params) -> Finding;
 
 /// The Database or DatabaseRole (`kind`), and its Cluster: the object names it in its spec, so
 /// any Cluster of the namespace will do.
-pub(crate) fn reads(kind: CheckKind, namespace: &str, name: &str) -> Vec<Dep> {
+fn reads(kind: &'static KindSpec, namespace: &str, name: &str) -> Vec<Dep> {
     vec![
-        Dep::object(kind.kind(), namespace, name),
+        Dep::object(CheckKind::Dedicated(kind).kind(), namespace, name),
         Dep::namespace(CLUSTERS, namespace),
     ]
 }
 
-/// Judge the Database or DatabaseRole (`kind`) `namespace/name`.
-pub(crate) async fn gather<R: Reads, P>(
+/// Judge the Database or DatabaseRole (`kind`) `namespace/name` with `judge`.
+async fn gather<R: Reads, P>(
     from: &Sources<'_, R, P>,
-    kind: CheckKind,
+    kind: &'static KindSpec,
+    judge: Judge,
     namespace: &str,
     name: &str,
     params: &Params,
 ) -> Result<Found, CacheError> {
     let c = from.cache;
-    let db = c.object(&kind.kind(), namespace, name).await?;
+    let db = c
+        .object(&CheckKind::Dedicated(kind).kind(), namespace, name)
+        .await?;
     let cluster = match db.as_deref().and_then(cnpg::cluster_name) {
         Some(cluster) => c.object(&CLUSTERS, namespace, cluster).await?,
         None => None,
-    };
-    let judge = match kind {
-        CheckKind::CnpgDatabaseRole => cnpg::check_role,
-        _ => cnpg::check,
     };
     let f = judge(namespace, name, db.as_deref(), cluster.as_deref(), params);
     // The Cluster's UID too: a Database failing on a Cluster that was deleted and recreated

@@ -2,13 +2,16 @@
 //! node live, proven by probing each pod (`checks::cockroach` plans and judges, the evaluator
 //! probes; fixtures in `tests/fixtures/cockroach/`).
 
-use super::{Check, Found, GateEntry, NAME, NAMESPACE, Probes, Reads, Sources, json_identity};
+use super::{
+    Check, DedicatedKind, Found, GateEntry, NAME, NAMESPACE, Probes, Reads, Sources, json_identity,
+};
 use crate::cache::CacheError;
 use crate::checks::cockroach::{self, Wanted};
 use crate::deps::Dep;
 use crate::health::Verdict;
 use crate::json::At;
-use crate::resource::{CheckKind, GroupResource, InputError, Target};
+use crate::resource::registry::{self, KindSpec};
+use crate::resource::{CheckKind, GroupResource, InputError, Query, Target};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -17,7 +20,7 @@ use std::time::Duration;
 
 /// What the current operator makes of each node, and what proves a pod's membership there.
 pub(crate) const CRDB_NODES: GroupResource =
-    GroupResource::fixed(CheckKind::CRDB_GROUP, "crdbnodes");
+    GroupResource::fixed(registry::CRDB_GROUP, "crdbnodes");
 /// What the older operator (`v1alpha1`) runs the nodes in.
 pub(crate) const STATEFUL_SETS: GroupResource = GroupResource::fixed("apps", "statefulsets");
 
@@ -42,27 +45,49 @@ pub struct CockroachClusterCheck {
 }
 
 impl GateEntry for CockroachClusterCheck {
-    fn ask(&self, _check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
+    fn ask(&self, _: &str, _: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
         let ns = super::namespace_or(&self.namespace, gate_namespace);
-        let target = Target::new(CheckKind::CrdbCluster, &ns, &self.name)?;
+        let target = Target::new(CheckKind::CRDB_CLUSTER, &ns, &self.name)?;
         let wanted = Wanted::new(self.expected_nodes, self.selector.clone())?;
         Ok((target, Check::CrdbCluster(wanted)))
     }
 }
 
-/// The CrdbCluster, the pods of its namespace, and what proves their membership (CrdbNodes or
-/// StatefulSets, read when credentials are configured). Probe answers are not watched: whoever
-/// waits on the verdict judges again every probe TTL.
-pub(crate) fn reads(namespace: &str, name: &str) -> Vec<Dep> {
-    vec![
-        Dep::object(CheckKind::CrdbCluster.kind(), namespace, name),
-        Dep::namespace(GroupResource::PODS, namespace),
-        Dep::namespace(CRDB_NODES, namespace),
-        Dep::namespace(STATEFUL_SETS, namespace),
-    ]
+/// The CrdbCluster check kind.
+pub(crate) struct CrdbCluster;
+
+impl DedicatedKind for CrdbCluster {
+    const SPEC: &'static KindSpec = &registry::CRDB_CLUSTER;
+    const PARAMS: &'static [&'static str] = Wanted::NAMES;
+    type Params = Wanted;
+
+    fn params(q: &Query) -> Result<Wanted, InputError> {
+        Wanted::from_query(q)
+    }
+
+    /// The CrdbCluster, the pods of its namespace, and what proves their membership (CrdbNodes
+    /// or StatefulSets, read when credentials are configured). Probe answers are not watched:
+    /// whoever waits on the verdict judges again every probe TTL.
+    fn reads(namespace: &str, name: &str) -> Vec<Dep> {
+        vec![
+            Dep::object(CheckKind::CRDB_CLUSTER.kind(), namespace, name),
+            Dep::namespace(GroupResource::PODS, namespace),
+            Dep::namespace(CRDB_NODES, namespace),
+            Dep::namespace(STATEFUL_SETS, namespace),
+        ]
+    }
+
+    async fn gather<R: Reads, P: Probes>(
+        from: &Sources<'_, R, P>,
+        namespace: &str,
+        name: &str,
+        wanted: &Wanted,
+    ) -> Result<Found, CacheError> {
+        gather(from, namespace, name, wanted).await
+    }
 }
 
-pub(crate) async fn gather<R: Reads, P: Probes>(
+async fn gather<R: Reads, P: Probes>(
     from: &Sources<'_, R, P>,
     namespace: &str,
     name: &str,
@@ -79,7 +104,7 @@ pub(crate) async fn gather<R: Reads, P: Probes>(
     }
     let c = from.cache;
     let cluster = c
-        .object(&CheckKind::CrdbCluster.kind(), namespace, name)
+        .object(&CheckKind::CRDB_CLUSTER.kind(), namespace, name)
         .await?;
     let pods = c.pods(namespace).await?;
     let params = cockroach::Params {

@@ -45,7 +45,12 @@ pub struct ResourceCheck {
 }
 
 impl GateEntry for ResourceCheck {
-    fn ask(&self, check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
+    fn ask(
+        &self,
+        _: &str,
+        check: &str,
+        gate_namespace: &str,
+    ) -> Result<(Target, Check), InputError> {
         let ns = namespace_or(&self.namespace, gate_namespace);
         let t = Target::new(CheckKind::parse(&self.resource)?, &ns, &self.name)?;
         let expressions = [&self.healthy, &self.progressing, &self.degraded];

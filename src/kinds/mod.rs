@@ -1,11 +1,12 @@
 //! Check kinds, one module each, the way Argo CD keeps everything about a kind in
-//! `resource_customizations/<group>/<Kind>/`. A kind's module says what its check reads from the
-//! cache ([`reads`], so a change to any of it wakes whoever waits on the verdict), gathers those
-//! reads into the snapshot its pure check judges ([`gather`]; the check itself is
-//! `checks::<kind>`, with its parameters), and turns a WaveGate entry of the kind into a
-//! [`Check`] ([`GateEntry`]). Its fixtures sit in `tests/fixtures/<kind>/`. This module is the
-//! one table of kinds: [`Check`] and the dispatch to each kind. `docs/extending.md` says how to
-//! add one.
+//! `resource_customizations/<group>/<Kind>/`. A kind's module implements [`DedicatedKind`]: its
+//! row of the registry (`resource::registry`, where everything other layers need to know about
+//! it lives), what its check reads from the cache (so a change to any of it wakes whoever waits
+//! on the verdict), and how it gathers those reads into the snapshot its pure check judges (the
+//! check itself is `checks::<kind>`, with its parameters). It also turns a WaveGate entry of the
+//! kind into a [`Check`] ([`GateEntry`]). Its fixtures sit in `tests/fixtures/<kind>/`. The
+//! `check_kinds!` list below is the one place the impls are collected; `docs/extending.md` says
+//! how to add one.
 //!
 //! A kind reads the cache through [`Reads`] only, so a test can run each kind's gather against
 //! a cache that records what it was asked, and fail when a read is missing from the kind's
@@ -24,6 +25,7 @@ use crate::deps::Dep;
 use crate::health::Finding;
 use crate::json::At;
 use crate::probe::{self, Credentials};
+use crate::resource::registry::KindSpec;
 use crate::resource::{CheckKind, GroupResource, InputError, Query, Target};
 use crate::views::{PodView, ServiceView, SliceView};
 use serde_json::Value;
@@ -31,83 +33,141 @@ use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A check and its parameters.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum Check {
-    Service(checks::service::Params),
-    CnpgDatabase(checks::cnpg::Params),
-    CnpgDatabaseRole(checks::cnpg::Params),
-    CrdbCluster(checks::cockroach::Wanted),
-    Application,
-    /// Any other kind: Argo CD's rule for built-in kinds, kstatus for the rest, plus the
-    /// caller's expressions.
-    Generic {
-        group: String,
-        plural: String,
-        rule: checks::generic::Rule,
-    },
+/// A dedicated check kind's contract with the rest of wavegate, implemented once in each
+/// `kinds/<kind>.rs`: [`Check`] and its dispatch ([`reads`], [`gather`], parsing) are built
+/// from these impls by `check_kinds!` below, so no code matches over the kinds by hand.
+pub(crate) trait DedicatedKind {
+    /// Its row of the registry.
+    const SPEC: &'static KindSpec;
+    /// The parameters a caller may pass (`?minReady=1`); any other is refused.
+    const PARAMS: &'static [&'static str];
+    /// Its check's parameters.
+    type Params: Default;
+
+    /// The parameters from a caller's query (names already checked against `PARAMS`).
+    fn params(q: &Query) -> Result<Self::Params, InputError>;
+
+    /// What [`DedicatedKind::gather`] reads from the cache for `namespace/name`.
+    fn reads(namespace: &str, name: &str) -> Vec<Dep>;
+
+    /// Read what the check judges of `namespace/name` and run it.
+    fn gather<R: Reads, P: Probes>(
+        from: &Sources<'_, R, P>,
+        namespace: &str,
+        name: &str,
+        params: &Self::Params,
+    ) -> impl Future<Output = Result<Found, CacheError>> + Send;
 }
 
-impl Check {
-    /// The check `resource` gets from a caller's parameters; a parameter it does not take is
-    /// refused, so a typo never silently weakens a check.
-    pub(crate) fn from_query(resource: CheckKind, q: Query) -> Result<Check, InputError> {
-        let names = match resource {
-            CheckKind::Service => checks::service::Params::NAMES,
-            CheckKind::CnpgDatabase | CheckKind::CnpgDatabaseRole => checks::cnpg::Params::NAMES,
-            CheckKind::CrdbCluster => checks::cockroach::Wanted::NAMES,
-            CheckKind::Application => &[],
-            CheckKind::Generic { .. } => checks::generic::Rule::NAMES,
-        };
-        q.only(&resource, names)?;
-        Ok(match resource {
-            CheckKind::Service => Check::Service(checks::service::Params::from_query(&q)?),
-            CheckKind::CnpgDatabase => Check::CnpgDatabase(checks::cnpg::Params::from_query(&q)?),
-            CheckKind::CnpgDatabaseRole => {
-                Check::CnpgDatabaseRole(checks::cnpg::Params::from_query(&q)?)
-            }
-            CheckKind::CrdbCluster => {
-                Check::CrdbCluster(checks::cockroach::Wanted::from_query(&q)?)
-            }
-            CheckKind::Application => Check::Application,
-            CheckKind::Generic { group, plural } => Check::Generic {
-                group,
-                plural,
-                rule: checks::generic::Rule::from_query(&q)?,
-            },
-        })
-    }
-
-    /// The check `resource` gets with every parameter at its default.
-    pub(crate) fn defaults(resource: CheckKind) -> Check {
-        match resource {
-            CheckKind::Service => Check::Service(checks::service::Params::default()),
-            CheckKind::CnpgDatabase => Check::CnpgDatabase(checks::cnpg::Params::default()),
-            CheckKind::CnpgDatabaseRole => Check::CnpgDatabaseRole(checks::cnpg::Params::default()),
-            CheckKind::CrdbCluster => Check::CrdbCluster(checks::cockroach::Wanted::default()),
-            CheckKind::Application => Check::Application,
-            CheckKind::Generic { group, plural } => Check::Generic {
-                group,
-                plural,
-                rule: checks::generic::Rule::default(),
+/// [`Check`] with a variant per dedicated kind, and its dispatch to each kind's
+/// [`DedicatedKind`] impl.
+macro_rules! check_kinds {
+    ($($variant:ident($kind:ty)),+ $(,)?) => {
+        /// A check and its parameters.
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+        pub(crate) enum Check {
+            $($variant(<$kind as DedicatedKind>::Params),)+
+            /// Any other kind: Argo CD's rule for built-in kinds, kstatus for the rest, plus
+            /// the caller's expressions.
+            Generic {
+                group: String,
+                plural: String,
+                rule: checks::generic::Rule,
             },
         }
-    }
 
-    /// The kind this check judges.
-    pub(crate) fn resource(&self) -> CheckKind {
-        match self {
-            Check::Service(_) => CheckKind::Service,
-            Check::CnpgDatabase(_) => CheckKind::CnpgDatabase,
-            Check::CnpgDatabaseRole(_) => CheckKind::CnpgDatabaseRole,
-            Check::CrdbCluster(_) => CheckKind::CrdbCluster,
-            Check::Application => CheckKind::Application,
-            Check::Generic { group, plural, .. } => CheckKind::Generic {
-                group: group.clone(),
-                plural: plural.clone(),
-            },
+        /// The registry rows [`Check`] has a variant for, in its order.
+        #[cfg(test)]
+        pub(crate) const IMPLEMENTED: &[&KindSpec] = &[$(<$kind as DedicatedKind>::SPEC),+];
+
+        impl Check {
+            /// The check `resource` gets from a caller's parameters; a parameter it does not
+            /// take is refused, so a typo never silently weakens a check.
+            pub(crate) fn from_query(resource: CheckKind, q: Query) -> Result<Check, InputError> {
+                if let CheckKind::Dedicated(spec) = &resource {
+                    $(if *spec == <$kind as DedicatedKind>::SPEC {
+                        q.only(&resource, <$kind as DedicatedKind>::PARAMS)?;
+                        return Ok(Check::$variant(<$kind as DedicatedKind>::params(&q)?));
+                    })+
+                }
+                // The generic rule, also for a registry row without a contract (which
+                // `every_registered_kind_has_one_contract` forbids).
+                let (group, plural) = resource.group_plural();
+                q.only(&resource, checks::generic::Rule::NAMES)?;
+                Ok(Check::Generic {
+                    group: group.to_string(),
+                    plural: plural.to_string(),
+                    rule: checks::generic::Rule::from_query(&q)?,
+                })
+            }
+
+            /// The check `resource` gets with every parameter at its default.
+            pub(crate) fn defaults(resource: CheckKind) -> Check {
+                if let CheckKind::Dedicated(spec) = &resource {
+                    $(if *spec == <$kind as DedicatedKind>::SPEC {
+                        return Check::$variant(Default::default());
+                    })+
+                }
+                let (group, plural) = resource.group_plural();
+                Check::Generic {
+                    group: group.to_string(),
+                    plural: plural.to_string(),
+                    rule: checks::generic::Rule::default(),
+                }
+            }
+
+            /// The kind this check judges.
+            pub(crate) fn resource(&self) -> CheckKind {
+                match self {
+                    $(Check::$variant(_) => CheckKind::Dedicated(<$kind as DedicatedKind>::SPEC),)+
+                    Check::Generic { group, plural, .. } => CheckKind::Generic {
+                        group: group.clone(),
+                        plural: plural.clone(),
+                    },
+                }
+            }
         }
-    }
+
+        /// What [`gather`] reads from the cache for `check` of `namespace/name`, so that a
+        /// change to any of it wakes whatever waits on the verdict (the gate controller,
+        /// annotation mode). The test `every_read_of_a_gather_is_declared` runs each kind's
+        /// gather against a recording cache and fails on a read missing here.
+        pub(crate) fn reads(check: &Check, namespace: &str, name: &str) -> Vec<Dep> {
+            match check {
+                $(Check::$variant(_) => <$kind as DedicatedKind>::reads(namespace, name),)+
+                Check::Generic { group, plural, .. } => {
+                    generic::reads(group, plural, namespace, name)
+                }
+            }
+        }
+
+        /// Read what `check` judges of `namespace/name` and run it.
+        pub(crate) async fn gather<R: Reads, P: Probes>(
+            check: &Check,
+            namespace: &str,
+            name: &str,
+            from: &Sources<'_, R, P>,
+        ) -> Result<Found, CacheError> {
+            match check {
+                $(Check::$variant(params) => {
+                    <$kind as DedicatedKind>::gather(from, namespace, name, params).await
+                })+
+                Check::Generic {
+                    group,
+                    plural,
+                    rule,
+                } => generic::gather(from, group, plural, namespace, name, rule).await,
+            }
+        }
+    };
+}
+
+check_kinds! {
+    Service(service::Service),
+    CnpgDatabase(cnpg::Database),
+    CnpgDatabaseRole(cnpg::DatabaseRole),
+    CrdbCluster(cockroach::CrdbCluster),
+    Application(application::Application),
 }
 
 /// Tunables of evaluation, set from `wavegate serve` flags.
@@ -290,48 +350,6 @@ fn json_identity(obj: &Value) -> String {
     )
 }
 
-/// What [`gather`] reads from the cache for `check` of `namespace/name`, so that a change to any of it wakes whatever
-/// waits on the verdict (the gate controller, annotation mode). The test
-/// `every_read_of_a_gather_is_declared` runs each kind's gather against a recording cache and
-/// fails on a read missing here.
-pub(crate) fn reads(check: &Check, namespace: &str, name: &str) -> Vec<Dep> {
-    let (ns, name) = (namespace, name);
-    match check {
-        Check::Service(_) => service::reads(ns, name),
-        Check::CnpgDatabase(_) => cnpg::reads(CheckKind::CnpgDatabase, ns, name),
-        Check::CnpgDatabaseRole(_) => cnpg::reads(CheckKind::CnpgDatabaseRole, ns, name),
-        Check::CrdbCluster(_) => cockroach::reads(ns, name),
-        Check::Application => application::reads(ns, name),
-        Check::Generic { group, plural, .. } => generic::reads(group, plural, ns, name),
-    }
-}
-
-/// Read what `check` judges of `namespace/name` and run it.
-pub(crate) async fn gather<R: Reads, P: Probes>(
-    check: &Check,
-    namespace: &str,
-    name: &str,
-    from: &Sources<'_, R, P>,
-) -> Result<Found, CacheError> {
-    let ns = namespace;
-    match check {
-        Check::Service(params) => service::gather(from, ns, name, params).await,
-        Check::CnpgDatabase(params) => {
-            cnpg::gather(from, CheckKind::CnpgDatabase, ns, name, params).await
-        }
-        Check::CnpgDatabaseRole(params) => {
-            cnpg::gather(from, CheckKind::CnpgDatabaseRole, ns, name, params).await
-        }
-        Check::CrdbCluster(wanted) => cockroach::gather(from, ns, name, wanted).await,
-        Check::Application => application::gather(from, ns, name).await,
-        Check::Generic {
-            group,
-            plural,
-            rule,
-        } => generic::gather(from, group, plural, ns, name, rule).await,
-    }
-}
-
 /// Object names in a WaveGate entry (RFC 1123 subdomain, Kubernetes' `IsDNS1123Subdomain`).
 pub(crate) const NAME: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$";
 /// Namespaces in a WaveGate entry (RFC 1123 label).
@@ -339,9 +357,15 @@ pub(crate) const NAMESPACE: &str = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
 
 /// A WaveGate check entry of one kind (`service: {…}`, `cnpgDatabase: {…}`, …).
 pub(crate) trait GateEntry {
-    /// The object this entry points at and the check it asks for; `check` is the entry's
-    /// name, `gate_namespace` fills an omitted `namespace`.
-    fn ask(&self, check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError>;
+    /// The object this entry points at and the check it asks for; `field` is the entry's
+    /// field in the check (a kind's `KindSpec::entry`), `check` the check's name,
+    /// `gate_namespace` fills an omitted `namespace`.
+    fn ask(
+        &self,
+        field: &str,
+        check: &str,
+        gate_namespace: &str,
+    ) -> Result<(Target, Check), InputError>;
 }
 
 /// The namespace an entry names, or the gate's.

@@ -1,11 +1,14 @@
 //! Core `Service`: judged by its selector, the pods it matches and its EndpointSlices
 //! (`checks::service`; fixtures in `tests/fixtures/service/`).
 
-use super::{Check, Found, GateEntry, NAME, NAMESPACE, Reads, Sources, namespace_or};
+use super::{
+    Check, DedicatedKind, Found, GateEntry, NAME, NAMESPACE, Probes, Reads, Sources, namespace_or,
+};
 use crate::cache::CacheError;
 use crate::checks::service::{self, Params};
 use crate::deps::Dep;
-use crate::resource::{CheckKind, GroupResource, InputError, Target};
+use crate::resource::registry::{self, KindSpec};
+use crate::resource::{CheckKind, GroupResource, InputError, Query, Target};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -27,24 +30,46 @@ pub struct ServiceCheck {
 }
 
 impl GateEntry for ServiceCheck {
-    fn ask(&self, _check: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
+    fn ask(&self, _: &str, _: &str, gate_namespace: &str) -> Result<(Target, Check), InputError> {
         let ns = namespace_or(&self.namespace, gate_namespace);
-        let target = Target::new(CheckKind::Service, &ns, &self.name)?;
+        let target = Target::new(CheckKind::SERVICE, &ns, &self.name)?;
         Ok((target, Check::Service(Params::new(self.min_ready))))
     }
 }
 
-/// The Service, every pod of its namespace and its EndpointSlices, whose names the check does
-/// not know in advance.
-pub(crate) fn reads(namespace: &str, name: &str) -> Vec<Dep> {
-    vec![
-        Dep::object(GroupResource::SERVICES, namespace, name),
-        Dep::namespace(GroupResource::PODS, namespace),
-        Dep::namespace(GroupResource::ENDPOINT_SLICES, namespace),
-    ]
+/// The Service check kind.
+pub(crate) struct Service;
+
+impl DedicatedKind for Service {
+    const SPEC: &'static KindSpec = &registry::SERVICE;
+    const PARAMS: &'static [&'static str] = Params::NAMES;
+    type Params = Params;
+
+    fn params(q: &Query) -> Result<Params, InputError> {
+        Params::from_query(q)
+    }
+
+    /// The Service, every pod of its namespace and its EndpointSlices, whose names the check
+    /// does not know in advance.
+    fn reads(namespace: &str, name: &str) -> Vec<Dep> {
+        vec![
+            Dep::object(GroupResource::SERVICES, namespace, name),
+            Dep::namespace(GroupResource::PODS, namespace),
+            Dep::namespace(GroupResource::ENDPOINT_SLICES, namespace),
+        ]
+    }
+
+    async fn gather<R: Reads, P: Probes>(
+        from: &Sources<'_, R, P>,
+        namespace: &str,
+        name: &str,
+        params: &Params,
+    ) -> Result<Found, CacheError> {
+        gather(from, namespace, name, params).await
+    }
 }
 
-pub(crate) async fn gather<R: Reads, P>(
+async fn gather<R: Reads, P>(
     from: &Sources<'_, R, P>,
     namespace: &str,
     name: &str,

@@ -22,8 +22,8 @@ fn reads_of(resource: CheckKind, ns: &str) -> Vec<Dep> {
 #[test]
 fn a_pod_change_reaches_gates_with_service_checks_in_that_namespace_only() {
     let mut idx = DepIndex::default();
-    idx.set("a", reads_of(CheckKind::Service, "cicd"));
-    idx.set("b", reads_of(CheckKind::Service, "prod"));
+    idx.set("a", reads_of(CheckKind::SERVICE, "cicd"));
+    idx.set("b", reads_of(CheckKind::SERVICE, "prod"));
     assert_eq!(
         idx.affected(&change(GroupResource::PODS, "cicd", "forgejo-7d9c")),
         vec!["a"]
@@ -46,9 +46,9 @@ fn a_pod_change_reaches_gates_with_service_checks_in_that_namespace_only() {
 #[test]
 fn a_database_change_reaches_its_gate_and_so_does_its_cluster() {
     let mut idx = DepIndex::default();
-    idx.set("g", reads_of(CheckKind::CnpgDatabase, "ddb"));
+    idx.set("g", reads_of(CheckKind::CNPG_DATABASE, "ddb"));
     assert_eq!(
-        idx.affected(&change(CheckKind::CnpgDatabase.kind(), "ddb", "forgejo")),
+        idx.affected(&change(CheckKind::CNPG_DATABASE.kind(), "ddb", "forgejo")),
         vec!["g"]
     );
     assert_eq!(
@@ -60,17 +60,17 @@ fn a_database_change_reaches_its_gate_and_so_does_its_cluster() {
 #[test]
 fn a_role_change_reaches_its_gate_but_a_database_of_the_same_name_does_not() {
     let mut idx = DepIndex::default();
-    idx.set("g", reads_of(CheckKind::CnpgDatabaseRole, "ddb"));
+    idx.set("g", reads_of(CheckKind::CNPG_DATABASE_ROLE, "ddb"));
     assert_eq!(
         idx.affected(&change(
-            CheckKind::CnpgDatabaseRole.kind(),
+            CheckKind::CNPG_DATABASE_ROLE.kind(),
             "ddb",
             "forgejo"
         )),
         vec!["g"]
     );
     assert!(
-        idx.affected(&change(CheckKind::CnpgDatabase.kind(), "ddb", "forgejo"))
+        idx.affected(&change(CheckKind::CNPG_DATABASE.kind(), "ddb", "forgejo"))
             .is_empty()
     );
     assert_eq!(
@@ -193,7 +193,7 @@ async fn every_read_of_a_gather_is_declared() {
         ..EvalConfig::default()
     };
     let generic = CheckKind::parse("deployments.apps").unwrap();
-    let kinds = CheckKind::DEDICATED.into_iter().chain([generic]);
+    let kinds = CheckKind::dedicated_kinds().chain([generic]);
     let mut checked = 0;
     for resource in kinds {
         for regions in [false, true] {
@@ -205,7 +205,14 @@ async fn every_read_of_a_gather_is_declared() {
                 probes: &NoAnswer,
                 config: &config,
             };
-            gather(&check, "ns", "forgejo", &from).await.unwrap();
+            let found = gather(&check, "ns", "forgejo", &from).await.unwrap();
+            if let Some(spec) = resource.spec() {
+                assert_eq!(
+                    found.grace > Duration::ZERO,
+                    spec.grace,
+                    "{ask}: the registry's grace flag against the grace its gather gives"
+                );
+            }
             let declared = reads(&check, "ns", "forgejo");
             let read = cache.read.into_inner().unwrap();
             assert!(!read.is_empty(), "{ask}: the gather read nothing");
@@ -218,7 +225,7 @@ async fn every_read_of_a_gather_is_declared() {
             checked += 1;
         }
     }
-    assert_eq!(checked, 2 * (CheckKind::DEDICATED.len() + 1));
+    assert_eq!(checked, 2 * (CheckKind::dedicated_kinds().count() + 1));
 }
 
 #[test]
@@ -230,4 +237,19 @@ fn coverage_is_by_object_or_by_namespace() {
     assert!(!covers(std::slice::from_ref(&pod), &pods));
     assert!(!covers(&[Dep::namespace(GroupResource::PODS, "b")], &pod));
     assert!(!covers(&[Dep::object(GroupResource::PODS, "a", "q")], &pod));
+}
+
+/// A registry row without a contract would be judged by the generic rule, and a contract
+/// without a row could never be asked for: each row has exactly one, in the registry's order.
+#[test]
+fn every_registered_kind_has_one_contract() {
+    let registered: Vec<&KindSpec> = crate::resource::registry::KINDS.iter().collect();
+    assert_eq!(IMPLEMENTED, registered.as_slice());
+    for kind in CheckKind::dedicated_kinds() {
+        let check = Check::defaults(kind.clone());
+        assert!(!matches!(check, Check::Generic { .. }), "{kind}");
+        assert_eq!(check.resource(), kind);
+        let empty = std::collections::HashMap::new();
+        assert_eq!(Check::from_query(kind.clone(), Query(&empty)), Ok(check));
+    }
 }

@@ -3,9 +3,10 @@
 use super::argocd_cm::{ArgocdCm, has_health};
 use super::manifest::{InputError, Object};
 use super::printable::printable;
-use super::references::{CNPG, CRDB, Need, Reference, Target, templates};
+use super::references::{CNPG, Need, Reference, Target, templates};
 use super::sync_order::{HOOK, Moment, Phase, SYNC_WAVE, Task, first_applied, last_moment};
 use crate::checks::service::{format_labels, relevant_labels, resemblance};
+use crate::resource::registry;
 use crate::views::{Interner, Labels};
 use serde::Serialize;
 use serde_json::Value;
@@ -347,14 +348,12 @@ fn gates(objects: &[Object], dest: &str, first: &[Option<Moment>]) -> Vec<Gate> 
                 .and_then(Value::as_str)
                 .unwrap_or("?")
                 .to_string();
-            let kinds = [
-                ("service", "Service".to_string(), false),
-                ("cnpgDatabase", format!("{CNPG}/Database"), false),
-                ("cnpgDatabaseRole", format!("{CNPG}/DatabaseRole"), false),
-                ("cockroachCluster", format!("{CRDB}/CrdbCluster"), false),
-                ("application", "argoproj.io/Application".to_string(), false),
-                ("resource", String::new(), true),
-            ];
+            // Every entry the WaveGate CRD has: a dedicated kind's, which names its object by
+            // group/Kind, and the generic one, which names its kind in `resource`.
+            let kinds = registry::KINDS
+                .iter()
+                .map(|k| (k.entry, k.group_kind(), false))
+                .chain([(registry::GENERIC_ENTRY, String::new(), true)]);
             for (field, kind, resource) in kinds {
                 let Some(spec) = c.get(field) else { continue };
                 let Some(name) = spec.get("name").and_then(Value::as_str) else {
@@ -409,13 +408,10 @@ fn at_wave(m: Moment, wave: i64) -> Moment {
 
 /// A WaveGate that waits for `p`, placed at `at`, as YAML.
 fn gate_yaml(p: &Object, at: Moment) -> String {
-    let check = match (p.group.as_str(), p.kind.as_str()) {
-        (CNPG, "Database") => format!("cnpgDatabase: {{name: {}}}", p.name),
-        (CNPG, "DatabaseRole") => format!("cnpgDatabaseRole: {{name: {}}}", p.name),
-        (CRDB, "CrdbCluster") => format!("cockroachCluster: {{name: {}}}", p.name),
-        ("", "Service") => format!("service: {{name: {}, minReady: 1}}", p.name),
-        ("argoproj.io", "Application") => format!("application: {{name: {}}}", p.name),
-        (group, kind) => {
+    let check = match registry::by_group_kind(&p.group, &p.kind) {
+        Some(k) => format!("{}: {{name: {}{}}}", k.entry, p.name, k.suggested),
+        None => {
+            let (group, kind) = (p.group.as_str(), p.kind.as_str());
             let plural = format!("{}s", kind.to_ascii_lowercase());
             let resource = if group.is_empty() {
                 plural
@@ -889,4 +885,72 @@ fn silences(objects: &[Object]) -> Result<BTreeMap<(usize, Rule), String>, Input
         }
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::lint::manifest;
+
+    fn objects(text: &str) -> Vec<Object> {
+        let mut out = Vec::new();
+        manifest::parse("test.yaml", text, true, &mut out).unwrap();
+        out
+    }
+
+    const WAVE_0: Moment = Moment {
+        phase: Phase::Sync,
+        wave: 0,
+    };
+
+    /// A WaveGate entry lint does not read is a gate lint does not see: it would report the
+    /// wave the gate already holds, or suggest a second gate.
+    #[test]
+    fn every_entry_of_the_registry_is_read_as_a_gate_target() {
+        let kinds = registry::KINDS
+            .iter()
+            .map(|k| (k.entry, "", k.group_kind()))
+            .chain([(
+                registry::GENERIC_ENTRY,
+                ", resource: jobs.batch",
+                "jobs.batch".to_string(),
+            )]);
+        for (entry, extra, kind) in kinds {
+            let text = format!(
+                "apiVersion: wavegate.dev/v1alpha1\nkind: WaveGate\nmetadata: {{name: g, namespace: ns}}\nspec:\n  checks:\n    - name: c\n      {entry}: {{name: x{extra}}}\n"
+            );
+            let found = gates(&objects(&text), "default", &[Some(WAVE_0)]);
+            let targets = &found[0].targets;
+            assert_eq!(targets.len(), 1, "{entry}");
+            assert_eq!(
+                (targets[0].kind.as_str(), targets[0].name.as_str()),
+                (kind.as_str(), "x")
+            );
+            assert_eq!(targets[0].resource, entry == registry::GENERIC_ENTRY);
+        }
+    }
+
+    /// The gate a fix suggests asks for each dedicated kind by its own entry, which is what
+    /// judges it strictly; the generic entry would judge it by kstatus.
+    #[test]
+    fn a_suggested_gate_checks_a_dedicated_kind_by_its_entry() {
+        for k in registry::KINDS {
+            let api_version = if k.group.is_empty() {
+                "v1".to_string()
+            } else {
+                format!("{}/v1", k.group)
+            };
+            let text = format!(
+                "apiVersion: {api_version}\nkind: {}\nmetadata: {{name: x, namespace: ns}}\n",
+                k.kind
+            );
+            let yaml = gate_yaml(&objects(&text)[0], WAVE_0);
+            let gate: Value = serde_yaml::from_str(&yaml).unwrap();
+            let check = &gate["spec"]["checks"][0];
+            assert_eq!(check[k.entry]["name"], "x", "{yaml}");
+            // Read back by lint as the gate it is.
+            let found = gates(&objects(&yaml), "default", &[Some(WAVE_0)]);
+            assert_eq!(found[0].targets[0].kind, k.group_kind(), "{yaml}");
+        }
+    }
 }

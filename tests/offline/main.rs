@@ -15,6 +15,7 @@ mod proptest_config;
 
 mod api_fuzz;
 mod argocd_lua;
+mod check_targets;
 mod crd;
 mod deploy_manifests;
 mod helm_chart;
