@@ -156,7 +156,11 @@ async fn settled(admin: &Client, ns: &str) {
                 Api::namespaced_with(admin.clone(), ns, &cluster::api_resource(g, v, k, p));
             let list = api.list(&Default::default()).await.expect("list");
             versions.push(list.items.len().to_string());
-            versions.extend(list.items.iter().filter_map(|o| o.metadata.resource_version.clone()));
+            versions.extend(
+                list.items
+                    .iter()
+                    .filter_map(|o| o.metadata.resource_version.clone()),
+            );
         }
         versions.sort();
         versions
@@ -603,7 +607,10 @@ async fn main() {
     eprintln!("bigapps: wavegate saw them {:?} later", seen.elapsed());
     let quiet = Instant::now();
     settled(&admin, &ns).await;
-    eprintln!("bigapps: the controllers were done {:?} later", quiet.elapsed());
+    eprintln!(
+        "bigapps: the controllers were done {:?} later",
+        quiet.elapsed()
+    );
     let waves_of = |app: &str| format!("/api/v1/applications/{ns}/{app}/waves");
     // A Deployment of the big Application (index 2: a Deployment, in wave 2).
     let change = || Change {
