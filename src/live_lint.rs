@@ -425,7 +425,7 @@ pub(crate) async fn read_input(
     let cache = evaluator.cache();
     let reads: Vec<_> = resources
         .iter()
-        .map(|l| read(cache, policy, l.resource.clone()))
+        .map(|l| Box::pin(read(cache, policy, l.resource.clone())))
         .collect();
     let reading = futures::stream::iter(reads)
         .buffered(READ_AT_ONCE)

@@ -455,7 +455,8 @@ pub(crate) async fn gather(
                 JudgedBy::OutOfScope => "not read: the application lists it but does not manage it",
                 _ => "wavegate does not watch this kind (Argo CD's health was used)",
             };
-            live_of(&j.resource, read, unread, deadline)
+            // Boxed, like the judgements (waves::view_in): moved as pointers, not as state.
+            Box::pin(live_of(&j.resource, read, unread, deadline))
         })
         .collect();
     futures::stream::iter(reads)

@@ -630,8 +630,11 @@ async fn view_in(
     });
     let judging: Vec<_> = managed_resources(app)
         .into_iter()
+        // Boxed: a judgement's state machine is kilobytes, and unboxed the stream copies each
+        // one as it is queued (perf: FuturesUnordered::push's memcpy, ~8% of a 2,000-resource
+        // view's CPU).
         .map(|(r, wave, reported)| {
-            judge_by(
+            Box::pin(judge_by(
                 evaluator,
                 policy,
                 r,
@@ -639,7 +642,7 @@ async fn view_in(
                 reported,
                 scoped.as_ref(),
                 deadline,
-            )
+            ))
         })
         .collect();
     let judged: Vec<_> = futures::stream::iter(judging)
