@@ -17,9 +17,10 @@
 //! [`GENERIC_ENTRY`].
 
 use super::CheckKind;
+use std::collections::BTreeMap;
 
 /// A kind with a dedicated check.
-#[derive(Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct KindSpec {
     /// API group (`""` for the core group).
     pub group: &'static str,
@@ -174,12 +175,12 @@ pub const GENERIC_ENTRY: &str = "resource";
 
 /// Every WaveGate entry field, dedicated kinds first, as the CRD's CEL rule counts them.
 pub fn entries() -> impl Iterator<Item = &'static str> {
-    KINDS.iter().map(|k| k.entry).chain([GENERIC_ENTRY])
+    entries_in(KINDS)
 }
 
 /// The kind whose objects Argo CD lists as `group`/`kind`.
 pub fn by_group_kind(group: &str, kind: &str) -> Option<&'static KindSpec> {
-    KINDS.iter().find(|k| k.group == group && k.kind == kind)
+    by_group_kind_in(KINDS, group, kind)
 }
 
 /// The kind of a WaveGate entry field.
@@ -187,9 +188,93 @@ pub fn by_entry(entry: &str) -> Option<&'static KindSpec> {
     KINDS.iter().find(|k| k.entry == entry)
 }
 
+// The derivations below take the table as a parameter: production passes [`KINDS`], and the
+// walk-through test of docs/extending.md (`adding_a_kind`) passes it with a row added, to show
+// that each one picks a new kind up without another edit.
+
+/// [`entries`] of a table of kinds.
+pub fn entries_in(kinds: &[KindSpec]) -> impl Iterator<Item = &str> {
+    kinds.iter().map(|k| k.entry).chain([GENERIC_ENTRY])
+}
+
+/// [`by_group_kind`] in a table of kinds.
+pub fn by_group_kind_in<'k>(
+    kinds: &'k [KindSpec],
+    group: &str,
+    kind: &str,
+) -> Option<&'k KindSpec> {
+    kinds.iter().find(|k| k.group == group && k.kind == kind)
+}
+
 /// The kind a kubectl-style name (lowercase) names.
-pub(super) fn by_name(name: &str) -> Option<&'static KindSpec> {
-    KINDS.iter().find(|k| k.names().any(|n| n == name))
+pub(super) fn by_name_in<'k>(kinds: &'k [KindSpec], name: &str) -> Option<&'k KindSpec> {
+    kinds.iter().find(|k| k.names().any(|n| n == name))
+}
+
+/// What every rendering's RBAC must say about one verb on one group-resource, for the check
+/// of `kind`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Permission {
+    pub group: &'static str,
+    pub plural: &'static str,
+    pub verb: &'static str,
+    /// The Kind whose check needs it (or must not have it).
+    pub kind: &'static str,
+    pub rule: PermissionRule,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PermissionRule {
+    /// Every rendering grants it: without it the check is Unknown forever ("forbidden" from
+    /// the watch).
+    Granted,
+    /// The renderings with annotation mode grant it: it writes verdicts there.
+    GrantedWhenAnnotating,
+    /// No rendering grants it: annotation mode leaves the kind alone, so a grant would be
+    /// write access nobody uses.
+    Refused,
+}
+
+/// The RBAC a table of kinds asks of every rendering (held by
+/// `tests/offline/deploy_manifests.rs` and, through it, `helm_chart.rs`).
+pub fn permissions(kinds: &[KindSpec]) -> Vec<Permission> {
+    let mut out = Vec::new();
+    for k in kinds {
+        let own = [(k.group, k.plural)];
+        for (group, plural) in own.iter().chain(k.reads) {
+            for verb in k.verbs {
+                out.push(Permission {
+                    group,
+                    plural,
+                    verb,
+                    kind: k.kind,
+                    rule: PermissionRule::Granted,
+                });
+            }
+        }
+        // Notices patch Applications for their own reason; that is not this kind's need.
+        out.push(Permission {
+            group: k.group,
+            plural: k.plural,
+            verb: "patch",
+            kind: k.kind,
+            rule: if k.annotated {
+                PermissionRule::GrantedWhenAnnotating
+            } else {
+                PermissionRule::Refused
+            },
+        });
+    }
+    out
+}
+
+/// The UI extension's `checkTarget` table: each dedicated entry field and the kubectl name of
+/// its kind (the generic entry names its kind itself).
+pub fn check_targets(kinds: &[KindSpec]) -> BTreeMap<String, String> {
+    kinds
+        .iter()
+        .map(|k| (k.entry.to_string(), k.kubectl_name()))
+        .collect()
 }
 
 impl CheckKind {
@@ -227,13 +312,13 @@ mod tests {
     fn a_kind_is_found_by_each_of_its_names_and_its_entry() {
         for k in KINDS {
             for n in k.names() {
-                assert_eq!(by_name(&n), Some(k), "{n}");
+                assert_eq!(by_name_in(KINDS, &n), Some(k), "{n}");
             }
             assert_eq!(by_entry(k.entry), Some(k));
             assert_eq!(by_group_kind(k.group, k.kind), Some(k));
         }
-        assert_eq!(by_name("app.argoproj.io"), Some(&APPLICATION));
-        assert_eq!(by_name("applications"), None);
+        assert_eq!(by_name_in(KINDS, "app.argoproj.io"), Some(&APPLICATION));
+        assert_eq!(by_name_in(KINDS, "applications"), None);
         assert_eq!(by_entry(GENERIC_ENTRY), None);
     }
 }

@@ -5,7 +5,7 @@
 //! server derives from the registry.)
 
 use std::collections::BTreeMap;
-use wavegate::resource::registry::{GENERIC_ENTRY, KINDS};
+use wavegate::resource::registry::{GENERIC_ENTRY, KINDS, check_targets};
 
 const EXTENSION: &str = "argocd/extension/extension-wavegate.js";
 
@@ -31,11 +31,11 @@ fn the_extension_names_every_registered_kind_as_the_registry_does() {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{EXTENSION}: {e}"));
     let table = check_target_table(&text)
         .unwrap_or_else(|| panic!("{EXTENSION}: no `kinds` table in checkTarget"));
-    let registry: BTreeMap<String, String> = KINDS
-        .iter()
-        .map(|k| (k.entry.to_string(), k.kubectl_name()))
-        .collect();
-    assert_eq!(table, registry, "checkTarget's table against the registry");
+    assert_eq!(
+        table,
+        check_targets(KINDS),
+        "checkTarget's table against the registry"
+    );
     // The generic entry names its kind itself.
     assert!(
         text.contains(&format!("check.{GENERIC_ENTRY}.resource")),

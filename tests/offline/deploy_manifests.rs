@@ -654,50 +654,33 @@ fn roles(objects: &[Value]) -> Vec<&Value> {
 
 /// A check kind whose RBAC a rendering lacks is Unknown forever there ("forbidden" from the
 /// watch), and one whose annotation patch is missing never gets its verdict written: each
-/// rendering grants what the registry says every kind needs. (The Helm chart's renderings are
-/// held to these by `tests/offline/helm_chart.rs`.)
+/// rendering grants what the registry says every kind needs (`registry::permissions`). (The
+/// Helm chart's renderings are held to these by `tests/offline/helm_chart.rs`.)
 #[test]
 fn every_variant_grants_what_each_registered_kind_needs() {
-    use wavegate::resource::registry::KINDS;
+    use wavegate::resource::registry::{KINDS, PermissionRule, permissions};
+    let needed = permissions(KINDS);
     for dir in EVERY_VARIANT {
         let objects = render(dir);
         let roles = roles(&objects);
-        let granted = |group: &str, resource: &str, verb: &str| {
-            roles.iter().any(|r| grants(r, group, resource, verb))
-        };
         let annotates = dir.contains("annotate");
-        for k in KINDS {
-            for verb in k.verbs {
-                assert!(
-                    granted(k.group, k.plural, verb),
-                    "{dir} does not grant {verb} on {}",
-                    k.kubectl_name()
-                );
-            }
-            for (group, plural) in k.reads {
-                for verb in k.verbs {
-                    assert!(
-                        granted(group, plural, verb),
-                        "{dir} does not grant {verb} on {plural} (group {group:?}), which the {} check reads",
-                        k.kind
-                    );
-                }
-            }
-            // Annotation mode patches the kinds a Lua script reads back, and nothing patches
-            // a kind none reads (notices patch Applications for their own reason).
-            if annotates && k.annotated {
-                assert!(
-                    granted(k.group, k.plural, "patch"),
-                    "{dir} does not grant patch on {}, which annotation mode writes",
-                    k.kubectl_name()
-                );
-            }
-            if !k.annotated {
-                assert!(
-                    !granted(k.group, k.plural, "patch"),
-                    "{dir} grants patch on {}, which annotation mode leaves alone",
-                    k.kubectl_name()
-                );
+        for p in &needed {
+            let granted = roles.iter().any(|r| grants(r, p.group, p.plural, p.verb));
+            let (verb, on, kind) = (p.verb, p.plural, p.kind);
+            let group = p.group;
+            match p.rule {
+                PermissionRule::Granted => assert!(
+                    granted,
+                    "{dir} does not grant {verb} on {on} (group {group:?}), which the {kind} check reads"
+                ),
+                PermissionRule::GrantedWhenAnnotating => assert!(
+                    granted || !annotates,
+                    "{dir} does not grant {verb} on {on} (group {group:?}), where annotation mode writes {kind} verdicts"
+                ),
+                PermissionRule::Refused => assert!(
+                    !granted,
+                    "{dir} grants {verb} on {on} (group {group:?}), which annotation mode leaves alone"
+                ),
             }
         }
     }
