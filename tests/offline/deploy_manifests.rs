@@ -165,6 +165,48 @@ fn annotation_mode_ships_the_admission_policy_that_narrows_its_patch() {
     assert!(deployment_args(&objects).contains(&"--annotate".to_string()));
 }
 
+/// Annotation mode's admission policy lets wavegate's patch through only as annotations it
+/// writes, and only on the resources it lists: a kind annotation mode writes on but the policy
+/// does not list is patched with the full power of the grant.
+#[test]
+fn annotation_modes_policy_narrows_every_kind_it_writes_on() {
+    use wavegate::resource::registry::{KINDS, PermissionRule, permissions};
+    let objects = render("deploy/overlays/annotate");
+    let policy = objects
+        .iter()
+        .find(|o| {
+            o["kind"] == "ValidatingAdmissionPolicy"
+                && o["metadata"]["name"] == "wavegate-annotations-only"
+        })
+        .expect("the admission policy");
+    let rules = policy["spec"]["matchConstraints"]["resourceRules"]
+        .as_array()
+        .expect("resourceRules");
+    let narrows = |group: &str, plural: &str| {
+        rules.iter().any(|r| {
+            r["apiGroups"].as_array().unwrap().contains(&group.into())
+                && r["resources"].as_array().unwrap().contains(&plural.into())
+                && r["operations"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&"UPDATE".into())
+        })
+    };
+    let written: Vec<_> = permissions(KINDS)
+        .into_iter()
+        .filter(|p| p.rule == PermissionRule::GrantedWhenAnnotating)
+        .collect();
+    assert!(!written.is_empty());
+    for p in written {
+        assert!(
+            narrows(p.group, p.plural),
+            "the annotation policy does not narrow {} (group {:?}), which annotation mode patches",
+            p.plural,
+            p.group
+        );
+    }
+}
+
 #[test]
 fn namespaced_variants_hold_no_cluster_scoped_object() {
     for dir in [
