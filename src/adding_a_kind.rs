@@ -1,8 +1,8 @@
 //! docs/extending.md's walk-through, proved on a real kind: cert-manager's `Certificate` added
 //! as a row of the registry's table (step 1). Each list derived from the table picks the row up
-//! with no other edit; what is not derived (the kind's contract, its WaveGate entry field, the
-//! shipped RBAC and the extension's table) is held to the table by a test that fails until its
-//! step is done, and here that test's check is shown failing on the new row.
+//! with no other edit; what is not derived (the kind's contract and entry, which need its code,
+//! the shipped RBAC and the extension's table) is held to the table by a test that fails until
+//! its step is done, and here what that test demands of the new row is shown.
 
 use crate::gate::crd;
 use crate::kinds::IMPLEMENTED;
@@ -159,9 +159,9 @@ fn the_extension_must_name_a_certificate_entry_s_target() {
     assert_eq!(targets.len(), check_targets(KINDS).len() + 1);
 }
 
-/// The steps that are not derived fail their guards until done: without a `DedicatedKind`
-/// impl in `check_kinds!` the row has no contract (`every_registered_kind_has_one_contract`),
-/// and without its field on `GateCheck` the schema lacks the entry the CEL rule counts
+/// The steps that are not derived fail their guards until done: without its line in
+/// `check_kinds!` the row has no contract (`every_registered_kind_has_one_contract`), and the
+/// CRD's schema lacks the entry field the CEL rule counts
 /// (`the_cel_rule_counts_every_kind_field_and_only_those`).
 #[test]
 fn a_certificate_row_alone_fails_the_contract_and_schema_guards() {

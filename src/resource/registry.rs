@@ -6,8 +6,8 @@
 //! What is derived from a row, and what holds the rest to it:
 //!
 //! - kubectl names ([`CheckKind::parse`]), group/plural/Kind, annotation mode's kinds;
-//! - the WaveGate CRD's CEL rule (`gate::crd`; its tests hold `GateCheck`'s fields and
-//!   `entries()` to [`entries`]);
+//! - the WaveGate CRD's CEL rule (`gate::crd`; its tests hold the schema's entry fields, which
+//!   `gate::entries` makes one per kind of `check_kinds!`, to [`entries`]);
 //! - lint's gate targets and suggested gates (`lint::rules`);
 //! - the kinds' contracts (`kinds`, whose test holds the implemented kinds to [`KINDS`]);
 //! - the RBAC of every rendering (`tests/offline/deploy_manifests.rs`, `helm_chart.rs`) and the
