@@ -3,8 +3,9 @@
 //! row of the registry (`resource::registry`, where everything other layers need to know about
 //! it lives), what its check reads from the cache (so a change to any of it wakes whoever waits
 //! on the verdict), and how it gathers those reads into the snapshot its pure check judges (the
-//! check itself is `checks::<kind>`, with its parameters). It also turns a WaveGate entry of the
-//! kind into a [`Check`] ([`GateEntry`]). Its fixtures sit in `tests/fixtures/<kind>/`. The
+//! check itself is `checks::<kind>`, with its parameters). Its WaveGate entry type, named beside
+//! it in `check_kinds!`, turns an entry into a [`Check`] ([`GateEntry`]) and is the schema of
+//! the entry's field in the CRD. Its fixtures sit in `tests/fixtures/<kind>/`. The
 //! `check_kinds!` list below is the one place the impls are collected; `docs/extending.md` says
 //! how to add one.
 //!
@@ -64,8 +65,8 @@ pub(crate) trait DedicatedKind {
     ) -> impl Future<Output = Result<Found, CacheError>> + Send;
 }
 
-/// [`Check`] with a variant per dedicated kind, and its dispatch to each kind's
-/// [`DedicatedKind`] impl.
+/// [`Check`] and the WaveGate check's [`Entry`], each with a variant per dedicated kind, and
+/// their dispatch to each kind's [`DedicatedKind`] impl and entry type.
 macro_rules! check_kinds {
     ($($variant:ident($kind:ty, $entry:ty)),+ $(,)?) => {
         /// A check and its parameters.

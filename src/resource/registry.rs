@@ -10,8 +10,13 @@
 //!   `gate::entries` makes one per kind of `check_kinds!`, to [`entries`]);
 //! - lint's gate targets and suggested gates (`lint::rules`);
 //! - the kinds' contracts (`kinds`, whose test holds the implemented kinds to [`KINDS`]);
-//! - the RBAC of every rendering (`tests/offline/deploy_manifests.rs`, `helm_chart.rs`) and the
-//!   UI extension's `checkTarget` (`tests/offline/ui.rs`), checked against the rows.
+//! - the RBAC of every rendering ([`permissions`], checked by
+//!   `tests/offline/deploy_manifests.rs` and `helm_chart.rs`) and the UI extension's
+//!   `checkTarget` ([`check_targets`], checked by `tests/offline/check_targets.rs`).
+//!
+//! The derivations take the table as a parameter (`*_in`, `permissions`, `check_targets`), and
+//! the test module `adding_a_kind` passes it with cert-manager's Certificate added, so
+//! docs/extending.md's walk-through is checked on a real kind.
 //!
 //! Any other `plural.group` is judged by the generic rule, whose WaveGate entry is
 //! [`GENERIC_ENTRY`].
@@ -188,9 +193,8 @@ pub fn by_entry(entry: &str) -> Option<&'static KindSpec> {
     KINDS.iter().find(|k| k.entry == entry)
 }
 
-// The derivations below take the table as a parameter: production passes [`KINDS`], and the
-// walk-through test of docs/extending.md (`adding_a_kind`) passes it with a row added, to show
-// that each one picks a new kind up without another edit.
+// Production passes [`KINDS`] to the derivations below; the walk-through test of
+// docs/extending.md passes it with a row added, to show each picks a new kind up unedited.
 
 /// [`entries`] of a table of kinds.
 pub fn entries_in(kinds: &[KindSpec]) -> impl Iterator<Item = &str> {
