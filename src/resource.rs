@@ -92,7 +92,16 @@ impl CheckKind {
 
     /// The dedicated resource Argo CD lists as `group`/`kind` in an Application's status.
     pub(crate) fn dedicated(group: &str, kind: &str) -> Option<CheckKind> {
-        registry::by_group_kind(group, kind).map(CheckKind::Dedicated)
+        CheckKind::dedicated_in(registry::KINDS, group, kind)
+    }
+
+    /// [`CheckKind::dedicated`] among a table of kinds.
+    pub(crate) fn dedicated_in(
+        kinds: &'static [KindSpec],
+        group: &str,
+        kind: &str,
+    ) -> Option<CheckKind> {
+        registry::by_group_kind_in(kinds, group, kind).map(CheckKind::Dedicated)
     }
 
     /// The registry's row, for a dedicated kind.
@@ -121,8 +130,13 @@ impl CheckKind {
     /// `deployments.apps`. Short names are accepted only for the kinds wavegate knows, because
     /// resolving arbitrary short names would need discovery on every request.
     pub(crate) fn parse(s: &str) -> Result<CheckKind, InputError> {
+        CheckKind::parse_in(registry::KINDS, s)
+    }
+
+    /// [`CheckKind::parse`] with `kinds` as the kinds that have a check of their own.
+    pub(crate) fn parse_in(kinds: &'static [KindSpec], s: &str) -> Result<CheckKind, InputError> {
         let lower = s.to_ascii_lowercase();
-        if let Some(spec) = registry::by_name(&lower) {
+        if let Some(spec) = registry::by_name_in(kinds, &lower) {
             return Ok(CheckKind::Dedicated(spec));
         }
         let (plural, group) = match lower.split_once('.') {

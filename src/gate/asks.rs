@@ -29,7 +29,7 @@ pub(crate) fn ask_under(
 
 /// The question a check entry asks, before any policy.
 fn ask_unchecked(check: &GateCheck, gate_namespace: &str) -> Result<Ask, InputError> {
-    match check.entries()[..] {
+    match check.entries.asks()[..] {
         [(field, entry)] => {
             let (target, judged) = entry.ask(field, &check.name, gate_namespace)?;
             Ok(Ask::new(target, judged))

@@ -7,7 +7,6 @@
 //! cannot say (e.g. a malformed JSONPath) becomes a Degraded verdict for that one check.
 
 use crate::health::HealthStatus;
-use crate::kinds::GateEntry;
 use crate::resource::registry;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::CustomResource;
@@ -15,6 +14,8 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 // Each kind's entry is defined with the rest of its kind.
+pub use super::entries::Entries;
+pub use crate::kinds::Entry;
 pub use crate::kinds::application::ApplicationCheck;
 pub use crate::kinds::cnpg::{CnpgCheck, CnpgDatabaseCheck, CnpgDatabaseRoleCheck};
 pub use crate::kinds::cockroach::CockroachClusterCheck;
@@ -70,48 +71,19 @@ pub struct GateCheck {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256))]
     pub label: Option<String>,
-    /// A Service has ready endpoints behind a selector that matches pods.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub service: Option<ServiceCheck>,
-    /// A CloudNativePG Database has been created by the operator.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cnpg_database: Option<CnpgDatabaseCheck>,
-    /// A CloudNativePG DatabaseRole (CNPG 1.30) has been created by the operator.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cnpg_database_role: Option<CnpgDatabaseRoleCheck>,
-    /// A CockroachDB cluster is one cluster with every expected node live.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub cockroach_cluster: Option<CockroachClusterCheck>,
-    /// An Argo CD Application is Healthy, Synced to the revision it asks for, and idle.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub application: Option<ApplicationCheck>,
-    /// Any other object, judged by kstatus rules and optional JSONPath expressions.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resource: Option<ResourceCheck>,
+    // The kind it checks and its parameters: one optional field per kind (`gate::entries`).
+    #[serde(flatten)]
+    pub entries: Entries,
 }
 
 impl GateCheck {
-    /// The entry fields this check sets, each with its field's name (exactly one in a valid
-    /// check). The names are the registry's; `every_entry_field_asks_for_its_registry_kind`
-    /// holds each field to its row.
-    pub(crate) fn entries(&self) -> Vec<(&'static str, &dyn GateEntry)> {
-        fn entry<'a>(
-            field: &'static str,
-            e: &'a Option<impl GateEntry>,
-        ) -> Option<(&'static str, &'a dyn GateEntry)> {
-            e.as_ref().map(|e| (field, e as &dyn GateEntry))
+    /// A check named `name` that sets `entry`.
+    pub fn new(name: &str, entry: Entry) -> GateCheck {
+        GateCheck {
+            name: name.to_string(),
+            label: None,
+            entries: Entries(vec![entry]),
         }
-        [
-            entry(registry::SERVICE.entry, &self.service),
-            entry(registry::CNPG_DATABASE.entry, &self.cnpg_database),
-            entry(registry::CNPG_DATABASE_ROLE.entry, &self.cnpg_database_role),
-            entry(registry::CRDB_CLUSTER.entry, &self.cockroach_cluster),
-            entry(registry::APPLICATION.entry, &self.application),
-            entry(registry::GENERIC_ENTRY, &self.resource),
-        ]
-        .into_iter()
-        .flatten()
-        .collect()
     }
 }
 
@@ -119,14 +91,35 @@ impl GateCheck {
 /// server counts only what the rule names, so a kind missing here could be set beside another.
 fn exactly_one_entry(schema: &mut schemars::Schema) {
     let entries: Vec<&str> = registry::entries().collect();
+    schema.insert("x-kubernetes-validations".into(), one_entry_rule(&entries));
+}
+
+/// The `x-kubernetes-validations` that a check sets exactly one of `entries`.
+pub(crate) fn one_entry_rule(entries: &[&str]) -> serde_json::Value {
     let has: Vec<String> = entries.iter().map(|e| format!("has(self.{e})")).collect();
-    schema.insert(
-        "x-kubernetes-validations".into(),
-        serde_json::json!([{
-            "rule": format!("[{}].filter(x, x).size() == 1", has.join(", ")),
-            "message": format!("each check must set exactly one of {}", entries.join(", ")),
-        }]),
-    );
+    serde_json::json!([{
+        "rule": format!("[{}].filter(x, x).size() == 1", has.join(", ")),
+        "message": format!("each check must set exactly one of {}", entries.join(", ")),
+    }])
+}
+
+/// The entry fields of a check in the generated schema (every property besides what each
+/// check has: `name`, `label`), sorted.
+#[cfg(test)]
+pub(crate) fn schema_entry_fields() -> Vec<String> {
+    use kube::CustomResourceExt;
+    let crd = serde_json::to_value(WaveGate::crd()).unwrap();
+    let properties = crd
+        .pointer("/spec/versions/0/schema/openAPIV3Schema/properties/spec/properties/checks/items/properties")
+        .and_then(serde_json::Value::as_object)
+        .expect("the CRD has spec.checks[].properties");
+    let mut fields: Vec<String> = properties
+        .keys()
+        .filter(|k| !["name", "label"].contains(&k.as_str()))
+        .cloned()
+        .collect();
+    fields.sort_unstable();
+    fields
 }
 
 /// What wavegate concluded, written through the status subresource.
@@ -209,21 +202,14 @@ mod tests {
         .clone()
     }
 
-    /// A kind added as a field but left out of the registry (and so of the CEL rule) would let
-    /// a check set it beside another kind (the API server counts only what the rule names), or
-    /// a registry row without its field would be refused by the API server as unknown.
+    /// An entry field without a registry row (and so outside the CEL rule) would let a check
+    /// set it beside another kind (the API server counts only what the rule names), and a
+    /// registry row without its field (no `check_kinds!` line) would put a field the schema
+    /// lacks into the rule, which the API server refuses.
     #[test]
     fn the_cel_rule_counts_every_kind_field_and_only_those() {
         let schema = check_schema();
-        let mut fields: Vec<&str> = schema["properties"]
-            .as_object()
-            .unwrap()
-            .keys()
-            .map(String::as_str)
-            // What every check has besides its kind.
-            .filter(|k| !["name", "label"].contains(k))
-            .collect();
-        fields.sort_unstable();
+        let fields = schema_entry_fields();
         let entries: Vec<&str> = registry::entries().collect();
         let mut kinds = entries.clone();
         kinds.sort_unstable();
@@ -257,7 +243,7 @@ mod tests {
                 (spec.entry): {"name": "forgejo", "namespace": "ddb"},
             }))
             .unwrap();
-            let entries = check.entries();
+            let entries = check.entries.asks();
             assert_eq!(entries.len(), 1, "{}", spec.entry);
             let (field, entry) = entries[0];
             assert_eq!(field, spec.entry);
@@ -276,8 +262,12 @@ mod tests {
         );
         all.insert("name".into(), "c".into());
         let every: GateCheck = serde_json::from_value(Value::Object(all)).unwrap();
-        let fields: Vec<&str> = every.entries().iter().map(|(f, _)| *f).collect();
-        assert_eq!(fields, registry::entries().collect::<Vec<_>>());
+        // Read in the order the document has them.
+        let mut fields: Vec<&str> = every.entries.asks().iter().map(|(f, _)| *f).collect();
+        fields.sort_unstable();
+        let mut entries: Vec<&str> = registry::entries().collect();
+        entries.sort_unstable();
+        assert_eq!(fields, entries);
     }
 
     #[test]
@@ -289,15 +279,13 @@ mod tests {
         .unwrap();
         let check = &spec.checks[0];
         assert_eq!(
-            check.cnpg_database_role,
-            Some(CnpgDatabaseRoleCheck {
+            check.entries,
+            Entries(vec![Entry::CnpgDatabaseRole(CnpgDatabaseRoleCheck {
                 name: "forgejo".into(),
                 namespace: Some("ddb".into()),
                 require_cluster_ready: Some(true),
-            })
+            })])
         );
-        assert_eq!(check.cnpg_database, None);
-        assert_eq!(check.entries().len(), 1);
         // Written back as it was read (the controller's status echoes the spec's names).
         let back = serde_json::to_value(check).unwrap();
         assert_eq!(back["cnpgDatabaseRole"]["requireClusterReady"], true);

@@ -129,7 +129,7 @@ pub(crate) fn decide(inputs: Inputs<'_>, rules: &Rules, now: Timestamp) -> Decis
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::gate::crd::{GateCheck, ServiceCheck, WaveGateSpec};
+    use crate::gate::crd::{Entry, GateCheck, ServiceCheck, WaveGateSpec};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use kube::api::ObjectMeta;
 
@@ -149,15 +149,14 @@ mod tests {
             "databases-created",
             WaveGateSpec {
                 timeout: timeout.map(Into::into),
-                checks: vec![GateCheck {
-                    name: "http".into(),
-                    service: Some(ServiceCheck {
+                checks: vec![GateCheck::new(
+                    "http",
+                    Entry::Service(ServiceCheck {
                         name: "forgejo".into(),
                         namespace: None,
                         min_ready: None,
                     }),
-                    ..GateCheck::default()
-                }],
+                )],
             },
         );
         g.metadata = ObjectMeta {

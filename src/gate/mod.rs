@@ -13,6 +13,7 @@ pub(crate) mod asks;
 pub mod controller;
 pub mod crd;
 mod decide;
+mod entries;
 pub mod stamp;
 pub mod status;
 pub(crate) mod sync;

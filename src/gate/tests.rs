@@ -2,7 +2,7 @@
 //! its timeout, the sync attempts that date it, and the status written.
 
 use super::asks::*;
-use super::crd::{GateCheck, WaveGate, WaveGateStatus};
+use super::crd::{Entry, GateCheck, WaveGate, WaveGateStatus};
 use super::status::*;
 use super::sync::*;
 use super::timeout::*;
@@ -43,15 +43,14 @@ fn gate() -> WaveGate {
 }
 
 fn service_check(name: &str, service: &str) -> GateCheck {
-    GateCheck {
-        name: name.into(),
-        service: Some(ServiceCheck {
+    GateCheck::new(
+        name,
+        Entry::Service(ServiceCheck {
             name: service.into(),
             namespace: None,
             min_ready: None,
         }),
-        ..GateCheck::default()
-    }
+    )
 }
 
 fn judged(pairs: &[(&str, Verdict)]) -> Vec<(String, Verdict)> {
@@ -101,9 +100,9 @@ fn a_bad_name_is_a_degraded_check_not_a_panic() {
 
 #[test]
 fn generic_resource_entry_maps_to_a_generic_ask() {
-    let check = GateCheck {
-        name: "web".into(),
-        resource: Some(ResourceCheck {
+    let check = GateCheck::new(
+        "web",
+        Entry::Generic(ResourceCheck {
             resource: "deployments.apps".into(),
             name: "web".into(),
             namespace: Some("prod".into()),
@@ -111,8 +110,7 @@ fn generic_resource_entry_maps_to_a_generic_ask() {
             progressing: None,
             degraded: None,
         }),
-        ..GateCheck::default()
-    };
+    );
     let ask = ask_of(&check, "prod").unwrap();
     match &ask.check {
         Check::Generic {
@@ -130,15 +128,14 @@ fn generic_resource_entry_maps_to_a_generic_ask() {
 }
 
 fn role_check(name: &str, require_cluster_ready: Option<bool>) -> GateCheck {
-    GateCheck {
-        name: name.into(),
-        cnpg_database_role: Some(CnpgDatabaseRoleCheck {
+    GateCheck::new(
+        name,
+        Entry::CnpgDatabaseRole(CnpgDatabaseRoleCheck {
             name: "forgejo".into(),
             namespace: None,
             require_cluster_ready,
         }),
-        ..GateCheck::default()
-    }
+    )
 }
 
 #[test]
@@ -160,11 +157,14 @@ fn a_database_role_entry_asks_about_the_role_not_a_database() {
 #[test]
 fn a_database_and_a_role_in_one_check_are_rejected_naming_every_kind() {
     let mut check = role_check("both", None);
-    check.cnpg_database = Some(crate::gate::crd::CnpgDatabaseCheck {
-        name: "forgejo".into(),
-        namespace: None,
-        require_cluster_ready: None,
-    });
+    check
+        .entries
+        .0
+        .push(Entry::CnpgDatabase(crate::gate::crd::CnpgDatabaseCheck {
+            name: "forgejo".into(),
+            namespace: None,
+            require_cluster_ready: None,
+        }));
     let err = ask_of(&check, "ddb").unwrap_err().to_string();
     assert!(err.contains("cnpgDatabase, cnpgDatabaseRole"), "{err}");
     assert_eq!(
@@ -176,10 +176,13 @@ fn a_database_and_a_role_in_one_check_are_rejected_naming_every_kind() {
 #[test]
 fn two_kinds_in_one_check_are_rejected() {
     let mut check = service_check("both", "forgejo");
-    check.application = Some(crate::gate::crd::ApplicationCheck {
-        name: "x".into(),
-        namespace: None,
-    });
+    check
+        .entries
+        .0
+        .push(Entry::Application(crate::gate::crd::ApplicationCheck {
+            name: "x".into(),
+            namespace: None,
+        }));
     assert!(ask_of(&check, "ddb").is_err());
     assert!(
         ask_of(
@@ -687,9 +690,9 @@ fn a_settled_verdict_is_confirmed_once_per_half_validity() {
 }
 
 fn generic_check(resource: &str, namespace: Option<&str>) -> GateCheck {
-    GateCheck {
-        name: "peek".into(),
-        resource: Some(ResourceCheck {
+    GateCheck::new(
+        "peek",
+        Entry::Generic(ResourceCheck {
             resource: resource.into(),
             name: "db-credentials".into(),
             namespace: namespace.map(Into::into),
@@ -697,14 +700,19 @@ fn generic_check(resource: &str, namespace: Option<&str>) -> GateCheck {
             progressing: None,
             degraded: Some("$.data.password".into()),
         }),
-        ..GateCheck::default()
-    }
+    )
 }
 
 #[test]
 fn tenant_gate_checking_another_namespace_is_degraded_with_the_reason() {
-    let mut check = service_check("peek", "kube-dns");
-    check.service.as_mut().unwrap().namespace = Some("kube-system".into());
+    let check = GateCheck::new(
+        "peek",
+        Entry::Service(ServiceCheck {
+            name: "kube-dns".into(),
+            namespace: Some("kube-system".into()),
+            min_ready: None,
+        }),
+    );
     let err = ask_of(&check, "tenant-a").unwrap_err();
     let v = invalid_check(&err);
     assert_eq!(v.status, HealthStatus::Degraded);

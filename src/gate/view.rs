@@ -271,7 +271,7 @@ async fn changed(
 mod tests {
     use super::*;
     use crate::gate::crd::{
-        CheckStatus, GateCheck, GateHealth, ServiceCheck, WaveGateSpec, WaveGateStatus,
+        CheckStatus, Entry, GateCheck, GateHealth, ServiceCheck, WaveGateSpec, WaveGateStatus,
     };
 
     fn gate(generation: i64, status: Option<WaveGateStatus>) -> WaveGate {
@@ -279,15 +279,14 @@ mod tests {
             "endpoints-ready",
             WaveGateSpec {
                 timeout: Some("10m".into()),
-                checks: vec![GateCheck {
-                    name: "forgejo-http".into(),
-                    service: Some(ServiceCheck {
+                checks: vec![GateCheck::new(
+                    "forgejo-http",
+                    Entry::Service(ServiceCheck {
                         name: "forgejo".into(),
                         namespace: Some("cicd".into()),
                         min_ready: Some(1),
                     }),
-                    ..GateCheck::default()
-                }],
+                )],
             },
         );
         g.metadata.namespace = Some("ddb".into());

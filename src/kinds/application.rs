@@ -14,7 +14,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-// A WaveGate's `application:` entry (no doc comment: the field's in `GateCheck` describes it).
+// A WaveGate's `application:` entry (no doc comment: its kind's `ABOUT` describes the field).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ApplicationCheck {
@@ -41,6 +41,8 @@ impl DedicatedKind for Application {
     const SPEC: &'static KindSpec = &registry::APPLICATION;
     const PARAMS: &'static [&'static str] = &[];
     type Params = ();
+    const ABOUT: &'static str =
+        "An Argo CD Application is Healthy, Synced to the revision it asks for, and idle.";
 
     fn params(_: &Query) -> Result<(), InputError> {
         Ok(())

@@ -21,8 +21,8 @@ use serde_json::Value;
 /// The Clusters a Database is created in.
 pub(crate) const CLUSTERS: GroupResource = GroupResource::fixed(registry::CNPG_GROUP, "clusters");
 
-// A WaveGate's `cnpgDatabase:` or `cnpgDatabaseRole:` entry (no doc comment: the fields' in
-// `GateCheck` describe them). The two are one shape, as CNPG reconciles them alike.
+// A WaveGate's `cnpgDatabase:` or `cnpgDatabaseRole:` entry (no doc comment: each kind's
+// `ABOUT` describes its field). The two are one shape, as CNPG reconciles them alike.
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CnpgCheck {
@@ -73,6 +73,7 @@ impl DedicatedKind for Database {
     const SPEC: &'static KindSpec = &registry::CNPG_DATABASE;
     const PARAMS: &'static [&'static str] = Params::NAMES;
     type Params = Params;
+    const ABOUT: &'static str = "A CloudNativePG Database has been created by the operator.";
 
     fn params(q: &Query) -> Result<Params, InputError> {
         Params::from_query(q)
@@ -96,6 +97,8 @@ impl DedicatedKind for DatabaseRole {
     const SPEC: &'static KindSpec = &registry::CNPG_DATABASE_ROLE;
     const PARAMS: &'static [&'static str] = Params::NAMES;
     type Params = Params;
+    const ABOUT: &'static str =
+        "A CloudNativePG DatabaseRole (CNPG 1.30) has been created by the operator.";
 
     fn params(q: &Query) -> Result<Params, InputError> {
         Params::from_query(q)

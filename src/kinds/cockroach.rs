@@ -24,8 +24,8 @@ pub(crate) const CRDB_NODES: GroupResource =
 /// What the older operator (`v1alpha1`) runs the nodes in.
 pub(crate) const STATEFUL_SETS: GroupResource = GroupResource::fixed("apps", "statefulsets");
 
-// A WaveGate's `cockroachCluster:` entry (no doc comment: the field's in `GateCheck` describes
-// it).
+// A WaveGate's `cockroachCluster:` entry (no doc comment: its kind's `ABOUT` describes
+// the field).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CockroachClusterCheck {
@@ -60,6 +60,8 @@ impl DedicatedKind for CrdbCluster {
     const SPEC: &'static KindSpec = &registry::CRDB_CLUSTER;
     const PARAMS: &'static [&'static str] = Wanted::NAMES;
     type Params = Wanted;
+    const ABOUT: &'static str =
+        "A CockroachDB cluster is one cluster with every expected node live.";
 
     fn params(q: &Query) -> Result<Wanted, InputError> {
         Wanted::from_query(q)

@@ -12,7 +12,11 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-// A WaveGate's `resource:` entry (no doc comment: the field's in `GateCheck` describes it).
+/// What a WaveGate's `resource:` entry asks: the field's description in `kubectl explain`.
+pub(crate) const ABOUT: &str =
+    "Any other object, judged by kstatus rules and optional JSONPath expressions.";
+
+// A WaveGate's `resource:` entry (no doc comment: `ABOUT` describes the field).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceCheck {

@@ -3,8 +3,9 @@
 //! row of the registry (`resource::registry`, where everything other layers need to know about
 //! it lives), what its check reads from the cache (so a change to any of it wakes whoever waits
 //! on the verdict), and how it gathers those reads into the snapshot its pure check judges (the
-//! check itself is `checks::<kind>`, with its parameters). It also turns a WaveGate entry of the
-//! kind into a [`Check`] ([`GateEntry`]). Its fixtures sit in `tests/fixtures/<kind>/`. The
+//! check itself is `checks::<kind>`, with its parameters). Its WaveGate entry type, named beside
+//! it in `check_kinds!`, turns an entry into a [`Check`] ([`GateEntry`]) and is the schema of
+//! the entry's field in the CRD. Its fixtures sit in `tests/fixtures/<kind>/`. The
 //! `check_kinds!` list below is the one place the impls are collected; `docs/extending.md` says
 //! how to add one.
 //!
@@ -25,9 +26,12 @@ use crate::deps::Dep;
 use crate::health::Finding;
 use crate::json::At;
 use crate::probe::{self, Credentials};
-use crate::resource::registry::KindSpec;
+use crate::resource::registry::{GENERIC_ENTRY, KindSpec};
 use crate::resource::{CheckKind, GroupResource, InputError, Query, Target};
 use crate::views::{PodView, ServiceView, SliceView};
+use schemars::{Schema, SchemaGenerator};
+use serde::Serialize;
+use serde::de::{IgnoredAny, MapAccess};
 use serde_json::Value;
 use std::future::Future;
 use std::sync::Arc;
@@ -43,6 +47,8 @@ pub(crate) trait DedicatedKind {
     const PARAMS: &'static [&'static str];
     /// Its check's parameters.
     type Params: Default;
+    /// What its entry asks, in one sentence: the field's description in `kubectl explain`.
+    const ABOUT: &'static str;
 
     /// The parameters from a caller's query (names already checked against `PARAMS`).
     fn params(q: &Query) -> Result<Self::Params, InputError>;
@@ -59,10 +65,10 @@ pub(crate) trait DedicatedKind {
     ) -> impl Future<Output = Result<Found, CacheError>> + Send;
 }
 
-/// [`Check`] with a variant per dedicated kind, and its dispatch to each kind's
-/// [`DedicatedKind`] impl.
+/// [`Check`] and the WaveGate check's [`Entry`], each with a variant per dedicated kind, and
+/// their dispatch to each kind's [`DedicatedKind`] impl and entry type.
 macro_rules! check_kinds {
-    ($($variant:ident($kind:ty)),+ $(,)?) => {
+    ($($variant:ident($kind:ty, $entry:ty)),+ $(,)?) => {
         /// A check and its parameters.
         #[derive(Debug, Clone, PartialEq, Eq, Hash)]
         pub(crate) enum Check {
@@ -74,6 +80,80 @@ macro_rules! check_kinds {
                 plural: String,
                 rule: checks::generic::Rule,
             },
+        }
+
+        /// One entry of a WaveGate check: a dedicated kind's, under its registry row's `entry`
+        /// field, or the generic one.
+        #[derive(Debug, Clone, PartialEq)]
+        pub enum Entry {
+            $($variant($entry),)+
+            Generic(generic::ResourceCheck),
+        }
+
+        impl Entry {
+            /// Its field in the check.
+            pub(crate) fn field(&self) -> &'static str {
+                match self {
+                    $(Entry::$variant(_) => <$kind as DedicatedKind>::SPEC.entry,)+
+                    Entry::Generic(_) => GENERIC_ENTRY,
+                }
+            }
+
+            /// What asks its check.
+            pub(crate) fn gate_entry(&self) -> &dyn GateEntry {
+                match self {
+                    $(Entry::$variant(e) => e,)+
+                    Entry::Generic(e) => e,
+                }
+            }
+
+            /// The entry under `field`, its value read from `map`; `None` (the value skipped)
+            /// when `field` is no entry.
+            pub(crate) fn read<'de, A: MapAccess<'de>>(
+                field: &str,
+                map: &mut A,
+            ) -> Result<Option<Entry>, A::Error> {
+                $(if field == <$kind as DedicatedKind>::SPEC.entry {
+                    return map.next_value().map(|e| Some(Entry::$variant(e)));
+                })+
+                if field == GENERIC_ENTRY {
+                    return map.next_value().map(|e| Some(Entry::Generic(e)));
+                }
+                map.next_value::<IgnoredAny>().map(|_| None)
+            }
+
+            /// Each entry field with its schema, as the CRD shows them: optional, described.
+            pub(crate) fn schemas(g: &mut SchemaGenerator) -> Vec<(&'static str, Schema)> {
+                fn described(mut schema: Schema, about: &str) -> Schema {
+                    schema.insert("description".into(), about.into());
+                    schema
+                }
+                vec![
+                    $((
+                        <$kind as DedicatedKind>::SPEC.entry,
+                        described(
+                            g.subschema_for::<Option<$entry>>(),
+                            <$kind as DedicatedKind>::ABOUT,
+                        ),
+                    ),)+
+                    (
+                        GENERIC_ENTRY,
+                        described(
+                            g.subschema_for::<Option<generic::ResourceCheck>>(),
+                            generic::ABOUT,
+                        ),
+                    ),
+                ]
+            }
+        }
+
+        impl Serialize for Entry {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                match self {
+                    $(Entry::$variant(e) => e.serialize(s),)+
+                    Entry::Generic(e) => e.serialize(s),
+                }
+            }
         }
 
         /// The registry rows [`Check`] has a variant for, in its order.
@@ -163,11 +243,11 @@ macro_rules! check_kinds {
 }
 
 check_kinds! {
-    Service(service::Service),
-    CnpgDatabase(cnpg::Database),
-    CnpgDatabaseRole(cnpg::DatabaseRole),
-    CrdbCluster(cockroach::CrdbCluster),
-    Application(application::Application),
+    Service(service::Service, service::ServiceCheck),
+    CnpgDatabase(cnpg::Database, cnpg::CnpgCheck),
+    CnpgDatabaseRole(cnpg::DatabaseRole, cnpg::CnpgCheck),
+    CrdbCluster(cockroach::CrdbCluster, cockroach::CockroachClusterCheck),
+    Application(application::Application, application::ApplicationCheck),
 }
 
 /// Tunables of evaluation, set from `wavegate serve` flags.

@@ -12,7 +12,7 @@ use crate::resource::{CheckKind, GroupResource, InputError, Query, Target};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-// A WaveGate's `service:` entry (no doc comment: the field's in `GateCheck` describes it).
+// A WaveGate's `service:` entry (no doc comment: its kind's `ABOUT` describes the field).
 #[derive(Serialize, Deserialize, Debug, Clone, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ServiceCheck {
@@ -44,6 +44,8 @@ impl DedicatedKind for Service {
     const SPEC: &'static KindSpec = &registry::SERVICE;
     const PARAMS: &'static [&'static str] = Params::NAMES;
     type Params = Params;
+    const ABOUT: &'static str =
+        "A Service has ready endpoints behind a selector that matches pods.";
 
     fn params(q: &Query) -> Result<Params, InputError> {
         Params::from_query(q)

@@ -6,7 +6,7 @@ use super::printable::printable;
 use super::references::{CNPG, Need, Reference, Target, templates};
 use super::sync_order::{HOOK, Moment, Phase, SYNC_WAVE, Task, first_applied, last_moment};
 use crate::checks::service::{format_labels, relevant_labels, resemblance};
-use crate::resource::registry;
+use crate::resource::registry::{self, KindSpec};
 use crate::views::{Interner, Labels};
 use serde::Serialize;
 use serde_json::Value;
@@ -156,13 +156,14 @@ struct Gate {
     targets: Vec<GateTarget>,
 }
 
-struct GateTarget {
+#[derive(Debug)]
+pub(crate) struct GateTarget {
     check: String,
     /// `group/Kind`, or for a `resource` check the kubectl resource (`plural.group`).
-    kind: String,
-    resource: bool,
-    namespace: String,
-    name: String,
+    pub(crate) kind: String,
+    pub(crate) resource: bool,
+    pub(crate) namespace: String,
+    pub(crate) name: String,
 }
 
 impl GateTarget {
@@ -336,50 +337,13 @@ fn gates(objects: &[Object], dest: &str, first: &[Option<Moment>]) -> Vec<Gate> 
         }
         let Some(at) = first[i] else { continue };
         let ns = o.ns(dest);
-        let mut targets = Vec::new();
-        for c in o
+        let targets = o
             .at(&["spec", "checks"])
             .and_then(Value::as_array)
             .into_iter()
             .flatten()
-        {
-            let check = c
-                .get("name")
-                .and_then(Value::as_str)
-                .unwrap_or("?")
-                .to_string();
-            // Every entry the WaveGate CRD has: a dedicated kind's, which names its object by
-            // group/Kind, and the generic one, which names its kind in `resource`.
-            let kinds = registry::KINDS
-                .iter()
-                .map(|k| (k.entry, k.group_kind(), false))
-                .chain([(registry::GENERIC_ENTRY, String::new(), true)]);
-            for (field, kind, resource) in kinds {
-                let Some(spec) = c.get(field) else { continue };
-                let Some(name) = spec.get("name").and_then(Value::as_str) else {
-                    continue;
-                };
-                let kind = if resource {
-                    match spec.get("resource").and_then(Value::as_str) {
-                        Some(r) => r.to_string(),
-                        None => continue,
-                    }
-                } else {
-                    kind
-                };
-                targets.push(GateTarget {
-                    check: check.clone(),
-                    kind,
-                    resource,
-                    namespace: spec
-                        .get("namespace")
-                        .and_then(Value::as_str)
-                        .unwrap_or(ns)
-                        .to_string(),
-                    name: name.to_string(),
-                });
-            }
-        }
+            .flat_map(|c| targets_of(registry::KINDS, c, ns))
+            .collect();
         out.push(Gate {
             object: i,
             at,
@@ -387,6 +351,66 @@ fn gates(objects: &[Object], dest: &str, first: &[Option<Moment>]) -> Vec<Gate> 
         });
     }
     out
+}
+
+/// What one check of a WaveGate points at, reading every entry the WaveGate CRD has: each of
+/// `kinds`' (named by group/Kind) and the generic one (which names its kind in `resource`).
+/// `ns` fills an omitted namespace.
+pub(crate) fn targets_of(kinds: &[KindSpec], c: &Value, ns: &str) -> Vec<GateTarget> {
+    let check = c
+        .get("name")
+        .and_then(Value::as_str)
+        .unwrap_or("?")
+        .to_string();
+    let entries = kinds
+        .iter()
+        .map(|k| (k.entry, k.group_kind(), false))
+        .chain([(registry::GENERIC_ENTRY, String::new(), true)]);
+    let mut targets = Vec::new();
+    for (field, kind, resource) in entries {
+        let Some(spec) = c.get(field) else { continue };
+        let Some(name) = spec.get("name").and_then(Value::as_str) else {
+            continue;
+        };
+        let kind = if resource {
+            match spec.get("resource").and_then(Value::as_str) {
+                Some(r) => r.to_string(),
+                None => continue,
+            }
+        } else {
+            kind
+        };
+        targets.push(GateTarget {
+            check: check.clone(),
+            kind,
+            resource,
+            namespace: spec
+                .get("namespace")
+                .and_then(Value::as_str)
+                .unwrap_or(ns)
+                .to_string(),
+            name: name.to_string(),
+        });
+    }
+    targets
+}
+
+/// The entry of a gate that waits for `p`: its kind's own entry among `kinds`, which judges it
+/// strictly, or else the generic one.
+pub(crate) fn suggested_entry(kinds: &[KindSpec], p: &Object) -> String {
+    match registry::by_group_kind_in(kinds, &p.group, &p.kind) {
+        Some(k) => format!("{}: {{name: {}{}}}", k.entry, p.name, k.suggested),
+        None => {
+            let (group, kind) = (p.group.as_str(), p.kind.as_str());
+            let plural = format!("{}s", kind.to_ascii_lowercase());
+            let resource = if group.is_empty() {
+                plural
+            } else {
+                format!("{plural}.{group}")
+            };
+            format!("resource: {{resource: {resource}, name: {}}}", p.name)
+        }
+    }
 }
 
 /// Annotations for placing an object at `m`.
@@ -408,19 +432,7 @@ fn at_wave(m: Moment, wave: i64) -> Moment {
 
 /// A WaveGate that waits for `p`, placed at `at`, as YAML.
 fn gate_yaml(p: &Object, at: Moment) -> String {
-    let check = match registry::by_group_kind(&p.group, &p.kind) {
-        Some(k) => format!("{}: {{name: {}{}}}", k.entry, p.name, k.suggested),
-        None => {
-            let (group, kind) = (p.group.as_str(), p.kind.as_str());
-            let plural = format!("{}s", kind.to_ascii_lowercase());
-            let resource = if group.is_empty() {
-                plural
-            } else {
-                format!("{plural}.{group}")
-            };
-            format!("resource: {{resource: {resource}, name: {}}}", p.name)
-        }
-    };
+    let check = suggested_entry(registry::KINDS, p);
     let ns = p
         .namespace
         .as_ref()

@@ -6,20 +6,26 @@
 //! What is derived from a row, and what holds the rest to it:
 //!
 //! - kubectl names ([`CheckKind::parse`]), group/plural/Kind, annotation mode's kinds;
-//! - the WaveGate CRD's CEL rule (`gate::crd`; its tests hold `GateCheck`'s fields and
-//!   `entries()` to [`entries`]);
+//! - the WaveGate CRD's CEL rule (`gate::crd`; its tests hold the schema's entry fields, which
+//!   `gate::entries` makes one per kind of `check_kinds!`, to [`entries`]);
 //! - lint's gate targets and suggested gates (`lint::rules`);
 //! - the kinds' contracts (`kinds`, whose test holds the implemented kinds to [`KINDS`]);
-//! - the RBAC of every rendering (`tests/offline/deploy_manifests.rs`, `helm_chart.rs`) and the
-//!   UI extension's `checkTarget` (`tests/offline/ui.rs`), checked against the rows.
+//! - the RBAC of every rendering ([`permissions`], checked by
+//!   `tests/offline/deploy_manifests.rs` and `helm_chart.rs`) and the UI extension's
+//!   `checkTarget` ([`check_targets`], checked by `tests/offline/check_targets.rs`).
+//!
+//! The derivations take the table as a parameter (`*_in`, `permissions`, `check_targets`), and
+//! the test module `adding_a_kind` passes it with cert-manager's Certificate added, so
+//! docs/extending.md's walk-through is checked on a real kind.
 //!
 //! Any other `plural.group` is judged by the generic rule, whose WaveGate entry is
 //! [`GENERIC_ENTRY`].
 
 use super::CheckKind;
+use std::collections::BTreeMap;
 
 /// A kind with a dedicated check.
-#[derive(Debug, PartialEq, Eq, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct KindSpec {
     /// API group (`""` for the core group).
     pub group: &'static str,
@@ -174,12 +180,12 @@ pub const GENERIC_ENTRY: &str = "resource";
 
 /// Every WaveGate entry field, dedicated kinds first, as the CRD's CEL rule counts them.
 pub fn entries() -> impl Iterator<Item = &'static str> {
-    KINDS.iter().map(|k| k.entry).chain([GENERIC_ENTRY])
+    entries_in(KINDS)
 }
 
 /// The kind whose objects Argo CD lists as `group`/`kind`.
 pub fn by_group_kind(group: &str, kind: &str) -> Option<&'static KindSpec> {
-    KINDS.iter().find(|k| k.group == group && k.kind == kind)
+    by_group_kind_in(KINDS, group, kind)
 }
 
 /// The kind of a WaveGate entry field.
@@ -187,9 +193,92 @@ pub fn by_entry(entry: &str) -> Option<&'static KindSpec> {
     KINDS.iter().find(|k| k.entry == entry)
 }
 
+// Production passes [`KINDS`] to the derivations below; the walk-through test of
+// docs/extending.md passes it with a row added, to show each picks a new kind up unedited.
+
+/// [`entries`] of a table of kinds.
+pub fn entries_in(kinds: &[KindSpec]) -> impl Iterator<Item = &str> {
+    kinds.iter().map(|k| k.entry).chain([GENERIC_ENTRY])
+}
+
+/// [`by_group_kind`] in a table of kinds.
+pub fn by_group_kind_in<'k>(
+    kinds: &'k [KindSpec],
+    group: &str,
+    kind: &str,
+) -> Option<&'k KindSpec> {
+    kinds.iter().find(|k| k.group == group && k.kind == kind)
+}
+
 /// The kind a kubectl-style name (lowercase) names.
-pub(super) fn by_name(name: &str) -> Option<&'static KindSpec> {
-    KINDS.iter().find(|k| k.names().any(|n| n == name))
+pub(super) fn by_name_in<'k>(kinds: &'k [KindSpec], name: &str) -> Option<&'k KindSpec> {
+    kinds.iter().find(|k| k.names().any(|n| n == name))
+}
+
+/// What every rendering's RBAC must say about one verb on one group-resource, for the check
+/// of `kind`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Permission {
+    pub group: &'static str,
+    pub plural: &'static str,
+    pub verb: &'static str,
+    /// The Kind whose check needs it (or must not have it).
+    pub kind: &'static str,
+    pub rule: PermissionRule,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum PermissionRule {
+    /// Every rendering grants it: without it the check is Unknown forever ("forbidden" from
+    /// the watch).
+    Granted,
+    /// The renderings with annotation mode grant it: it writes verdicts there.
+    GrantedWhenAnnotating,
+    /// No rendering grants it: annotation mode leaves the kind alone, so a grant would be
+    /// write access nobody uses.
+    Refused,
+}
+
+/// The RBAC a table of kinds asks of every rendering (held by
+/// `tests/offline/deploy_manifests.rs` and, through it, `helm_chart.rs`).
+pub fn permissions(kinds: &[KindSpec]) -> Vec<Permission> {
+    let mut out = Vec::new();
+    for k in kinds {
+        let own = [(k.group, k.plural)];
+        for (group, plural) in own.iter().chain(k.reads) {
+            for verb in k.verbs {
+                out.push(Permission {
+                    group,
+                    plural,
+                    verb,
+                    kind: k.kind,
+                    rule: PermissionRule::Granted,
+                });
+            }
+        }
+        // Notices patch Applications for their own reason; that is not this kind's need.
+        out.push(Permission {
+            group: k.group,
+            plural: k.plural,
+            verb: "patch",
+            kind: k.kind,
+            rule: if k.annotated {
+                PermissionRule::GrantedWhenAnnotating
+            } else {
+                PermissionRule::Refused
+            },
+        });
+    }
+    out
+}
+
+/// The UI extension's `checkTarget` table: each dedicated entry field and the kubectl name of
+/// its kind (the generic entry names its kind itself).
+pub fn check_targets(kinds: &[KindSpec]) -> BTreeMap<String, String> {
+    kinds
+        .iter()
+        .map(|k| (k.entry.to_string(), k.kubectl_name()))
+        .collect()
 }
 
 impl CheckKind {
@@ -227,13 +316,13 @@ mod tests {
     fn a_kind_is_found_by_each_of_its_names_and_its_entry() {
         for k in KINDS {
             for n in k.names() {
-                assert_eq!(by_name(&n), Some(k), "{n}");
+                assert_eq!(by_name_in(KINDS, &n), Some(k), "{n}");
             }
             assert_eq!(by_entry(k.entry), Some(k));
             assert_eq!(by_group_kind(k.group, k.kind), Some(k));
         }
-        assert_eq!(by_name("app.argoproj.io"), Some(&APPLICATION));
-        assert_eq!(by_name("applications"), None);
+        assert_eq!(by_name_in(KINDS, "app.argoproj.io"), Some(&APPLICATION));
+        assert_eq!(by_name_in(KINDS, "applications"), None);
         assert_eq!(by_entry(GENERIC_ENTRY), None);
     }
 }

@@ -5,7 +5,7 @@
 //! server derives from the registry.)
 
 use std::collections::BTreeMap;
-use wavegate::resource::registry::{GENERIC_ENTRY, KINDS};
+use wavegate::resource::registry::{GENERIC_ENTRY, KINDS, by_group_kind, check_targets};
 
 const EXTENSION: &str = "argocd/extension/extension-wavegate.js";
 
@@ -31,16 +31,55 @@ fn the_extension_names_every_registered_kind_as_the_registry_does() {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{EXTENSION}: {e}"));
     let table = check_target_table(&text)
         .unwrap_or_else(|| panic!("{EXTENSION}: no `kinds` table in checkTarget"));
-    let registry: BTreeMap<String, String> = KINDS
-        .iter()
-        .map(|k| (k.entry.to_string(), k.kubectl_name()))
-        .collect();
-    assert_eq!(table, registry, "checkTarget's table against the registry");
+    assert_eq!(
+        table,
+        check_targets(KINDS),
+        "checkTarget's table against the registry"
+    );
     // The generic entry names its kind itself.
     assert!(
         text.contains(&format!("check.{GENERIC_ENTRY}.resource")),
         "checkTarget reads the generic entry's kind"
     );
+}
+
+/// The `{ group: '…', kind: '…', resource: '…' }` rows of the Readiness tab's `CHECKED_KINDS`.
+fn readiness_kinds(text: &str) -> Option<Vec<(String, String, String)>> {
+    let body = &text[text.find("var CHECKED_KINDS = [")?..];
+    let body = &body[..body.find("];")?];
+    let field = |row: &str, name: &str| -> Option<String> {
+        let at = row.find(&format!("{name}: '"))? + name.len() + 3;
+        Some(row[at..at + row[at..].find('\'')?].to_string())
+    };
+    body.split('{')
+        .skip(1)
+        .map(|row| {
+            Some((
+                field(row, "group")?,
+                field(row, "kind")?,
+                field(row, "resource")?,
+            ))
+        })
+        .collect()
+}
+
+/// The Readiness tab asks wavegate for `api/v1/health/<resource>/…` of the objects of each
+/// kind it lists: a kind not in the registry would be asked under the generic rule, and a
+/// wrong kubectl name would be asked for another kind. (Which dedicated kinds get the tab is
+/// the extension's choice: Applications have their Waves tab instead.)
+#[test]
+fn the_readiness_tab_asks_for_registered_kinds_by_their_kubectl_names() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(EXTENSION);
+    let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{EXTENSION}: {e}"));
+    let rows =
+        readiness_kinds(&text).unwrap_or_else(|| panic!("{EXTENSION}: no CHECKED_KINDS table"));
+    assert!(!rows.is_empty());
+    for (group, kind, resource) in rows {
+        let spec = by_group_kind(&group, &kind).unwrap_or_else(|| {
+            panic!("CHECKED_KINDS lists {group}/{kind}, which no registry row is")
+        });
+        assert_eq!(resource, spec.kubectl_name(), "{group}/{kind}");
+    }
 }
 
 #[test]

@@ -165,6 +165,48 @@ fn annotation_mode_ships_the_admission_policy_that_narrows_its_patch() {
     assert!(deployment_args(&objects).contains(&"--annotate".to_string()));
 }
 
+/// Annotation mode's admission policy lets wavegate's patch through only as annotations it
+/// writes, and only on the resources it lists: a kind annotation mode writes on but the policy
+/// does not list is patched with the full power of the grant.
+#[test]
+fn annotation_modes_policy_narrows_every_kind_it_writes_on() {
+    use wavegate::resource::registry::{KINDS, PermissionRule, permissions};
+    let objects = render("deploy/overlays/annotate");
+    let policy = objects
+        .iter()
+        .find(|o| {
+            o["kind"] == "ValidatingAdmissionPolicy"
+                && o["metadata"]["name"] == "wavegate-annotations-only"
+        })
+        .expect("the admission policy");
+    let rules = policy["spec"]["matchConstraints"]["resourceRules"]
+        .as_array()
+        .expect("resourceRules");
+    let narrows = |group: &str, plural: &str| {
+        rules.iter().any(|r| {
+            r["apiGroups"].as_array().unwrap().contains(&group.into())
+                && r["resources"].as_array().unwrap().contains(&plural.into())
+                && r["operations"]
+                    .as_array()
+                    .unwrap()
+                    .contains(&"UPDATE".into())
+        })
+    };
+    let written: Vec<_> = permissions(KINDS)
+        .into_iter()
+        .filter(|p| p.rule == PermissionRule::GrantedWhenAnnotating)
+        .collect();
+    assert!(!written.is_empty());
+    for p in written {
+        assert!(
+            narrows(p.group, p.plural),
+            "the annotation policy does not narrow {} (group {:?}), which annotation mode patches",
+            p.plural,
+            p.group
+        );
+    }
+}
+
 #[test]
 fn namespaced_variants_hold_no_cluster_scoped_object() {
     for dir in [
@@ -654,50 +696,33 @@ fn roles(objects: &[Value]) -> Vec<&Value> {
 
 /// A check kind whose RBAC a rendering lacks is Unknown forever there ("forbidden" from the
 /// watch), and one whose annotation patch is missing never gets its verdict written: each
-/// rendering grants what the registry says every kind needs. (The Helm chart's renderings are
-/// held to these by `tests/offline/helm_chart.rs`.)
+/// rendering grants what the registry says every kind needs (`registry::permissions`). (The
+/// Helm chart's renderings are held to these by `tests/offline/helm_chart.rs`.)
 #[test]
 fn every_variant_grants_what_each_registered_kind_needs() {
-    use wavegate::resource::registry::KINDS;
+    use wavegate::resource::registry::{KINDS, PermissionRule, permissions};
+    let needed = permissions(KINDS);
     for dir in EVERY_VARIANT {
         let objects = render(dir);
         let roles = roles(&objects);
-        let granted = |group: &str, resource: &str, verb: &str| {
-            roles.iter().any(|r| grants(r, group, resource, verb))
-        };
         let annotates = dir.contains("annotate");
-        for k in KINDS {
-            for verb in k.verbs {
-                assert!(
-                    granted(k.group, k.plural, verb),
-                    "{dir} does not grant {verb} on {}",
-                    k.kubectl_name()
-                );
-            }
-            for (group, plural) in k.reads {
-                for verb in k.verbs {
-                    assert!(
-                        granted(group, plural, verb),
-                        "{dir} does not grant {verb} on {plural} (group {group:?}), which the {} check reads",
-                        k.kind
-                    );
-                }
-            }
-            // Annotation mode patches the kinds a Lua script reads back, and nothing patches
-            // a kind none reads (notices patch Applications for their own reason).
-            if annotates && k.annotated {
-                assert!(
-                    granted(k.group, k.plural, "patch"),
-                    "{dir} does not grant patch on {}, which annotation mode writes",
-                    k.kubectl_name()
-                );
-            }
-            if !k.annotated {
-                assert!(
-                    !granted(k.group, k.plural, "patch"),
-                    "{dir} grants patch on {}, which annotation mode leaves alone",
-                    k.kubectl_name()
-                );
+        for p in &needed {
+            let granted = roles.iter().any(|r| grants(r, p.group, p.plural, p.verb));
+            let (verb, on, kind) = (p.verb, p.plural, p.kind);
+            let group = p.group;
+            match p.rule {
+                PermissionRule::Granted => assert!(
+                    granted,
+                    "{dir} does not grant {verb} on {on} (group {group:?}), which the {kind} check reads"
+                ),
+                PermissionRule::GrantedWhenAnnotating => assert!(
+                    granted || !annotates,
+                    "{dir} does not grant {verb} on {on} (group {group:?}), where annotation mode writes {kind} verdicts"
+                ),
+                PermissionRule::Refused => assert!(
+                    !granted,
+                    "{dir} grants {verb} on {on} (group {group:?}), which annotation mode leaves alone"
+                ),
             }
         }
     }

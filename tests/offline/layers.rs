@@ -28,6 +28,8 @@ const LAYERS: &[&[&str]] = &[
     &["timeline"],
     &["api"],
     &["cli"],
+    // A test of what derives from the registry, in every layer.
+    &["adding_a_kind"],
 ];
 
 fn layer_of(module: &str) -> Option<usize> {
