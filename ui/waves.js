@@ -96,6 +96,35 @@ function findingsOf(w, wave) {
   return all.filter(function (f) { return wave === null ? waves.indexOf(f.wave) < 0 : f.wave === wave; });
 }
 
+// A waves answer's text as a value, reusing `prev` (the last one read for the same path:
+// { text, value }) when little changed. wavegate stamps every answer with the server's clock
+// (`timeline.now`), so two polls of an idle Application differ in those bytes alone; then the
+// previous value is kept but for a fresh `timeline` carrying the new `now`, so a UI can tell by
+// identity that `waves`, `lint` and the rest are unchanged and redraw nothing but the timeline.
+// `"now":"` with bare quotes can only be a key (quotes inside strings are escaped), and the
+// answer has no `now` key but the timeline's; the check below makes sure of both before reusing.
+function readAnswer(text, prev) {
+  if (prev && text === prev.text) return prev;
+  var key = '"now":"';
+  var at = prev ? text.indexOf(key) : -1, was = prev ? prev.text.indexOf(key) : -1;
+  var t = prev && prev.value && prev.value.timeline;
+  if (at >= 0 && at === was && text.indexOf(key, at + 1) < 0 && prev.text.indexOf(key, was + 1) < 0 && t &&
+      text.slice(0, at) === prev.text.slice(0, was)) {
+    var end = text.indexOf('"', at + key.length), wasEnd = prev.text.indexOf('"', was + key.length);
+    var now = text.slice(at + key.length, end);
+    if (end > 0 && wasEnd > 0 && now.indexOf('\\') < 0 && text.slice(end) === prev.text.slice(wasEnd) &&
+        t.now === prev.text.slice(was + key.length, wasEnd)) {
+      var value = {}, timeline = {};
+      for (var k in prev.value) value[k] = prev.value[k];
+      for (var j in t) timeline[j] = t[j];
+      timeline.now = now;
+      value.timeline = timeline;
+      return { text: text, value: value };
+    }
+  }
+  return { text: text, value: JSON.parse(text) };
+}
+
 // The timeline of a waves answer, when it has waves to draw.
 function timelineOf(w) {
   var t = w && w.timeline;

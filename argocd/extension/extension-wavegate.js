@@ -68,12 +68,17 @@
     return 'HTTP ' + status + ': ' + (text || '').slice(0, 200);
   }
 
-  function fetchJson(path, application) {
+  // `keep` (optional): { last } holding the last answer read for this path; a poll that brings it
+  // again is not parsed again (readAnswer in ui/waves.js).
+  function fetchJson(path, application, keep) {
     return fetch(proxyUrl(path), { headers: proxyHeaders(application), credentials: 'same-origin', cache: 'no-store' })
       .then(function (res) {
         return res.text().then(function (text) {
           var body = null;
-          try { body = text ? JSON.parse(text) : null; } catch (e) { /* an HTML or text error page */ }
+          try {
+            if (keep && res.ok && text) { keep.last = readAnswer(text, keep.last); body = keep.last.value; }
+            else body = text ? JSON.parse(text) : null;
+          } catch (e) { /* an HTML or text error page */ }
           if (!res.ok) {
             var err = new Error(explain(res.status, body, text));
             // RBAC does not change by asking again: stop polling until the view is opened anew.
@@ -95,14 +100,14 @@
     var st = React.useState({ data: null, error: null, updated: null });
     var state = st[0], setState = st[1];
     React.useEffect(function () {
-      var alive = true, timer = null;
+      var alive = true, timer = null, keep = { last: null };
       setState({ data: null, error: null, updated: null });
       if (!path) return undefined; // nothing to ask (hooks still run in the same order)
       function tick() {
         if (!alive) return;
         // A hidden browser tab does not poll.
         if (window.document && window.document.hidden) { timer = setTimeout(tick, POLL_MS); return; }
-        fetchJson(path, application).then(function (data) {
+        fetchJson(path, application, keep).then(function (data) {
           if (alive) setState({ data: data, error: null, updated: new Date() });
         }, function (err) {
           if (alive) setState(function (prev) { return { data: prev.data, error: err.message, updated: prev.updated }; });
@@ -382,6 +387,35 @@
     return all.filter(function (f) { return wave === null ? waves.indexOf(f.wave) < 0 : f.wave === wave; });
   }
 
+  // A waves answer's text as a value, reusing `prev` (the last one read for the same path:
+  // { text, value }) when little changed. wavegate stamps every answer with the server's clock
+  // (`timeline.now`), so two polls of an idle Application differ in those bytes alone; then the
+  // previous value is kept but for a fresh `timeline` carrying the new `now`, so a UI can tell by
+  // identity that `waves`, `lint` and the rest are unchanged and redraw nothing but the timeline.
+  // `"now":"` with bare quotes can only be a key (quotes inside strings are escaped), and the
+  // answer has no `now` key but the timeline's; the check below makes sure of both before reusing.
+  function readAnswer(text, prev) {
+    if (prev && text === prev.text) return prev;
+    var key = '"now":"';
+    var at = prev ? text.indexOf(key) : -1, was = prev ? prev.text.indexOf(key) : -1;
+    var t = prev && prev.value && prev.value.timeline;
+    if (at >= 0 && at === was && text.indexOf(key, at + 1) < 0 && prev.text.indexOf(key, was + 1) < 0 && t &&
+        text.slice(0, at) === prev.text.slice(0, was)) {
+      var end = text.indexOf('"', at + key.length), wasEnd = prev.text.indexOf('"', was + key.length);
+      var now = text.slice(at + key.length, end);
+      if (end > 0 && wasEnd > 0 && now.indexOf('\\') < 0 && text.slice(end) === prev.text.slice(wasEnd) &&
+          t.now === prev.text.slice(was + key.length, wasEnd)) {
+        var value = {}, timeline = {};
+        for (var k in prev.value) value[k] = prev.value[k];
+        for (var j in t) timeline[j] = t[j];
+        timeline.now = now;
+        value.timeline = timeline;
+        return { text: text, value: value };
+      }
+    }
+    return { text: text, value: JSON.parse(text) };
+  }
+
   // The timeline of a waves answer, when it has waves to draw.
   function timelineOf(w) {
     var t = w && w.timeline;
@@ -502,54 +536,69 @@
   }
 
   // The last sync as a picture (timelineLayout), with Argo CD's own words about it beneath.
+  // Its elements are made anew only when the layout changed: an idle Application's answers differ
+  // in the server's clock alone, which moves nothing once its sync has finished.
   function Timeline(props) {
     var t = timelineOf(props.waves);
-    if (!t) return null;
-    var l = timelineLayout(t);
+    var l = t ? timelineLayout(t) : null;
     var id = 'wavegate-tl-' + props.waves.namespace + '-' + props.waves.name;
+    var drawn = JSON.stringify([id, l, t && t.sync]);
+    return React.useMemo(function () { return l ? timelineFigure(l, t.sync, id) : null; }, [drawn]);
+  }
+
+  function timelineFigure(l, sync, id) {
     return h('figure', { 'data-testid': 'wavegate-timeline', style: { margin: '0.5em 0 1em', overflowX: 'auto' } },
       h('svg', { viewBox: '0 0 ' + l.width + ' ' + l.height, width: l.width, height: l.height, role: 'img',
         'aria-labelledby': id + '-title ' + id + '-desc', 'data-testid': 'timeline-svg', style: { display: 'block' } },
         h('title', { id: id + '-title' }, 'Timeline of the last sync'),
         h('desc', { id: id + '-desc' }, l.summary),
         l.shapes.map(svgNode)),
-      h('figcaption', { 'data-testid': 'timeline-caption', style: S.muted }, timelineCaption(t.sync)));
+      h('figcaption', { 'data-testid': 'timeline-caption', style: S.muted }, timelineCaption(sync)));
   }
 
   // The waves table (wavesTable in ui/waves.js) as React elements.
   function WavesView(props) {
     var w = props.waves;
     var st = React.useState({}), opened = st[0], setOpened = st[1];
-    var t = wavesTable(w, resourceCount(w) > ROWS_AT_ONCE, function (wave) { return wave in opened ? opened[wave] : undefined; });
-    function toggle(wave) { setOpened(function (o) { var n = Object.assign({}, o); n[wave.wave] = !wave.open; return n; }); }
+    // The table is drawn from these alone; a poll that kept them (readAnswer) redraws none of its
+    // rows, which React then has nothing to compare.
+    var table = React.useMemo(function () {
+      var t = wavesTable(w, resourceCount(w) > ROWS_AT_ONCE, function (wave) { return wave in opened ? opened[wave] : undefined; });
+      return WavesTable(t, setOpened);
+    }, [w.waves, w.lint, w.blockingWave, opened]);
     return h('div', { 'data-testid': 'wavegate-waves', 'data-status': statusOf((w.health || {}).status) },
       h('h3', { style: { margin: '0 0 0.3em', fontSize: '16px' } }, 'Waves of ', h('span', { style: S.mono }, w.namespace + '/' + w.name), ' ', h(Badge, { status: (w.health || {}).status, testid: 'wavegate-app-status' })),
       h(BlockingLine, { waves: w }),
       h(Timeline, { waves: w }),
-      t.empty ? h('p', { style: S.muted }, t.empty) :
-        h('table', { style: S.table },
-          h('caption', { style: { textAlign: 'left', ...S.muted } }, 'Resources by sync wave'),
-          h('thead', null, h('tr', null, Th('Resource'), Th('Status'), Th('Message'), Th('Judged by'))),
-          t.waves.map(function (wave) {
-            return h('tbody', { key: 'w' + wave.wave, 'data-testid': 'wavegate-wave-' + wave.wave, 'data-status': statusOf(wave.status), 'data-open': String(wave.open) },
-              h('tr', null, h('th', { scope: 'rowgroup', colSpan: 4, style: wave.blocking ? { ...S.groupTh, ...S.blocking, borderRadius: 0, margin: 0 } : S.groupTh },
-                'Wave ' + wave.wave + ' ', h(Badge, { status: wave.status, testid: 'wavegate-wave-status' }), wave.blocking ? ' \u2014 blocking' : '',
-                h('span', { style: { ...S.muted, fontWeight: 'normal' } }, wave.count),
-                wave.toggle ? h('button', { type: 'button', 'aria-expanded': String(wave.open), 'data-testid': 'wavegate-wave-toggle', onClick: function () { toggle(wave); }, style: { marginLeft: '0.6em', fontSize: '12px' } }, wave.toggle) : null)),
-              wave.resources.map(function (r) {
-                return h('tr', { key: r.key, 'data-testid': 'wavegate-resource-' + r.id },
-                  h('th', { scope: 'row', style: S.rowTh }, r.name),
-                  h('td', { style: S.td }, h(Badge, { status: r.status, testid: 'wavegate-resource-status' })),
-                  h('td', { style: S.td }, r.message,
-                    r.argo ? h('div', { style: S.muted, 'data-testid': 'wavegate-argo-status' }, r.argo) : null),
-                  h('td', { style: { ...S.td, whiteSpace: 'nowrap' } }, r.judgedBy));
-              }),
-              wave.findings.map(FindingRow));
-          }),
-          t.findings.length || t.skipped || t.note ? h('tbody', { key: 'lint', 'data-testid': 'wavegate-lint-other' },
-            t.findings.map(FindingRow),
-            t.skipped ? h('tr', { key: 'skipped' }, h('td', { colSpan: 4, style: { ...S.td, ...S.muted }, 'data-testid': 'wavegate-lint-skipped' }, t.skipped)) : null,
-            t.note ? h('tr', null, h('td', { colSpan: 4, style: { ...S.td, ...S.muted }, 'data-testid': 'wavegate-lint-note' }, t.note)) : null) : null));
+      table);
+  }
+
+  function WavesTable(t, setOpened) {
+    function toggle(wave) { setOpened(function (o) { var n = Object.assign({}, o); n[wave.wave] = !wave.open; return n; }); }
+    return t.empty ? h('p', { style: S.muted }, t.empty) :
+      h('table', { style: S.table },
+        h('caption', { style: { textAlign: 'left', ...S.muted } }, 'Resources by sync wave'),
+        h('thead', null, h('tr', null, Th('Resource'), Th('Status'), Th('Message'), Th('Judged by'))),
+        t.waves.map(function (wave) {
+          return h('tbody', { key: 'w' + wave.wave, 'data-testid': 'wavegate-wave-' + wave.wave, 'data-status': statusOf(wave.status), 'data-open': String(wave.open) },
+            h('tr', null, h('th', { scope: 'rowgroup', colSpan: 4, style: wave.blocking ? { ...S.groupTh, ...S.blocking, borderRadius: 0, margin: 0 } : S.groupTh },
+              'Wave ' + wave.wave + ' ', h(Badge, { status: wave.status, testid: 'wavegate-wave-status' }), wave.blocking ? ' \u2014 blocking' : '',
+              h('span', { style: { ...S.muted, fontWeight: 'normal' } }, wave.count),
+              wave.toggle ? h('button', { type: 'button', 'aria-expanded': String(wave.open), 'data-testid': 'wavegate-wave-toggle', onClick: function () { toggle(wave); }, style: { marginLeft: '0.6em', fontSize: '12px' } }, wave.toggle) : null)),
+            wave.resources.map(function (r) {
+              return h('tr', { key: r.key, 'data-testid': 'wavegate-resource-' + r.id },
+                h('th', { scope: 'row', style: S.rowTh }, r.name),
+                h('td', { style: S.td }, h(Badge, { status: r.status, testid: 'wavegate-resource-status' })),
+                h('td', { style: S.td }, r.message,
+                  r.argo ? h('div', { style: S.muted, 'data-testid': 'wavegate-argo-status' }, r.argo) : null),
+                h('td', { style: { ...S.td, whiteSpace: 'nowrap' } }, r.judgedBy));
+            }),
+            wave.findings.map(FindingRow));
+        }),
+        t.findings.length || t.skipped || t.note ? h('tbody', { key: 'lint', 'data-testid': 'wavegate-lint-other' },
+          t.findings.map(FindingRow),
+          t.skipped ? h('tr', { key: 'skipped' }, h('td', { colSpan: 4, style: { ...S.td, ...S.muted }, 'data-testid': 'wavegate-lint-skipped' }, t.skipped)) : null,
+          t.note ? h('tr', null, h('td', { colSpan: 4, style: { ...S.td, ...S.muted }, 'data-testid': 'wavegate-lint-note' }, t.note)) : null) : null);
   }
 
   function FindingRow(f, i) {

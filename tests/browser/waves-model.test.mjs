@@ -9,11 +9,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const NAMES = ['statusOf', 'resourceName', 'ROWS_AT_ONCE', 'resourceCount', 'blockingLine', 'wavesTable', 'timelineOf', 'timelineCaption', 'timelineLayout'];
+const NAMES = ['statusOf', 'resourceName', 'ROWS_AT_ONCE', 'resourceCount', 'blockingLine', 'wavesTable', 'timelineOf', 'timelineCaption', 'timelineLayout', 'readAnswer'];
 // ui/waves.js is function declarations meant for the inside of each UI's own closure.
 const model = new Function(fs.readFileSync(path.join(REPO, 'ui/waves.js'), 'utf8') +
   '\nreturn { ' + NAMES.join(', ') + ' };')();
-const { statusOf, resourceName, ROWS_AT_ONCE, resourceCount, blockingLine, wavesTable, timelineOf, timelineCaption, timelineLayout } = model;
+const { statusOf, resourceName, ROWS_AT_ONCE, resourceCount, blockingLine, wavesTable, timelineOf, timelineCaption, timelineLayout, readAnswer } = model;
 
 test('the layout draws every state the API can send, and times only what has a time', () => {
   const wave = (n, o) => ({ wave: n, status: 'Healthy', applied: 'applied', appliedAt: null, appliedNote: 'note ' + n,
@@ -114,4 +114,38 @@ test('a status this UI does not know is coloured Unknown; a view without waves d
   assert.match(timelineCaption({ phase: 'Running', revision: '0123456789abcdef', message: 'waiting for healthy state' }),
     /^Last sync of 0123456: Running \u2014 Argo CD: \u201cwaiting for healthy state\u201d \u00b7 applied = /);
   assert.match(timelineCaption(null), /^No sync recorded by Argo CD \u00b7 /);
+});
+
+test('a poll that differs from the last only in the server clock keeps every part but the timeline', () => {
+  const answer = (now, status, message) => JSON.stringify({
+    namespace: 'cicd', name: 'forgejo', blockingWave: 1, message: message || 'Service cicd/forgejo selects no pods',
+    waves: [{ wave: 1, status: status || 'Progressing', resources: [resource('Service', 'forgejo')] }],
+    lint: { findings: [] },
+    timeline: { now, sync: { phase: 'Succeeded', startedAt: '2026-12-01T03:00:00Z', finishedAt: '2026-12-01T03:01:00Z' }, waves: [] },
+  });
+  const first = readAnswer(answer('2026-12-06T01:00:00Z'), null);
+  assert.deepEqual(first.value, JSON.parse(answer('2026-12-06T01:00:00Z')));
+  assert.equal(readAnswer(first.text, first), first, 'the same bytes are the same answer');
+  const later = readAnswer(answer('2026-12-06T01:00:02Z'), first);
+  assert.deepEqual(later.value, JSON.parse(answer('2026-12-06T01:00:02Z')));
+  assert.equal(later.value.waves, first.value.waves, 'the waves are kept');
+  assert.equal(later.value.lint, first.value.lint);
+  assert.equal(later.value.timeline.sync, first.value.timeline.sync);
+  assert.equal(first.value.timeline.now, '2026-12-06T01:00:00Z', 'the earlier value is left as it was');
+  // Anything else that changed is read anew, even when the clock did not move.
+  for (const [text, what] of [
+    [answer('2026-12-06T01:00:02Z', 'Healthy'), 'a status'],
+    [answer('2026-12-06T01:00:04Z', undefined, 'the "now":"later" of a message'), 'a message quoting the key'],
+    [answer('2026-12-06T01:00:02Z', undefined, 'Service cicd/forgejo selects no pods.'), 'a longer message'],
+  ]) {
+    const next = readAnswer(text, later);
+    assert.deepEqual(next.value, JSON.parse(text), what);
+    assert.notEqual(next.value.waves, later.value.waves, what + ': read anew');
+  }
+  // Another "now" key anywhere, or none, is never taken for the clock.
+  const twice = first.text.replace('"lint":{', '"lint":{"now":"x",');
+  const again = readAnswer(twice.replace('01:00:00Z', '01:00:09Z'), readAnswer(twice, null));
+  assert.deepEqual(again.value, JSON.parse(twice.replace('01:00:00Z', '01:00:09Z')));
+  const none = JSON.stringify({ waves: [], timeline: null });
+  assert.deepEqual(readAnswer(none, readAnswer(none.replace('[]', '[1]'), null)).value, JSON.parse(none));
 });
