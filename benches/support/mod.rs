@@ -177,10 +177,30 @@ pub async fn drop_namespace(client: &Client, ns: &str) {
 /// finer than utime + stime's 10 ms ticks; a thread that exited meanwhile is not counted, and
 /// wavegate's tokio workers live as long as it does).
 pub fn cpu_ns(pid: u32) -> u64 {
+    thread_cpu_ns(pid).values().sum()
+}
+
+/// [`cpu_ns`] by thread id.
+pub fn thread_cpu_ns(pid: u32) -> std::collections::HashMap<String, u64> {
     std::fs::read_dir(format!("/proc/{pid}/task"))
         .expect("wavegate is running")
-        .filter_map(|t| std::fs::read_to_string(t.ok()?.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .filter_map(|t| {
+            let t = t.ok()?;
+            let ns = std::fs::read_to_string(t.path().join("schedstat")).ok()?;
+            let ns = ns.split_whitespace().next()?.parse::<u64>().ok()?;
+            Some((t.file_name().to_string_lossy().into_owned(), ns))
+        })
+        .collect()
+}
+
+/// CPU time `pid`'s threads used since `before` ([`thread_cpu_ns`]). Thread by thread: a sum
+/// over all threads goes down when one exits (tokio's blocking threads do after 10 s idle), and
+/// a difference of sums then wrapped to 368,934,881,469 ms once. What an exited thread used
+/// meanwhile is lost, so this can only undercount.
+pub fn cpu_ns_since(pid: u32, before: &std::collections::HashMap<String, u64>) -> u64 {
+    thread_cpu_ns(pid)
+        .iter()
+        .map(|(tid, ns)| ns.saturating_sub(before.get(tid).copied().unwrap_or(0)))
         .sum()
 }
 
