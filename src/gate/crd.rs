@@ -270,6 +270,32 @@ mod tests {
         assert_eq!(fields, entries);
     }
 
+    /// The CRD makes each entry nullable and CEL counts a null field as absent, so the API
+    /// server admits `service: null` beside the real entry (Helm's `toYaml` of an unset value).
+    /// Refusing it would make the whole gate unreadable, and its wave wait for good.
+    #[test]
+    fn a_null_entry_beside_the_real_one_is_absent() {
+        for spec in registry::KINDS {
+            let other = registry::GENERIC_ENTRY;
+            let check: GateCheck = serde_json::from_value(serde_json::json!({
+                "name": "c",
+                (spec.entry): null,
+                (other): {"name": "forgejo", "resource": "deployments.apps"},
+            }))
+            .unwrap_or_else(|e| panic!("{}: null refused: {e}", spec.entry));
+            let fields: Vec<&str> = check.entries.asks().iter().map(|(f, _)| *f).collect();
+            assert_eq!(fields, [other], "{}", spec.entry);
+        }
+        let check: GateCheck = serde_json::from_value(serde_json::json!({
+            "name": "c",
+            "service": {"name": "web"},
+            (registry::GENERIC_ENTRY): null,
+        }))
+        .unwrap();
+        let fields: Vec<&str> = check.entries.asks().iter().map(|(f, _)| *f).collect();
+        assert_eq!(fields, ["service"]);
+    }
+
     #[test]
     fn a_cnpg_database_role_entry_parses_into_its_own_field() {
         let spec: WaveGateSpec = serde_yaml::from_str(

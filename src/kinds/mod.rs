@@ -108,16 +108,21 @@ macro_rules! check_kinds {
             }
 
             /// The entry under `field`, its value read from `map`; `None` (the value skipped)
-            /// when `field` is no entry.
+            /// when `field` is no entry, or its value is `null`: the CRD makes every entry
+            /// nullable and CEL counts a null field as absent (`has()` is false), so the API
+            /// server admits `service: null` beside the one real entry (a Helm `toYaml` of an
+            /// unset value), and it must not make the whole gate unreadable.
             pub(crate) fn read<'de, A: MapAccess<'de>>(
                 field: &str,
                 map: &mut A,
             ) -> Result<Option<Entry>, A::Error> {
                 $(if field == <$kind as DedicatedKind>::SPEC.entry {
-                    return map.next_value().map(|e| Some(Entry::$variant(e)));
+                    return map.next_value::<Option<$entry>>().map(|e| e.map(Entry::$variant));
                 })+
                 if field == GENERIC_ENTRY {
-                    return map.next_value().map(|e| Some(Entry::Generic(e)));
+                    return map
+                        .next_value::<Option<generic::ResourceCheck>>()
+                        .map(|e| e.map(Entry::Generic));
                 }
                 map.next_value::<IgnoredAny>().map(|_| None)
             }
