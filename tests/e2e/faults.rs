@@ -67,10 +67,6 @@ struct Tally {
     gate_lag: Vec<(String, Duration)>,
     /// The truth (`since`) whose gate lag is already recorded.
     lag_recorded_for: Option<Instant>,
-    /// The gate's whole status as last seen while wavegate could not yet know the truth had
-    /// changed (the truth Ready, or changed less than `WATCH_LATENCY` ago). A Healthy status
-    /// other than this one was written after wavegate could know: never excused as old.
-    known_status: Option<String>,
 }
 
 struct Observer {
@@ -94,7 +90,7 @@ impl Observer {
         self.truth.lock().unwrap().writes_blocked_until = Some(Instant::now());
     }
 
-    fn record(&self, verdict: &Value, gate: Option<&Gate>, vouching: bool) {
+    fn record(&self, verdict: &Value, gate: Option<&str>, vouching: bool) {
         let now = Instant::now();
         let truth = *self.truth.lock().unwrap();
         let phase = self.phase.lock().unwrap().clone();
@@ -120,13 +116,6 @@ impl Observer {
         if status == "Degraded" {
             tally.degraded.push(format!("[{phase}] verdict {verdict}"));
         }
-        if let Some(g) = gate
-            && not_ready_for.is_none_or(|d| d <= WATCH_LATENCY)
-        {
-            tally.known_status = Some(g.status.clone());
-        }
-        let rewritten = gate.is_some_and(|g| tally.known_status.as_ref() != Some(&g.status));
-        let gate = gate.map(|g| g.health.as_str());
         if let (Some(d), Some(g)) = (not_ready_for, gate)
             && g != "Healthy"
             && tally.lag_recorded_for != Some(truth.since)
@@ -142,9 +131,9 @@ impl Observer {
                     .writes_blocked_until
                     .is_some_and(|until| now < until + WRITE_LATENCY)
                     || tally.blind_at.is_some_and(|at| now < at + WRITE_LATENCY);
-                if blocked && !rewritten {
+                if blocked {
                     tally.stale_gate_while_blocked += 1;
-                } else if rewritten || not_ready_for.is_some_and(|d| d > WRITE_LATENCY) {
+                } else if not_ready_for.is_some_and(|d| d > WRITE_LATENCY) {
                     tally.false_healthy_gate.push(format!(
                         "[{phase}] gate Healthy {:?} after the change",
                         not_ready_for.unwrap_or_default()
@@ -275,30 +264,16 @@ fn gates(client: &Client) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), NS, &ar)
 }
 
-/// The gate's stored status, when it is about the current generation.
-struct Gate {
-    /// `status.health.status`.
-    health: String,
-    /// The whole status: another value means it was written again.
-    status: String,
-}
-
-async fn gate(client: &Client) -> Option<Gate> {
+/// The gate's `status.health.status`, when the status is about the current generation.
+async fn gate_status(client: &Client) -> Option<String> {
     let g = tokio::time::timeout(Duration::from_secs(3), gates(client).get("web"))
         .await
         .ok()?
         .ok()?;
     let g = serde_json::to_value(g).ok()?;
-    let health = g["status"]["health"]["status"].as_str()?.to_string();
-    (g["status"]["observedGeneration"] == g["metadata"]["generation"]).then(|| Gate {
-        health,
-        status: g["status"].to_string(),
-    })
-}
-
-/// The gate's `status.health.status`, when the status is about the current generation.
-async fn gate_status(client: &Client) -> Option<String> {
-    gate(client).await.map(|g| g.health)
+    (g["status"]["observedGeneration"] == g["metadata"]["generation"])
+        .then(|| g["status"]["health"]["status"].as_str().map(str::to_string))
+        .flatten()
 }
 
 async fn until<F, Fut>(what: &str, timeout: Duration, mut f: F)
@@ -486,10 +461,10 @@ async fn faults_never_make_wavegate_claim_healthy_or_degraded_falsely() {
                     }
                 }
                 let g = match &admin {
-                    Some(a) => gate(a).await,
+                    Some(a) => gate_status(a).await,
                     None => None,
                 };
-                obs.record(v.as_ref().unwrap_or(&Value::Null), g.as_ref(), vouching);
+                obs.record(v.as_ref().unwrap_or(&Value::Null), g.as_deref(), vouching);
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })
