@@ -68,6 +68,11 @@ pub(crate) enum AnnotateError {
     Write(#[from] kube::Error),
     #[error(transparent)]
     Fenced(#[from] Fenced),
+    #[error(
+        "not written: the verdict was judged before a silence of the API server or of wavegate \
+         itself (frozen); judging again"
+    )]
+    Silenced,
 }
 
 /// Resource, namespace, name.
@@ -190,6 +195,8 @@ impl Reconcile<Key> for Annotator {
 impl Annotator {
     async fn annotate(&self, key: &Key) -> Result<Action, AnnotateError> {
         let (kind, ns, name) = key;
+        // A verdict judged before a silence is not written after it (see `write`).
+        let heard = self.evaluator.cache().silences();
         let Some(object) = self
             .evaluator
             .cache()
@@ -251,7 +258,7 @@ impl Annotator {
         // verdict another writer put there; the retry judges again on the current object.
         let precondition = written::precondition(lock(&self.written).get(key), &rv);
         if let Some(patch) = annotation_patch(&current, &wanted, precondition) {
-            let produced = self.write(kind, (ns, name), patch).await?;
+            let produced = self.write(kind, (ns, name), patch, heard).await?;
             {
                 let mut w = lock(&self.written);
                 let after = Written::after(w.get(key), &rv, None, produced, wanted);
@@ -295,6 +302,7 @@ impl Annotator {
         kind: &CheckKind,
         (ns, name): (&str, &str),
         patch: Value,
+        heard: u64,
     ) -> Result<Option<String>, AnnotateError> {
         let ar = self.api_resource(kind).await?;
         let api: Api<DynamicObject> =
@@ -304,6 +312,11 @@ impl Annotator {
             ..PatchParams::default()
         };
         self.fence.admit().await?;
+        // Judged, then frozen, then sent: the precondition refuses it only where someone else
+        // wrote meanwhile, so a verdict from before a silence is judged again instead.
+        if !self.evaluator.cache().heard_throughout(heard) {
+            return Err(AnnotateError::Silenced);
+        }
         let written = api
             .patch(name, &params, &Patch::Merge(&patch))
             .await

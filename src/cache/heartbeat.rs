@@ -7,6 +7,7 @@ use super::Cache;
 use crate::locks::lock;
 use kube::Client;
 use std::sync::Weak;
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// How often the heartbeat asks again while the API server does not answer, so that its return
@@ -66,6 +67,7 @@ pub(super) async fn heartbeat(cache: Weak<Cache>) {
             Some(e) => {
                 if answering {
                     tracing::warn!(error = %e, "API server unreachable; relisting every watch");
+                    c.silences.fetch_add(1, Ordering::AcqRel);
                     c.watches.relist(&e, None);
                 }
                 answering = false;
@@ -74,6 +76,7 @@ pub(super) async fn heartbeat(cache: Weak<Cache>) {
                 let heard = *lock(&c.heard);
                 if let Some(silence) = c.silence(None) {
                     tracing::warn!(%silence, "API server answers again; relisting the watches that have not since");
+                    c.silences.fetch_add(1, Ordering::AcqRel);
                     c.watches.relist(&silence, Some(heard));
                 }
                 *lock(&c.heard) = Instant::now();

@@ -206,6 +206,8 @@ pub struct Cache {
     held: Arc<Held>,
     /// When the API server last answered the heartbeat.
     heard: Mutex<Instant>,
+    /// How many silences the heartbeat has found (see [`Cache::silences`]).
+    silences: AtomicU64,
     changes: broadcast::Sender<Change>,
     /// Moved on by every change any read could see: an event applied to any store, a watch
     /// listed, failing, relisting, stopped or evicted (see [`Cache::epoch`]).
@@ -260,6 +262,7 @@ impl Cache {
             required: Mutex::default(),
             held: Arc::default(),
             heard: Mutex::new(Instant::now()),
+            silences: AtomicU64::new(0),
             changes,
             epoch: Arc::default(),
             metrics,
@@ -285,6 +288,27 @@ impl Cache {
     /// `silence`). Unvouched, a read may be refused without any epoch having moved.
     pub(crate) fn vouched(&self) -> bool {
         self.silence(None).is_none()
+    }
+
+    /// How many times the heartbeat has found the API server silent, or answering again after
+    /// a silence (this process frozen, the API server away), and relisted the watches. What
+    /// was decided from reads made before a silence must not be acted on after it, even where
+    /// the reads were vouched for when made: a status judged, then frozen for a minute, then
+    /// written, would be a minute old and nobody's write would stand in its way.
+    pub(crate) fn silences(&self) -> u64 {
+        self.silences.load(Ordering::Acquire)
+    }
+
+    /// A silence as the heartbeat counts one, without waiting for it.
+    #[cfg(test)]
+    pub(crate) fn silence_for_test(&self) {
+        self.silences.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// Whether what was decided from reads made after [`Cache::silences`] answered `silences`
+    /// may still be acted on: no silence came since, and the stores are vouched for now.
+    pub(crate) fn heard_throughout(&self, silences: u64) -> bool {
+        self.silences() == silences && self.vouched()
     }
 
     /// How long an on-demand watch may go unread before it is stopped: what is derived from

@@ -466,6 +466,8 @@ async fn a_paused_api_server_turns_reads_to_relisting_until_it_answers_again() {
     };
     let cache = cache_with(fake_api(script.clone()).await, limits);
     cache.pods(NS).await.expect("the first list is served");
+    let silences = cache.silences();
+    assert!(cache.heard_throughout(silences));
 
     // SIGSTOP: the open watch just goes quiet, no error reaches kube-rs.
     script.paused.send_replace(true);
@@ -487,10 +489,27 @@ async fn a_paused_api_server_turns_reads_to_relisting_until_it_answers_again() {
         }
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
+    assert!(
+        !cache.heard_throughout(silences),
+        "what was judged before the pause may still be acted on"
+    );
     script.paused.send_replace(false);
     let start = Instant::now();
     while let Err(e) = cache.pods(NS).await {
         assert!(start.elapsed() < Duration::from_secs(5), "still {e}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        !cache.heard_throughout(silences),
+        "a judgement from before the pause became writable again once the API server answered"
+    );
+    // A judgement made now may be acted on once the heartbeat vouches again.
+    let start = Instant::now();
+    while !cache.heard_throughout(cache.silences()) {
+        assert!(
+            start.elapsed() < Duration::from_secs(3),
+            "never vouched again"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }

@@ -44,6 +44,11 @@ pub(crate) enum GateError {
     Write(#[from] kube::Error),
     #[error(transparent)]
     Fenced(#[from] Fenced),
+    #[error(
+        "not written: the verdict was judged before a silence of the API server or of wavegate \
+         itself (frozen); judging again"
+    )]
+    Silenced,
 }
 
 /// Namespace and name.
@@ -198,6 +203,7 @@ impl Reconcile<GateKey> for Gates {
 impl Gates {
     async fn judge(&self, key: &GateKey) -> Result<Action, GateError> {
         let (ns, name) = key;
+        let heard = self.silences();
         let cache = self.context.evaluator.cache();
         let Some(gate) = cache
             .object_as::<WaveGate>(&super::kind(), ns, name)
@@ -324,7 +330,14 @@ impl Gates {
             // generation put there; the retry judges again on the current object.
             let precondition = self.precondition(key, &rv);
             let versions = self
-                .write(&gate, &decision.status, precondition, before.as_ref(), now)
+                .write(
+                    &gate,
+                    &decision.status,
+                    precondition,
+                    before.as_ref(),
+                    now,
+                    heard,
+                )
                 .await?;
             // With a stamp, the status write's version is one the cache passes through.
             let (passed, produced) = match versions.stamp {
@@ -389,8 +402,19 @@ impl Gates {
         written::precondition(lock(&self.written).get(key), rv)
     }
 
+    /// The caches' silence counts (see [`crate::cache::Cache::silences`]): the gate's own
+    /// cluster's and Argo CD's.
+    fn silences(&self) -> (u64, u64) {
+        (
+            self.context.evaluator.cache().silences(),
+            self.context.applications.cache().silences(),
+        )
+    }
+
     /// Writes `status` over `resource_version` (where the gate held `before`), then the stamp
-    /// if Argo CD needs one to look again; the versions they produced.
+    /// if Argo CD needs one to look again; the versions they produced. Not when a silence came
+    /// after `heard` was taken, before judging: the verdict may rest on reads from before a
+    /// freeze, and the precondition stops it only where someone else wrote meanwhile.
     async fn write(
         &self,
         gate: &WaveGate,
@@ -398,6 +422,7 @@ impl Gates {
         resource_version: Option<String>,
         before: Option<&WaveGateStatus>,
         now: k8s_openapi::jiff::Timestamp,
+        heard: (u64, u64),
     ) -> Result<Versions, GateError> {
         let api: Api<WaveGate> = Api::namespaced(
             self.context.client.clone(),
@@ -414,6 +439,12 @@ impl Gates {
         }
         let params = PatchParams::apply(FIELD_MANAGER).force();
         self.settings.fence.admit().await?;
+        let (own, argocd) = heard;
+        if !(self.context.evaluator.cache().heard_throughout(own)
+            && self.context.applications.cache().heard_throughout(argocd))
+        {
+            return Err(GateError::Silenced);
+        }
         let written = api
             .patch_status(&gate.name_any(), &params, &Patch::Apply(&body))
             .await
@@ -599,7 +630,14 @@ mod tests {
         let g = gate();
         let now = k8s_openapi::jiff::Timestamp::now();
         let written = gates
-            .write(&g, &status(&g), Some("5".into()), None, now)
+            .write(
+                &g,
+                &status(&g),
+                Some("5".into()),
+                None,
+                now,
+                gates.silences(),
+            )
             .await;
         assert!(
             written.is_err(),
@@ -617,12 +655,43 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_verdict_judged_before_a_silence_is_not_written() {
+        // Judged, then frozen (or the API server went away and came back), then about to be
+        // sent: nobody else wrote the gate meanwhile, so its precondition would let it through.
+        let (gates, metrics) = refusing(409);
+        let g = gate();
+        let now = k8s_openapi::jiff::Timestamp::now();
+        let heard = gates.silences();
+        gates.context.evaluator.cache().silence_for_test();
+        let written = gates
+            .write(&g, &status(&g), Some("5".into()), None, now, heard)
+            .await;
+        assert!(
+            matches!(written, Err(GateError::Silenced)),
+            "{:?}",
+            written.err()
+        );
+        let text = metrics.encode();
+        assert!(
+            !text.contains(r#"wavegate_write_conflicts_total{writer="gate"} 1"#),
+            "the write reached the API server: {text}"
+        );
+    }
+
+    #[tokio::test]
     async fn a_write_refused_otherwise_is_a_write_error() {
         let (gates, metrics) = refusing(403);
         let g = gate();
         let now = k8s_openapi::jiff::Timestamp::now();
         let written = gates
-            .write(&g, &status(&g), Some("5".into()), None, now)
+            .write(
+                &g,
+                &status(&g),
+                Some("5".into()),
+                None,
+                now,
+                gates.silences(),
+            )
             .await;
         assert!(written.is_err());
         let text = metrics.encode();

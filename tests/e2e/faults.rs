@@ -19,6 +19,7 @@ use crate::cluster;
 use crate::private_control_plane;
 
 use cluster::{apply, pod, set_pod_ready};
+use k8s_openapi::jiff::Timestamp;
 use kube::Client;
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use private_control_plane::PrivateControlPlane;
@@ -38,6 +39,10 @@ const WATCH_LATENCY: Duration = Duration::from_secs(2);
 /// verdict (1.5 s measured; 4.7–4.9 s before, when the list's objects were announced while
 /// reads were still refused and the gate waited for its retry backoff).
 const WRITE_LATENCY: Duration = Duration::from_secs(4);
+/// wavegate's default `--status-validity`: a status's `health.validUntil` less this is when its
+/// verdict was written (to the second, rounded down), which tells a status written after the
+/// change from one left over from before it, however the observer's samples fell.
+const STATUS_VALIDITY_SECONDS: i64 = 180;
 const RECOVERY: Duration = Duration::from_secs(90);
 
 /// What the test made true, and since when.
@@ -45,6 +50,8 @@ const RECOVERY: Duration = Duration::from_secs(90);
 struct Truth {
     ready: bool,
     since: Instant,
+    /// `since` by the wall clock, which wavegate's `validUntil` is written by.
+    since_wall: Timestamp,
     /// Until then the gate's stored status cannot be current (wavegate is down, frozen or may
     /// not write): a Healthy there is an old verdict, counted apart.
     writes_blocked_until: Option<Instant>,
@@ -80,6 +87,7 @@ impl Observer {
         let mut t = self.truth.lock().unwrap();
         t.ready = ready;
         t.since = Instant::now();
+        t.since_wall = Timestamp::now();
     }
 
     fn block_writes(&self) {
@@ -90,7 +98,7 @@ impl Observer {
         self.truth.lock().unwrap().writes_blocked_until = Some(Instant::now());
     }
 
-    fn record(&self, verdict: &Value, gate: Option<&str>, vouching: bool) {
+    fn record(&self, verdict: &Value, gate: Option<&Gate>, vouching: bool) {
         let now = Instant::now();
         let truth = *self.truth.lock().unwrap();
         let phase = self.phase.lock().unwrap().clone();
@@ -116,6 +124,11 @@ impl Observer {
         if status == "Degraded" {
             tally.degraded.push(format!("[{phase}] verdict {verdict}"));
         }
+        // Written by wavegate after it could have known of the change: never an old status.
+        let written_after_change = gate
+            .and_then(|g| g.written)
+            .is_some_and(|w| w >= truth.since_wall + WATCH_LATENCY);
+        let gate = gate.map(|g| g.health.as_str());
         if let (Some(d), Some(g)) = (not_ready_for, gate)
             && g != "Healthy"
             && tally.lag_recorded_for != Some(truth.since)
@@ -126,17 +139,25 @@ impl Observer {
         match gate {
             Some("Healthy") if not_ready_for.is_some_and(|d| d > WATCH_LATENCY) => {
                 // The stored status can be no fresher than wavegate's own knowledge: while it
-                // cannot see, or may not write, the last status stands.
+                // cannot see, or may not write, the last status stands. Only one written before
+                // the change is excused so: the excuse is read from the status itself, not from
+                // which statuses the observer's samples happened to catch (a Healthy written
+                // 80 ms before a freeze, never sampled, once passed for a fresh write).
                 let blocked = truth
                     .writes_blocked_until
                     .is_some_and(|until| now < until + WRITE_LATENCY)
                     || tally.blind_at.is_some_and(|at| now < at + WRITE_LATENCY);
-                if blocked {
+                if blocked && !written_after_change {
                     tally.stale_gate_while_blocked += 1;
-                } else if not_ready_for.is_some_and(|d| d > WRITE_LATENCY) {
+                } else if written_after_change || not_ready_for.is_some_and(|d| d > WRITE_LATENCY) {
                     tally.false_healthy_gate.push(format!(
-                        "[{phase}] gate Healthy {:?} after the change",
-                        not_ready_for.unwrap_or_default()
+                        "[{phase}] gate Healthy {:?} after the change{}",
+                        not_ready_for.unwrap_or_default(),
+                        if written_after_change {
+                            ", written after it"
+                        } else {
+                            ""
+                        }
                     ));
                 }
             }
@@ -264,16 +285,32 @@ fn gates(client: &Client) -> Api<DynamicObject> {
     Api::namespaced_with(client.clone(), NS, &ar)
 }
 
-/// The gate's `status.health.status`, when the status is about the current generation.
-async fn gate_status(client: &Client) -> Option<String> {
+/// The gate's stored status, when it is about the current generation.
+struct Gate {
+    /// `status.health.status`.
+    health: String,
+    /// When its verdict was written, to the second: `health.validUntil` less the validity.
+    written: Option<Timestamp>,
+}
+
+async fn gate(client: &Client) -> Option<Gate> {
     let g = tokio::time::timeout(Duration::from_secs(3), gates(client).get("web"))
         .await
         .ok()?
         .ok()?;
     let g = serde_json::to_value(g).ok()?;
+    let health = &g["status"]["health"];
+    let written = health["validUntil"]
+        .as_i64()
+        .and_then(|s| Timestamp::from_second(s - STATUS_VALIDITY_SECONDS).ok());
+    let health = health["status"].as_str()?.to_string();
     (g["status"]["observedGeneration"] == g["metadata"]["generation"])
-        .then(|| g["status"]["health"]["status"].as_str().map(str::to_string))
-        .flatten()
+        .then_some(Gate { health, written })
+}
+
+/// The gate's `status.health.status`, when the status is about the current generation.
+async fn gate_status(client: &Client) -> Option<String> {
+    gate(client).await.map(|g| g.health)
 }
 
 async fn until<F, Fut>(what: &str, timeout: Duration, mut f: F)
@@ -428,6 +465,7 @@ async fn faults_never_make_wavegate_claim_healthy_or_degraded_falsely() {
         truth: Mutex::new(Truth {
             ready: true,
             since: Instant::now(),
+            since_wall: Timestamp::now(),
             writes_blocked_until: None,
         }),
         tally: Mutex::default(),
@@ -461,10 +499,10 @@ async fn faults_never_make_wavegate_claim_healthy_or_degraded_falsely() {
                     }
                 }
                 let g = match &admin {
-                    Some(a) => gate_status(a).await,
+                    Some(a) => gate(a).await,
                     None => None,
                 };
-                obs.record(v.as_ref().unwrap_or(&Value::Null), g.as_deref(), vouching);
+                obs.record(v.as_ref().unwrap_or(&Value::Null), g.as_ref(), vouching);
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })
