@@ -125,6 +125,20 @@ function readAnswer(text, prev) {
   return { text: text, value: JSON.parse(text) };
 }
 
+// The answer `prev` (readAnswer's) served again at `now`: what a 304 means. A poll sends the
+// answer's ETag back (If-None-Match) and, when nothing but the time changed, wavegate answers
+// 304 without a body and with the time in Wavegate-Now, so megabytes that did not change are not
+// sent, read or compared again. A time that is not a plain timestamp leaves `prev` as it was.
+function answerAt(prev, now) {
+  var key = '"now":"', at = prev.text.indexOf(key);
+  if (at < 0 || !/^[0-9A-Za-z:.+-]{1,64}$/.test(now || '')) return prev;
+  var end = prev.text.indexOf('"', at + key.length);
+  if (end < 0) return prev;
+  var next = readAnswer(prev.text.slice(0, at + key.length) + now + prev.text.slice(end), prev);
+  if (next !== prev) next.etag = prev.etag;
+  return next;
+}
+
 // The timeline of a waves answer, when it has waves to draw.
 function timelineOf(w) {
   var t = w && w.timeline;

@@ -71,12 +71,23 @@
   // `keep` (optional): { last } holding the last answer read for this path; a poll that brings it
   // again is not parsed again (readAnswer in ui/waves.js).
   function fetchJson(path, application, keep) {
-    return fetch(proxyUrl(path), { headers: proxyHeaders(application), credentials: 'same-origin', cache: 'no-store' })
+    var headers = proxyHeaders(application), prev = keep && keep.last;
+    if (prev && prev.etag) headers['If-None-Match'] = prev.etag;
+    return fetch(proxyUrl(path), { headers: headers, credentials: 'same-origin', cache: 'no-store' })
       .then(function (res) {
+        // Unchanged but for the time (answerAt in ui/waves.js).
+        if (res.status === 304 && prev) {
+          keep.last = answerAt(prev, res.headers.get('Wavegate-Now'));
+          return keep.last.value;
+        }
         return res.text().then(function (text) {
           var body = null;
           try {
-            if (keep && res.ok && text) { keep.last = readAnswer(text, keep.last); body = keep.last.value; }
+            if (keep && res.ok && text) {
+              keep.last = readAnswer(text, keep.last);
+              keep.last.etag = res.headers.get('ETag');
+              body = keep.last.value;
+            }
             else body = text ? JSON.parse(text) : null;
           } catch (e) { /* an HTML or text error page */ }
           if (!res.ok) {
@@ -414,6 +425,20 @@
       }
     }
     return { text: text, value: JSON.parse(text) };
+  }
+
+  // The answer `prev` (readAnswer's) served again at `now`: what a 304 means. A poll sends the
+  // answer's ETag back (If-None-Match) and, when nothing but the time changed, wavegate answers
+  // 304 without a body and with the time in Wavegate-Now, so megabytes that did not change are not
+  // sent, read or compared again. A time that is not a plain timestamp leaves `prev` as it was.
+  function answerAt(prev, now) {
+    var key = '"now":"', at = prev.text.indexOf(key);
+    if (at < 0 || !/^[0-9A-Za-z:.+-]{1,64}$/.test(now || '')) return prev;
+    var end = prev.text.indexOf('"', at + key.length);
+    if (end < 0) return prev;
+    var next = readAnswer(prev.text.slice(0, at + key.length) + now + prev.text.slice(end), prev);
+    if (next !== prev) next.etag = prev.etag;
+    return next;
   }
 
   // The timeline of a waves answer, when it has waves to draw.

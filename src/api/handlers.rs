@@ -13,7 +13,7 @@ use crate::timeline::{self, WavesWithTimeline};
 use crate::waves;
 use axum::Json;
 use axum::extract::{Extension, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{Html, IntoResponse, Response};
 use futures::StreamExt;
@@ -201,7 +201,9 @@ pub(crate) async fn require_token(
 pub(crate) async fn applications(
     State(state): State<AppState>,
     scope: Scope,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
+    let known = headers.get(header::IF_NONE_MATCH);
     let clusters = state.clusters.all();
     let stamp_of = |_: &ViewAnswer| {
         Clusters::vouched(clusters.iter().map(|c| &**c))
@@ -211,7 +213,7 @@ pub(crate) async fn applications(
     if scope.is_none()
         && let Some(kept) = state.listed.get_by(&(), stamp_of, now)
     {
-        return Ok(kept.respond(None));
+        return Ok(kept.respond(None, known));
     }
     // One whole list judged at a time, as for a view (see `waves_of`).
     let _turn = match scope {
@@ -224,7 +226,7 @@ pub(crate) async fn applications(
         && let Some(kept) = (state.listed.get_by(&(), stamp_of, now))
             .or_else(|| state.listed.read_since(&(), asked, now))
     {
-        return Ok(kept.respond(None));
+        return Ok(kept.respond(None, known));
     }
     // Taken before any read: a change while judging leaves what is kept stale, never newer.
     let stamp = state.clusters.stamp(clusters.iter().map(|c| &**c));
@@ -262,7 +264,7 @@ pub(crate) async fn applications(
             .listed
             .put((), (stamp, read_at), valid_until, answer.clone());
     }
-    Ok(answer.respond(None))
+    Ok(answer.respond(None, known))
 }
 
 /// Which view an answer is: the Application, and through Argo CD's proxy the scope it was
@@ -280,7 +282,14 @@ pub(crate) struct ViewAnswer {
     head: Vec<u8>,
     tail: Vec<u8>,
     read: Vec<Arc<crate::clusters::Cluster>>,
+    /// Names the answer but for the time it is served: a poll that sends it back in
+    /// `If-None-Match` and finds it unchanged is answered 304, with the time in
+    /// [`WAVEGATE_NOW`] only (the UIs poll megabytes that rarely change).
+    etag: HeaderValue,
 }
+
+/// The time a waves answer is served at (`timeline.now`), also on a 304 that has no body.
+pub(crate) const WAVEGATE_NOW: &str = "wavegate-now";
 
 /// Stands for `timeline.now` in a kept answer: a string no serialised answer holds otherwise.
 /// Strings of the answer come from objects and Argo CD's records (a health message is copied
@@ -298,10 +307,16 @@ static NOW: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 
 impl ViewAnswer {
     fn whole(body: Vec<u8>, read: Vec<Arc<crate::clusters::Cluster>>) -> ViewAnswer {
+        ViewAnswer::split(body, Vec::new(), read)
+    }
+
+    fn split(head: Vec<u8>, tail: Vec<u8>, read: Vec<Arc<crate::clusters::Cluster>>) -> ViewAnswer {
+        let etag = entity_tag(&head, &tail);
         ViewAnswer {
-            head: body,
-            tail: Vec::new(),
+            head,
+            tail,
             read,
+            etag,
         }
     }
 
@@ -312,29 +327,69 @@ impl ViewAnswer {
             .windows(marker.len())
             .position(|w| w == marker.as_slice())
         {
-            Some(at) => ViewAnswer {
-                tail: body[at + marker.len()..].to_vec(),
-                head: {
-                    let mut head = body;
-                    head.truncate(at);
-                    head
-                },
-                read,
-            },
+            Some(at) => {
+                let tail = body[at + marker.len()..].to_vec();
+                let mut head = body;
+                head.truncate(at);
+                ViewAnswer::split(head, tail, read)
+            }
             None => ViewAnswer::whole(body, read),
         }
     }
 
-    /// The answer as served at `now` (when it has a place for the time).
-    fn respond(&self, now: Option<k8s_openapi::jiff::Timestamp>) -> Response {
-        let now = now.map(|t| serde_json::to_vec(&timeline::rfc3339(t)).unwrap_or_default());
+    /// The answer as served at `now` (when it has a place for the time); 304 without a body
+    /// when `known` (the request's `If-None-Match`) names it.
+    fn respond(
+        &self,
+        now: Option<k8s_openapi::jiff::Timestamp>,
+        known: Option<&HeaderValue>,
+    ) -> Response {
+        let now = now.map(timeline::rfc3339);
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ETAG, self.etag.clone());
+        if let Some(value) = now.as_deref().and_then(|t| HeaderValue::from_str(t).ok()) {
+            headers.insert(WAVEGATE_NOW, value);
+        }
+        if known.is_some_and(|k| names(k, &self.etag)) {
+            return (StatusCode::NOT_MODIFIED, headers).into_response();
+        }
+        let now = now.map(|t| serde_json::to_vec(&t).unwrap_or_default());
         let now = now.unwrap_or_default();
         let mut body = Vec::with_capacity(self.head.len() + now.len() + self.tail.len());
         body.extend_from_slice(&self.head);
         body.extend_from_slice(&now);
         body.extend_from_slice(&self.tail);
-        ([(header::CONTENT_TYPE, "application/json")], body).into_response()
+        headers.insert(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        );
+        (headers, body).into_response()
     }
+}
+
+/// A weak entity tag for an answer's bytes but the time: weak, since two answers with one tag
+/// differ in `timeline.now`. A cryptographic hash, so that nobody who writes a message into
+/// the answer (an object's status, Argo CD's records) can make a changed answer keep its tag.
+fn entity_tag(head: &[u8], tail: &[u8]) -> HeaderValue {
+    use blake2::{Blake2b512, Digest};
+    let mut hash = Blake2b512::new();
+    hash.update((head.len() as u64).to_le_bytes());
+    hash.update(head);
+    hash.update(tail);
+    let digest = hash.finalize();
+    let hex: String = digest[..16].iter().map(|b| format!("{b:02x}")).collect();
+    HeaderValue::from_str(&format!("W/\"{hex}\"")).expect("hex is a valid header value")
+}
+
+/// Whether `If-None-Match` (`*`, or entity tags separated by commas) names `etag`, by the weak
+/// comparison RFC 9110 §13.1.2 prescribes for it.
+fn names(if_none_match: &HeaderValue, etag: &HeaderValue) -> bool {
+    let opaque = |t: &str| t.trim().trim_start_matches("W/").to_string();
+    let (Ok(list), Ok(etag)) = (if_none_match.to_str(), etag.to_str()) else {
+        return false;
+    };
+    let etag = opaque(etag);
+    list.trim() == "*" || list.split(',').any(|t| opaque(t) == etag)
 }
 
 /// An answer read from caches whose on-demand watches stop after `watch_idle` unread is judged
@@ -357,8 +412,10 @@ pub(crate) async fn application_waves(
     State(state): State<AppState>,
     scope: Scope,
     ApiPath((namespace, name)): ApiPath<(String, String)>,
+    headers: HeaderMap,
 ) -> Result<Response, ApiError> {
-    waves_of(&state, &namespace, &name, scope).await
+    let known = headers.get(header::IF_NONE_MATCH);
+    waves_of(&state, &namespace, &name, scope, known).await
 }
 
 /// The proxy-extension entry: Argo CD names the application in `Argocd-Application-Name`
@@ -381,7 +438,14 @@ pub(crate) async fn header_waves(
             "Argocd-Application-Name {value:?}: expected <namespace>:<name>"
         ))
     })?;
-    waves_of(&state, namespace, name, scope).await
+    waves_of(
+        &state,
+        namespace,
+        name,
+        scope,
+        headers.get(header::IF_NONE_MATCH),
+    )
+    .await
 }
 
 /// The waves view and timeline of one application, kept until what it read changes or one of
@@ -392,6 +456,7 @@ async fn waves_of(
     namespace: &str,
     name: &str,
     scope: Scope,
+    known: Option<&HeaderValue>,
 ) -> Result<Response, ApiError> {
     let target = Target::new(CheckKind::APPLICATION, namespace, name)?;
     let view_scope = scope.as_ref().map(|Extension(s)| s.view_scope());
@@ -408,14 +473,14 @@ async fn waves_of(
         Clusters::vouched(read.clone()).then(|| state.clusters.stamp(read))
     };
     if let Some(kept) = state.views.get_by(&key, stamp_of, now) {
-        return Ok(kept.respond(Some(k8s_openapi::jiff::Timestamp::now())));
+        return Ok(kept.respond(Some(k8s_openapi::jiff::Timestamp::now()), known));
     }
     let asked = now;
     let _turn = state.views.turn(&key).await;
     let now = std::time::Instant::now();
     let kept = state.views.get_by(&key, stamp_of, now);
     if let Some(kept) = kept.or_else(|| state.views.read_since(&key, asked, now)) {
-        return Ok(kept.respond(Some(k8s_openapi::jiff::Timestamp::now())));
+        return Ok(kept.respond(Some(k8s_openapi::jiff::Timestamp::now()), known));
     }
     // Taken before any read: a change while judging leaves what is kept stale, never newer.
     let clusters = state.clusters.all();
@@ -463,7 +528,7 @@ async fn waves_of(
     state
         .views
         .put(key, (stamp, read_at), valid_until, answer.clone());
-    Ok(answer.respond(Some(served_at)))
+    Ok(answer.respond(Some(served_at), known))
 }
 
 #[derive(serde::Deserialize)]
@@ -609,7 +674,7 @@ mod tests {
                 timeline::build(&app, &waves, |_| timeline::Live::default(), served_at);
             timeline.now = NOW.clone();
             let body = serde_json::to_vec(&WavesWithTimeline::new(waves, timeline)).unwrap();
-            let response = ViewAnswer::with_now(body, Vec::new()).respond(Some(served_at));
+            let response = ViewAnswer::with_now(body, Vec::new()).respond(Some(served_at), None);
             let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
                 .await
                 .unwrap();
@@ -625,5 +690,54 @@ mod tests {
                 "{served}"
             );
         }
+    }
+
+    fn answer(head: &str, tail: &str) -> ViewAnswer {
+        ViewAnswer::with_now(
+            format!(r#"{head}{}{tail}"#, serde_json::to_string(&*NOW).unwrap()).into_bytes(),
+            Vec::new(),
+        )
+    }
+
+    /// A poll that names the answer it holds gets 304 and the time only; one that names any
+    /// other (or none) gets the whole answer with its tag. The tag ignores the time alone.
+    #[tokio::test]
+    async fn a_poll_holding_the_same_answer_gets_304_with_the_time_only() {
+        let served_at: k8s_openapi::jiff::Timestamp = "2026-12-03T18:00:00Z".parse().unwrap();
+        let first = answer(r#"{"a":1,"now":"#, "}");
+        let full = first.respond(Some(served_at), None);
+        assert_eq!(full.status(), StatusCode::OK);
+        let tag = full.headers()[header::ETAG].clone();
+        assert!(tag.to_str().unwrap().starts_with("W/\""), "{tag:?}");
+        assert_eq!(full.headers()[WAVEGATE_NOW], "2026-12-03T18:00:00Z");
+
+        let later: k8s_openapi::jiff::Timestamp = "2026-12-03T18:00:05Z".parse().unwrap();
+        let same = answer(r#"{"a":1,"now":"#, "}").respond(Some(later), Some(&tag));
+        assert_eq!(same.status(), StatusCode::NOT_MODIFIED);
+        assert_eq!(same.headers()[WAVEGATE_NOW], "2026-12-03T18:00:05Z");
+        assert_eq!(same.headers()[header::ETAG], tag);
+        let body = axum::body::to_bytes(same.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert!(body.is_empty());
+
+        // One byte moved from before the time to after it is another answer.
+        for changed in [
+            answer(r#"{"a":2,"now":"#, "}"),
+            answer(r#"{"a":1,"now""#, ":}"),
+        ] {
+            let r = changed.respond(Some(later), Some(&tag));
+            assert_eq!(r.status(), StatusCode::OK);
+            assert_ne!(r.headers()[header::ETAG], tag);
+        }
+        let listed = HeaderValue::from_str(&format!("W/\"x\", {}", tag.to_str().unwrap())).unwrap();
+        let r = answer(r#"{"a":1,"now":"#, "}").respond(Some(later), Some(&listed));
+        assert_eq!(r.status(), StatusCode::NOT_MODIFIED, "a tag among several");
+        let strong = HeaderValue::from_str(tag.to_str().unwrap().trim_start_matches("W/")).unwrap();
+        let r = answer(r#"{"a":1,"now":"#, "}").respond(Some(later), Some(&strong));
+        assert_eq!(r.status(), StatusCode::NOT_MODIFIED, "weak comparison");
+        let r = answer(r#"{"a":1,"now":"#, "}")
+            .respond(Some(later), Some(&HeaderValue::from_static("W/\"\"")));
+        assert_eq!(r.status(), StatusCode::OK, "an empty tag names nothing");
     }
 }

@@ -70,6 +70,10 @@ describe('dashboard', () => {
 
   test('shows the broken forgejo gate, then turns Healthy without a reload once the selector is fixed', async () => {
     const context = await newContext(browser);
+    // Polls of a waves answer that did not change are answered 304 (If-None-Match): counted
+    // here, so that the fix below also proves an answer that did change is never held back.
+    const unchanged = [];
+    context.on('response', r => { if (/\/waves$/.test(new URL(r.url()).pathname) && r.status() === 304) unchanged.push(r.url()); });
     const page = await open(context);
 
     // Before: the gate is not Healthy and says which pod was probably meant.
@@ -102,6 +106,9 @@ describe('dashboard', () => {
     assert.equal(await selectorFinding.count(), 1, 'the selector finding is shown in the Service\'s wave 1');
     assert.match(await selectorFinding.textContent(), /app=forgejo.*gitea/);
     await screenshot(page, 'dashboard-before-fix');
+
+    await eventually(async () => unchanged.length > 0,
+      { ms: 15000, what: 'a poll of an unchanged waves answer answered 304 Not Modified' });
 
     // Fix the scenario the way a person would; the page must follow by itself.
     await page.evaluate(() => { window.__sameDocument = true; });

@@ -9,11 +9,11 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
-const NAMES = ['statusOf', 'resourceName', 'ROWS_AT_ONCE', 'resourceCount', 'blockingLine', 'wavesTable', 'timelineOf', 'timelineCaption', 'timelineLayout', 'readAnswer'];
+const NAMES = ['statusOf', 'resourceName', 'ROWS_AT_ONCE', 'resourceCount', 'blockingLine', 'wavesTable', 'timelineOf', 'timelineCaption', 'timelineLayout', 'readAnswer', 'answerAt'];
 // ui/waves.js is function declarations meant for the inside of each UI's own closure.
 const model = new Function(fs.readFileSync(path.join(REPO, 'ui/waves.js'), 'utf8') +
   '\nreturn { ' + NAMES.join(', ') + ' };')();
-const { statusOf, resourceName, ROWS_AT_ONCE, resourceCount, blockingLine, wavesTable, timelineOf, timelineCaption, timelineLayout, readAnswer } = model;
+const { statusOf, resourceName, ROWS_AT_ONCE, resourceCount, blockingLine, wavesTable, timelineOf, timelineCaption, timelineLayout, readAnswer, answerAt } = model;
 
 test('the layout draws every state the API can send, and times only what has a time', () => {
   const wave = (n, o) => ({ wave: n, status: 'Healthy', applied: 'applied', appliedAt: null, appliedNote: 'note ' + n,
@@ -148,4 +148,18 @@ test('a poll that differs from the last only in the server clock keeps every par
   assert.deepEqual(again.value, JSON.parse(twice.replace('01:00:00Z', '01:00:09Z')));
   const none = JSON.stringify({ waves: [], timeline: null });
   assert.deepEqual(readAnswer(none, readAnswer(none.replace('[]', '[1]'), null)).value, JSON.parse(none));
+
+  // A 304: the same answer at a later time, as if its bytes had come again; the tag stays.
+  const held = { ...readAnswer(answer('2026-12-06T01:00:00Z'), null), etag: 'W/"a"' };
+  const served = answerAt(held, '2026-12-06T01:00:05Z');
+  assert.deepEqual(served.value, JSON.parse(answer('2026-12-06T01:00:05Z')));
+  assert.equal(served.text, answer('2026-12-06T01:00:05Z'), 'the next 200 is compared with the new time');
+  assert.equal(served.value.waves, held.value.waves, 'the waves are kept');
+  assert.equal(served.etag, 'W/"a"');
+  assert.equal(held.value.timeline.now, '2026-12-06T01:00:00Z', 'the held value is left as it was');
+  // A time that is not a plain timestamp (a proxy's header, a forged one) changes nothing.
+  for (const bad of [null, '', '2026"},"waves":[],"x":{"a":"', '01:00\\u0022', 'x'.repeat(65)]) {
+    assert.equal(answerAt(held, bad), held, String(bad));
+  }
+  assert.equal(answerAt(readAnswer(none, null), '2026-12-06T01:00:05Z').value.timeline, null, 'no timeline: nothing to move');
 });
