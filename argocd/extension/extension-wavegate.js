@@ -239,13 +239,14 @@
       gate ? h(Updated, { text: source, updated: live.data ? live.updated : null }) : null);
   }
 
-  // ---- Readiness tab (the kinds wavegate checks: Service, CNPG Database, CrdbCluster) ----------
+  // ---- Readiness tab (the kinds wavegate checks: Service, CNPG Database and DatabaseRole, CrdbCluster)
 
   // wavegate's own verdict on the object, and every check of this application's gates that
   // points at it, so the tab says both "what wavegate sees" and "which gate waits for it".
   var CHECKED_KINDS = [
     { group: '', kind: 'Service', resource: 'services' },
     { group: 'postgresql.cnpg.io', kind: 'Database', resource: 'databases.postgresql.cnpg.io' },
+    { group: 'postgresql.cnpg.io', kind: 'DatabaseRole', resource: 'databaseroles.postgresql.cnpg.io' },
     { group: 'crdb.cockroachlabs.com', kind: 'CrdbCluster', resource: 'crdbclusters.crdb.cockroachlabs.com' }
   ];
 

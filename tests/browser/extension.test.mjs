@@ -89,6 +89,7 @@ describe('Argo CD UI extension', () => {
       ['argoproj.io', 'Application', 'Waves', 'function'],
       ['', 'Service', 'Readiness', 'function'],
       ['postgresql.cnpg.io', 'Database', 'Readiness', 'function'],
+      ['postgresql.cnpg.io', 'DatabaseRole', 'Readiness', 'function'],
       ['crdb.cockroachlabs.com', 'CrdbCluster', 'Readiness', 'function'],
     ]);
     assert.deepEqual(regs.panels, [['Waves', 'wavegate_waves', 'function', 'function']]);
