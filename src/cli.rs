@@ -210,6 +210,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub leader: LeaderArgs,
     #[command(flatten)]
+    pub shards: ShardArgs,
+    #[command(flatten)]
     pub clusters: ClustersArgs,
     #[command(flatten)]
     pub limits: crate::api::LimitArgs,
@@ -238,6 +240,31 @@ pub struct LeaderArgs {
     /// How long a leader that stopped renewing keeps the others from writing.
     #[arg(long, env = "WAVEGATE_LEADER_ELECT_DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub leader_elect_duration: std::time::Duration,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ShardArgs {
+    /// Judge only the clusters that Argo CD's application-controller replica with this
+    /// replica's number reconciles, computed as Argo CD computes it (algorithm, replica count,
+    /// each cluster Secret's `shard` and `argocd.argoproj.io/skip-reconcile`), and write only
+    /// while holding this shard's Lease (`<--leader-elect-lease>-shard-<N>`). Needs
+    /// `--clusters-from argocd-secrets`; implies leader election per shard.
+    #[arg(long, env = "WAVEGATE_SHARD_LIKE_ARGOCD")]
+    pub shard_like_argocd: bool,
+    /// How many replicas share the clusters: the application-controller's replica count, read
+    /// from the variable Argo CD's controller reads.
+    #[arg(long, env = "ARGOCD_CONTROLLER_REPLICAS", default_value_t = 1)]
+    pub shard_replicas: u32,
+    /// This replica's shard. Default (or negative, as Argo CD's default -1): the number after
+    /// the last `-` of the pod name (a StatefulSet's ordinal), as Argo CD's `InferShard` reads
+    /// its hostname.
+    #[arg(long, env = "ARGOCD_CONTROLLER_SHARD", allow_negative_numbers = true)]
+    pub shard: Option<i64>,
+    /// `legacy`, `round-robin` or `consistent-hashing`. Default: `controller.sharding.algorithm`
+    /// of argocd-cmd-params-cm in --argocd-namespace, read again at every read of the cluster
+    /// Secrets.
+    #[arg(long, env = "ARGOCD_CONTROLLER_SHARDING_ALGORITHM")]
+    pub sharding_algorithm: Option<String>,
 }
 
 /// Where destination clusters come from (`--clusters-from`).
@@ -346,7 +373,91 @@ fn public_url(text: &str) -> Result<String, String> {
 /// Where a pod's ServiceAccount namespace is mounted.
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
+impl ShardArgs {
+    /// This replica's sharding, if `--shard-like-argocd`; `pod` is its pod (host) name.
+    fn settings(
+        &self,
+        pod: &str,
+        argocd_namespace: &str,
+        clusters: &ClustersArgs,
+    ) -> Result<Option<crate::clusters::ShardSettings>, CliError> {
+        if !self.shard_like_argocd {
+            return Ok(None);
+        }
+        if clusters.clusters_from != Some(ClustersFrom::ArgocdSecrets) {
+            return Err(CliError::Usage(
+                "--shard-like-argocd needs --clusters-from argocd-secrets: Argo CD shards the \
+                 clusters of its cluster Secrets"
+                    .into(),
+            ));
+        }
+        if !clusters.clusters_secrets.is_empty() {
+            return Err(CliError::Usage(
+                "--shard-like-argocd cannot be used with --clusters-secrets: Argo CD's \
+                 round-robin and consistent hashing place each cluster by all the others, so \
+                 every cluster Secret must be read"
+                    .into(),
+            ));
+        }
+        let algorithm = match self.sharding_algorithm.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(name) if crate::clusters::shard::Algorithm::is_known(name) => {
+                Some(crate::clusters::shard::Algorithm::from_name(name))
+            }
+            Some(name) => {
+                return Err(CliError::Usage(format!(
+                    "--sharding-algorithm {name:?}: expected legacy, round-robin or \
+                     consistent-hashing"
+                )));
+            }
+        };
+        let replica = crate::clusters::shard::replica_shard(self.shard_replicas, self.shard, pod);
+        Ok(Some(crate::clusters::ShardSettings {
+            replica,
+            replicas: self.shard_replicas,
+            algorithm,
+            argocd_namespace: argocd_namespace.to_string(),
+            rules: crate::clusters::Rules::for_resync(
+                clusters.clusters_resync.max(Duration::from_secs(1)),
+            ),
+        }))
+    }
+}
+
 impl LeaderArgs {
+    /// This replica's pod name (`POD_NAME`), else its host name.
+    fn pod_name(&self) -> Result<String, CliError> {
+        match &self.leader_elect_identity {
+            Some(id) if !id.is_empty() => Ok(id.clone()),
+            _ => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|s| s.trim().to_string())
+                .map_err(|e| {
+                    CliError::Usage(format!(
+                        "--leader-elect needs --leader-elect-identity (or POD_NAME): {e}"
+                    ))
+                }),
+        }
+    }
+
+    /// The election of shard `shard`'s Lease. The identity is this process's, not only its
+    /// pod's: a StatefulSet's replacement pod has the old pod's name, and the old one may still
+    /// run (a partitioned node); with one identity both would hold the Lease.
+    fn shard_election(&self, shard: i64) -> Result<crate::leader::Election, CliError> {
+        let mut args = self.clone();
+        args.leader_elect = true;
+        args.leader_elect_lease = format!("{}-shard-{shard}", self.leader_elect_lease);
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        args.leader_elect_identity = Some(format!(
+            "{}_{}-{since:x}",
+            self.pod_name()?,
+            std::process::id()
+        ));
+        Ok(args.election()?.expect("leader_elect is set"))
+    }
+
     /// The election to take part in, if any.
     fn election(&self) -> Result<Option<crate::leader::Election>, CliError> {
         if !self.leader_elect {
@@ -363,16 +474,7 @@ impl LeaderArgs {
                 })?,
         };
         crate::resource::validate_namespace(&namespace)?;
-        let identity = match &self.leader_elect_identity {
-            Some(id) if !id.is_empty() => id.clone(),
-            _ => std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .map(|s| s.trim().to_string())
-                .map_err(|e| {
-                    CliError::Usage(format!(
-                        "--leader-elect needs --leader-elect-identity (or POD_NAME): {e}"
-                    ))
-                })?,
-        };
+        let identity = self.pod_name()?;
         if self.leader_elect_duration < std::time::Duration::from_secs(5) {
             return Err(CliError::Usage(
                 "--leader-elect-duration must be at least 5s".into(),
@@ -653,10 +755,17 @@ pub fn remote_build(
 async fn clusters(
     args: &ServeArgs,
     home: Arc<Cluster>,
+    sharding: Option<crate::clusters::ShardSettings>,
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Clusters>, CliError> {
     let source = args.clusters.source(&home.client)?;
-    let clusters = Clusters::new(home);
+    let clusters = match sharding {
+        Some(settings) => {
+            let sharding = crate::clusters::Sharding::new(settings, metrics.clone());
+            Clusters::sharded(home, sharding)
+        }
+        None => Clusters::new(home),
+    };
     let Some(source) = source else {
         return Ok(clusters);
     };
@@ -766,11 +875,28 @@ impl Server {
                 CliError::Failed(format!("cannot listen on {addr} (--metrics-listen): {e}"))
             })?),
         };
-        let clusters = clusters(&args, home, metrics.clone()).await?;
-        let election = match args.leader.election()? {
+        let sharding = args.shards.settings(
+            &args.leader.pod_name().unwrap_or_default(),
+            &args.argocd_namespace,
+            &args.clusters,
+        )?;
+        // With shards, each shard has its Lease: one replica writes for a shard's clusters.
+        let election = match &sharding {
+            Some(s) => {
+                tracing::info!(
+                    shard = s.replica,
+                    replicas = s.replicas,
+                    "judging one shard's clusters, as Argo CD's controller of the same number"
+                );
+                Some(args.leader.shard_election(s.replica)?)
+            }
+            None => args.leader.election()?,
+        };
+        let election = match election {
             None => None,
             Some(election) => Some((election, lease_client().await?)),
         };
+        let clusters = clusters(&args, home, sharding, metrics.clone()).await?;
         Ok(Server {
             args,
             token,
@@ -819,6 +945,11 @@ impl Server {
             annotate: args.annotate.then_some((args.resync, validity)),
         };
         // Notices run where Argo CD's Applications are read: home.
+        // With shards, the replica that judges home writes them (the others' are fenced).
+        let fence = match clusters.sharding() {
+            Some(sharding) => fence.guarded(sharding.guard(crate::clusters::HOME)),
+            None => fence,
+        };
         let notices = args.notices.then(|| crate::notice::Settings {
             public_url: args.public_url.clone(),
             interval: args.notice_interval,

@@ -51,6 +51,19 @@ pub struct GateLabels {
     pub status: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabel {
+    pub cluster: String,
+}
+
+/// With `--shard-like-argocd`: which shard this replica runs as.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ShardLabels {
+    pub shard: String,
+    pub replicas: String,
+    pub algorithm: String,
+}
+
 /// Who wrote: `gate` (WaveGate status) or `annotate` (annotation mode).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriterLabel {
@@ -85,6 +98,17 @@ pub struct Metrics {
     /// `--max-cluster-objects`, by resource.
     pub objects_over_bound: Family<ResourceLabel, Counter>,
     pub gate_status_writes: Counter,
+    /// The same writes by the gates' cluster: which replica wrote for which cluster.
+    pub cluster_gate_status_writes: Family<ClusterLabel, Counter>,
+    /// With `--shard-like-argocd`, 1 with this replica's shard, the replica count and the
+    /// algorithm as labels (what the alerts join `wavegate_leader` with).
+    pub shard_info: Family<ShardLabels, Gauge>,
+    /// Clusters this replica judges (with `--shard-like-argocd`; home counts when it is one).
+    pub shard_clusters_owned: Gauge,
+    /// Clusters no replica judges: paused by `skip-reconcile`, or a negative `shard`.
+    pub shard_clusters_unowned: Gauge,
+    /// Clusters whose shard (or pause) changed between two reads of the Secrets.
+    pub shard_moves: Counter,
     /// Metadata patches that mark a new gate status where Argo CD notices it (gate/stamp.rs).
     pub gate_stamp_writes: Counter,
     pub annotation_writes: Counter,
@@ -138,6 +162,39 @@ impl Default for Metrics {
         let annotation_writes = Counter::default();
         let writes_fenced = Counter::default();
         let notice_writes = Counter::default();
+        let cluster_gate_status_writes = Family::<ClusterLabel, Counter>::default();
+        let shard_info = Family::<ShardLabels, Gauge>::default();
+        let shard_clusters_owned = Gauge::default();
+        let shard_clusters_unowned = Gauge::default();
+        let shard_moves = Counter::default();
+        registry.register(
+            "cluster_gate_status_writes",
+            "WaveGate status patches sent to the API server, by the gates' cluster",
+            cluster_gate_status_writes.clone(),
+        );
+        registry.register(
+            "shard_info",
+            "1 with this replica's shard, the replica count and the sharding algorithm \
+             (--shard-like-argocd)",
+            shard_info.clone(),
+        );
+        registry.register(
+            "shard_clusters_owned",
+            "Clusters this replica judges (--shard-like-argocd)",
+            shard_clusters_owned.clone(),
+        );
+        registry.register(
+            "shard_clusters_unowned",
+            "Clusters no replica judges: paused by skip-reconcile, or a negative shard \
+             (--shard-like-argocd)",
+            shard_clusters_unowned.clone(),
+        );
+        registry.register(
+            "shard_moves",
+            "Clusters whose shard or pause changed between two reads of the cluster Secrets \
+             (--shard-like-argocd)",
+            shard_moves.clone(),
+        );
         registry.register("asks", "Health asks by resource", asks.clone());
         registry.register("verdicts", "Verdicts by status", verdicts.clone());
         registry.register(
@@ -280,6 +337,11 @@ impl Default for Metrics {
             cached_objects,
             objects_over_bound,
             gate_status_writes,
+            cluster_gate_status_writes,
+            shard_info,
+            shard_clusters_owned,
+            shard_clusters_unowned,
+            shard_moves,
             gate_stamp_writes,
             annotation_writes,
             writes_fenced,

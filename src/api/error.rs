@@ -47,6 +47,22 @@ pub enum ApiError {
     /// `--max-waiters-per-caller`): the others keep theirs.
     #[error("{0}")]
     CallerBusy(String),
+    /// With `--shard-like-argocd`: the cluster is judged by another replica (or by none),
+    /// and this one will not guess. The message names the replica.
+    #[error("{0}")]
+    JudgedElsewhere(String),
+}
+
+impl From<crate::clusters::ClusterError> for ApiError {
+    fn from(e: crate::clusters::ClusterError) -> ApiError {
+        match e {
+            crate::clusters::ClusterError::JudgedElsewhere(why) => ApiError::JudgedElsewhere(why),
+            crate::clusters::ClusterError::UnknownName(name) => ApiError::NotFound(format!(
+                "no cluster named {name:?} (GET /api/v1/clusters lists them)"
+            )),
+            e => ApiError::NotFound(format!("{e} (GET /api/v1/clusters lists them)")),
+        }
+    }
 }
 
 /// A failed cache read, as every endpoint answers it unless [`Reading`] says otherwise: what
@@ -110,6 +126,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Unavailable(_) | ApiError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::TooManyWaiters(_) | ApiError::CallerBusy(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::JudgedElsewhere(_) => StatusCode::CONFLICT,
         }
     }
 }
