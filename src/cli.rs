@@ -943,29 +943,18 @@ impl Server {
                 fence: fence.clone(),
             },
             annotate: args.annotate.then_some((args.resync, validity)),
+            // Notices run where Argo CD's Applications are read: home.
+            notices: args.notices.then(|| crate::notice::Settings {
+                public_url: args.public_url.clone(),
+                interval: args.notice_interval,
+                resync: args.resync,
+                fence,
+            }),
         };
-        // Notices run where Argo CD's Applications are read: home.
-        // With shards, the replica that judges home writes them (the others' are fenced).
-        let fence = match clusters.sharding() {
-            Some(sharding) => fence.guarded(sharding.guard(crate::clusters::HOME)),
-            None => fence,
-        };
-        let notices = args.notices.then(|| crate::notice::Settings {
-            public_url: args.public_url.clone(),
-            interval: args.notice_interval,
-            resync: args.resync,
-            fence,
-        });
         let (all, m) = (clusters.clone(), metrics.clone());
         let writers = move || {
             let run = all.clone().run_writers(m.clone(), writers.clone());
-            let mut tasks = vec![tokio::spawn(supervised("writers", run)).abort_handle()];
-            if let Some(settings) = notices.clone() {
-                let home = all.home().evaluator.clone();
-                let run = crate::notice::run(home, m.clone(), settings);
-                tasks.push(tokio::spawn(supervised("notices", run)).abort_handle());
-            }
-            tasks
+            vec![tokio::spawn(supervised("writers", run)).abort_handle()]
         };
         // Cancelled once the server has stopped (SIGTERM): the leader stops its writers and
         // releases the Lease, so another replica takes over at once instead of after it expires.
@@ -1408,5 +1397,86 @@ mod tests {
         assert_eq!(timeouts_off(Some(&with_argocd), "argocd"), None);
         // Cluster-wide: every namespace is watched.
         assert_eq!(timeouts_off(None, "argocd"), None);
+    }
+
+    #[derive(clap::Parser)]
+    struct Sharded {
+        #[command(flatten)]
+        shards: ShardArgs,
+        #[command(flatten)]
+        clusters: ClustersArgs,
+    }
+
+    fn sharded(args: &[&str], pod: &str) -> Result<Option<crate::clusters::ShardSettings>, String> {
+        use clap::Parser;
+        let parsed = Sharded::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        parsed
+            .shards
+            .settings(pod, "argocd", &parsed.clusters)
+            .map_err(|e| e.to_string())
+    }
+
+    /// A StatefulSet's pod `wavegate-2` is replica 2 unless told otherwise, as Argo CD's
+    /// `InferShard` reads its hostname; Argo CD's default `ARGOCD_CONTROLLER_SHARD=-1` means
+    /// the same.
+    #[test]
+    fn a_replica_takes_its_shard_from_its_pod_ordinal_like_argo_cds_controller() {
+        let base = [
+            "--shard-like-argocd",
+            "--clusters-from",
+            "argocd-secrets",
+            "--shard-replicas",
+            "3",
+        ];
+        let s = sharded(&base, "wavegate-2").unwrap().unwrap();
+        assert_eq!((s.replica, s.replicas, s.algorithm), (2, 3, None));
+        let s = sharded(&[&base[..], &["--shard", "-1"]].concat(), "wavegate-1").unwrap();
+        assert_eq!(s.unwrap().replica, 1);
+        let s = sharded(&[&base[..], &["--shard", "0"]].concat(), "wavegate-1").unwrap();
+        assert_eq!(s.unwrap().replica, 0);
+        let pinned = [&base[..], &["--sharding-algorithm", "round-robin"]].concat();
+        let s = sharded(&pinned, "x-0").unwrap().unwrap();
+        assert_eq!(
+            s.algorithm,
+            Some(crate::clusters::shard::Algorithm::RoundRobin)
+        );
+        assert_eq!(sharded(&[], "wavegate-1").unwrap().map(|s| s.replica), None);
+    }
+
+    /// Round-robin and consistent hashing place each cluster by every other, so a replica that
+    /// reads only some Secrets, or kubeconfig files, would compute another assignment than Argo
+    /// CD's; an algorithm name Argo CD would silently run as legacy is refused here.
+    #[test]
+    fn sharding_that_could_not_match_argo_cds_is_refused_at_start() {
+        for (args, why) in [
+            (
+                &["--shard-like-argocd"][..],
+                "needs --clusters-from argocd-secrets",
+            ),
+            (
+                &[
+                    "--shard-like-argocd",
+                    "--clusters-from",
+                    "argocd-secrets",
+                    "--clusters-secrets",
+                    "a",
+                ],
+                "--clusters-secrets",
+            ),
+            (
+                &[
+                    "--shard-like-argocd",
+                    "--clusters-from",
+                    "argocd-secrets",
+                    "--sharding-algorithm",
+                    "hash",
+                ],
+                "expected legacy",
+            ),
+        ] {
+            let e = sharded(args, "wavegate-0").unwrap_err();
+            assert!(e.contains(why), "{args:?}: {e}");
+        }
     }
 }

@@ -56,14 +56,6 @@ pub struct ClusterLabel {
     pub cluster: String,
 }
 
-/// With `--shard-like-argocd`: which shard this replica runs as.
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct ShardLabels {
-    pub shard: String,
-    pub replicas: String,
-    pub algorithm: String,
-}
-
 /// Who wrote: `gate` (WaveGate status) or `annotate` (annotation mode).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriterLabel {
@@ -100,9 +92,9 @@ pub struct Metrics {
     pub gate_status_writes: Counter,
     /// The same writes by the gates' cluster: which replica wrote for which cluster.
     pub cluster_gate_status_writes: Family<ClusterLabel, Counter>,
-    /// With `--shard-like-argocd`, 1 with this replica's shard, the replica count and the
-    /// algorithm as labels (what the alerts join `wavegate_leader` with).
-    pub shard_info: Family<ShardLabels, Gauge>,
+    /// The shard this replica runs as with `--shard-like-argocd`, -1 without: the alerts
+    /// count the Lease holders per shard with it (`count_values`).
+    pub shard: Gauge,
     /// Clusters this replica judges (with `--shard-like-argocd`; home counts when it is one).
     pub shard_clusters_owned: Gauge,
     /// Clusters no replica judges: paused by `skip-reconcile`, or a negative `shard`.
@@ -163,7 +155,8 @@ impl Default for Metrics {
         let writes_fenced = Counter::default();
         let notice_writes = Counter::default();
         let cluster_gate_status_writes = Family::<ClusterLabel, Counter>::default();
-        let shard_info = Family::<ShardLabels, Gauge>::default();
+        let shard = Gauge::default();
+        shard.set(-1);
         let shard_clusters_owned = Gauge::default();
         let shard_clusters_unowned = Gauge::default();
         let shard_moves = Counter::default();
@@ -173,10 +166,9 @@ impl Default for Metrics {
             cluster_gate_status_writes.clone(),
         );
         registry.register(
-            "shard_info",
-            "1 with this replica's shard, the replica count and the sharding algorithm \
-             (--shard-like-argocd)",
-            shard_info.clone(),
+            "shard",
+            "The shard this replica runs as (--shard-like-argocd); -1 without",
+            shard.clone(),
         );
         registry.register(
             "shard_clusters_owned",
@@ -338,7 +330,7 @@ impl Default for Metrics {
             objects_over_bound,
             gate_status_writes,
             cluster_gate_status_writes,
-            shard_info,
+            shard,
             shard_clusters_owned,
             shard_clusters_unowned,
             shard_moves,

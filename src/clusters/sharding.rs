@@ -12,7 +12,7 @@ use super::ownership::{Owner, Ownership, Rules};
 use super::shard::{self, Algorithm, Assignment, ShardedCluster};
 use super::{ClusterError, HOME_SERVER};
 use crate::locks;
-use crate::metrics::{Metrics, ShardLabels};
+use crate::metrics::Metrics;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DynamicObject, ListParams};
 use std::collections::{BTreeMap, HashMap};
@@ -65,6 +65,7 @@ impl Assigned {
 impl Sharding {
     pub fn new(settings: ShardSettings, metrics: Arc<Metrics>) -> Sharding {
         let ownership = Ownership::new(settings.replica, settings.replicas, settings.rules);
+        metrics.shard.set(settings.replica);
         Sharding {
             settings,
             ownership: Arc::new(RwLock::new(ownership)),
@@ -122,15 +123,6 @@ impl Sharding {
             &list,
             app_servers.iter().map(String::as_str),
         );
-        self.metrics.shard_info.clear();
-        self.metrics
-            .shard_info
-            .get_or_create(&ShardLabels {
-                shard: self.settings.replica.to_string(),
-                replicas: self.settings.replicas.to_string(),
-                algorithm: algorithm.name().to_string(),
-            })
-            .set(1);
         Ok(Assigned {
             by_origin: secrets
                 .iter()

@@ -17,6 +17,8 @@ pub struct Writers {
     pub gates: Settings,
     /// Annotation mode (`--annotate`): its resync and how long a written verdict counts.
     pub annotate: Option<(Duration, Option<Duration>)>,
+    /// Notices (`--notices`) on the Applications at home.
+    pub notices: Option<crate::notice::Settings>,
 }
 
 impl Clusters {
@@ -38,21 +40,35 @@ impl Clusters {
         // `patch` on Services, Databases and CrdbClusters and a watch of every one of them: an
         // installer who wants that in a destination grants it there, and that is a decision
         // the opt-in flag alone should not make for every cluster Argo CD deploys to.
-        // With shards, it runs with home's gate controller, on the replica that judges home.
-        let annotate = |tasks: &mut JoinSet<()>| {
-            writers.annotate.map(|(resync, validity)| {
-                tasks.spawn(crate::annotate::run_with(
+        // With shards, annotation mode and notices run with home's gate controller, on the
+        // replica that judges home.
+        let home_writers = |tasks: &mut JoinSet<()>| {
+            let mut started = Vec::new();
+            if let Some((resync, validity)) = writers.annotate {
+                started.push(tasks.spawn(crate::annotate::run_with(
                     self.home.evaluator.clone(),
                     metrics.clone(),
                     resync,
                     validity,
                     fence_of(&self.home.name),
-                ))
-            })
+                )));
+            }
+            if let Some(settings) = &writers.notices {
+                let settings = crate::notice::Settings {
+                    fence: match &self.sharding {
+                        Some(sharding) => settings.fence.guarded(sharding.guard(&self.home.name)),
+                        None => settings.fence.clone(),
+                    },
+                    ..settings.clone()
+                };
+                let home = self.home.evaluator.clone();
+                started.push(tasks.spawn(crate::notice::run(home, metrics.clone(), settings)));
+            }
+            started
         };
-        let mut annotating = None;
+        let mut at_home: Vec<AbortHandle> = Vec::new();
         if self.sharding.is_none() {
-            annotating = annotate(&mut tasks);
+            at_home = home_writers(&mut tasks);
         }
         let mut changed = self.subscribe();
         let mut running: HashMap<String, (Arc<Cluster>, AbortHandle)> = HashMap::new();
@@ -61,11 +77,10 @@ impl Clusters {
             let now = self.writable();
             if self.sharding.is_some() {
                 let home_here = now.contains_key(&self.home.name);
-                match annotating.take() {
-                    Some(task) if !home_here => task.abort(),
-                    Some(task) => annotating = Some(task),
-                    None if home_here => annotating = annotate(&mut tasks),
-                    None => {}
+                if !home_here {
+                    at_home.drain(..).for_each(|t| t.abort());
+                } else if at_home.is_empty() {
+                    at_home = home_writers(&mut tasks);
                 }
             }
             // Removed, or rebuilt from a changed source: that cluster's controller stops.
