@@ -420,6 +420,8 @@ impl ShardArgs {
             rules: crate::clusters::Rules::for_resync(
                 clusters.clusters_resync.max(Duration::from_secs(1)),
             ),
+            // Set with the election (`Server::build`).
+            leases: Default::default(),
         }))
     }
 }
@@ -442,7 +444,11 @@ impl LeaderArgs {
     /// The election of shard `shard`'s Lease. The identity is this process's, not only its
     /// pod's: a StatefulSet's replacement pod has the old pod's name, and the old one may still
     /// run (a partitioned node); with one identity both would hold the Lease.
-    fn shard_election(&self, shard: i64) -> Result<crate::leader::Election, CliError> {
+    fn shard_election(
+        &self,
+        shard: i64,
+        replicas: u32,
+    ) -> Result<crate::leader::Election, CliError> {
         let mut args = self.clone();
         args.leader_elect = true;
         args.leader_elect_lease = format!("{}-shard-{shard}", self.leader_elect_lease);
@@ -451,9 +457,10 @@ impl LeaderArgs {
             .unwrap_or_default()
             .as_nanos();
         args.leader_elect_identity = Some(format!(
-            "{}_{}-{since:x}",
+            "{}_{}-{since:x}{}",
             self.pod_name()?,
-            std::process::id()
+            std::process::id(),
+            crate::clusters::identity_suffix(replicas)
         ));
         Ok(args.election()?.expect("leader_elect is set"))
     }
@@ -875,20 +882,23 @@ impl Server {
                 CliError::Failed(format!("cannot listen on {addr} (--metrics-listen): {e}"))
             })?),
         };
-        let sharding = args.shards.settings(
+        let mut sharding = args.shards.settings(
             &args.leader.pod_name().unwrap_or_default(),
             &args.argocd_namespace,
             &args.clusters,
         )?;
         // With shards, each shard has its Lease: one replica writes for a shard's clusters.
-        let election = match &sharding {
+        let election = match &mut sharding {
             Some(s) => {
                 tracing::info!(
                     shard = s.replica,
                     replicas = s.replicas,
                     "judging one shard's clusters, as Argo CD's controller of the same number"
                 );
-                Some(args.leader.shard_election(s.replica)?)
+                let election = args.leader.shard_election(s.replica, s.replicas)?;
+                let prefix = format!("{}-shard-", args.leader.leader_elect_lease);
+                s.leases = (election.namespace.clone(), prefix);
+                Some(election)
             }
             None => args.leader.election()?,
         };

@@ -101,6 +101,9 @@ pub struct Metrics {
     pub shard_clusters_unowned: Gauge,
     /// Clusters whose shard (or pause) changed between two reads of the Secrets.
     pub shard_moves: Counter,
+    /// 1 while a live replica shards by another replica count (a StatefulSet scaling): this
+    /// replica then judges nothing.
+    pub shard_disagreement: Gauge,
     /// Metadata patches that mark a new gate status where Argo CD notices it (gate/stamp.rs).
     pub gate_stamp_writes: Counter,
     pub annotation_writes: Counter,
@@ -160,6 +163,13 @@ impl Default for Metrics {
         let shard_clusters_owned = Gauge::default();
         let shard_clusters_unowned = Gauge::default();
         let shard_moves = Counter::default();
+        let shard_disagreement = Gauge::default();
+        registry.register(
+            "shard_disagreement",
+            "1 while a live replica shards by another replica count; this replica then judges \
+             no cluster (--shard-like-argocd)",
+            shard_disagreement.clone(),
+        );
         registry.register(
             "cluster_gate_status_writes",
             "WaveGate status patches sent to the API server, by the gates' cluster",
@@ -334,6 +344,7 @@ impl Default for Metrics {
             shard_clusters_owned,
             shard_clusters_unowned,
             shard_moves,
+            shard_disagreement,
             gate_stamp_writes,
             annotation_writes,
             writes_fenced,

@@ -18,7 +18,7 @@ mod writers;
 
 pub use cluster::{Cluster, identity};
 pub use ownership::{Owner, Ownership, Rules};
-pub use sharding::{ShardSettings, Sharding};
+pub use sharding::{ShardSettings, Sharding, identity_suffix};
 pub use source::{
     Destination, FromSecret, SECRET_TYPE_CLUSTER, SECRET_TYPE_LABEL, SecretTrust, SourceError,
     from_argocd_secret, from_kubeconfig_file, normalize_server,
@@ -375,7 +375,7 @@ impl Clusters {
         for (origin, d) in usable {
             if let (Some(sharding), Some(assigned)) = (&self.sharding, &assigned) {
                 let assignment = assigned.of(&origin);
-                if !sharding.is_mine(assignment) {
+                if !sharding.is_mine(assigned, assignment) {
                     let known = before_elsewhere
                         .get(&d.name)
                         .filter(|e| e.fingerprint == d.fingerprint && e.identity.is_some());
@@ -497,7 +497,7 @@ impl Clusters {
         let mut reassigned = false;
         if let (Some(sharding), Some(assigned)) = (&self.sharding, &assigned) {
             by_name.insert(HOME.to_string(), assigned.home);
-            reassigned = sharding.update(by_name);
+            reassigned = sharding.update(by_name, &assigned.agreement);
         }
         if !same || learnt || !same_elsewhere || reassigned {
             *locks::write(&self.remote) = Arc::new(next);

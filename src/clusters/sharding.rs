@@ -13,7 +13,9 @@ use super::shard::{self, Algorithm, Assignment, ShardedCluster};
 use super::{ClusterError, HOME_SERVER};
 use crate::locks;
 use crate::metrics::Metrics;
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::{Api, DynamicObject, ListParams};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
@@ -37,6 +39,14 @@ pub struct ShardSettings {
     /// Where Argo CD's ConfigMaps and Applications are.
     pub argocd_namespace: String,
     pub rules: Rules,
+    /// Where the shards' Leases are, and their names' common start (`wavegate-shard-`).
+    pub leases: (String, String),
+}
+
+/// Ends every shard Lease holder's identity: the replica count it shards by, so that replicas
+/// that count differently see each other ([`agreed`]).
+pub fn identity_suffix(replicas: u32) -> String {
+    format!(".r{replicas}")
 }
 
 /// This replica's sharding: its settings and its view of the assignment.
@@ -48,6 +58,9 @@ pub struct Sharding {
 
 /// One computation: each Secret's assignment, by where it was read, and home's.
 pub struct Assigned {
+    /// `Err` while a live replica shards by another replica count: then this replica judges
+    /// nothing (see [`agreed`]).
+    pub agreement: Result<(), String>,
     by_origin: HashMap<String, Assignment>,
     /// The in-cluster destination's. When argocd-cm disables it and no Secret names it, Argo CD
     /// deploys nothing there by that name; home's WaveGates are then judged by replica 0 so
@@ -116,6 +129,19 @@ impl Sharding {
             Algorithm::ConsistentHashing => application_servers(client, ns).await?,
             _ => Vec::new(),
         };
+        let leases: Api<Lease> = Api::namespaced(client.clone(), &self.settings.leases.0);
+        let held = leases.list(&ListParams::default()).await.map_err(|e| {
+            ClusterError::SourceUnreadable(format!(
+                "cannot list the shard Leases in {}: {e}",
+                self.settings.leases.0
+            ))
+        })?;
+        let agreement = agreed(
+            &held.items,
+            &self.settings.leases.1,
+            self.settings.replicas,
+            Timestamp::now(),
+        );
         let list = shard::argocd_cluster_list(secrets.iter().map(|(_, c)| c.clone()), in_cluster);
         let by_server = shard::distribute(
             algorithm,
@@ -124,6 +150,7 @@ impl Sharding {
             app_servers.iter().map(String::as_str),
         );
         Ok(Assigned {
+            agreement,
             by_origin: secrets
                 .iter()
                 .filter_map(|(origin, c)| by_server.get(&c.server).map(|a| (origin.clone(), *a)))
@@ -135,15 +162,36 @@ impl Sharding {
         })
     }
 
-    /// Whether a cluster with `assignment` is this replica's.
-    pub(super) fn is_mine(&self, assignment: Option<Assignment>) -> bool {
+    /// Whether a cluster with `assignment` is this replica's (none is while the replicas
+    /// disagree on their count).
+    pub(super) fn is_mine(&self, assigned: &Assigned, assignment: Option<Assignment>) -> bool {
+        if assigned.agreement.is_err() {
+            return false;
+        }
         assignment.is_some_and(|a| {
             Owner::of(a, self.settings.replica, self.settings.replicas) == Owner::ThisReplica
         })
     }
 
-    /// Take the assignment by cluster name; whether what this replica judges changed.
-    pub(super) fn update(&self, assigned: BTreeMap<String, Assignment>) -> bool {
+    /// Take the assignment by cluster name; whether what this replica judges changed. While
+    /// `agreement` fails, every cluster is taken as another replica's: nothing is written here.
+    pub(super) fn update(
+        &self,
+        mut assigned: BTreeMap<String, Assignment>,
+        agreement: &Result<(), String>,
+    ) -> bool {
+        if let Err(why) = agreement {
+            if self.metrics.shard_disagreement.get() == 0 {
+                tracing::warn!(reason = %why, "judging no cluster until every replica shards by the same count");
+            }
+            self.metrics.shard_disagreement.set(1);
+            // A shard no replica runs: known to be someone's, never this one's.
+            for a in assigned.values_mut() {
+                a.shard = i64::from(self.settings.replicas.max(1)) + 1;
+            }
+        } else {
+            self.metrics.shard_disagreement.set(0);
+        }
         let mut ownership = locks::write(&self.ownership);
         let changes = ownership.update(assigned, Instant::now());
         for cluster in &changes.moved {
@@ -184,6 +232,40 @@ impl Sharding {
     }
 }
 
+/// Whether every live holder of a shard Lease (`prefix<N>`, renewed within its duration at
+/// `now`) shards by `replicas`, as its identity says ([`identity_suffix`]).
+///
+/// While a StatefulSet scales (Argo CD's replica count changed, the pods rolled one by one),
+/// old pods compute with the old count and new ones with the new: a cluster can then be shard
+/// 1 of 2 for an old pod and shard 2 of 3 for a new one, two Leases, two writers. Argo CD's
+/// controllers overlap the same way. Here every replica stops writing until the live ones
+/// agree: their verdicts expire (`validUntil`) rather than two replicas write one cluster.
+pub fn agreed(leases: &[Lease], prefix: &str, replicas: u32, now: Timestamp) -> Result<(), String> {
+    let ours = identity_suffix(replicas);
+    for lease in leases {
+        let name = lease.metadata.name.as_deref().unwrap_or_default();
+        let Some(spec) = name.strip_prefix(prefix).and(lease.spec.as_ref()) else {
+            continue;
+        };
+        let Some(holder) = spec.holder_identity.as_deref().filter(|h| !h.is_empty()) else {
+            continue;
+        };
+        let live = match (&spec.renew_time, spec.lease_duration_seconds) {
+            (Some(renewed), Some(seconds)) => renewed
+                .0
+                .checked_add(SignedDuration::from_secs(seconds.into()))
+                .is_ok_and(|expires| expires > now),
+            _ => false,
+        };
+        if live && !holder.ends_with(&ours) {
+            return Err(format!(
+                "Lease {name} is held by {holder}, which does not shard by {replicas} replicas"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// The destination server of every Application in `namespace`, which consistent hashing
 /// weighs shards by (argo-cd `getAppDistribution` counts `spec.destination.server`).
 async fn application_servers(
@@ -214,4 +296,48 @@ async fn application_servers(
                 .to_string()
         })
         .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use kube::api::ObjectMeta;
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + second).unwrap()
+    }
+
+    fn lease(name: &str, holder: &str, renewed: i64) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(holder.into()),
+                renew_time: Some(MicroTime(at(renewed))),
+                lease_duration_seconds: Some(10),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Scaling from 2 to 3 replicas: the old wavegate-1 still holds shard 1 by 2 while the new
+    /// wavegate-2 holds shard 2 by 3. A cluster can be each one's; neither writes until the old
+    /// one is gone (its Lease released or expired).
+    #[test]
+    fn replicas_that_count_differently_write_nothing_until_the_old_ones_are_gone() {
+        let old = lease("wavegate-shard-1", "wavegate-1_7-a.r2", 0);
+        let new = lease("wavegate-shard-2", "wavegate-2_9-b.r3", 0);
+        let both = [old.clone(), new.clone()];
+        let why = agreed(&both, "wavegate-shard-", 3, at(5)).unwrap_err();
+        assert!(why.contains("wavegate-1_7-a.r2"), "{why}");
+        assert!(agreed(&both, "wavegate-shard-", 2, at(5)).is_err());
+        // The old Lease expired (its pod killed) or another Lease of the namespace: agreed.
+        assert_eq!(agreed(&both, "wavegate-shard-", 3, at(11)), Ok(()));
+        let other = lease("wavegate", "someone", 0);
+        assert_eq!(agreed(&[other, new], "wavegate-shard-", 3, at(5)), Ok(()));
+    }
 }

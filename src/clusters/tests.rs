@@ -544,6 +544,7 @@ async fn a_cluster_reached_by_two_secrets_on_two_replicas_gets_one_writer() {
             stale_after: Duration::from_secs(60),
             handover: Duration::ZERO,
         },
+        leases: ("wavegate".into(), "wavegate-shard-".into()),
     };
     let sharding = Sharding::new(settings, Arc::new(Metrics::default()));
     let clusters = Clusters::sharded(Cluster::home(home()), sharding);
@@ -578,7 +579,7 @@ async fn a_cluster_reached_by_two_secrets_on_two_replicas_gets_one_writer() {
     clusters
         .sharding()
         .unwrap()
-        .update(assigned.into_iter().collect());
+        .update(assigned.into_iter().collect(), &Ok(()));
 
     let got: BTreeSet<String> = clusters.writable().into_keys().collect();
     assert_eq!(got, BTreeSet::from(["c".to_string()]));

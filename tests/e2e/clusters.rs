@@ -64,6 +64,18 @@ impl Serve {
         }
     }
 
+    /// SIGTERM, and wait until it exits (within 10 s).
+    pub(crate) async fn terminate(&mut self) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success());
+        let start = std::time::Instant::now();
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(start.elapsed() < Duration::from_secs(10), "SIGTERM ignored");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
     /// SIGKILL: no Lease released, nothing cleaned up.
     pub(crate) fn kill(&mut self) {
         self.child.kill().unwrap();

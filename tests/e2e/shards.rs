@@ -12,7 +12,8 @@
 //! number, as the StatefulSet restarts it) and shard 2's standby write the next change within
 //! the bound; a Secret whose shard changes at runtime moves its gate to the new replica and the
 //! old one stops; `skip-reconcile` stops every writer of its cluster and, removed, brings its
-//! replica back. No gate is ever written by two replicas.
+//! replica back; a replica counting 4 replicas (a StatefulSet scaling) stops every replica's
+//! writes until it is gone. No gate is ever written by two replicas.
 //!
 //! Private control planes cost ~300 MiB and a few seconds of CPU each on this 2-core machine,
 //! so there are two, not six: what is proven per cluster needs one cluster per shard.
@@ -44,11 +45,17 @@ struct Replica {
 
 impl Replica {
     fn start(ns: &str, shard: u32, label: &str) -> Replica {
+        Replica::start_counting(ns, shard, 3, label)
+    }
+
+    /// A replica that believes there are `replicas` of them.
+    fn start_counting(ns: &str, shard: u32, replicas: u32, label: &str) -> Replica {
         let (shard, lease) = (shard.to_string(), format!("{}s", LEASE.as_secs()));
+        let replicas = replicas.to_string();
         let args = [
             "--shard-like-argocd",
             "--shard-replicas",
-            "3",
+            &replicas,
             "--shard",
             &shard,
             "--clusters-from",
@@ -85,6 +92,11 @@ impl Replica {
                 Some((cluster.to_string(), value.trim().parse().ok()?))
             })
             .collect()
+    }
+
+    /// SIGTERM, as the kubelet stops a pod: the Lease is released.
+    async fn terminate(&mut self) {
+        self.serve.terminate().await;
     }
 
     async fn metric(&self, name: &str) -> Option<f64> {
@@ -386,6 +398,60 @@ async fn each_replica_writes_only_its_shards_clusters_and_a_successor_takes_over
         writers_of("a", &paused, &resumed),
         ["r1-new"],
         "{resumed:?}"
+    );
+
+    // A replica that counts 4 replicas (a StatefulSet scaling up, its new pod started before
+    // the others restarted) takes the free shard 3: every replica sees a live Lease holder
+    // sharding by another count and judges nothing, so a change is written by nobody; once it
+    // stops (SIGTERM releases its Lease), home's replica writes it after a handover.
+    let mut r3 = Replica::start_counting(&ns, 3, 4, "r3-of-4");
+    eventually(WAIT, "every replica stops judging", || async {
+        for r in replicas.iter().chain([&r3]) {
+            if r.metric("wavegate_shard_disagreement").await != Some(1.0) {
+                return Err(format!("{} still judges", r.label));
+            }
+        }
+        Ok(())
+    })
+    .await;
+    let before_scale = all(&replicas).await;
+    ready(0, &home, true).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(
+        gate_health(&home, &ns).await,
+        "Progressing",
+        "nobody writes while replicas disagree"
+    );
+    let during = all(&replicas).await;
+    assert_eq!(
+        writers_of("in-cluster", &before_scale, &during),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        r3.writes().await.values().sum::<f64>(),
+        0.0,
+        "the new replica wrote"
+    );
+    r3.terminate().await;
+    let stopped = Instant::now();
+    gate_becomes(
+        &home,
+        &ns,
+        "Healthy",
+        WAIT,
+        "home written once the replicas agree",
+    )
+    .await;
+    println!(
+        "replicas agreed again; home's change written {:?} after the odd one stopped",
+        stopped.elapsed()
+    );
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let agreed = all(&replicas).await;
+    assert_eq!(
+        writers_of("in-cluster", &during, &agreed),
+        ["r0"],
+        "{agreed:?}"
     );
 
     // Over the whole run: no write was sent and then fenced away more than at the handovers.
