@@ -108,6 +108,8 @@ pub struct Ownership {
     assigned: BTreeMap<String, Assignment>,
     /// Since when each cluster of this replica has been its own, continuously.
     mine_since: HashMap<String, Instant>,
+    /// Why no replica may judge anything now (the replicas disagree on their count).
+    held_back: Option<String>,
 }
 
 /// What changed at an [`Ownership::update`].
@@ -128,6 +130,7 @@ impl Ownership {
             computed_at: None,
             assigned: BTreeMap::new(),
             mine_since: HashMap::new(),
+            held_back: None,
         }
     }
 
@@ -135,8 +138,14 @@ impl Ownership {
         self.rules
     }
 
-    /// The assignment computed at `now` from a fresh read of the Secrets.
-    pub fn update(&mut self, assigned: BTreeMap<String, Assignment>, now: Instant) -> Changes {
+    /// The assignment computed at `now` from a fresh read of the Secrets; with `held_back`,
+    /// this replica judges none of it, for that reason.
+    pub fn update(
+        &mut self,
+        assigned: BTreeMap<String, Assignment>,
+        held_back: Option<String>,
+        now: Instant,
+    ) -> Changes {
         let moved = assigned
             .iter()
             .filter(|(name, a)| self.assigned.get(*name).is_some_and(|b| b != *a))
@@ -148,7 +157,7 @@ impl Ownership {
             v
         };
         let mut mine_since = HashMap::new();
-        for (name, a) in &assigned {
+        for (name, a) in assigned.iter().filter(|_| held_back.is_none()) {
             if Owner::of(*a, self.replica, self.replicas) == Owner::ThisReplica {
                 let since = self.mine_since.get(name).copied().unwrap_or(now);
                 mine_since.insert(name.clone(), since);
@@ -158,6 +167,7 @@ impl Ownership {
         after.sort();
         self.assigned = assigned;
         self.mine_since = mine_since;
+        self.held_back = held_back;
         self.computed_at = Some(now);
         Changes {
             moved,
@@ -167,9 +177,11 @@ impl Ownership {
 
     /// Who judges `cluster`; `None` when the last assignment does not name it.
     pub fn owner(&self, cluster: &str) -> Option<Owner> {
-        self.assigned
-            .get(cluster)
-            .map(|a| Owner::of(*a, self.replica, self.replicas))
+        let a = self.assigned.get(cluster)?;
+        Some(match &self.held_back {
+            Some(why) => Owner::Nobody { why: why.clone() },
+            None => Owner::of(*a, self.replica, self.replicas),
+        })
     }
 
     /// Whether this replica judges `cluster` (watches it, runs its controller), handover or not.
@@ -229,7 +241,8 @@ impl Ownership {
         Ok(())
     }
 
-    /// How many clusters this replica judges, and how many no replica does.
+    /// How many clusters this replica judges, and how many no replica does (by the Secrets;
+    /// not while the replicas disagree on their count).
     pub fn counts(&self) -> (usize, usize) {
         let nobody = self
             .assigned
@@ -278,7 +291,7 @@ mod tests {
     fn a_cluster_gained_is_written_only_after_the_handover() {
         let t0 = Instant::now();
         let mut o = replica_1();
-        o.update(assignment(&[("a", on(1)), ("b", on(2))]), t0);
+        o.update(assignment(&[("a", on(1)), ("b", on(2))]), None, t0);
         assert!(o.is_mine("a"));
         let early = o.admit("a", t0 + Duration::from_secs(1)).unwrap_err();
         assert!(early.contains("may still be writing"), "{early}");
@@ -286,6 +299,7 @@ mod tests {
         for s in 1..=4 {
             o.update(
                 assignment(&[("a", on(1)), ("b", on(2))]),
+                None,
                 t0 + Duration::from_secs(s),
             );
         }
@@ -300,15 +314,15 @@ mod tests {
     fn the_replica_a_cluster_moved_away_from_stops_before_the_new_owner_starts() {
         let t0 = Instant::now();
         let mut old = replica_1();
-        old.update(assignment(&[("a", on(1))]), t0);
+        old.update(assignment(&[("a", on(1))]), None, t0);
         let ready = t0 + old.rules().handover;
-        old.update(assignment(&[("a", on(1))]), ready);
+        old.update(assignment(&[("a", on(1))]), None, ready);
         assert_eq!(old.admit("a", ready), Ok(()));
 
         // The Secret is edited at `moved`; the new owner reads it at once.
         let moved = ready + Duration::from_millis(100);
         let mut new = Ownership::new(2, 3, Rules::for_resync(RESYNC));
-        new.update(assignment(&[("a", on(2))]), moved);
+        new.update(assignment(&[("a", on(2))]), None, moved);
         let first_write = moved + new.rules().handover;
         // The old owner, frozen since its last read, wakes: its last assignment is before
         // `moved`, and every moment it would still admit the write is before `first_write`.
@@ -324,12 +338,16 @@ mod tests {
                 .is_err()
         );
         for s in 0..=new.rules().handover.as_secs() {
-            new.update(assignment(&[("a", on(2))]), moved + Duration::from_secs(s));
+            new.update(
+                assignment(&[("a", on(2))]),
+                None,
+                moved + Duration::from_secs(s),
+            );
         }
         assert_eq!(new.admit("a", first_write), Ok(()));
 
         // And once the old owner reads the move, it refuses at once, naming the new owner.
-        let changes = old.update(assignment(&[("a", on(2))]), moved);
+        let changes = old.update(assignment(&[("a", on(2))]), None, moved);
         assert_eq!(changes.moved, vec!["a".to_string()]);
         assert!(changes.mine_changed);
         let why = old.admit("a", moved).unwrap_err();
@@ -345,7 +363,7 @@ mod tests {
                 .unwrap_err()
                 .contains("no shard assignment")
         );
-        o.update(assignment(&[("a", on(1))]), t0);
+        o.update(assignment(&[("a", on(1))]), None, t0);
         let later = t0 + Duration::from_secs(60);
         let why = o.admit("a", later).unwrap_err();
         assert!(why.contains("computed 60s ago"), "{why}");
@@ -355,12 +373,12 @@ mod tests {
     fn skip_reconcile_toggled_stops_and_then_restarts_the_handover() {
         let t0 = Instant::now();
         let mut o = replica_1();
-        o.update(assignment(&[("a", on(1))]), t0);
+        o.update(assignment(&[("a", on(1))]), None, t0);
         let t1 = t0 + Duration::from_secs(10);
-        o.update(assignment(&[("a", on(1))]), t1);
+        o.update(assignment(&[("a", on(1))]), None, t1);
         assert_eq!(o.admit("a", t1), Ok(()));
         let t2 = t1 + Duration::from_secs(1);
-        let changes = o.update(assignment(&[("a", paused(1))]), t2);
+        let changes = o.update(assignment(&[("a", paused(1))]), None, t2);
         assert!(changes.mine_changed);
         assert_eq!(o.counts(), (0, 1));
         let why = o.admit("a", t2).unwrap_err();
@@ -371,7 +389,7 @@ mod tests {
         // Resumed: a fresh handover, as if it came from another replica (one may have judged
         // it while this one did not look).
         let t3 = t2 + Duration::from_secs(1);
-        o.update(assignment(&[("a", on(1))]), t3);
+        o.update(assignment(&[("a", on(1))]), None, t3);
         assert!(o.admit("a", t3).is_err());
         assert_eq!(o.next_handover(t3), Some(t3 + o.rules().handover));
     }
@@ -381,6 +399,7 @@ mod tests {
         let mut o = replica_1();
         o.update(
             assignment(&[("a", on(-1)), ("b", on(0)), ("c", on(1)), ("d", paused(0))]),
+            None,
             Instant::now(),
         );
         assert_eq!(o.owner("b"), Some(Owner::Replica { shard: 0 }));
@@ -390,12 +409,34 @@ mod tests {
         assert_eq!(o.counts(), (1, 2));
     }
 
+    /// While the replicas disagree on their count, every cluster is nobody's, with why, and
+    /// agreeing again starts a fresh handover.
+    #[test]
+    fn a_replica_held_back_judges_nothing_and_says_why() {
+        let t0 = Instant::now();
+        let mut o = replica_1();
+        o.update(assignment(&[("a", on(1))]), None, t0);
+        let t1 = t0 + Duration::from_secs(10);
+        let why = "replica 3 counts 4".to_string();
+        let changes = o.update(assignment(&[("a", on(1))]), Some(why), t1);
+        assert!(changes.mine_changed);
+        assert!(o.admit("a", t1).unwrap_err().contains("replica 3 counts 4"));
+        assert_eq!(o.counts(), (0, 0));
+        o.update(assignment(&[("a", on(1))]), None, t1);
+        assert!(o.admit("a", t1).is_err());
+        assert_eq!(o.next_handover(t1), Some(t1 + o.rules().handover));
+    }
+
     /// Argo CD's `InferShard` keeps a replica numbered like the replica count (it compares with
     /// `>`): that replica judges nothing rather than a cluster another one judges.
     #[test]
     fn a_replica_numbered_past_the_last_shard_judges_nothing() {
         let mut o = Ownership::new(3, 3, Rules::for_resync(RESYNC));
-        o.update(assignment(&[("a", on(0)), ("b", on(2))]), Instant::now());
+        o.update(
+            assignment(&[("a", on(0)), ("b", on(2))]),
+            None,
+            Instant::now(),
+        );
         assert_eq!(o.counts(), (0, 0));
     }
 }

@@ -177,23 +177,24 @@ impl Sharding {
     /// `agreement` fails, every cluster is taken as another replica's: nothing is written here.
     pub(super) fn update(
         &self,
-        mut assigned: BTreeMap<String, Assignment>,
+        assigned: BTreeMap<String, Assignment>,
         agreement: &Result<(), String>,
     ) -> bool {
-        if let Err(why) = agreement {
-            if self.metrics.shard_disagreement.get() == 0 {
+        let held_back = agreement
+            .as_ref()
+            .err()
+            .map(|why| format!("the wavegate replicas do not agree on their count ({why})"));
+        match &held_back {
+            Some(why) if self.metrics.shard_disagreement.get() == 0 => {
                 tracing::warn!(reason = %why, "judging no cluster until every replica shards by the same count");
             }
-            self.metrics.shard_disagreement.set(1);
-            // A shard no replica runs: known to be someone's, never this one's.
-            for a in assigned.values_mut() {
-                a.shard = i64::from(self.settings.replicas.max(1)) + 1;
-            }
-        } else {
-            self.metrics.shard_disagreement.set(0);
+            _ => {}
         }
+        self.metrics
+            .shard_disagreement
+            .set(i64::from(held_back.is_some()));
         let mut ownership = locks::write(&self.ownership);
-        let changes = ownership.update(assigned, Instant::now());
+        let changes = ownership.update(assigned, held_back, Instant::now());
         for cluster in &changes.moved {
             let owner = ownership.owner(cluster);
             tracing::info!(%cluster, ?owner, "cluster moved to another shard");
