@@ -76,6 +76,16 @@ impl Serve {
         }
     }
 
+    /// Send `signal` (`STOP`, `CONT`).
+    pub(crate) fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -{signal} {pid}");
+    }
+
     /// SIGKILL: no Lease released, nothing cleaned up.
     pub(crate) fn kill(&mut self) {
         self.child.kill().unwrap();

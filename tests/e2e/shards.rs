@@ -11,7 +11,8 @@
 //! the replica that judges it; after SIGKILL, shard 1's successor (a new process with the same
 //! number, as the StatefulSet restarts it) and shard 2's standby write the next change within
 //! the bound; a Secret whose shard changes at runtime moves its gate to the new replica and the
-//! old one stops; `skip-reconcile` stops every writer of its cluster and, removed, brings its
+//! old one stops; a frozen Lease holder is replaced by a standby and, woken, writes nothing;
+//! `skip-reconcile` stops every writer of its cluster and, removed, brings its
 //! replica back; a replica counting 4 replicas (a StatefulSet scaling) stops every replica's
 //! writes until it is gone. No gate is ever written by two replicas.
 //!
@@ -300,7 +301,40 @@ async fn each_replica_writes_only_its_shards_clusters_and_a_successor_takes_over
     let holder1 = lease_holder(&home, &ns, 1).await.unwrap();
     assert!(holder1.starts_with("r1-new_"), "{holder1}");
 
-    // The Secret of b moves it to shard 0 at runtime: replica 0 gains it after its handover,
+    // A frozen Lease holder (SIGSTOP: a stalled node) keeps its Lease until it expires; a new
+    // standby for shard 2 then takes it and writes b's change. Woken (SIGCONT), the old
+    // holder finds its Lease gone and writes nothing, whatever it had ready.
+    replicas.push(Replica::start(&ns, 2, "r2c"));
+    let before_freeze = all(&replicas).await;
+    let frozen = by(&replicas, standby);
+    replicas[frozen].serve.signal("STOP");
+    let froze = Instant::now();
+    ready(2, &b, false).await;
+    gate_becomes(
+        &b,
+        &ns,
+        "Progressing",
+        TAKEOVER_LIMIT + Duration::from_secs(10),
+        "b taken over from a frozen holder",
+    )
+    .await;
+    println!(
+        "shard 2's holder frozen; the new standby wrote b after {:?}",
+        froze.elapsed()
+    );
+    replicas[frozen].serve.signal("CONT");
+    ready(2, &b, true).await;
+    gate_becomes(&b, &ns, "Healthy", WAIT, "b's next change").await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let thawed = all(&replicas).await;
+    assert_eq!(
+        writers_of("b", &before_freeze, &thawed),
+        ["r2c"],
+        "{thawed:?}"
+    );
+    let holder2 = lease_holder(&home, &ns, 2).await.unwrap();
+    assert!(holder2.starts_with("r2c_"), "{holder2}");
+
     // shard 2 stops; the next change of b is written by replica 0 alone.
     let before_move = all(&replicas).await;
     let patch = json!({"stringData": {"shard": "0"}});
