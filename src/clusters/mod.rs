@@ -17,7 +17,7 @@ mod source;
 mod writers;
 
 pub use cluster::{Cluster, identity};
-pub use ownership::{Owner, Ownership, Rules};
+pub use ownership::{Owner, Rules};
 pub use sharding::{ShardSettings, Sharding, identity_suffix};
 pub use source::{
     Destination, FromSecret, SECRET_TYPE_CLUSTER, SECRET_TYPE_LABEL, SecretTrust, SourceError,
@@ -342,6 +342,7 @@ impl Clusters {
     /// Read the source and bring the running set in line with it. A source that cannot be
     /// read at all (the home API server down) leaves the set as it is.
     pub async fn refresh(&self, source: &Source, build: &Build) -> Result<(), ClusterError> {
+        let read_at = std::time::Instant::now();
         let (found, sharded) = source.read().await?;
         // With shards, the assignment is computed from this very read of the Secrets (and
         // Argo CD's settings read right after it): a cluster this replica does not judge is
@@ -372,16 +373,34 @@ impl Clusters {
                 ),
             }
         }
+        // The identities of clusters judged elsewhere not known yet, read at once (each read
+        // bounded): one unreachable cluster must not hold the reading of the others.
+        let mut identities: HashMap<String, Option<String>> = HashMap::new();
+        if let (Some(sharding), Some(assigned)) = (&self.sharding, &assigned) {
+            let unread = usable.iter().filter(|(origin, d)| {
+                let known = before_elsewhere
+                    .get(&d.name)
+                    .is_some_and(|e| e.fingerprint == d.fingerprint && e.identity.is_some());
+                !known && !sharding.is_mine(assigned, assigned.of(origin))
+            });
+            let reads = unread.map(|(_, d)| {
+                // Said once per Secret as it is, not at every resync.
+                let warn = before_elsewhere
+                    .get(&d.name)
+                    .is_none_or(|e| e.fingerprint != d.fingerprint);
+                async move { (d.name.clone(), identify_destination(d, warn).await) }
+            });
+            identities = futures::future::join_all(reads).await.into_iter().collect();
+        }
         for (origin, d) in usable {
             if let (Some(sharding), Some(assigned)) = (&self.sharding, &assigned) {
                 let assignment = assigned.of(&origin);
                 if !sharding.is_mine(assigned, assignment) {
-                    let known = before_elsewhere
-                        .get(&d.name)
-                        .filter(|e| e.fingerprint == d.fingerprint && e.identity.is_some());
-                    let id = match known {
-                        Some(e) => e.identity.clone(),
-                        None => identify_destination(&d).await,
+                    let id = match identities.remove(&d.name) {
+                        Some(read) => read,
+                        None => before_elsewhere
+                            .get(&d.name)
+                            .and_then(|e| e.identity.clone()),
                     };
                     if id.is_some() && id.as_ref() == self.home.identity.get() {
                         home_names.insert(d.name.clone());
@@ -497,7 +516,7 @@ impl Clusters {
         let mut reassigned = false;
         if let (Some(sharding), Some(assigned)) = (&self.sharding, &assigned) {
             by_name.insert(HOME.to_string(), assigned.home);
-            reassigned = sharding.update(by_name, &assigned.agreement);
+            reassigned = sharding.update(by_name, &assigned.agreement, read_at);
         }
         if !same || learnt || !same_elsewhere || reassigned {
             *locks::write(&self.remote) = Arc::new(next);
@@ -661,7 +680,7 @@ async fn connect(
 
 /// The [`identity`] of a destination this replica does not judge, read with its own
 /// credentials; `None` when it cannot be read (then it takes part in no grouping).
-async fn identify_destination(d: &Destination) -> Option<String> {
+async fn identify_destination(d: &Destination, warn: bool) -> Option<String> {
     let config =
         kube::Config::from_custom_kubeconfig(d.kubeconfig.clone(), &KubeConfigOptions::default())
             .await
@@ -670,9 +689,12 @@ async fn identify_destination(d: &Destination) -> Option<String> {
     match identity(&client).await {
         Ok(id) => Some(id),
         Err(e) => {
-            tracing::warn!(cluster = %d.name, error = %e,
-                "cannot read the identity of a cluster another replica judges; if it is also \
-                 reached by a cluster Secret this replica judges, both may write its WaveGates");
+            if warn {
+                tracing::warn!(cluster = %d.name, error = %e,
+                    "cannot read the identity of a cluster another replica judges; if it is \
+                     also reached by a cluster Secret this replica judges, both may write its \
+                     WaveGates");
+            }
             None
         }
     }

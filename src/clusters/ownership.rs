@@ -134,16 +134,23 @@ impl Ownership {
         }
     }
 
-    pub fn rules(&self) -> Rules {
+    #[cfg(test)]
+    fn rules(&self) -> Rules {
         self.rules
     }
 
-    /// The assignment computed at `now` from a fresh read of the Secrets; with `held_back`,
-    /// this replica judges none of it, for that reason.
+    /// The assignment computed from a read of the Secrets started at `read_at` and taken at
+    /// `now`; with `held_back`, this replica judges none of it, for that reason.
+    ///
+    /// Freshness counts from the read's start and a handover from `now`, its end: a read that
+    /// took long (identities of unreachable clusters, a slow API server) makes the replica that
+    /// may have lost a cluster stop sooner and the one that gained it wait longer, never the
+    /// other way round.
     pub fn update(
         &mut self,
         assigned: BTreeMap<String, Assignment>,
         held_back: Option<String>,
+        read_at: Instant,
         now: Instant,
     ) -> Changes {
         let moved = assigned
@@ -168,7 +175,7 @@ impl Ownership {
         self.assigned = assigned;
         self.mine_since = mine_since;
         self.held_back = held_back;
-        self.computed_at = Some(now);
+        self.computed_at = Some(read_at.min(now));
         Changes {
             moved,
             mine_changed: before != after,
@@ -185,7 +192,8 @@ impl Ownership {
     }
 
     /// Whether this replica judges `cluster` (watches it, runs its controller), handover or not.
-    pub fn is_mine(&self, cluster: &str) -> bool {
+    #[cfg(test)]
+    fn is_mine(&self, cluster: &str) -> bool {
         self.mine_since.contains_key(cluster)
     }
 
@@ -291,7 +299,7 @@ mod tests {
     fn a_cluster_gained_is_written_only_after_the_handover() {
         let t0 = Instant::now();
         let mut o = replica_1();
-        o.update(assignment(&[("a", on(1)), ("b", on(2))]), None, t0);
+        o.update(assignment(&[("a", on(1)), ("b", on(2))]), None, t0, t0);
         assert!(o.is_mine("a"));
         let early = o.admit("a", t0 + Duration::from_secs(1)).unwrap_err();
         assert!(early.contains("may still be writing"), "{early}");
@@ -300,6 +308,7 @@ mod tests {
             o.update(
                 assignment(&[("a", on(1)), ("b", on(2))]),
                 None,
+                t0 + Duration::from_secs(s),
                 t0 + Duration::from_secs(s),
             );
         }
@@ -314,15 +323,15 @@ mod tests {
     fn the_replica_a_cluster_moved_away_from_stops_before_the_new_owner_starts() {
         let t0 = Instant::now();
         let mut old = replica_1();
-        old.update(assignment(&[("a", on(1))]), None, t0);
+        old.update(assignment(&[("a", on(1))]), None, t0, t0);
         let ready = t0 + old.rules().handover;
-        old.update(assignment(&[("a", on(1))]), None, ready);
+        old.update(assignment(&[("a", on(1))]), None, ready, ready);
         assert_eq!(old.admit("a", ready), Ok(()));
 
         // The Secret is edited at `moved`; the new owner reads it at once.
         let moved = ready + Duration::from_millis(100);
         let mut new = Ownership::new(2, 3, Rules::for_resync(RESYNC));
-        new.update(assignment(&[("a", on(2))]), None, moved);
+        new.update(assignment(&[("a", on(2))]), None, moved, moved);
         let first_write = moved + new.rules().handover;
         // The old owner, frozen since its last read, wakes: its last assignment is before
         // `moved`, and every moment it would still admit the write is before `first_write`.
@@ -342,16 +351,30 @@ mod tests {
                 assignment(&[("a", on(2))]),
                 None,
                 moved + Duration::from_secs(s),
+                moved + Duration::from_secs(s),
             );
         }
         assert_eq!(new.admit("a", first_write), Ok(()));
 
         // And once the old owner reads the move, it refuses at once, naming the new owner.
-        let changes = old.update(assignment(&[("a", on(2))]), None, moved);
+        let changes = old.update(assignment(&[("a", on(2))]), None, moved, moved);
         assert_eq!(changes.moved, vec!["a".to_string()]);
         assert!(changes.mine_changed);
         let why = old.admit("a", moved).unwrap_err();
         assert!(why.contains("judged by wavegate replica 2"), "{why}");
+    }
+
+    /// A read that took 30 s (identities of unreachable clusters, a slow API server) is as old
+    /// as its start for the replica that may have lost a cluster, and its handover starts at
+    /// its end for the replica that gained one.
+    #[test]
+    fn a_slow_read_shortens_freshness_and_lengthens_the_handover() {
+        let t0 = Instant::now();
+        let t30 = t0 + Duration::from_secs(30);
+        let mut o = replica_1();
+        o.update(assignment(&[("a", on(1))]), None, t0, t30);
+        assert!(o.admit("a", t30).unwrap_err().contains("computed 30s ago"));
+        assert_eq!(o.next_handover(t30), Some(t30 + o.rules().handover));
     }
 
     #[test]
@@ -363,7 +386,7 @@ mod tests {
                 .unwrap_err()
                 .contains("no shard assignment")
         );
-        o.update(assignment(&[("a", on(1))]), None, t0);
+        o.update(assignment(&[("a", on(1))]), None, t0, t0);
         let later = t0 + Duration::from_secs(60);
         let why = o.admit("a", later).unwrap_err();
         assert!(why.contains("computed 60s ago"), "{why}");
@@ -373,12 +396,12 @@ mod tests {
     fn skip_reconcile_toggled_stops_and_then_restarts_the_handover() {
         let t0 = Instant::now();
         let mut o = replica_1();
-        o.update(assignment(&[("a", on(1))]), None, t0);
+        o.update(assignment(&[("a", on(1))]), None, t0, t0);
         let t1 = t0 + Duration::from_secs(10);
-        o.update(assignment(&[("a", on(1))]), None, t1);
+        o.update(assignment(&[("a", on(1))]), None, t1, t1);
         assert_eq!(o.admit("a", t1), Ok(()));
         let t2 = t1 + Duration::from_secs(1);
-        let changes = o.update(assignment(&[("a", paused(1))]), None, t2);
+        let changes = o.update(assignment(&[("a", paused(1))]), None, t2, t2);
         assert!(changes.mine_changed);
         assert_eq!(o.counts(), (0, 1));
         let why = o.admit("a", t2).unwrap_err();
@@ -389,7 +412,7 @@ mod tests {
         // Resumed: a fresh handover, as if it came from another replica (one may have judged
         // it while this one did not look).
         let t3 = t2 + Duration::from_secs(1);
-        o.update(assignment(&[("a", on(1))]), None, t3);
+        o.update(assignment(&[("a", on(1))]), None, t3, t3);
         assert!(o.admit("a", t3).is_err());
         assert_eq!(o.next_handover(t3), Some(t3 + o.rules().handover));
     }
@@ -400,6 +423,7 @@ mod tests {
         o.update(
             assignment(&[("a", on(-1)), ("b", on(0)), ("c", on(1)), ("d", paused(0))]),
             None,
+            Instant::now(),
             Instant::now(),
         );
         assert_eq!(o.owner("b"), Some(Owner::Replica { shard: 0 }));
@@ -415,14 +439,14 @@ mod tests {
     fn a_replica_held_back_judges_nothing_and_says_why() {
         let t0 = Instant::now();
         let mut o = replica_1();
-        o.update(assignment(&[("a", on(1))]), None, t0);
+        o.update(assignment(&[("a", on(1))]), None, t0, t0);
         let t1 = t0 + Duration::from_secs(10);
         let why = "replica 3 counts 4".to_string();
-        let changes = o.update(assignment(&[("a", on(1))]), Some(why), t1);
+        let changes = o.update(assignment(&[("a", on(1))]), Some(why), t1, t1);
         assert!(changes.mine_changed);
         assert!(o.admit("a", t1).unwrap_err().contains("replica 3 counts 4"));
         assert_eq!(o.counts(), (0, 0));
-        o.update(assignment(&[("a", on(1))]), None, t1);
+        o.update(assignment(&[("a", on(1))]), None, t1, t1);
         assert!(o.admit("a", t1).is_err());
         assert_eq!(o.next_handover(t1), Some(t1 + o.rules().handover));
     }
@@ -435,6 +459,7 @@ mod tests {
         o.update(
             assignment(&[("a", on(0)), ("b", on(2))]),
             None,
+            Instant::now(),
             Instant::now(),
         );
         assert_eq!(o.counts(), (0, 0));

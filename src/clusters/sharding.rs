@@ -175,10 +175,12 @@ impl Sharding {
 
     /// Take the assignment by cluster name; whether what this replica judges changed. While
     /// `agreement` fails, every cluster is taken as another replica's: nothing is written here.
+    /// `read_at`: when the read of the Secrets this assignment comes from started.
     pub(super) fn update(
         &self,
         assigned: BTreeMap<String, Assignment>,
         agreement: &Result<(), String>,
+        read_at: Instant,
     ) -> bool {
         let held_back = agreement
             .as_ref()
@@ -194,7 +196,7 @@ impl Sharding {
             .shard_disagreement
             .set(i64::from(held_back.is_some()));
         let mut ownership = locks::write(&self.ownership);
-        let changes = ownership.update(assigned, held_back, Instant::now());
+        let changes = ownership.update(assigned, held_back, read_at, Instant::now());
         for cluster in &changes.moved {
             let owner = ownership.owner(cluster);
             tracing::info!(%cluster, ?owner, "cluster moved to another shard");

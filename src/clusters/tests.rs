@@ -576,10 +576,11 @@ async fn a_cluster_reached_by_two_secrets_on_two_replicas_gets_one_writer() {
         ("b".to_string(), on(1)),
         ("c".to_string(), on(1)),
     ];
-    clusters
-        .sharding()
-        .unwrap()
-        .update(assigned.into_iter().collect(), &Ok(()));
+    clusters.sharding().unwrap().update(
+        assigned.into_iter().collect(),
+        &Ok(()),
+        std::time::Instant::now(),
+    );
 
     let got: BTreeSet<String> = clusters.writable().into_keys().collect();
     assert_eq!(got, BTreeSet::from(["c".to_string()]));
