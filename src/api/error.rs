@@ -210,4 +210,18 @@ mod tests {
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(message.contains("to scope the request"), "{message}");
     }
+
+    /// With shards, a cluster another replica judges is a conflict naming that replica, never
+    /// a 404 that would read as "no such cluster" nor an answer guessed from here.
+    #[test]
+    fn a_cluster_judged_by_another_replica_is_409_naming_it() {
+        use crate::clusters::ClusterError;
+        let why = "cluster \"a\" is judged by wavegate replica 1 (shard 1, as Argo CD's \
+                   application-controller shards it); ask that replica";
+        let (status, message) = answer(ClusterError::JudgedElsewhere(why.into()).into());
+        assert_eq!((status, message.as_str()), (StatusCode::CONFLICT, why));
+        let (status, message) = answer(ClusterError::UnknownName("b".into()).into());
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(message.starts_with("no cluster named \"b\""), "{message}");
+    }
 }
