@@ -210,6 +210,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub leader: LeaderArgs,
     #[command(flatten)]
+    pub shards: ShardArgs,
+    #[command(flatten)]
     pub clusters: ClustersArgs,
     #[command(flatten)]
     pub limits: crate::api::LimitArgs,
@@ -238,6 +240,31 @@ pub struct LeaderArgs {
     /// How long a leader that stopped renewing keeps the others from writing.
     #[arg(long, env = "WAVEGATE_LEADER_ELECT_DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
     pub leader_elect_duration: std::time::Duration,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ShardArgs {
+    /// Judge only the clusters that Argo CD's application-controller replica with this
+    /// replica's number reconciles, computed as Argo CD computes it (algorithm, replica count,
+    /// each cluster Secret's `shard` and `argocd.argoproj.io/skip-reconcile`), and write only
+    /// while holding this shard's Lease (`<--leader-elect-lease>-shard-<N>`). Needs
+    /// `--clusters-from argocd-secrets`; implies leader election per shard.
+    #[arg(long, env = "WAVEGATE_SHARD_LIKE_ARGOCD")]
+    pub shard_like_argocd: bool,
+    /// How many replicas share the clusters: the application-controller's replica count, read
+    /// from the variable Argo CD's controller reads.
+    #[arg(long, env = "ARGOCD_CONTROLLER_REPLICAS", default_value_t = 1)]
+    pub shard_replicas: u32,
+    /// This replica's shard. Default (or negative, as Argo CD's default -1): the number after
+    /// the last `-` of the pod name (a StatefulSet's ordinal), as Argo CD's `InferShard` reads
+    /// its hostname.
+    #[arg(long, env = "ARGOCD_CONTROLLER_SHARD", allow_negative_numbers = true)]
+    pub shard: Option<i64>,
+    /// `legacy`, `round-robin` or `consistent-hashing`. Default: `controller.sharding.algorithm`
+    /// of argocd-cmd-params-cm in --argocd-namespace, read again at every read of the cluster
+    /// Secrets.
+    #[arg(long, env = "ARGOCD_CONTROLLER_SHARDING_ALGORITHM")]
+    pub sharding_algorithm: Option<String>,
 }
 
 /// Where destination clusters come from (`--clusters-from`).
@@ -346,7 +373,111 @@ fn public_url(text: &str) -> Result<String, String> {
 /// Where a pod's ServiceAccount namespace is mounted.
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
+impl ShardArgs {
+    /// This replica's sharding, if `--shard-like-argocd`; `pod` is its pod (host) name.
+    fn settings(
+        &self,
+        pod: &str,
+        argocd_namespace: &str,
+        clusters: &ClustersArgs,
+    ) -> Result<Option<crate::clusters::ShardSettings>, CliError> {
+        if !self.shard_like_argocd {
+            return Ok(None);
+        }
+        if clusters.clusters_from != Some(ClustersFrom::ArgocdSecrets) {
+            return Err(CliError::Usage(
+                "--shard-like-argocd needs --clusters-from argocd-secrets: Argo CD shards the \
+                 clusters of its cluster Secrets"
+                    .into(),
+            ));
+        }
+        if !clusters.clusters_secrets.is_empty() {
+            return Err(CliError::Usage(
+                "--shard-like-argocd cannot be used with --clusters-secrets: Argo CD's \
+                 round-robin and consistent hashing place each cluster by all the others, so \
+                 every cluster Secret must be read"
+                    .into(),
+            ));
+        }
+        let algorithm = match self.sharding_algorithm.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(name) if crate::clusters::shard::Algorithm::is_known(name) => {
+                Some(crate::clusters::shard::Algorithm::from_name(name))
+            }
+            Some(name) => {
+                return Err(CliError::Usage(format!(
+                    "--sharding-algorithm {name:?}: expected legacy, round-robin or \
+                     consistent-hashing"
+                )));
+            }
+        };
+        // Argo CD's `InferShard` takes a name without a number for shard 0, with a warning. For
+        // wavegate that is a Deployment's pod (`wavegate-7d9f8-abcde`): every replica would be
+        // shard 0 and the others' clusters judged by nobody, so it is refused instead.
+        let numbered = pod
+            .rsplit('-')
+            .next()
+            .is_some_and(|last| last.parse::<i64>().is_ok());
+        if self.shard_replicas > 1 && self.shard.is_none_or(|s| s < 0) && !numbered {
+            return Err(CliError::Usage(format!(
+                "--shard-like-argocd with {} replicas: this replica's number is neither given                  (--shard, ARGOCD_CONTROLLER_SHARD) nor at the end of its pod name {pod:?} (run                  wavegate as a StatefulSet, whose pods are <name>-0, <name>-1, …)",
+                self.shard_replicas
+            )));
+        }
+        let replica = crate::clusters::shard::replica_shard(self.shard_replicas, self.shard, pod);
+        Ok(Some(crate::clusters::ShardSettings {
+            replica,
+            replicas: self.shard_replicas,
+            algorithm,
+            argocd_namespace: argocd_namespace.to_string(),
+            rules: crate::clusters::Rules::for_resync(
+                clusters.clusters_resync.max(Duration::from_secs(1)),
+            ),
+            // Set with the election (`Server::build`).
+            leases: Default::default(),
+        }))
+    }
+}
+
 impl LeaderArgs {
+    /// This replica's pod name (`POD_NAME`), else its host name.
+    fn pod_name(&self) -> Result<String, CliError> {
+        match &self.leader_elect_identity {
+            Some(id) if !id.is_empty() => Ok(id.clone()),
+            _ => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|s| s.trim().to_string())
+                .map_err(|e| {
+                    CliError::Usage(format!(
+                        "--leader-elect needs --leader-elect-identity (or POD_NAME): {e}"
+                    ))
+                }),
+        }
+    }
+
+    /// The election of shard `shard`'s Lease. The identity is this process's, not only its
+    /// pod's: a StatefulSet's replacement pod has the old pod's name, and the old one may still
+    /// run (a partitioned node); with one identity both would hold the Lease.
+    fn shard_election(
+        &self,
+        shard: i64,
+        replicas: u32,
+    ) -> Result<crate::leader::Election, CliError> {
+        let mut args = self.clone();
+        args.leader_elect = true;
+        args.leader_elect_lease = format!("{}-shard-{shard}", self.leader_elect_lease);
+        let since = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        args.leader_elect_identity = Some(format!(
+            "{}_{}-{since:x}{}",
+            self.pod_name()?,
+            std::process::id(),
+            crate::clusters::identity_suffix(replicas)
+        ));
+        Ok(args.election()?.expect("leader_elect is set"))
+    }
+
     /// The election to take part in, if any.
     fn election(&self) -> Result<Option<crate::leader::Election>, CliError> {
         if !self.leader_elect {
@@ -363,16 +494,7 @@ impl LeaderArgs {
                 })?,
         };
         crate::resource::validate_namespace(&namespace)?;
-        let identity = match &self.leader_elect_identity {
-            Some(id) if !id.is_empty() => id.clone(),
-            _ => std::fs::read_to_string("/proc/sys/kernel/hostname")
-                .map(|s| s.trim().to_string())
-                .map_err(|e| {
-                    CliError::Usage(format!(
-                        "--leader-elect needs --leader-elect-identity (or POD_NAME): {e}"
-                    ))
-                })?,
-        };
+        let identity = self.pod_name()?;
         if self.leader_elect_duration < std::time::Duration::from_secs(5) {
             return Err(CliError::Usage(
                 "--leader-elect-duration must be at least 5s".into(),
@@ -653,10 +775,17 @@ pub fn remote_build(
 async fn clusters(
     args: &ServeArgs,
     home: Arc<Cluster>,
+    sharding: Option<crate::clusters::ShardSettings>,
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Clusters>, CliError> {
     let source = args.clusters.source(&home.client)?;
-    let clusters = Clusters::new(home);
+    let clusters = match sharding {
+        Some(settings) => {
+            let sharding = crate::clusters::Sharding::new(settings, metrics.clone());
+            Clusters::sharded(home, sharding)
+        }
+        None => Clusters::new(home),
+    };
     let Some(source) = source else {
         return Ok(clusters);
     };
@@ -766,11 +895,31 @@ impl Server {
                 CliError::Failed(format!("cannot listen on {addr} (--metrics-listen): {e}"))
             })?),
         };
-        let clusters = clusters(&args, home, metrics.clone()).await?;
-        let election = match args.leader.election()? {
+        let mut sharding = args.shards.settings(
+            &args.leader.pod_name().unwrap_or_default(),
+            &args.argocd_namespace,
+            &args.clusters,
+        )?;
+        // With shards, each shard has its Lease: one replica writes for a shard's clusters.
+        let election = match &mut sharding {
+            Some(s) => {
+                tracing::info!(
+                    shard = s.replica,
+                    replicas = s.replicas,
+                    "judging one shard's clusters, as Argo CD's controller of the same number"
+                );
+                let election = args.leader.shard_election(s.replica, s.replicas)?;
+                let prefix = format!("{}-shard-", args.leader.leader_elect_lease);
+                s.leases = (election.namespace.clone(), prefix);
+                Some(election)
+            }
+            None => args.leader.election()?,
+        };
+        let election = match election {
             None => None,
             Some(election) => Some((election, lease_client().await?)),
         };
+        let clusters = clusters(&args, home, sharding, metrics.clone()).await?;
         Ok(Server {
             args,
             token,
@@ -817,24 +966,18 @@ impl Server {
                 fence: fence.clone(),
             },
             annotate: args.annotate.then_some((args.resync, validity)),
+            // Notices run where Argo CD's Applications are read: home.
+            notices: args.notices.then(|| crate::notice::Settings {
+                public_url: args.public_url.clone(),
+                interval: args.notice_interval,
+                resync: args.resync,
+                fence,
+            }),
         };
-        // Notices run where Argo CD's Applications are read: home.
-        let notices = args.notices.then(|| crate::notice::Settings {
-            public_url: args.public_url.clone(),
-            interval: args.notice_interval,
-            resync: args.resync,
-            fence,
-        });
         let (all, m) = (clusters.clone(), metrics.clone());
         let writers = move || {
             let run = all.clone().run_writers(m.clone(), writers.clone());
-            let mut tasks = vec![tokio::spawn(supervised("writers", run)).abort_handle()];
-            if let Some(settings) = notices.clone() {
-                let home = all.home().evaluator.clone();
-                let run = crate::notice::run(home, m.clone(), settings);
-                tasks.push(tokio::spawn(supervised("notices", run)).abort_handle());
-            }
-            tasks
+            vec![tokio::spawn(supervised("writers", run)).abort_handle()]
         };
         // Cancelled once the server has stopped (SIGTERM): the leader stops its writers and
         // releases the Lease, so another replica takes over at once instead of after it expires.
@@ -1277,5 +1420,103 @@ mod tests {
         assert_eq!(timeouts_off(Some(&with_argocd), "argocd"), None);
         // Cluster-wide: every namespace is watched.
         assert_eq!(timeouts_off(None, "argocd"), None);
+    }
+
+    #[derive(clap::Parser)]
+    struct Sharded {
+        #[command(flatten)]
+        shards: ShardArgs,
+        #[command(flatten)]
+        clusters: ClustersArgs,
+    }
+
+    fn sharded(args: &[&str], pod: &str) -> Result<Option<crate::clusters::ShardSettings>, String> {
+        use clap::Parser;
+        let parsed = Sharded::try_parse_from(std::iter::once("serve").chain(args.iter().copied()))
+            .map_err(|e| e.to_string())?;
+        parsed
+            .shards
+            .settings(pod, "argocd", &parsed.clusters)
+            .map_err(|e| e.to_string())
+    }
+
+    /// A StatefulSet's pod `wavegate-2` is replica 2 unless told otherwise, as Argo CD's
+    /// `InferShard` reads its hostname; Argo CD's default `ARGOCD_CONTROLLER_SHARD=-1` means
+    /// the same.
+    #[test]
+    fn a_replica_takes_its_shard_from_its_pod_ordinal_like_argo_cds_controller() {
+        let base = [
+            "--shard-like-argocd",
+            "--clusters-from",
+            "argocd-secrets",
+            "--shard-replicas",
+            "3",
+        ];
+        let s = sharded(&base, "wavegate-2").unwrap().unwrap();
+        assert_eq!((s.replica, s.replicas, s.algorithm), (2, 3, None));
+        let s = sharded(&[&base[..], &["--shard", "-1"]].concat(), "wavegate-1").unwrap();
+        assert_eq!(s.unwrap().replica, 1);
+        let s = sharded(&[&base[..], &["--shard", "0"]].concat(), "wavegate-1").unwrap();
+        assert_eq!(s.unwrap().replica, 0);
+        let pinned = [&base[..], &["--sharding-algorithm", "round-robin"]].concat();
+        let s = sharded(&pinned, "x-0").unwrap().unwrap();
+        assert_eq!(
+            s.algorithm,
+            Some(crate::clusters::shard::Algorithm::RoundRobin)
+        );
+        assert_eq!(sharded(&[], "wavegate-1").unwrap().map(|s| s.replica), None);
+    }
+
+    /// Round-robin and consistent hashing place each cluster by every other, so a replica that
+    /// reads only some Secrets, or kubeconfig files, would compute another assignment than Argo
+    /// CD's; an algorithm name Argo CD would silently run as legacy is refused here.
+    #[test]
+    fn sharding_that_could_not_match_argo_cds_is_refused_at_start() {
+        for (args, why) in [
+            (
+                &["--shard-like-argocd"][..],
+                "needs --clusters-from argocd-secrets",
+            ),
+            (
+                &[
+                    "--shard-like-argocd",
+                    "--clusters-from",
+                    "argocd-secrets",
+                    "--clusters-secrets",
+                    "a",
+                ],
+                "--clusters-secrets",
+            ),
+            (
+                &[
+                    "--shard-like-argocd",
+                    "--clusters-from",
+                    "argocd-secrets",
+                    "--sharding-algorithm",
+                    "hash",
+                ],
+                "expected legacy",
+            ),
+        ] {
+            let e = sharded(args, "wavegate-0").unwrap_err();
+            assert!(e.contains(why), "{args:?}: {e}");
+        }
+        // A Deployment's pod has no number: every replica would be shard 0.
+        let three = [
+            "--shard-like-argocd",
+            "--clusters-from",
+            "argocd-secrets",
+            "--shard-replicas",
+            "3",
+        ];
+        let e = sharded(&three, "wavegate-7d9f8-abcde").unwrap_err();
+        assert!(e.contains("StatefulSet"), "{e}");
+        let given = [&three[..], &["--shard", "2"]].concat();
+        assert_eq!(
+            sharded(&given, "wavegate-7d9f8-abcde")
+                .unwrap()
+                .map(|s| s.replica),
+            Some(2)
+        );
     }
 }

@@ -127,15 +127,26 @@ pub async fn lead<F>(
 }
 
 /// Asked right before every write: does this replica still hold the lease, with time to spare
-/// for the write to arrive? Without an election (one replica) it always does.
+/// for the write to arrive? Without an election (one replica) it always does. With shards, a
+/// writer's fence also asks whether its cluster is still this replica's ([`Fence::guarded`]).
 #[derive(Clone, Default)]
-pub struct Fence(Option<Arc<LeaseFence>>);
+pub struct Fence {
+    lease: Option<Arc<LeaseFence>>,
+    guard: Option<Guard>,
+}
+
+/// A further condition of a write, answered without I/O: `Err` says why it may not be sent.
+pub type Guard = Arc<dyn Fn() -> Result<(), String> + Send + Sync>;
 
 impl std::fmt::Debug for Fence {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match &self.0 {
-            None => f.write_str("Fence(no election)"),
-            Some(l) => write!(f, "Fence(lease {} as {})", l.lease, l.identity),
+        match &self.lease {
+            None => f.write_str("Fence(no election")?,
+            Some(l) => write!(f, "Fence(lease {} as {}", l.lease, l.identity)?,
+        }
+        match &self.guard {
+            None => f.write_str(")"),
+            Some(_) => f.write_str(", guarded)"),
         }
     }
 }
@@ -158,25 +169,47 @@ pub enum Fenced {
     },
     #[error("not sent: cannot read the lease {lease}: {source}")]
     Unreadable { lease: String, source: kube::Error },
+    #[error("not sent: {0}")]
+    NotOwned(String),
 }
 
 impl Fence {
     /// The fence of `election`'s Lease; `client` should time out within [`REQUEST_TIMEOUT`].
     /// Each write it stops counts in [`Metrics::writes_fenced`].
     pub fn of(client: Client, election: &Election, metrics: Arc<Metrics>) -> Fence {
-        Fence(Some(Arc::new(LeaseFence {
-            metrics,
-            leases: Api::namespaced(client, &election.namespace),
-            lease: election.lease.clone(),
-            identity: election.identity.clone(),
-        })))
+        Fence {
+            lease: Some(Arc::new(LeaseFence {
+                metrics,
+                leases: Api::namespaced(client, &election.namespace),
+                lease: election.lease.clone(),
+                identity: election.identity.clone(),
+            })),
+            guard: None,
+        }
+    }
+
+    /// This fence, and `guard` asked before the lease (it costs no request). A write it stops
+    /// counts in [`Metrics::writes_fenced`] like one the lease stops.
+    pub fn guarded(&self, guard: Guard) -> Fence {
+        Fence {
+            lease: self.lease.clone(),
+            guard: Some(guard),
+        }
     }
 
     /// Ok when the write about to be sent may be: one GET of the Lease per write (writes are
     /// rare: a verdict that changed). What remains open is a freeze between this answer and the
     /// request leaving, and a request the network holds for longer than the lease has left.
     pub async fn admit(&self) -> Result<(), Fenced> {
-        let Some(fence) = &self.0 else {
+        if let Some(guard) = &self.guard
+            && let Err(why) = guard()
+        {
+            if let Some(fence) = &self.lease {
+                fence.metrics.writes_fenced.inc();
+            }
+            return Err(Fenced::NotOwned(why));
+        }
+        let Some(fence) = &self.lease else {
             return Ok(());
         };
         let held = match fence.leases.get(&fence.lease).await {
@@ -311,5 +344,15 @@ mod tests {
     #[tokio::test]
     async fn without_an_election_every_write_is_admitted() {
         assert!(Fence::default().admit().await.is_ok());
+    }
+
+    /// A shard's writer whose cluster moved away is stopped by its guard before any request.
+    #[tokio::test]
+    async fn a_guard_that_refuses_stops_the_write() {
+        let fence = Fence::default().guarded(Arc::new(|| Err("judged by replica 2".into())));
+        let why = fence.admit().await.unwrap_err().to_string();
+        assert_eq!(why, "not sent: judged by replica 2");
+        let open = Fence::default().guarded(Arc::new(|| Ok(())));
+        assert!(open.admit().await.is_ok());
     }
 }

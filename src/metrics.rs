@@ -51,6 +51,11 @@ pub struct GateLabels {
     pub status: String,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ClusterLabel {
+    pub cluster: String,
+}
+
 /// Who wrote: `gate` (WaveGate status) or `annotate` (annotation mode).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct WriterLabel {
@@ -85,6 +90,20 @@ pub struct Metrics {
     /// `--max-cluster-objects`, by resource.
     pub objects_over_bound: Family<ResourceLabel, Counter>,
     pub gate_status_writes: Counter,
+    /// The same writes by the gates' cluster: which replica wrote for which cluster.
+    pub cluster_gate_status_writes: Family<ClusterLabel, Counter>,
+    /// The shard this replica runs as with `--shard-like-argocd`, -1 without: the alerts
+    /// count the Lease holders per shard with it (`count_values`).
+    pub shard: Gauge,
+    /// Clusters this replica judges (with `--shard-like-argocd`; home counts when it is one).
+    pub shard_clusters_owned: Gauge,
+    /// Clusters no replica judges: paused by `skip-reconcile`, or a negative `shard`.
+    pub shard_clusters_unowned: Gauge,
+    /// Clusters whose shard (or pause) changed between two reads of the Secrets.
+    pub shard_moves: Counter,
+    /// 1 while a live replica shards by another replica count (a StatefulSet scaling): this
+    /// replica then judges nothing.
+    pub shard_disagreement: Gauge,
     /// Metadata patches that mark a new gate status where Argo CD notices it (gate/stamp.rs).
     pub gate_stamp_writes: Counter,
     pub annotation_writes: Counter,
@@ -138,6 +157,46 @@ impl Default for Metrics {
         let annotation_writes = Counter::default();
         let writes_fenced = Counter::default();
         let notice_writes = Counter::default();
+        let cluster_gate_status_writes = Family::<ClusterLabel, Counter>::default();
+        let shard = Gauge::default();
+        shard.set(-1);
+        let shard_clusters_owned = Gauge::default();
+        let shard_clusters_unowned = Gauge::default();
+        let shard_moves = Counter::default();
+        let shard_disagreement = Gauge::default();
+        registry.register(
+            "shard_disagreement",
+            "1 while a live replica shards by another replica count; this replica then judges \
+             no cluster (--shard-like-argocd)",
+            shard_disagreement.clone(),
+        );
+        registry.register(
+            "cluster_gate_status_writes",
+            "WaveGate status patches sent to the API server, by the gates' cluster",
+            cluster_gate_status_writes.clone(),
+        );
+        registry.register(
+            "shard",
+            "The shard this replica runs as (--shard-like-argocd); -1 without",
+            shard.clone(),
+        );
+        registry.register(
+            "shard_clusters_owned",
+            "Clusters this replica judges (--shard-like-argocd)",
+            shard_clusters_owned.clone(),
+        );
+        registry.register(
+            "shard_clusters_unowned",
+            "Clusters no replica judges: paused by skip-reconcile, or a negative shard \
+             (--shard-like-argocd)",
+            shard_clusters_unowned.clone(),
+        );
+        registry.register(
+            "shard_moves",
+            "Clusters whose shard or pause changed between two reads of the cluster Secrets \
+             (--shard-like-argocd)",
+            shard_moves.clone(),
+        );
         registry.register("asks", "Health asks by resource", asks.clone());
         registry.register("verdicts", "Verdicts by status", verdicts.clone());
         registry.register(
@@ -280,6 +339,12 @@ impl Default for Metrics {
             cached_objects,
             objects_over_bound,
             gate_status_writes,
+            cluster_gate_status_writes,
+            shard,
+            shard_clusters_owned,
+            shard_clusters_unowned,
+            shard_moves,
+            shard_disagreement,
             gate_stamp_writes,
             annotation_writes,
             writes_fenced,

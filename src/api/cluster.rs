@@ -4,7 +4,7 @@
 
 use super::scope::AppScope;
 use super::{ApiError, AppState};
-use crate::clusters::{Cluster, Refused};
+use crate::clusters::{Cluster, Owner, Refused};
 use axum::Json;
 use axum::extract::{FromRequestParts, RawPathParams, State};
 use axum::http::request::Parts;
@@ -45,12 +45,8 @@ impl FromRequestParts<AppState> for InCluster {
             }
             return Ok(InCluster(state.clusters.home().clone()));
         };
-        state.clusters.lookup(name).map(InCluster).ok_or_else(|| {
-            ApiError::NotFound(format!(
-                "no cluster named {:?} (GET /api/v1/clusters lists them)",
-                crate::health::printable(name)
-            ))
-        })
+        // Another replica's cluster is 421 with its number, never read from here.
+        Ok(InCluster(state.clusters.find(name)?))
     }
 }
 
@@ -61,6 +57,31 @@ pub(crate) struct ClusterList {
     pub clusters: Vec<ClusterState>,
     /// The clusters their source names that wavegate does not run, with why.
     pub refused: Vec<Refused>,
+    /// With `--shard-like-argocd`: this replica's shard, and the clusters other replicas (or
+    /// none) judge.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub shard: Option<ShardState>,
+}
+
+/// This replica's shard and what it does not judge.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct ShardState {
+    /// The shard this replica runs as.
+    pub replica: i64,
+    pub replicas: u32,
+    /// Who writes home's (`in-cluster`) WaveGates; its reads are served by every replica.
+    pub home: Option<Owner>,
+    pub elsewhere: Vec<JudgedElsewhere>,
+}
+
+/// A cluster another replica judges (or none does).
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct JudgedElsewhere {
+    pub name: String,
+    pub server: String,
+    pub owner: Option<Owner>,
 }
 
 /// A cluster wavegate judges, and whether its watches are synced.
@@ -98,8 +119,24 @@ pub(crate) async fn list(State(state): State<AppState>) -> Json<ClusterList> {
         .chain(state.clusters.remotes().values())
         .map(|c| ClusterState::of(c))
         .collect();
+    let shard = state.clusters.sharding().map(|s| ShardState {
+        replica: s.settings.replica,
+        replicas: s.settings.replicas,
+        home: s.owner(crate::clusters::HOME),
+        elsewhere: state
+            .clusters
+            .elsewhere()
+            .iter()
+            .map(|(name, e)| JudgedElsewhere {
+                name: name.clone(),
+                server: e.server.clone(),
+                owner: s.owner(name),
+            })
+            .collect(),
+    });
     Json(ClusterList {
         clusters,
         refused: state.clusters.refused(),
+        shard,
     })
 }

@@ -47,6 +47,22 @@ pub enum ApiError {
     /// `--max-waiters-per-caller`): the others keep theirs.
     #[error("{0}")]
     CallerBusy(String),
+    /// With `--shard-like-argocd`: the cluster is judged by another replica (or by none),
+    /// and this one will not guess. The message names the replica.
+    #[error("{0}")]
+    JudgedElsewhere(String),
+}
+
+impl From<crate::clusters::ClusterError> for ApiError {
+    fn from(e: crate::clusters::ClusterError) -> ApiError {
+        match e {
+            crate::clusters::ClusterError::JudgedElsewhere(why) => ApiError::JudgedElsewhere(why),
+            crate::clusters::ClusterError::UnknownName(name) => ApiError::NotFound(format!(
+                "no cluster named {name:?} (GET /api/v1/clusters lists them)"
+            )),
+            e => ApiError::NotFound(format!("{e} (GET /api/v1/clusters lists them)")),
+        }
+    }
 }
 
 /// A failed cache read, as every endpoint answers it unless [`Reading`] says otherwise: what
@@ -110,6 +126,7 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Unavailable(_) | ApiError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::TooManyWaiters(_) | ApiError::CallerBusy(_) => StatusCode::TOO_MANY_REQUESTS,
+            ApiError::JudgedElsewhere(_) => StatusCode::MISDIRECTED_REQUEST,
         }
     }
 }
@@ -192,5 +209,23 @@ mod tests {
         let (status, message) = scope(listing());
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
         assert!(message.contains("to scope the request"), "{message}");
+    }
+
+    /// With shards, a cluster another replica judges is 421 Misdirected Request naming that
+    /// replica: never a 404 that would read as "no such cluster", an answer guessed from here,
+    /// or 409, which a gate's wait route answers for Degraded (a hook would fail the sync).
+    #[test]
+    fn a_cluster_judged_by_another_replica_is_421_naming_it() {
+        use crate::clusters::ClusterError;
+        let why = "cluster \"a\" is judged by wavegate replica 1 (shard 1, as Argo CD's \
+                   application-controller shards it); ask that replica";
+        let (status, message) = answer(ClusterError::JudgedElsewhere(why.into()).into());
+        assert_eq!(
+            (status, message.as_str()),
+            (StatusCode::MISDIRECTED_REQUEST, why)
+        );
+        let (status, message) = answer(ClusterError::UnknownName("b".into()).into());
+        assert_eq!(status, StatusCode::NOT_FOUND);
+        assert!(message.starts_with("no cluster named \"b\""), "{message}");
     }
 }

@@ -10,11 +10,15 @@
 //! watches fail like any watch (a failing watch is never Healthy), and nothing here waits on it.
 
 mod cluster;
+mod ownership;
 pub mod shard;
+mod sharding;
 mod source;
 mod writers;
 
 pub use cluster::{Cluster, identity};
+pub use ownership::{Owner, Rules};
+pub use sharding::{ShardSettings, Sharding, identity_suffix};
 pub use source::{
     Destination, FromSecret, SECRET_TYPE_CLUSTER, SECRET_TYPE_LABEL, SecretTrust, SourceError,
     from_argocd_secret, from_kubeconfig_file, normalize_server,
@@ -28,6 +32,7 @@ use kube::api::{Api, ListParams};
 use kube::config::KubeConfigOptions;
 use serde::Serialize;
 use serde_json::Value;
+use shard::ShardedCluster;
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, RwLock};
@@ -48,6 +53,9 @@ pub enum ClusterError {
     Connect(String),
     #[error("cannot build its evaluator: {0}")]
     Build(String),
+    /// With `--shard-like-argocd`: another replica judges it, or none does.
+    #[error("{0}")]
+    JudgedElsewhere(String),
 }
 
 /// Argo CD's name for the cluster it runs in (argo-cd `common.KubernetesInClusterName`)…
@@ -107,6 +115,11 @@ pub struct Clusters {
     /// they are not connected again at every refresh.
     alias_fingerprints: RwLock<HashMap<String, u64>>,
     remote: RwLock<Arc<BTreeMap<String, Arc<Cluster>>>>,
+    /// With `--shard-like-argocd`: which clusters this replica judges.
+    sharding: Option<Sharding>,
+    /// With `--shard-like-argocd`: the clusters other replicas (or none) judge, by name. They
+    /// are not connected to beyond reading their identity once.
+    elsewhere: RwLock<Arc<BTreeMap<String, Elsewhere>>>,
     refused: RwLock<Vec<Refused>>,
     /// Bumped whenever the remote set changes (the per-cluster writers follow it).
     changed: watch::Sender<u64>,
@@ -150,19 +163,67 @@ impl Stamp {
     }
 }
 
+/// A cluster of the source that another replica judges (or none does).
+#[derive(Debug, Clone)]
+pub struct Elsewhere {
+    pub server: String,
+    fingerprint: u64,
+    /// Its [`identity`], once read: two Secrets reaching one cluster must not get two writers
+    /// on two replicas either ([`Clusters::writable`]).
+    identity: Option<String>,
+}
+
 impl Clusters {
     /// The home cluster alone (and, once refreshed from a source, the remote ones).
     pub fn new(home: Arc<Cluster>) -> Arc<Clusters> {
-        Arc::new(Clusters {
+        Arc::new(Clusters::unsharded(home))
+    }
+
+    fn unsharded(home: Arc<Cluster>) -> Clusters {
+        Clusters {
             home,
             home_names: RwLock::default(),
             home_servers: RwLock::default(),
             alias_fingerprints: RwLock::default(),
             remote: RwLock::default(),
+            sharding: None,
+            elsewhere: RwLock::default(),
             refused: RwLock::default(),
             changed: watch::Sender::new(0),
             resolved: Default::default(),
+        }
+    }
+
+    /// The clusters of one replica that judges only its shard's (`--shard-like-argocd`).
+    pub fn sharded(home: Arc<Cluster>, sharding: Sharding) -> Arc<Clusters> {
+        Arc::new(Clusters {
+            sharding: Some(sharding),
+            ..Clusters::unsharded(home)
         })
+    }
+
+    /// With `--shard-like-argocd`, this replica's sharding.
+    pub fn sharding(&self) -> Option<&Sharding> {
+        self.sharding.as_ref()
+    }
+
+    /// The clusters another replica judges (or none does), by name.
+    pub fn elsewhere(&self) -> Arc<BTreeMap<String, Elsewhere>> {
+        locks::read(&self.elsewhere).clone()
+    }
+
+    /// The cluster named `name`, or why there is none here: unknown, or judged by another
+    /// replica.
+    pub fn find(&self, name: &str) -> Result<Arc<Cluster>, ClusterError> {
+        if let Some(c) = self.lookup(name) {
+            return Ok(c);
+        }
+        if self.elsewhere().contains_key(name)
+            && let Some(why) = self.sharding.as_ref().and_then(|s| s.elsewhere(name))
+        {
+            return Err(ClusterError::JudgedElsewhere(why));
+        }
+        Err(ClusterError::UnknownName(crate::health::printable(name)))
     }
 
     /// The cluster wavegate runs in.
@@ -244,9 +305,7 @@ impl Clusters {
                 .filter(|s| !s.is_empty())
         };
         match (field("name"), field("server")) {
-            (Some(name), _) => self
-                .lookup(name)
-                .ok_or_else(|| ClusterError::UnknownName(crate::health::printable(name))),
+            (Some(name), _) => self.find(name),
             (None, Some(server)) => {
                 let server = normalize_server(server);
                 let aliased = || locks::read(&self.home_servers).contains(&server);
@@ -254,11 +313,15 @@ impl Clusters {
                     return Ok(self.home.clone());
                 }
                 // Servers are unique among the remotes (`refresh` refuses duplicates).
-                self.remotes()
-                    .values()
-                    .find(|c| c.server == server)
-                    .cloned()
-                    .ok_or_else(|| ClusterError::UnknownServer(crate::health::printable(&server)))
+                if let Some(c) = self.remotes().values().find(|c| c.server == server) {
+                    return Ok(c.clone());
+                }
+                match self.elsewhere().iter().find(|(_, e)| e.server == server) {
+                    Some((name, _)) => self.find(name),
+                    None => Err(ClusterError::UnknownServer(crate::health::printable(
+                        &server,
+                    ))),
+                }
             }
             // No destination: Argo CD refuses to sync it; the home cluster is as good a guess
             // as any for reading what it last reported.
@@ -279,9 +342,22 @@ impl Clusters {
     /// Read the source and bring the running set in line with it. A source that cannot be
     /// read at all (the home API server down) leaves the set as it is.
     pub async fn refresh(&self, source: &Source, build: &Build) -> Result<(), ClusterError> {
-        let found = source.read().await?;
+        let read_at = std::time::Instant::now();
+        let (found, sharded) = source.read().await?;
+        // With shards, the assignment is computed from this very read of the Secrets (and
+        // Argo CD's settings read right after it): a cluster this replica does not judge is
+        // never connected to beyond reading its identity.
+        let assigned = match (&self.sharding, source) {
+            (Some(sharding), Source::ArgoCdSecrets { client, .. }) => {
+                Some(sharding.assign(client, &sharded).await?)
+            }
+            _ => None,
+        };
         let current = self.remotes();
+        let before_elsewhere = self.elsewhere();
         let mut next = BTreeMap::new();
+        let mut elsewhere = BTreeMap::new();
+        let mut by_name: BTreeMap<String, shard::Assignment> = BTreeMap::new();
         let (usable, mut home_names, mut refused) = unambiguous(found);
         let mut home_servers = std::collections::BTreeSet::new();
         let mut aliases = HashMap::new();
@@ -297,7 +373,57 @@ impl Clusters {
                 ),
             }
         }
+        // The identities of clusters judged elsewhere not known yet, read at once (each read
+        // bounded): one unreachable cluster must not hold the reading of the others.
+        let mut identities: HashMap<String, Option<String>> = HashMap::new();
+        if let (Some(sharding), Some(assigned)) = (&self.sharding, &assigned) {
+            let unread = usable.iter().filter(|(origin, d)| {
+                let known = before_elsewhere
+                    .get(&d.name)
+                    .is_some_and(|e| e.fingerprint == d.fingerprint && e.identity.is_some());
+                !known && !sharding.is_mine(assigned, assigned.of(origin))
+            });
+            let reads = unread.map(|(_, d)| {
+                // Said once per Secret as it is, not at every resync.
+                let warn = before_elsewhere
+                    .get(&d.name)
+                    .is_none_or(|e| e.fingerprint != d.fingerprint);
+                async move { (d.name.clone(), identify_destination(d, warn).await) }
+            });
+            identities = futures::future::join_all(reads).await.into_iter().collect();
+        }
         for (origin, d) in usable {
+            if let (Some(sharding), Some(assigned)) = (&self.sharding, &assigned) {
+                let assignment = assigned.of(&origin);
+                if !sharding.is_mine(assigned, assignment) {
+                    let id = match identities.remove(&d.name) {
+                        Some(read) => read,
+                        None => before_elsewhere
+                            .get(&d.name)
+                            .and_then(|e| e.identity.clone()),
+                    };
+                    if id.is_some() && id.as_ref() == self.home.identity.get() {
+                        home_names.insert(d.name.clone());
+                        home_servers.insert(d.server.clone());
+                        continue;
+                    }
+                    if let Some(a) = assignment {
+                        by_name.insert(d.name.clone(), a);
+                    }
+                    let entry = Elsewhere {
+                        server: d.server.clone(),
+                        fingerprint: d.fingerprint,
+                        identity: id,
+                    };
+                    learnt |=
+                        before_elsewhere.get(&d.name).map(|e| &e.identity) != Some(&entry.identity);
+                    elsewhere.insert(d.name.clone(), entry);
+                    continue;
+                }
+                if let Some(a) = assignment {
+                    by_name.insert(d.name.clone(), a);
+                }
+            }
             let kept = current
                 .get(&d.name)
                 .filter(|c| c.fingerprint == d.fingerprint)
@@ -311,6 +437,7 @@ impl Clusters {
                 None if locks::read(&self.alias_fingerprints).get(&d.name)
                     == Some(&d.fingerprint) =>
                 {
+                    by_name.remove(&d.name);
                     home_names.insert(d.name.clone());
                     home_servers.insert(d.server.clone());
                     aliases.insert(d.name.clone(), d.fingerprint);
@@ -325,12 +452,14 @@ impl Clusters {
                     Ok(None) => {
                         tracing::info!(cluster = %d.name, server = %d.server, %origin,
                             "this cluster Secret names the home cluster by another address; served as home");
+                        by_name.remove(&d.name);
                         home_names.insert(d.name.clone());
                         home_servers.insert(d.server.clone());
                         aliases.insert(d.name.clone(), d.fingerprint);
                         continue;
                     }
                     Err(e) => {
+                        by_name.remove(&d.name);
                         refused.push(Refused {
                             source: origin,
                             reason: e.to_string(),
@@ -345,6 +474,7 @@ impl Clusters {
             {
                 tracing::info!(cluster = %d.name, server = %d.server, %origin,
                     "this cluster Secret names the home cluster by another address; served as home");
+                by_name.remove(&d.name);
                 home_names.insert(d.name.clone());
                 home_servers.insert(d.server.clone());
                 aliases.insert(d.name.clone(), d.fingerprint);
@@ -372,17 +502,27 @@ impl Clusters {
                 .iter()
                 .zip(next.iter())
                 .all(|((a, x), (b, y))| a == b && Arc::ptr_eq(x, y));
+        let same_elsewhere = before_elsewhere.len() == elsewhere.len()
+            && before_elsewhere.keys().eq(elsewhere.keys());
         *locks::write(&self.refused) = refused;
         let aliased = **locks::read(&self.home_names) != home_names
             || **locks::read(&self.home_servers) != home_servers;
         *locks::write(&self.home_names) = Arc::new(home_names);
         *locks::write(&self.home_servers) = Arc::new(home_servers);
         *locks::write(&self.alias_fingerprints) = aliases;
-        if !same || learnt {
+        *locks::write(&self.elsewhere) = Arc::new(elsewhere);
+        // The assignment is this replica's only once every cluster it names is in place: a
+        // cluster gained is connected above, a cluster lost is gone from `next`.
+        let mut reassigned = false;
+        if let (Some(sharding), Some(assigned)) = (&self.sharding, &assigned) {
+            by_name.insert(HOME.to_string(), assigned.home);
+            reassigned = sharding.update(by_name, &assigned.agreement, read_at);
+        }
+        if !same || learnt || !same_elsewhere || reassigned {
             *locks::write(&self.remote) = Arc::new(next);
             self.changed.send_modify(|n| *n += 1);
         }
-        if !same || learnt || aliased {
+        if !same || learnt || aliased || !same_elsewhere || reassigned {
             self.resolved
                 .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         }
@@ -538,6 +678,28 @@ async fn connect(
     )))
 }
 
+/// The [`identity`] of a destination this replica does not judge, read with its own
+/// credentials; `None` when it cannot be read (then it takes part in no grouping).
+async fn identify_destination(d: &Destination, warn: bool) -> Option<String> {
+    let config =
+        kube::Config::from_custom_kubeconfig(d.kubeconfig.clone(), &KubeConfigOptions::default())
+            .await
+            .ok()?;
+    let client = bounded_client(config, MAX_RESPONSE_BYTES).ok()?;
+    match identity(&client).await {
+        Ok(id) => Some(id),
+        Err(e) => {
+            if warn {
+                tracing::warn!(cluster = %d.name, error = %e,
+                    "cannot read the identity of a cluster another replica judges; if it is \
+                     also reached by a cluster Secret this replica judges, both may write its \
+                     WaveGates");
+            }
+            None
+        }
+    }
+}
+
 /// How a remote cluster is judged: like home, except that CockroachDB checks send no probe and
 /// hold no probe credentials or CA. Pod IPs are read from the remote API server but dialled from
 /// the home network: a remote cluster's pods are usually unroutable, and with overlapping pod
@@ -576,7 +738,9 @@ impl Source {
         }
     }
 
-    async fn read(&self) -> Result<Found, ClusterError> {
+    /// Every cluster the source names, and, for Argo CD's Secrets, each Secret as Argo CD's
+    /// sharding sees it (every labelled Secret, refused ones too: Argo CD counts them).
+    async fn read(&self) -> Result<(Found, Vec<(String, ShardedCluster)>), ClusterError> {
         match self {
             Source::ArgoCdSecrets {
                 client,
@@ -622,7 +786,18 @@ impl Source {
                     }
                     found
                 };
-                Ok(secrets
+                let sharded = secrets
+                    .iter()
+                    .filter_map(|s| s.as_ref().ok())
+                    .map(|s| {
+                        let origin = format!(
+                            "Secret {namespace}/{}",
+                            s.metadata.name.as_deref().unwrap_or("")
+                        );
+                        (origin, ShardedCluster::from_secret(s))
+                    })
+                    .collect();
+                let found = secrets
                     .into_iter()
                     .map(|s| match s {
                         Err((name, why)) => (
@@ -642,14 +817,16 @@ impl Source {
                             (origin, entry)
                         }
                     })
-                    .collect())
+                    .collect();
+                Ok((found, sharded))
             }
             Source::KubeconfigDir { dir, seen } => {
                 let (dir, seen) = (dir.clone(), seen.clone());
                 // File system reads block: off the async workers.
-                tokio::task::spawn_blocking(move || read_kubeconfig_dir(&dir, &seen))
+                let found = tokio::task::spawn_blocking(move || read_kubeconfig_dir(&dir, &seen))
                     .await
-                    .map_err(|e| ClusterError::SourceUnreadable(e.to_string()))?
+                    .map_err(|e| ClusterError::SourceUnreadable(e.to_string()))??;
+                Ok((found, Vec::new()))
             }
         }
     }

@@ -339,11 +339,11 @@ async fn an_unchanged_kubeconfig_file_is_not_parsed_again() {
     let path = dir.join("edge");
     seen.lock().unwrap().get_mut(&path).unwrap().outcome =
         Err(SourceError::Invalid("remembered".into()));
-    let found = source.read().await.unwrap();
+    let (found, _) = source.read().await.unwrap();
     assert_eq!(found[0].1.as_ref().unwrap_err().to_string(), "remembered");
     // …and a file that changed size is parsed again.
     std::fs::write(&path, kubeconfig("https://127.0.0.1:1", "longer-token")).unwrap();
-    let found = source.read().await.unwrap();
+    let (found, _) = source.read().await.unwrap();
     assert!(found[0].1.is_ok(), "{:?}", found[0].1.as_ref().err());
     let _ = std::fs::remove_dir_all(&dir);
 }
@@ -526,4 +526,74 @@ async fn a_stamp_of_home_read_twice_is_the_stamp_it_was_kept_under() {
         .stamp(clusters.all().iter().map(|c| &**c))
         .only(read.iter().map(|c| &**c));
     assert_eq!(kept, clusters.stamp(read.iter().map(|c| &**c)));
+}
+
+/// Replica 1 of 2 judges "b"; "a" reaches the same cluster through another Secret and is
+/// replica 0's. The first name of that cluster is "a", so replica 0 writes its WaveGates and
+/// replica 1 writes nothing there: two replicas never both write one cluster. Home is replica
+/// 0's too. Asked about "a", replica 1 names replica 0 rather than answer.
+#[tokio::test]
+async fn a_cluster_reached_by_two_secrets_on_two_replicas_gets_one_writer() {
+    let settings = ShardSettings {
+        replica: 1,
+        replicas: 2,
+        algorithm: Some(shard::Algorithm::Legacy),
+        argocd_namespace: "argocd".into(),
+        // No handover wait here: what is shown is who writes, not when.
+        rules: Rules {
+            stale_after: Duration::from_secs(60),
+            handover: Duration::ZERO,
+        },
+        leases: ("wavegate".into(), "wavegate-shard-".into()),
+    };
+    let sharding = Sharding::new(settings, Arc::new(Metrics::default()));
+    let clusters = Clusters::sharded(Cluster::home(home()), sharding);
+    clusters.home.identity.set("home".to_string()).unwrap();
+    let b = Cluster::new("b", "https://b.test", home());
+    b.identity.set("x".to_string()).unwrap();
+    let c = Cluster::new("c", "https://c.test", home());
+    c.identity.set("y".to_string()).unwrap();
+    *clusters.remote.write().unwrap() = Arc::new(
+        [
+            ("b".to_string(), Arc::new(b)),
+            ("c".to_string(), Arc::new(c)),
+        ]
+        .into(),
+    );
+    let a = Elsewhere {
+        server: "https://a.test".into(),
+        fingerprint: 1,
+        identity: Some("x".into()),
+    };
+    *clusters.elsewhere.write().unwrap() = Arc::new([("a".to_string(), a)].into());
+    let on = |shard| shard::Assignment {
+        shard,
+        paused: false,
+    };
+    let assigned = [
+        (HOME.to_string(), on(0)),
+        ("a".to_string(), on(0)),
+        ("b".to_string(), on(1)),
+        ("c".to_string(), on(1)),
+    ];
+    clusters.sharding().unwrap().update(
+        assigned.into_iter().collect(),
+        &Ok(()),
+        std::time::Instant::now(),
+    );
+
+    let got: BTreeSet<String> = clusters.writable().into_keys().collect();
+    assert_eq!(got, BTreeSet::from(["c".to_string()]));
+
+    let e = clusters.find("a").err().unwrap();
+    assert!(matches!(e, ClusterError::JudgedElsewhere(_)), "{e}");
+    assert!(
+        e.to_string().contains("judged by wavegate replica 0"),
+        "{e}"
+    );
+    let app = serde_json::json!({"spec": {"destination": {"server": "https://a.test/"}}});
+    let e = clusters.destination_of(&app).err().unwrap();
+    assert!(e.to_string().contains("replica 0"), "{e}");
+    // Home is read everywhere.
+    assert!(clusters.find(HOME).is_ok());
 }

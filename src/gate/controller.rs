@@ -450,6 +450,14 @@ impl Gates {
             .await
             .inspect_err(|e| self.context.metrics.record_write_failure("gate", e))?;
         self.context.metrics.gate_status_writes.inc();
+        let cluster = crate::metrics::ClusterLabel {
+            cluster: self.context.cluster.clone(),
+        };
+        self.context
+            .metrics
+            .cluster_gate_status_writes
+            .get_or_create(&cluster)
+            .inc();
         tracing::info!(
             gate = %format!("{}/{}", gate.namespace().unwrap_or_default(), gate.name_any()),
             health = %health_of(status),

@@ -28,13 +28,13 @@ use std::time::Duration;
 const WAIT: Duration = Duration::from_secs(30);
 
 /// `wavegate serve` as a process, stopped when dropped.
-struct Serve {
+pub(crate) struct Serve {
     child: Child,
-    url: String,
+    pub(crate) url: String,
 }
 
 impl Serve {
-    fn start(label: &str, args: &[&str]) -> Serve {
+    pub(crate) fn start(label: &str, args: &[&str]) -> Serve {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -64,7 +64,35 @@ impl Serve {
         }
     }
 
-    async fn get(&self, path: &str) -> Result<(u16, String), String> {
+    /// SIGTERM, and wait until it exits (within 10 s).
+    pub(crate) async fn terminate(&mut self) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+        assert!(sent.success());
+        let start = std::time::Instant::now();
+        while self.child.try_wait().unwrap().is_none() {
+            assert!(start.elapsed() < Duration::from_secs(10), "SIGTERM ignored");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Send `signal` (`STOP`, `CONT`).
+    pub(crate) fn signal(&self, signal: &str) {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .args([&format!("-{signal}"), &pid])
+            .status()
+            .unwrap();
+        assert!(sent.success(), "kill -{signal} {pid}");
+    }
+
+    /// SIGKILL: no Lease released, nothing cleaned up.
+    pub(crate) fn kill(&mut self) {
+        self.child.kill().unwrap();
+        self.child.wait().unwrap();
+    }
+
+    pub(crate) async fn get(&self, path: &str) -> Result<(u16, String), String> {
         let r = reqwest::get(format!("{}{path}", self.url))
             .await
             .map_err(|e| e.to_string())?;
@@ -72,7 +100,7 @@ impl Serve {
         Ok((status, r.text().await.map_err(|e| e.to_string())?))
     }
 
-    async fn json(&self, path: &str) -> Result<(u16, Value), String> {
+    pub(crate) async fn json(&self, path: &str) -> Result<(u16, Value), String> {
         let (status, body) = self.get(path).await?;
         let v = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
         Ok((status, v))
@@ -118,23 +146,57 @@ impl Drop for Serve {
     }
 }
 
-fn gate(ns: &str, name: &str, service: &str) -> Value {
+pub(crate) fn gate(ns: &str, name: &str, service: &str) -> Value {
     json!({"apiVersion": "wavegate.dev/v1alpha1", "kind": "WaveGate",
            "metadata": {"name": name, "namespace": ns},
            "spec": {"checks": [{"name": "web", "service": {"name": service}}]}})
 }
 
-fn gates(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
+pub(crate) fn gates(client: &kube::Client, ns: &str) -> Api<DynamicObject> {
     let ar = cluster::api_resource("wavegate.dev", "v1alpha1", "WaveGate", "wavegates");
     Api::namespaced_with(client.clone(), ns, &ar)
 }
 
 /// An Argo CD cluster Secret as `argocd cluster add` writes it (argo-cd util/db/cluster.go).
-fn cluster_secret(ns: &str, secret: &str, name: &str, server: &str, config: Value) -> Value {
+pub(crate) fn cluster_secret(
+    ns: &str,
+    secret: &str,
+    name: &str,
+    server: &str,
+    config: Value,
+) -> Value {
     json!({"apiVersion": "v1", "kind": "Secret",
            "metadata": {"name": secret, "namespace": ns,
                         "labels": {"argocd.argoproj.io/secret-type": "cluster"}},
            "stringData": {"name": name, "server": server, "config": config.to_string()}})
+}
+
+/// A destination as an installer prepares it: deploy/remote-cluster (CRD, ServiceAccount,
+/// read-only ClusterRole), and a token of that ServiceAccount with the control plane's own CA,
+/// as an Argo CD cluster Secret's `config` carries them. Its server, that config and the token.
+pub(crate) fn prepared(cp: &PrivateControlPlane) -> (String, Value, String) {
+    let overlay = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/remote-cluster");
+    cp.kubectl(&["apply", "--server-side", "-k", overlay.to_str().unwrap()]);
+    cp.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd/wavegates.wavegate.dev",
+    ]);
+    let token = cp.kubectl(&[
+        "-n",
+        "wavegate",
+        "create",
+        "token",
+        "wavegate",
+        "--duration=1h",
+    ]);
+    let ca = std::fs::read(cp.state.join("pki/ca.crt")).unwrap();
+    let config = json!({"bearerToken": token.trim(), "tlsClientConfig": {
+        "insecure": false,
+        "caData": base64::engine::general_purpose::STANDARD.encode(&ca)}});
+    let server = format!("https://127.0.0.1:{}", cp.apiserver_port);
+    (server, config, token.trim().to_string())
 }
 
 #[tokio::test]
@@ -143,27 +205,7 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
     let home = cluster::client().await;
     let second = PrivateControlPlane::up("clusters");
     let remote = second.admin().await;
-
-    // The destination as an installer prepares it: deploy/remote-cluster (CRD, ServiceAccount,
-    // read-only ClusterRole), and a token of that ServiceAccount.
-    let overlay = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/remote-cluster");
-    second.kubectl(&["apply", "--server-side", "-k", overlay.to_str().unwrap()]);
-    second.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=30s",
-        "crd/wavegates.wavegate.dev",
-    ]);
-    let token = second.kubectl(&[
-        "-n",
-        "wavegate",
-        "create",
-        "token",
-        "wavegate",
-        "--duration=1h",
-    ]);
-    let ca = std::fs::read(second.state.join("pki/ca.crt")).unwrap();
-    let server = format!("https://127.0.0.1:{}", second.apiserver_port);
+    let (server, config, token) = prepared(&second);
 
     // One namespace name in both clusters; home's web is ready, second's web is not yet.
     let ns = cluster::namespace(&home, "clusters").await;
@@ -176,9 +218,6 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
 
     // Argo CD's namespace is the test namespace here: the cluster Secret of "second", and one
     // that asks for an exec plugin, refused with its reason.
-    let config = json!({"bearerToken": token.trim(), "tlsClientConfig": {
-        "insecure": false,
-        "caData": base64::engine::general_purpose::STANDARD.encode(&ca)}});
     apply(
         &home,
         cluster_secret(&ns, "cluster-second", "second", &server, config),
@@ -585,7 +624,8 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
         "the removed cluster's gate series cleared",
         || async {
             let (_, metrics) = wavegate.get("/metrics").await?;
-            if metrics.contains(r#"cluster="second""#) {
+            // Counters by cluster (writes sent) keep their count; the health series go.
+            if metrics.contains(r#"wavegate_gate_health{cluster="second""#) {
                 Err("wavegate_gate_health still has cluster=\"second\"".to_string())
             } else {
                 Ok(())
@@ -700,29 +740,9 @@ async fn a_remote_gate_reads_its_application_at_home_and_wakes_on_its_changes() 
     let home = cluster::client().await;
     let second = PrivateControlPlane::up("clusters-apps");
     let remote = second.admin().await;
-    let overlay = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/remote-cluster");
-    second.kubectl(&["apply", "--server-side", "-k", overlay.to_str().unwrap()]);
-    second.kubectl(&[
-        "wait",
-        "--for=condition=Established",
-        "--timeout=30s",
-        "crd/wavegates.wavegate.dev",
-    ]);
-    let token = second.kubectl(&[
-        "-n",
-        "wavegate",
-        "create",
-        "token",
-        "wavegate",
-        "--duration=1h",
-    ]);
-    let ca = std::fs::read(second.state.join("pki/ca.crt")).unwrap();
-    let server = format!("https://127.0.0.1:{}", second.apiserver_port);
+    let (server, config, _) = prepared(&second);
     let ns = cluster::namespace(&home, "clusters-apps").await;
     second.kubectl(&["create", "namespace", &ns]);
-    let config = json!({"bearerToken": token.trim(), "tlsClientConfig": {
-        "insecure": false,
-        "caData": base64::engine::general_purpose::STANDARD.encode(&ca)}});
     apply(
         &home,
         cluster_secret(&ns, "cluster-second", "second", &server, config),

@@ -37,6 +37,7 @@ mod generic;
 mod leader;
 mod notices;
 mod seeds;
+mod shards;
 mod timeline;
 mod vap;
 mod waves;

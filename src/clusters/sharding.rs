@@ -1,0 +1,346 @@
+//! `serve --shard-like-argocd`: this replica judges only the clusters Argo CD's
+//! application-controller of the same number reconciles. The inputs are Argo CD's own
+//! (controller/sharding, `GetClusterSharding`): the replica count (`ARGOCD_CONTROLLER_REPLICAS`),
+//! this replica's number (`ARGOCD_CONTROLLER_SHARD`, else the StatefulSet pod's ordinal), the
+//! algorithm (`controller.sharding.algorithm` in argocd-cmd-params-cm), argocd-cm's
+//! `cluster.inClusterEnabled`, and every cluster Secret's `shard` and `skip-reconcile`.
+//!
+//! The computation is [`super::shard`]'s; what this replica makes of it (and when it may
+//! write) is [`super::ownership`]'s.
+
+use super::ownership::{Owner, Ownership, Rules};
+use super::shard::{self, Algorithm, Assignment, ShardedCluster};
+use super::{ClusterError, HOME_SERVER};
+use crate::locks;
+use crate::metrics::Metrics;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::{Api, DynamicObject, ListParams};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, RwLock};
+use std::time::Instant;
+
+/// argocd-cmd-params-cm, where Argo CD's Helm chart and manifests set the controller's flags.
+const CMD_PARAMS: &str = "argocd-cmd-params-cm";
+const ALGORITHM_KEY: &str = "controller.sharding.algorithm";
+const ARGOCD_CM: &str = "argocd-cm";
+const IN_CLUSTER_KEY: &str = "cluster.inClusterEnabled";
+
+/// How this replica shards (`wavegate serve` flags).
+#[derive(Debug, Clone)]
+pub struct ShardSettings {
+    /// The shard this replica runs as ([`shard::replica_shard`]).
+    pub replica: i64,
+    pub replicas: u32,
+    /// `--sharding-algorithm` (`ARGOCD_CONTROLLER_SHARDING_ALGORITHM`); `None`: read from
+    /// argocd-cmd-params-cm at every read of the Secrets.
+    pub algorithm: Option<Algorithm>,
+    /// Where Argo CD's ConfigMaps and Applications are.
+    pub argocd_namespace: String,
+    pub rules: Rules,
+    /// Where the shards' Leases are, and their names' common start (`wavegate-shard-`).
+    pub leases: (String, String),
+}
+
+/// Ends every shard Lease holder's identity: the replica count it shards by, so that replicas
+/// that count differently see each other ([`agreed`]).
+pub fn identity_suffix(replicas: u32) -> String {
+    format!(".r{replicas}")
+}
+
+/// This replica's sharding: its settings and its view of the assignment.
+pub struct Sharding {
+    pub settings: ShardSettings,
+    ownership: Arc<RwLock<Ownership>>,
+    metrics: Arc<Metrics>,
+}
+
+/// One computation: each Secret's assignment, by where it was read, and home's.
+pub struct Assigned {
+    /// `Err` while a live replica shards by another replica count: then this replica judges
+    /// nothing (see [`agreed`]).
+    pub agreement: Result<(), String>,
+    by_origin: HashMap<String, Assignment>,
+    /// The in-cluster destination's. When argocd-cm disables it and no Secret names it, Argo CD
+    /// deploys nothing there by that name; home's WaveGates are then judged by replica 0 so
+    /// that they are still judged once.
+    pub home: Assignment,
+}
+
+impl Assigned {
+    /// The assignment of the Secret read at `origin`.
+    pub fn of(&self, origin: &str) -> Option<Assignment> {
+        self.by_origin.get(origin).copied()
+    }
+}
+
+impl Sharding {
+    pub fn new(settings: ShardSettings, metrics: Arc<Metrics>) -> Sharding {
+        let ownership = Ownership::new(settings.replica, settings.replicas, settings.rules);
+        metrics.shard.set(settings.replica);
+        Sharding {
+            settings,
+            ownership: Arc::new(RwLock::new(ownership)),
+            metrics,
+        }
+    }
+
+    /// Compute the assignment from `secrets` (every cluster Secret just read, by origin) and
+    /// Argo CD's settings, read now with `client`. Fails rather than guess when a setting
+    /// cannot be read: the last assignment then goes stale and this replica stops writing.
+    pub(super) async fn assign(
+        &self,
+        client: &kube::Client,
+        secrets: &[(String, ShardedCluster)],
+    ) -> Result<Assigned, ClusterError> {
+        let ns = &self.settings.argocd_namespace;
+        let maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+        let read = |name: &'static str| {
+            let maps = maps.clone();
+            async move {
+                maps.get_opt(name).await.map_err(|e| {
+                    ClusterError::SourceUnreadable(format!(
+                        "cannot read ConfigMap {ns}/{name} to shard like Argo CD: {e}"
+                    ))
+                })
+            }
+        };
+        let setting = |cm: &Option<ConfigMap>, key: &str| {
+            cm.as_ref()
+                .and_then(|c| c.data.as_ref())
+                .and_then(|d| d.get(key))
+                .map(|v| v.trim().to_string())
+        };
+        let algorithm = match self.settings.algorithm {
+            Some(a) => a,
+            None => {
+                let name = setting(&read(CMD_PARAMS).await?, ALGORITHM_KEY).unwrap_or_default();
+                if !name.is_empty() && !Algorithm::is_known(&name) {
+                    tracing::warn!(algorithm = %name, "unknown sharding algorithm; Argo CD runs legacy, and so does wavegate");
+                }
+                Algorithm::from_name(&name)
+            }
+        };
+        // argo-cd util/settings `IsInClusterEnabled`: anything but "false" enables it.
+        let in_cluster =
+            setting(&read(ARGOCD_CM).await?, IN_CLUSTER_KEY).as_deref() != Some("false");
+        let app_servers = match algorithm {
+            Algorithm::ConsistentHashing => application_servers(client, ns).await?,
+            _ => Vec::new(),
+        };
+        let leases: Api<Lease> = Api::namespaced(client.clone(), &self.settings.leases.0);
+        let held = leases.list(&ListParams::default()).await.map_err(|e| {
+            ClusterError::SourceUnreadable(format!(
+                "cannot list the shard Leases in {}: {e}",
+                self.settings.leases.0
+            ))
+        })?;
+        let agreement = agreed(
+            &held.items,
+            &self.settings.leases.1,
+            self.settings.replicas,
+            Timestamp::now(),
+        );
+        let list = shard::argocd_cluster_list(secrets.iter().map(|(_, c)| c.clone()), in_cluster);
+        let by_server = shard::distribute(
+            algorithm,
+            self.settings.replicas,
+            &list,
+            app_servers.iter().map(String::as_str),
+        );
+        Ok(Assigned {
+            agreement,
+            by_origin: secrets
+                .iter()
+                .filter_map(|(origin, c)| by_server.get(&c.server).map(|a| (origin.clone(), *a)))
+                .collect(),
+            home: by_server.get(HOME_SERVER).copied().unwrap_or(Assignment {
+                shard: 0,
+                paused: false,
+            }),
+        })
+    }
+
+    /// Whether a cluster with `assignment` is this replica's (none is while the replicas
+    /// disagree on their count).
+    pub(super) fn is_mine(&self, assigned: &Assigned, assignment: Option<Assignment>) -> bool {
+        if assigned.agreement.is_err() {
+            return false;
+        }
+        assignment.is_some_and(|a| {
+            Owner::of(a, self.settings.replica, self.settings.replicas) == Owner::ThisReplica
+        })
+    }
+
+    /// Take the assignment by cluster name; whether what this replica judges changed. While
+    /// `agreement` fails, every cluster is taken as another replica's: nothing is written here.
+    /// `read_at`: when the read of the Secrets this assignment comes from started.
+    pub(super) fn update(
+        &self,
+        assigned: BTreeMap<String, Assignment>,
+        agreement: &Result<(), String>,
+        read_at: Instant,
+    ) -> bool {
+        let held_back = agreement
+            .as_ref()
+            .err()
+            .map(|why| format!("the wavegate replicas do not agree on their count ({why})"));
+        match &held_back {
+            Some(why) if self.metrics.shard_disagreement.get() == 0 => {
+                tracing::warn!(reason = %why, "judging no cluster until every replica shards by the same count");
+            }
+            _ => {}
+        }
+        self.metrics
+            .shard_disagreement
+            .set(i64::from(held_back.is_some()));
+        let mut ownership = locks::write(&self.ownership);
+        let changes = ownership.update(assigned, held_back, read_at, Instant::now());
+        for cluster in &changes.moved {
+            let owner = ownership.owner(cluster);
+            tracing::info!(%cluster, ?owner, "cluster moved to another shard");
+        }
+        self.metrics.shard_moves.inc_by(changes.moved.len() as u64);
+        let (owned, unowned) = ownership.counts();
+        self.metrics.shard_clusters_owned.set(owned as i64);
+        self.metrics.shard_clusters_unowned.set(unowned as i64);
+        changes.mine_changed || !changes.moved.is_empty()
+    }
+
+    /// Who judges `cluster`, per the last assignment.
+    pub fn owner(&self, cluster: &str) -> Option<Owner> {
+        locks::read(&self.ownership).owner(cluster)
+    }
+
+    /// Why this replica does not judge `cluster`, if it does not.
+    pub fn elsewhere(&self, cluster: &str) -> Option<String> {
+        self.owner(cluster).and_then(|o| o.elsewhere(cluster))
+    }
+
+    /// Whether `cluster`'s writers may run now (this replica's, its handover over).
+    pub fn writes(&self, cluster: &str) -> bool {
+        locks::read(&self.ownership).writes(cluster, Instant::now())
+    }
+
+    /// When the next pending handover ends.
+    pub fn next_handover(&self) -> Option<Instant> {
+        locks::read(&self.ownership).next_handover(Instant::now())
+    }
+
+    /// The condition every write for `cluster` is fenced on ([`crate::leader::Fence::guarded`]).
+    pub fn guard(&self, cluster: &str) -> crate::leader::Guard {
+        let (ownership, cluster) = (self.ownership.clone(), cluster.to_string());
+        Arc::new(move || locks::read(&ownership).admit(&cluster, Instant::now()))
+    }
+}
+
+/// Whether every live holder of a shard Lease (`prefix<N>`, renewed within its duration at
+/// `now`) shards by `replicas`, as its identity says ([`identity_suffix`]).
+///
+/// While a StatefulSet scales (Argo CD's replica count changed, the pods rolled one by one),
+/// old pods compute with the old count and new ones with the new: a cluster can then be shard
+/// 1 of 2 for an old pod and shard 2 of 3 for a new one, two Leases, two writers. Argo CD's
+/// controllers overlap the same way. Here every replica stops writing until the live ones
+/// agree: their verdicts expire (`validUntil`) rather than two replicas write one cluster.
+pub fn agreed(leases: &[Lease], prefix: &str, replicas: u32, now: Timestamp) -> Result<(), String> {
+    let ours = identity_suffix(replicas);
+    for lease in leases {
+        let name = lease.metadata.name.as_deref().unwrap_or_default();
+        let Some(spec) = name.strip_prefix(prefix).and(lease.spec.as_ref()) else {
+            continue;
+        };
+        let Some(holder) = spec.holder_identity.as_deref().filter(|h| !h.is_empty()) else {
+            continue;
+        };
+        let live = match (&spec.renew_time, spec.lease_duration_seconds) {
+            (Some(renewed), Some(seconds)) => renewed
+                .0
+                .checked_add(SignedDuration::from_secs(seconds.into()))
+                .is_ok_and(|expires| expires > now),
+            _ => false,
+        };
+        if live && !holder.ends_with(&ours) {
+            return Err(format!(
+                "Lease {name} is held by {holder}, which does not shard by {replicas} replicas"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The destination server of every Application in `namespace`, which consistent hashing
+/// weighs shards by (argo-cd `getAppDistribution` counts `spec.destination.server`).
+async fn application_servers(
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<Vec<String>, ClusterError> {
+    let ar = kube::api::ApiResource {
+        group: "argoproj.io".into(),
+        version: "v1alpha1".into(),
+        api_version: "argoproj.io/v1alpha1".into(),
+        kind: "Application".into(),
+        plural: "applications".into(),
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, &ar);
+    let apps = api.list(&ListParams::default()).await.map_err(|e| {
+        ClusterError::SourceUnreadable(format!(
+            "cannot list Applications in {namespace} for consistent-hashing sharding: {e}"
+        ))
+    })?;
+    Ok(apps
+        .items
+        .iter()
+        .map(|a| {
+            a.data
+                .pointer("/spec/destination/server")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::coordination::v1::LeaseSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+    use kube::api::ObjectMeta;
+
+    fn at(second: i64) -> Timestamp {
+        Timestamp::from_second(1_800_000_000 + second).unwrap()
+    }
+
+    fn lease(name: &str, holder: &str, renewed: i64) -> Lease {
+        Lease {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                ..Default::default()
+            },
+            spec: Some(LeaseSpec {
+                holder_identity: Some(holder.into()),
+                renew_time: Some(MicroTime(at(renewed))),
+                lease_duration_seconds: Some(10),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Scaling from 2 to 3 replicas: the old wavegate-1 still holds shard 1 by 2 while the new
+    /// wavegate-2 holds shard 2 by 3. A cluster can be each one's; neither writes until the old
+    /// one is gone (its Lease released or expired).
+    #[test]
+    fn replicas_that_count_differently_write_nothing_until_the_old_ones_are_gone() {
+        let old = lease("wavegate-shard-1", "wavegate-1_7-a.r2", 0);
+        let new = lease("wavegate-shard-2", "wavegate-2_9-b.r3", 0);
+        let both = [old.clone(), new.clone()];
+        let why = agreed(&both, "wavegate-shard-", 3, at(5)).unwrap_err();
+        assert!(why.contains("wavegate-1_7-a.r2"), "{why}");
+        assert!(agreed(&both, "wavegate-shard-", 2, at(5)).is_err());
+        // The old Lease expired (its pod killed) or another Lease of the namespace: agreed.
+        assert_eq!(agreed(&both, "wavegate-shard-", 3, at(11)), Ok(()));
+        let other = lease("wavegate", "someone", 0);
+        assert_eq!(agreed(&[other, new], "wavegate-shard-", 3, at(5)), Ok(()));
+    }
+}
