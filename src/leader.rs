@@ -188,7 +188,8 @@ impl Fence {
         }
     }
 
-    /// This fence, and `guard` asked before the lease (it costs no request). A write it stops
+    /// This fence, and `guard` asked before the lease (it costs no request) and again after
+    /// its answer. A write it stops
     /// counts in [`Metrics::writes_fenced`] like one the lease stops.
     pub fn guarded(&self, guard: Guard) -> Fence {
         Fence {
@@ -201,14 +202,7 @@ impl Fence {
     /// rare: a verdict that changed). What remains open is a freeze between this answer and the
     /// request leaving, and a request the network holds for longer than the lease has left.
     pub async fn admit(&self) -> Result<(), Fenced> {
-        if let Some(guard) = &self.guard
-            && let Err(why) = guard()
-        {
-            if let Some(fence) = &self.lease {
-                fence.metrics.writes_fenced.inc();
-            }
-            return Err(Fenced::NotOwned(why));
-        }
+        self.guarded_now()?;
         let Some(fence) = &self.lease else {
             return Ok(());
         };
@@ -229,7 +223,23 @@ impl Fence {
         if held.is_err() {
             fence.metrics.writes_fenced.inc();
         }
-        held
+        held?;
+        // Asked again once the Lease's answer is back: the GET may have taken up to its
+        // timeout, which the handover of a moved cluster counts only once, for the write.
+        self.guarded_now()
+    }
+
+    /// The guard's answer now (none: admitted).
+    fn guarded_now(&self) -> Result<(), Fenced> {
+        match &self.guard {
+            Some(guard) => guard().map_err(|why| {
+                if let Some(fence) = &self.lease {
+                    fence.metrics.writes_fenced.inc();
+                }
+                Fenced::NotOwned(why)
+            }),
+            None => Ok(()),
+        }
     }
 }
 
@@ -354,5 +364,43 @@ mod tests {
         assert_eq!(why, "not sent: judged by replica 2");
         let open = Fence::default().guarded(Arc::new(|| Ok(())));
         assert!(open.admit().await.is_ok());
+    }
+
+    /// The cluster moves away while the Lease is being read (the GET may take its whole
+    /// timeout): the write is stopped all the same.
+    #[tokio::test]
+    async fn a_guard_that_turns_while_the_lease_is_read_stops_the_write() {
+        let renewed = Timestamp::now();
+        let svc = tower::service_fn(move |_req: http::Request<kube::client::Body>| async move {
+            let mut held = lease(Some("a"), Some(renewed), 15);
+            held.metadata.name = Some("wavegate-shard-1".into());
+            let body = serde_json::to_vec(&held).unwrap_or_default();
+            http::Response::builder()
+                .header("content-type", "application/json")
+                .body(kube::client::Body::from(body))
+        });
+        let client = kube::Client::new(svc, "wavegate");
+        let metrics = Arc::new(Metrics::default());
+        let fence = Fence {
+            lease: Some(Arc::new(LeaseFence {
+                metrics: metrics.clone(),
+                leases: Api::namespaced(client, "wavegate"),
+                lease: "wavegate-shard-1".into(),
+                identity: "a".into(),
+            })),
+            guard: None,
+        };
+        assert!(fence.admit().await.is_ok(), "the holder may write");
+        let asked = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let turns = fence.guarded(Arc::new({
+            let asked = asked.clone();
+            move || match asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+                0 => Ok(()),
+                _ => Err("judged by replica 2".into()),
+            }
+        }));
+        let why = turns.admit().await.unwrap_err().to_string();
+        assert_eq!(why, "not sent: judged by replica 2");
+        assert_eq!(asked.load(std::sync::atomic::Ordering::SeqCst), 2);
     }
 }
