@@ -40,7 +40,10 @@
 mod access;
 mod bounds;
 mod discovery;
+#[cfg(test)]
+pub(crate) mod fed;
 mod heartbeat;
+mod marks;
 mod objects;
 mod reflect;
 mod sink;
@@ -49,6 +52,7 @@ mod strip;
 mod tests;
 mod watches;
 
+pub(crate) use marks::{Marks, Stamp as MarkStamp};
 pub(crate) use strip::ARGOCD_MANAGER;
 
 use crate::locks::lock;
@@ -210,7 +214,13 @@ pub struct Cache {
     /// Moved on by every change any read could see: an event applied to any store, a watch
     /// listed, failing, relisting, stopped or evicted (see [`Cache::epoch`]).
     epoch: Arc<AtomicU64>,
+    /// Per object, per (kind, namespace) and for the watches' phases: what a verdict is kept
+    /// by until what it read changes (see `marks`).
+    marks: Arc<Marks>,
     metrics: Arc<Metrics>,
+    /// Kinds whose watches the test feeds (`fed`).
+    #[cfg(test)]
+    fed: fed::Fed,
 }
 
 /// A dropped cache stops its watches: their tasks hold no reference to it, so without this a
@@ -262,7 +272,10 @@ impl Cache {
             heard: Mutex::new(Instant::now()),
             changes,
             epoch: Arc::default(),
+            marks: Arc::default(),
             metrics,
+            #[cfg(test)]
+            fed: Default::default(),
         });
         tokio::spawn(evict_idle(Arc::downgrade(&cache)));
         tokio::spawn(heartbeat(Arc::downgrade(&cache)));
@@ -279,6 +292,12 @@ impl Cache {
     /// while the epoch stays.
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The marks of change of every read of this cache (see `marks`): a verdict whose reads'
+    /// marks hold may be kept, while [`Cache::vouched`] says the stores are served at all.
+    pub(crate) fn marks(&self) -> &Marks {
+        &self.marks
     }
 
     /// Whether reads are served at all: a heartbeat vouched for the stores lately (see
