@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 
 mod memo;
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;
 
 pub use crate::kinds::EvalConfig;
 
@@ -184,6 +184,32 @@ impl Evaluator {
             .asks
             .get_or_create(&ResourceLabel::new(&ask.resource().to_string()))
             .inc();
+        // Kept and still holding (`memo`): as fresh as the verdict cache's, or fresher, and
+        // served without building the evaluation's state machine (kilobytes, per resource of
+        // a view).
+        if let Some(kept) = self.kept(ask) {
+            self.metrics.record_cache(true);
+            self.metrics.record_verdict(kept.verdict.status);
+            return (kept.verdict, kept.valid_until);
+        }
+        Box::pin(self.judge_cached(ask)).await
+    }
+
+    /// The verdict kept for `ask`, if what it read still holds.
+    fn kept(&self, ask: &Ask) -> Option<Judgement> {
+        #[cfg(test)]
+        if tests::KEEP_NOTHING.load(std::sync::atomic::Ordering::Relaxed) {
+            return None;
+        }
+        if !keepable(ask) {
+            return None;
+        }
+        let now = Instant::now();
+        self.memo.get(ask, &self.cache, self.scripts(), now)
+    }
+
+    /// [`Evaluator::judge_until`] through the verdict cache.
+    async fn judge_cached(&self, ask: &Ask) -> (Verdict, Option<Instant>) {
         let mut computed = false;
         let judged = self
             .verdicts
@@ -209,14 +235,14 @@ impl Evaluator {
 
     /// The verdict kept for `ask` while what it read holds (`memo`), or a new one.
     async fn judge_kept(&self, ask: &Ask) -> Judgement {
-        if keepable(ask)
-            && let Some(kept) = self
-                .memo
-                .get(ask, &self.cache, self.scripts(), Instant::now())
-        {
-            return kept;
+        #[cfg(test)]
+        if tests::KEEP_NOTHING.load(std::sync::atomic::Ordering::Relaxed) {
+            return self.evaluate(ask).await.0;
         }
-        self.judge_and_keep(ask).await
+        match self.kept(ask) {
+            Some(kept) => kept,
+            None => self.judge_and_keep(ask).await,
+        }
     }
 
     /// Evaluate `ask`, and keep the verdict when it rests on its reads alone.

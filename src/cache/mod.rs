@@ -609,7 +609,10 @@ impl Cache {
         if let Some(w) = self.watches.get(&what, &scope) {
             return Ok(w);
         }
-        self.authorize(&kind, &scope).await?;
+        // Boxed, here and in `dynamic_watch`: starting a watch (discovery, an access review)
+        // is a state machine of kilobytes, which every read's future would otherwise carry
+        // and move although the watch runs already — per resource of a view.
+        Box::pin(self.authorize(&kind, &scope)).await?;
         let api: Api<K> = match &scope {
             Some(ns) => Api::namespaced(self.client.clone(), ns),
             None => Api::all(self.client.clone()),
@@ -640,8 +643,8 @@ impl Cache {
         if let Some(w) = self.watches.get(&what, &scope) {
             return Ok(w);
         }
-        let ar = self.discover(kind).await?;
-        self.authorize(kind, &scope).await?;
+        let ar = Box::pin(self.discover(kind)).await?;
+        Box::pin(self.authorize(kind, &scope)).await?;
         let api: Api<DynamicObject> = match &scope {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
             None => Api::all_with(self.client.clone(), &ar),

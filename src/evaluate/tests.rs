@@ -4,6 +4,10 @@ use super::*;
 use crate::resource::{CheckKind, Target};
 use std::collections::BTreeSet;
 
+/// Judge every ask afresh, keeping nothing: what a timing compares the kept verdicts with.
+pub(crate) static KEEP_NOTHING: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
 /// An evaluator whose cache watches only `shop` and whose API server never answers.
 fn scoped_to_shop() -> Arc<Evaluator> {
     let metrics = Arc::new(Metrics::default());
