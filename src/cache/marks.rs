@@ -12,11 +12,42 @@
 //! *absent* mark, moved by every deletion: a judgement of an object that does not exist is not
 //! kept across a deletion that could have been of that very object.
 
-use crate::deps::Dep;
 use crate::locks::lock;
 use crate::resource::GroupResource;
 use std::collections::HashMap;
 use std::sync::Mutex;
+
+/// Something a verdict was read from: one object, or every object of a kind in a namespace
+/// (pods and EndpointSlices, whose names a Service check does not know in advance).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub(crate) enum Dep {
+    Object {
+        kind: GroupResource,
+        namespace: String,
+        name: String,
+    },
+    Namespace {
+        kind: GroupResource,
+        namespace: String,
+    },
+}
+
+impl Dep {
+    pub(crate) fn object(kind: GroupResource, namespace: &str, name: &str) -> Dep {
+        Dep::Object {
+            kind,
+            namespace: namespace.into(),
+            name: name.into(),
+        }
+    }
+
+    pub(crate) fn namespace(kind: GroupResource, namespace: &str) -> Dep {
+        Dep::Namespace {
+            kind,
+            namespace: namespace.into(),
+        }
+    }
+}
 
 #[derive(Default)]
 pub(crate) struct Marks {

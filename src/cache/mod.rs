@@ -52,7 +52,7 @@ mod strip;
 mod tests;
 mod watches;
 
-pub(crate) use marks::{Marks, Stamp as MarkStamp};
+pub(crate) use marks::{Dep, Marks, Stamp as MarkStamp};
 pub(crate) use strip::ARGOCD_MANAGER;
 
 use crate::locks::lock;

@@ -23,8 +23,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-/// More verdicts than this and they are all dropped: keys are what callers ask about.
-const MAX_KEPT: usize = 100_000;
+/// More verdicts than this and those past their time are dropped, then all if that is not
+/// enough: keys are what callers ask about. Ten Applications of 2,000 resources fit.
+const MAX_KEPT: usize = 20_000;
 
 /// A kept verdict is judged again after this at the latest. Below the 120 s after which a
 /// failure not observed again is forgotten, and a read now and then keeps on-demand watches
@@ -85,7 +86,10 @@ impl Memo {
     pub(super) fn keep(&self, ask: &Ask, taken: Taken, judgement: &Judgement, at_most: Duration) {
         let mut kept = lock(&self.kept);
         if kept.len() >= MAX_KEPT && !kept.contains_key(ask) {
-            kept.clear();
+            kept.retain(|_, k| k.until > taken.at);
+            if kept.len() >= MAX_KEPT {
+                kept.clear();
+            }
         }
         kept.insert(
             ask.clone(),

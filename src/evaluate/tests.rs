@@ -319,8 +319,11 @@ mod kept {
         Set(usize, usize, Option<Obj>, bool),
         /// A kind's watch lists again, without an error (what kube-rs does on a desync).
         Relist(usize),
-        /// Ask `a` is judged.
+        /// Ask `a` is judged once what was sent is applied.
         Judge(usize),
+        /// Ask `a` is judged (and kept) while what was sent is being applied, then once it
+        /// is: a judgement that read the old state must not be served as the new.
+        JudgeRacing(usize),
     }
 
     fn obj(kind: usize) -> BoxedStrategy<Option<Obj>> {
@@ -349,7 +352,8 @@ mod kept {
                 .prop_flat_map(|(k, i)| (Just(k), Just(i), obj(k), proptest::bool::weighted(0.1)))
                 .prop_map(|(k, i, o, quietly)| Step::Set(k, i, o, quietly)),
             1 => (0..4usize).prop_map(Step::Relist),
-            4 => (0..2 * N).prop_map(Step::Judge),
+            3 => (0..2 * N).prop_map(Step::Judge),
+            2 => (0..2 * N).prop_map(Step::JudgeRacing),
         ]
     }
 
@@ -368,6 +372,12 @@ mod kept {
                         Step::Set(k, i, o, quietly) => world.set(k, i, o, quietly),
                         Step::Relist(k) => world.list(k),
                         Step::Judge(a) => {
+                            fed::settle().await;
+                            let (served, fresh) = world.judge(a).await;
+                            prop_assert_eq!(seen(&served), seen(&fresh), "{}", world.asks[a]);
+                        }
+                        Step::JudgeRacing(a) => {
+                            world.ev.judge_kept(&world.asks[a]).await;
                             fed::settle().await;
                             let (served, fresh) = world.judge(a).await;
                             prop_assert_eq!(seen(&served), seen(&fresh), "{}", world.asks[a]);
@@ -428,6 +438,47 @@ mod kept {
         );
         fed::settle().await;
         assert_eq!(world.kept(svc), None);
+    }
+
+    /// The race the marks close: a judgement reads a Deployment paused, and while it runs (a
+    /// health script, off the runtime) the Deployment is resumed. Kept as if read after the
+    /// resume, it would say Suspended for as long as nothing else changed.
+    #[tokio::test]
+    async fn a_verdict_judged_while_its_object_changes_is_not_served_after() {
+        // Slow enough that the watch task applies what is pending meanwhile.
+        let script = "local n = 0\nfor i = 1, 20000 do n = n + i end\n\
+                      if obj.spec.paused then return {status = \"Suspended\", message = \"paused\"} end\n\
+                      return {status = \"Healthy\", message = \"running\"}";
+        let lua = Arc::new(crate::argocd_lua::LuaHealth::default());
+        lua.set_argocd_cm(Some(&std::collections::BTreeMap::from([(
+            "resource.customizations.health.apps_Deployment".to_string(),
+            script.to_string(),
+        )])));
+        let mut world = World::new(Some(lua)).await;
+        let dep = 1;
+        let deployment = |paused| {
+            Some(Obj::Deployment {
+                observed: 2,
+                paused,
+                available: true,
+            })
+        };
+        world.set(3, 0, deployment(true), false);
+        fed::settle().await;
+        // Resumed, not yet applied: it is, while the judgement below runs its script.
+        world.set(3, 0, deployment(false), false);
+        let epoch = world.ev.cache.epoch();
+        let racing = world.ev.judge_kept(&world.asks[dep]).await;
+        assert_eq!(
+            racing.verdict.status,
+            crate::health::HealthStatus::Suspended,
+            "{racing:?}"
+        );
+        assert_ne!(world.ev.cache.epoch(), epoch, "the race did not happen");
+        fed::settle().await;
+        let (served, fresh) = world.judge(dep).await;
+        assert_eq!(fresh.verdict.status, crate::health::HealthStatus::Healthy);
+        assert_eq!(seen(&served), seen(&fresh));
     }
 
     /// A watch that fails keeps nothing judged on it: until its relist completes, the verdict
