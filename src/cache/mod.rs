@@ -11,7 +11,8 @@
 //! module of its own: `watches` (the watch table: one entry per watch, saying which store it
 //! feeds and where it stands), `reflect` (the watch task), `objects` (the store of a dynamic
 //! kind), `strip` (what whole objects lose), `discovery`, `access` (the
-//! SelfSubjectAccessReview before a watch starts) and `heartbeat`.
+//! SelfSubjectAccessReview before a watch starts), `heartbeat` and `marks` (moved around every
+//! store write and phase change, so a verdict can be kept until what it read changes).
 //!
 //! A read succeeds only from a watch whose latest list has completed and which has not failed
 //! since. A watch is in one of three phases:
