@@ -161,7 +161,8 @@ fn waves_view_after_one_change() {
             Err(_) => &[false, true, false, true],
         };
         for &keep_nothing in phases {
-            crate::evaluate::tests::KEEP_NOTHING.set(keep_nothing);
+            crate::evaluate::tests::KEEP_NOTHING
+                .store(keep_nothing, std::sync::atomic::Ordering::Relaxed);
             let mut took = Vec::new();
             for round in 0..rounds {
                 deployments.send(Event::Apply(deployment(2, round % 2 == 0)));

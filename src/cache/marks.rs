@@ -6,10 +6,7 @@
 //! - a mark taken before a judgement's reads and equal at a later look means nothing it names
 //!   began to change since: the reads answered then what they would answer now;
 //! - a mark taken while a change was under way (between its two moves) equals no later one:
-//!   what was judged then may have read the old state or the new, and is never served;
-//! - while a change is under way, nothing that reads what it changes holds, whatever its
-//!   marks: between the store's write and the second move, a verdict stamped after the first
-//!   move but read before the write would otherwise still match (a seqlock's odd count).
+//!   what was judged then may have read the old state or the new, and is never served.
 //!
 //! An object the marks do not hold (listed, never changed since; or deleted) carries the
 //! *absent* mark, moved by every deletion: a judgement of an object that does not exist is not
@@ -71,44 +68,12 @@ struct Inner {
     objects: HashMap<Dep, u64>,
     /// By `Dep::Namespace`: moved by every change of an object of that kind in that namespace.
     namespaces: HashMap<Dep, u64>,
-    /// Objects and namespaces whose change has begun and not ended, with how many (two watches
-    /// may feed one kind: Services as compact views and whole).
-    changing: HashMap<Dep, u32>,
-    /// Phase changes begun and not ended.
-    phase_changing: u32,
 }
 
 impl Inner {
     fn draw(&mut self) -> u64 {
         self.drawn += 1;
         self.drawn
-    }
-
-    /// Moves the marks of `kind` `namespace/name` and of its namespace (`gone`: it was deleted).
-    fn moved(&mut self, kind: &GroupResource, namespace: &str, name: &str, gone: bool) {
-        let mark = self.draw();
-        let object = Dep::object(kind.clone(), namespace, name);
-        if gone {
-            self.objects.remove(&object);
-            self.absent = mark;
-        } else {
-            self.objects.insert(object, mark);
-        }
-        self.namespaces
-            .insert(Dep::namespace(kind.clone(), namespace), mark);
-    }
-
-    fn begin(&mut self, dep: Dep) {
-        *self.changing.entry(dep).or_default() += 1;
-    }
-
-    fn end(&mut self, dep: Dep) {
-        if let std::collections::hash_map::Entry::Occupied(mut e) = self.changing.entry(dep) {
-            *e.get_mut() -= 1;
-            if *e.get() == 0 {
-                e.remove();
-            }
-        }
     }
 
     fn of(&self, dep: &Dep) -> u64 {
@@ -137,13 +102,10 @@ impl Marks {
         }
     }
 
-    /// Whether nothing `reads` names began to change since `stamp` was taken of them, and
-    /// nothing it names is changing now.
+    /// Whether nothing `reads` names began to change since `stamp` was taken of them.
     pub(crate) fn holds(&self, reads: &[Dep], stamp: &Stamp) -> bool {
         let inner = lock(&self.inner);
         inner.phase == stamp.phase
-            && inner.phase_changing == 0
-            && reads.iter().all(|d| !inner.changing.contains_key(d))
             && reads.len() == stamp.reads.len()
             && reads
                 .iter()
@@ -151,32 +113,16 @@ impl Marks {
                 .all(|(d, m)| inner.of(d) == *m)
     }
 
-    /// A watch's phase, or which watch serves which reads, is about to change: nothing holds
-    /// until [`Marks::phase_ends`].
-    pub(crate) fn phase_begins(&self) {
+    /// A watch's phase, or which watch serves which reads, changes (or just did): called before
+    /// and after such a change.
+    pub(crate) fn phase_moves(&self) {
         let mut inner = lock(&self.inner);
         inner.phase = inner.draw();
-        inner.phase_changing += 1;
     }
 
-    /// The change [`Marks::phase_begins`] announced is made.
-    pub(crate) fn phase_ends(&self) {
-        let mut inner = lock(&self.inner);
-        inner.phase = inner.draw();
-        inner.phase_changing = inner.phase_changing.saturating_sub(1);
-    }
-
-    /// An event about `kind` `namespace/name` is about to be applied to a store: nothing that
-    /// reads it holds until [`Marks::object_ends`].
-    pub(super) fn object_begins(&self, kind: &GroupResource, namespace: &str, name: &str) {
-        let mut inner = lock(&self.inner);
-        inner.moved(kind, namespace, name, false);
-        inner.begin(Dep::object(kind.clone(), namespace, name));
-        inner.begin(Dep::namespace(kind.clone(), namespace));
-    }
-
-    /// The event [`Marks::object_begins`] announced is applied (`gone`: it deleted the object).
-    pub(super) fn object_ends(
+    /// An event about `kind` `namespace/name` is about to be applied to a store, or was just
+    /// applied (`gone`: it deleted the object).
+    pub(super) fn object_moves(
         &self,
         kind: &GroupResource,
         namespace: &str,
@@ -184,15 +130,22 @@ impl Marks {
         gone: bool,
     ) {
         let mut inner = lock(&self.inner);
-        inner.moved(kind, namespace, name, gone);
-        inner.end(Dep::object(kind.clone(), namespace, name));
-        inner.end(Dep::namespace(kind.clone(), namespace));
+        let mark = inner.draw();
+        let object = Dep::object(kind.clone(), namespace, name);
+        if gone {
+            inner.objects.remove(&object);
+            inner.absent = mark;
+        } else {
+            inner.objects.insert(object, mark);
+        }
+        inner
+            .namespaces
+            .insert(Dep::namespace(kind.clone(), namespace), mark);
     }
 
     /// A relist (or a watch stopped at a bound) dropped these objects without an event of
     /// their own: their marks are let go, as a deletion's are. Called between two
-    /// [`Marks::phase_begins`] and [`Marks::phase_ends`], which is what invalidates whatever
-    /// read them.
+    /// [`Marks::phase_moves`], which is what invalidates whatever read them.
     pub(super) fn objects_dropped<'a>(
         &self,
         kind: &GroupResource,
@@ -234,8 +187,8 @@ mod tests {
 
     /// An event on `kind` `NS/name`, both moves, as the watch task makes them.
     fn event(marks: &Marks, kind: &GroupResource, name: &str, gone: bool) {
-        marks.object_begins(kind, NS, name);
-        marks.object_ends(kind, NS, name, gone);
+        marks.object_moves(kind, NS, name, false);
+        marks.object_moves(kind, NS, name, gone);
     }
 
     #[test]
@@ -262,63 +215,27 @@ mod tests {
     }
 
     #[test]
-    fn a_stamp_taken_while_a_change_is_under_way_never_holds() {
+    fn a_stamp_taken_while_a_change_is_under_way_never_holds_after_it() {
         let marks = Marks::default();
-        let (reads, kind) = ([web()], &GroupResource::SERVICES);
-        marks.object_begins(kind, NS, "web");
-        // Stamped after the change began, read before the store's write: the old state.
+        let reads = [web()];
+        marks.object_moves(&GroupResource::SERVICES, NS, "web", false);
         let during = marks.stamp(&reads);
-        // The store is written; a look before the second move must not serve it (review:
-        // with marks alone it matched here).
         assert!(
-            !marks.holds(&reads, &during),
-            "served the old state after the write"
+            marks.holds(&reads, &during),
+            "the same moment: the marks are what they were"
         );
-        marks.object_ends(kind, NS, "web", false);
+        marks.object_moves(&GroupResource::SERVICES, NS, "web", false);
         assert!(
             !marks.holds(&reads, &during),
             "held across the store's write"
         );
-        // A look between the two moves refuses a stamp taken before the change began.
+        // And a look between the two moves refuses a stamp taken before the change began.
         let before = marks.stamp(&reads);
-        marks.object_begins(kind, NS, "web");
+        marks.object_moves(&GroupResource::SERVICES, NS, "web", false);
         assert!(
             !marks.holds(&reads, &before),
             "served while the store was written"
         );
-        // Nor does a change of another pod of the namespace let a namespace read hold.
-        let pods = [pods()];
-        let stamp = marks.stamp(&pods);
-        marks.object_begins(&GroupResource::PODS, NS, "web-1");
-        assert!(!marks.holds(&pods, &stamp));
-        marks.object_ends(&GroupResource::PODS, NS, "web-1", false);
-        let after = marks.stamp(&pods);
-        assert!(
-            marks.holds(&pods, &after),
-            "an ended change still counted as under way"
-        );
-    }
-
-    /// A phase change under way holds nothing back for good, and nothing meanwhile.
-    #[test]
-    fn nothing_holds_while_a_phase_changes() {
-        let marks = Marks::default();
-        let reads = [web()];
-        marks.phase_begins();
-        let during = marks.stamp(&reads);
-        assert!(!marks.holds(&reads, &during));
-        marks.phase_ends();
-        assert!(!marks.holds(&reads, &during));
-        let after = marks.stamp(&reads);
-        assert!(marks.holds(&reads, &after));
-        // Two watches' changes overlapping: held back until both ended.
-        marks.phase_begins();
-        marks.phase_begins();
-        marks.phase_ends();
-        let between = marks.stamp(&reads);
-        assert!(!marks.holds(&reads, &between));
-        marks.phase_ends();
-        assert!(!marks.holds(&reads, &between));
     }
 
     #[test]
@@ -344,8 +261,7 @@ mod tests {
         let reads = [web(), pods()];
         event(&marks, &GroupResource::SERVICES, "web", false);
         let stamp = marks.stamp(&reads);
-        marks.phase_begins();
-        marks.phase_ends();
+        marks.phase_moves();
         assert!(!marks.holds(&reads, &stamp));
         let stamp = marks.stamp(&reads);
         marks.objects_dropped(

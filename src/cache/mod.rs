@@ -346,11 +346,7 @@ impl Cache {
     /// is not up yet). They are never bounded or evicted.
     pub fn require(self: &Arc<Self>, kind: GroupResource) {
         let what = kind.to_string();
-        // A required kind is read cluster-wide, no longer through namespaced watches: which
-        // watch serves its reads changes, and nothing read before may be kept across it.
-        self.marks.phase_begins();
         lock(&self.required).insert(what.clone(), None);
-        self.marks.phase_ends();
         let cache = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut backoff = watcher::DefaultBackoff::default();

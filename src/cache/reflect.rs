@@ -248,23 +248,18 @@ where
         // Marked before and after the store changes (see `marks`): a verdict read meanwhile
         // is never kept as if read after.
         let marks = self.health.marks.clone();
-        let begin = || match &touched {
-            Some((namespace, name)) => marks.object_begins(&self.kind, namespace, name),
-            None if init || done => marks.phase_begins(),
+        let mark = |gone: bool| match &touched {
+            Some((namespace, name)) => marks.object_moves(&self.kind, namespace, name, gone),
+            None if init || done => marks.phase_moves(),
             None => {}
         };
-        let end = |gone: bool| match &touched {
-            Some((namespace, name)) => marks.object_ends(&self.kind, namespace, name, gone),
-            None if init || done => marks.phase_ends(),
-            None => {}
-        };
-        begin();
+        mark(false);
         // Stored first, told after: whoever reacts to the change reads the new state.
         let gone = self.sink.apply(event);
         if done {
             marks.objects_dropped(&self.kind, &gone);
         }
-        end(deleted);
+        mark(deleted);
         self.health.bump();
         self.count();
         if let Some((namespace, name)) = touched {
@@ -372,11 +367,11 @@ where
     fn empty(&mut self) {
         self.listed.clear();
         self.weights = Weights::default();
-        self.health.marks.phase_begins();
+        self.health.marks.phase_moves();
         let _ = self.sink.apply(watcher::Event::Init);
         let dropped = self.sink.apply(watcher::Event::InitDone);
         self.health.marks.objects_dropped(&self.kind, &dropped);
-        self.health.marks.phase_ends();
+        self.health.marks.phase_moves();
         self.health.bump();
         self.count();
         let label = ResourceLabel::new(&self.kind.to_string());

@@ -66,32 +66,32 @@ impl WatchHealth {
     /// A watch error: a synced watch is relisting from now on; one that never listed is still
     /// listing.
     pub(super) fn failed(&self, error: String) {
-        self.marks.phase_begins();
+        self.marks.phase_moves();
         {
             let mut phase = lock(&self.phase);
             if *phase != Phase::Listing {
                 *phase = Phase::Relisting(error);
             }
         }
-        self.marks.phase_ends();
+        self.marks.phase_moves();
         self.bump();
     }
 
     /// Stopped for a reason that outlasts a list (the object bound): reads give it, even
     /// before the first list completed.
     pub(super) fn stopped(&self, error: String) {
-        self.marks.phase_begins();
+        self.marks.phase_moves();
         *lock(&self.phase) = Phase::Relisting(error);
-        self.marks.phase_ends();
+        self.marks.phase_moves();
         self.bump();
         self.listed.notify_waiters();
     }
 
     pub(super) fn listed(&self) {
-        self.marks.phase_begins();
+        self.marks.phase_moves();
         *lock(&self.listed_at) = Some(Instant::now());
         *lock(&self.phase) = Phase::Synced;
-        self.marks.phase_ends();
+        self.marks.phase_moves();
         self.bump();
         self.listed.notify_waiters();
     }
@@ -268,9 +268,9 @@ impl WatchTable {
             task,
         };
         // Reads of `what` in this scope go to this watch from now on.
-        watched.health.marks.phase_begins();
+        watched.health.marks.phase_moves();
         watches.insert(key, watch);
-        watched.health.marks.phase_ends();
+        watched.health.marks.phase_moves();
         Ok(watched)
     }
 
@@ -301,7 +301,7 @@ impl WatchTable {
             // may not hold what the namespaced ones did.
             let any = watches.keys().any(handed_over);
             if any {
-                marks.phase_begins();
+                marks.phase_moves();
             }
             watches.retain(|k, w| {
                 let handed_over = handed_over(k);
@@ -316,7 +316,7 @@ impl WatchTable {
                 !handed_over
             });
             if any {
-                marks.phase_ends();
+                marks.phase_moves();
             }
             return None;
         }
@@ -371,7 +371,7 @@ impl WatchTable {
             }
             tracing::info!(watch = %w.label, idle = %humantime::format_duration(idle), "stopping idle watch");
             if stopped.is_none() {
-                w.health.marks.phase_begins();
+                w.health.marks.phase_moves();
             }
             w.task.abort();
             w.health.bump();
@@ -381,7 +381,7 @@ impl WatchTable {
         });
         // Its reads start a new watch, which lists afresh.
         if let Some(marks) = stopped {
-            marks.phase_ends();
+            marks.phase_moves();
         }
     }
 

@@ -4,12 +4,9 @@ use super::*;
 use crate::resource::{CheckKind, Target};
 use std::collections::BTreeSet;
 
-thread_local! {
-    /// Judge every ask afresh on this thread, keeping nothing: what a timing compares the kept
-    /// verdicts with. Per thread, so that the tests beside it, which run on threads of their
-    /// own, keep what they keep.
-    pub(crate) static KEEP_NOTHING: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
-}
+/// Judge every ask afresh, keeping nothing: what a timing compares the kept verdicts with.
+pub(crate) static KEEP_NOTHING: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
 
 /// An evaluator whose cache watches only `shop` and whose API server never answers.
 fn scoped_to_shop() -> Arc<Evaluator> {
