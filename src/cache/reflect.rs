@@ -43,14 +43,10 @@ impl Cache {
         K: KubeResource + Clone + Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
         S: Sink<K>,
     {
-        let health = Arc::new(WatchHealth::new(self.epoch.clone(), self.marks.clone()));
+        let health = Arc::new(WatchHealth::new(self.epoch.clone()));
         tracing::info!(watch = %label, required, "starting watch");
-        #[cfg(test)]
-        let source = self.fed_source(&kind).unwrap_or(Source::Api(api));
-        #[cfg(not(test))]
-        let source = Source::Api(api);
         let run = Reflect {
-            source,
+            api,
             sink,
             counted: 0,
             counted_bytes: 0,
@@ -99,21 +95,10 @@ struct Weights {
     listing_bytes: usize,
 }
 
-/// A watch's events, as a kube-rs watcher delivers them.
-pub(super) type Events<K> = futures::stream::BoxStream<'static, watcher::Result<watcher::Event<K>>>;
-
-/// Where a watch's events come from: the API server, or in tests what the test sends.
-#[cfg_attr(test, allow(clippy::large_enum_variant))] // One per watch.
-pub(super) enum Source<K: KubeResource + Clone + 'static> {
-    Api(Api<K>),
-    #[cfg(test)]
-    Fed(Box<dyn FnMut() -> Events<K> + Send>),
-}
-
 /// One watch's task: a kube-rs watcher feeding the store, replaced by a fresh one (a full
 /// list) after any error.
 pub(super) struct Reflect<K: KubeResource + Clone + 'static, S> {
-    source: Source<K>,
+    api: Api<K>,
     sink: S,
     /// What this watch adds to `wavegate_cached_objects`.
     counted: i64,
@@ -163,11 +148,8 @@ where
             // reads from cache, GA) the API server serves it from its watch cache once that has
             // caught up with etcd, so a relist after an outage never starts from objects older
             // than the outage, as a resourceVersion=0 list could on a lagging API server.
-            let mut stream: Events<K> = match &mut self.source {
-                Source::Api(api) => watcher(api.clone(), watcher::Config::default()).boxed(),
-                #[cfg(test)]
-                Source::Fed(next) => next(),
-            };
+            let stream = watcher(self.api.clone(), watcher::Config::default());
+            let mut stream = std::pin::pin!(stream);
             // A heartbeat's word ends the watch at once and restarts it without a backoff:
             // either the API server went silent (the list will wait or fail on its own) or it
             // answers again after a silence, and the sooner the relist, the shorter the time
@@ -244,22 +226,8 @@ where
             matches!(event, watcher::Event::Init),
             matches!(event, watcher::Event::InitDone),
         );
-        let deleted = matches!(event, watcher::Event::Delete(_));
-        // Marked before and after the store changes (see `marks`): a verdict read meanwhile
-        // is never kept as if read after.
-        let marks = self.health.marks.clone();
-        let mark = |gone: bool| match &touched {
-            Some((namespace, name)) => marks.object_moves(&self.kind, namespace, name, gone),
-            None if init || done => marks.phase_moves(),
-            None => {}
-        };
-        mark(false);
         // Stored first, told after: whoever reacts to the change reads the new state.
         let gone = self.sink.apply(event);
-        if done {
-            marks.objects_dropped(&self.kind, &gone);
-        }
-        mark(deleted);
         self.health.bump();
         self.count();
         if let Some((namespace, name)) = touched {
@@ -367,11 +335,8 @@ where
     fn empty(&mut self) {
         self.listed.clear();
         self.weights = Weights::default();
-        self.health.marks.phase_moves();
         let _ = self.sink.apply(watcher::Event::Init);
         let dropped = self.sink.apply(watcher::Event::InitDone);
-        self.health.marks.objects_dropped(&self.kind, &dropped);
-        self.health.marks.phase_moves();
         self.health.bump();
         self.count();
         let label = ResourceLabel::new(&self.kind.to_string());

@@ -4,7 +4,6 @@
 //! (kube-runtime keeps a store per reflector the same way; kubert's `index` keys them in one
 //! map).
 
-use super::marks::Marks;
 use super::objects::Objects;
 use super::{Cache, CacheError};
 use crate::locks::lock;
@@ -36,16 +35,12 @@ pub(super) struct WatchHealth {
     /// The cache's epoch (see [`super::Cache::epoch`]), moved on by every change of this
     /// watch's store or phase.
     epoch: Arc<AtomicU64>,
-    /// The cache's marks of change, the phase's moved around every change of this watch's
-    /// phase.
-    pub(super) marks: Arc<Marks>,
 }
 
 impl WatchHealth {
-    pub(super) fn new(epoch: Arc<AtomicU64>, marks: Arc<Marks>) -> Self {
+    pub(super) fn new(epoch: Arc<AtomicU64>) -> Self {
         WatchHealth {
             epoch,
-            marks,
             phase: Mutex::new(Phase::Listing),
             listed: Notify::new(),
             listed_at: Mutex::new(None),
@@ -66,32 +61,24 @@ impl WatchHealth {
     /// A watch error: a synced watch is relisting from now on; one that never listed is still
     /// listing.
     pub(super) fn failed(&self, error: String) {
-        self.marks.phase_moves();
-        {
-            let mut phase = lock(&self.phase);
-            if *phase != Phase::Listing {
-                *phase = Phase::Relisting(error);
-            }
+        let mut phase = lock(&self.phase);
+        if *phase != Phase::Listing {
+            *phase = Phase::Relisting(error);
         }
-        self.marks.phase_moves();
         self.bump();
     }
 
     /// Stopped for a reason that outlasts a list (the object bound): reads give it, even
     /// before the first list completed.
     pub(super) fn stopped(&self, error: String) {
-        self.marks.phase_moves();
         *lock(&self.phase) = Phase::Relisting(error);
-        self.marks.phase_moves();
         self.bump();
         self.listed.notify_waiters();
     }
 
     pub(super) fn listed(&self) {
-        self.marks.phase_moves();
         *lock(&self.listed_at) = Some(Instant::now());
         *lock(&self.phase) = Phase::Synced;
-        self.marks.phase_moves();
         self.bump();
         self.listed.notify_waiters();
     }
@@ -267,10 +254,7 @@ impl WatchTable {
             required,
             task,
         };
-        // Reads of `what` in this scope go to this watch from now on.
-        watched.health.marks.phase_moves();
         watches.insert(key, watch);
-        watched.health.marks.phase_moves();
         Ok(watched)
     }
 
@@ -294,17 +278,8 @@ impl WatchTable {
             if wide.health.phase() != Phase::Synced {
                 return watches.contains_key(&own).then_some(own.scope).flatten();
             }
-            let marks = wide.health.marks.clone();
-            let handed_over =
-                |k: &WatchKey| k.feeds == feeds && k.what == what && k.scope.is_some();
-            // Reads of every namespace go to the cluster-wide watch from now on, whose store
-            // may not hold what the namespaced ones did.
-            let any = watches.keys().any(handed_over);
-            if any {
-                marks.phase_moves();
-            }
             watches.retain(|k, w| {
-                let handed_over = handed_over(k);
+                let handed_over = k.feeds == feeds && k.what == what && k.scope.is_some();
                 if handed_over {
                     tracing::info!(watch = %w.label, "stopping namespaced watch: the cluster-wide one has synced");
                     w.task.abort();
@@ -315,9 +290,6 @@ impl WatchTable {
                 }
                 !handed_over
             });
-            if any {
-                marks.phase_moves();
-            }
             return None;
         }
         if watches.contains_key(&own) {
@@ -364,25 +336,16 @@ impl WatchTable {
 
     /// Stop on-demand watches nobody has read for `idle`.
     pub(super) fn evict_idle(&self, idle: Duration) {
-        let mut stopped = None;
         lock(&self.watches).retain(|_, w| {
             if w.required || w.health.idle_for() < idle {
                 return true;
             }
             tracing::info!(watch = %w.label, idle = %humantime::format_duration(idle), "stopping idle watch");
-            if stopped.is_none() {
-                w.health.marks.phase_moves();
-            }
             w.task.abort();
             w.health.bump();
             self.on_demand.fetch_sub(1, Ordering::AcqRel);
-            stopped = Some(w.health.marks.clone());
             false
         });
-        // Its reads start a new watch, which lists afresh.
-        if let Some(marks) = stopped {
-            marks.phase_moves();
-        }
     }
 
     pub(super) fn stop_all(&self) {
