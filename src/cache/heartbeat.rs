@@ -34,8 +34,17 @@ impl Cache {
 /// Turn every watch to relisting when the API server stops answering (see
 /// [`WatchLimits::heartbeat`]), or answers again after a silence (wavegate was frozen, or the
 /// API server was away): what the stores missed meanwhile is only known after a new list.
+///
+/// Which watches relist when the API server answers again depends on what is known of the
+/// silence's start. After heartbeats that failed, a watch listed since the last failure listed
+/// from an API server that answered, and keeps its store. After a silence no heartbeat saw
+/// fail (this process was frozen, or starved of CPU, between two of them), or one that came
+/// late, the silence began at some unknown instant after the last answer: a watch listed just
+/// before it holds what it held then, however recent its list looks, so every watch relists.
 pub(super) async fn heartbeat(cache: Weak<Cache>) {
     let mut answering = true;
+    // When the heartbeat last failed, while it has not answered since.
+    let mut failed_at = None;
     loop {
         let Some((client, every)) = cache
             .upgrade()
@@ -48,8 +57,11 @@ pub(super) async fn heartbeat(cache: Weak<Cache>) {
         } else {
             every.min(HEARTBEAT_RETRY)
         };
+        let slept_at = Instant::now();
         tokio::time::sleep(pause).await;
         let answer = tokio::time::timeout(every, api_server_ready(&client)).await;
+        // Longer than the pause, the longest answer and as much again: frozen meanwhile.
+        let late = slept_at.elapsed() > pause + 2 * every;
         let Some(c) = cache.upgrade() else { return };
         let error = match answer {
             Ok(Ok(())) => None,
@@ -71,16 +83,19 @@ pub(super) async fn heartbeat(cache: Weak<Cache>) {
                     c.watches.relist(&e, None);
                 }
                 answering = false;
+                failed_at = Some(Instant::now());
             }
             None => {
-                let heard = *lock(&c.heard);
                 if let Some(silence) = c.silence(None) {
-                    tracing::warn!(%silence, "API server answers again; relisting the watches that have not since");
+                    // A failure seen is a silence's latest known instant; none seen, none known.
+                    let stale_if_listed_before = failed_at.filter(|_| !late);
+                    tracing::warn!(%silence, after_failures = stale_if_listed_before.is_some(), "API server answers again; relisting the watches that have not listed since");
                     c.silences.fetch_add(1, Ordering::AcqRel);
-                    c.watches.relist(&silence, Some(heard));
+                    c.watches.relist(&silence, stale_if_listed_before);
                 }
                 *lock(&c.heard) = Instant::now();
                 answering = true;
+                failed_at = None;
             }
         }
     }

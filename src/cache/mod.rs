@@ -305,6 +305,15 @@ impl Cache {
         self.silences.fetch_add(1, Ordering::AcqRel);
     }
 
+    /// What a freeze of this process (SIGSTOP) for `frozen` leaves behind: the heartbeat last
+    /// answered before it, and every watch listed just after that answer.
+    #[cfg(test)]
+    pub(crate) fn freeze_for_test(&self, frozen: Duration) {
+        let thawed = Instant::now();
+        *lock(&self.heard) = thawed - frozen - Duration::from_millis(10);
+        self.watches.listed_at_for_test(thawed - frozen);
+    }
+
     /// Whether what was decided from reads made after [`Cache::silences`] answered `silences`
     /// may still be acted on: no silence came since, and the stores are vouched for now.
     pub(crate) fn heard_throughout(&self, silences: u64) -> bool {

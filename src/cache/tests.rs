@@ -514,6 +514,56 @@ async fn a_paused_api_server_turns_reads_to_relisting_until_it_answers_again() {
     }
 }
 
+/// The faults e2e once read a Service's pre-freeze endpoints right after a thaw: the watch
+/// had listed after the heartbeat's last answer and before the SIGSTOP, and the relist after
+/// the silence spared every watch listed since that answer.
+#[tokio::test]
+async fn a_watch_listed_just_before_this_process_froze_relists_after_the_thaw() {
+    let script = Arc::new(Script::default());
+    script.lists.lock().unwrap().extend([
+        ListReply {
+            pods: 1,
+            ready: true,
+            resource_version: "1",
+            hold: None,
+        },
+        // What the API server holds once the process thaws.
+        ListReply {
+            pods: 1,
+            ready: false,
+            resource_version: "9",
+            hold: None,
+        },
+    ]);
+    let limits = WatchLimits {
+        heartbeat: Duration::from_millis(200),
+        ..WatchLimits::default()
+    };
+    let cache = cache_with(fake_api(script.clone()).await, limits);
+    assert_eq!(ready_of(&cache.pods(NS).await.unwrap()), [true]);
+    let silences = cache.silences();
+
+    // The watch stream stays quiet: the changes made during the freeze are only in a list.
+    cache.freeze_for_test(Duration::from_secs(20));
+    until("the heartbeat finds the silence", || {
+        cache.silences() != silences
+    })
+    .await;
+    let start = Instant::now();
+    loop {
+        match cache.pods(NS).await {
+            Ok(p) if ready_of(&p) == [false] => break,
+            Ok(p) => panic!(
+                "the store as it was before the freeze was served after the thaw: {:?}",
+                ready_of(&p)
+            ),
+            Err(e) => assert!(start.elapsed() < Duration::from_secs(5), "still {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(script.lists_started.load(Ordering::SeqCst), 2);
+}
+
 #[tokio::test]
 async fn on_demand_watches_are_bounded_and_the_refusal_says_why() {
     let script = Arc::new(Script::default());

@@ -319,6 +319,16 @@ impl WatchTable {
         phases
     }
 
+    /// Every listed watch listed at `at` instead.
+    #[cfg(test)]
+    pub(super) fn listed_at_for_test(&self, at: Instant) {
+        for w in lock(&self.watches).values() {
+            if let Some(listed) = lock(&w.health.listed_at).as_mut() {
+                *listed = at;
+            }
+        }
+    }
+
     /// The watches listed before `listed_before` (all with `None`) relist: none of them may
     /// serve reads until its new list completes.
     pub(super) fn relist(&self, reason: &str, listed_before: Option<Instant>) {

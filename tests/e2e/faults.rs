@@ -98,13 +98,21 @@ impl Observer {
         self.truth.lock().unwrap().writes_blocked_until = Some(Instant::now());
     }
 
-    fn record(&self, verdict: &Value, gate: Option<&Gate>, vouching: bool) {
+    /// One sample: `verdict` as answered to a request sent at `asked`, then wavegate's
+    /// `/readyz` and the gate's stored status.
+    fn record(&self, verdict: &Value, asked: Instant, gate: Option<&Gate>, vouching: bool) {
         let now = Instant::now();
         let truth = *self.truth.lock().unwrap();
         let phase = self.phase.lock().unwrap().clone();
         let mut tally = self.tally.lock().unwrap();
         tally.samples += 1;
         let not_ready_for = (!truth.ready).then(|| now.duration_since(truth.since));
+        // A verdict is judged after its request was sent, and is wrong only if the truth had
+        // changed by then: the `/readyz` and gate reads after it may take seconds (3 s each
+        // against a frozen wavegate), and a Healthy answered before a SIGSTOP, then sampled at
+        // the thaw, once passed for a verdict served 17 s after the pod turned NotReady.
+        let not_ready_when_asked =
+            (!truth.ready && truth.since <= asked).then(|| asked.duration_since(truth.since));
         let status = verdict["status"].as_str().unwrap_or("");
         let message = verdict["message"].as_str().unwrap_or("");
         let blind = !vouching
@@ -115,10 +123,10 @@ impl Observer {
         if blind {
             tally.blind_at = Some(now);
         }
-        if status == "Healthy" && not_ready_for.is_some_and(|d| d > WATCH_LATENCY) {
+        if status == "Healthy" && not_ready_when_asked.is_some_and(|d| d > WATCH_LATENCY) {
             tally.false_healthy_verdicts.push(format!(
-                "[{phase}] {:?} after the change: {verdict}",
-                not_ready_for.unwrap_or_default()
+                "[{phase}] asked {:?} after the change: {verdict}",
+                not_ready_when_asked.unwrap_or_default()
             ));
         }
         if status == "Degraded" {
@@ -489,6 +497,7 @@ async fn faults_never_make_wavegate_claim_healthy_or_degraded_falsely() {
             let http = reqwest::Client::new();
             let mut admin: Option<Client> = None;
             loop {
+                let asked = Instant::now();
                 let v = verdict(&http, &url).await.ok();
                 let vouching = readyz(&http, &url).await == Ok(200);
                 if admin.is_none() {
@@ -502,7 +511,12 @@ async fn faults_never_make_wavegate_claim_healthy_or_degraded_falsely() {
                     Some(a) => gate(a).await,
                     None => None,
                 };
-                obs.record(v.as_ref().unwrap_or(&Value::Null), g.as_ref(), vouching);
+                obs.record(
+                    v.as_ref().unwrap_or(&Value::Null),
+                    asked,
+                    g.as_ref(),
+                    vouching,
+                );
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
         })
