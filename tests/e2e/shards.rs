@@ -84,7 +84,15 @@ impl Replica {
 
     /// Status writes of this replica, by cluster.
     async fn writes(&self) -> BTreeMap<String, f64> {
-        let (_, text) = self.serve.get("/metrics").await.unwrap_or_default();
+        // A failed scrape read as "no writes" would pass for a replica that wrote nothing.
+        let what = format!("{}'s metrics", self.label);
+        let text = eventually(Duration::from_secs(10), &what, || async {
+            match self.serve.get("/metrics").await? {
+                (200, text) => Ok(text),
+                (status, body) => Err(format!("{status} {body}")),
+            }
+        })
+        .await;
         let prefix = "wavegate_cluster_gate_status_writes_total{cluster=\"";
         text.lines()
             .filter_map(|l| {
@@ -349,6 +357,21 @@ async fn each_replica_writes_only_its_shards_clusters_and_a_successor_takes_over
             .get(&format!("/api/v1/clusters/b/gates/{ns}/web-up"))
             .await?;
         if status == 200 {
+            Ok(())
+        } else {
+            Err(format!("{status} {body}"))
+        }
+    })
+    .await;
+    // Until its next read of the Secrets, shard 2's holder may still write b: that is what
+    // replica 0's handover waits out. The change comes once it has let b go, so that any write
+    // of it is replica 0's (a change made earlier was once written by r2c, rightly).
+    eventually(WAIT, "shard 2's holder lets b go", || async {
+        let (status, body) = replicas[by(&replicas, "r2c")]
+            .serve
+            .get(&format!("/api/v1/clusters/b/gates/{ns}/web-up"))
+            .await?;
+        if status == 421 {
             Ok(())
         } else {
             Err(format!("{status} {body}"))
