@@ -525,6 +525,28 @@ async fn notices_may_write_only_the_notice_keys_of_an_application() {
     )
     .await
     .expect("wavegate may remove its notice");
+    // The policy reaches the admission chain on its own time, apart from the Role: until a
+    // forbidden change is refused, an admitted one says nothing. A dry run is admitted like the
+    // real patch and changes nothing.
+    cluster::eventually(Duration::from_secs(30), "the notices policy is in force", || async {
+        let permanent = json!({"metadata": {"annotations": {"notice.argocd.argoproj.io/permanent": "true"}}});
+        match Api::<DynamicObject>::namespaced_with(wavegate.clone(), &ns, &apps)
+            .patch(
+                "shop",
+                &PatchParams {
+                    dry_run: true,
+                    ..PatchParams::default()
+                },
+                &Patch::Merge(permanent),
+            )
+            .await
+        {
+            Err(e) if e.to_string().contains("wavegate-notices-only") => Ok(()),
+            Err(e) => Err(e.to_string()),
+            Ok(_) => Err("a permanent notice admitted".to_string()),
+        }
+    })
+    .await;
     for (what, patch) in [
         (
             "a permanent notice",
