@@ -3,41 +3,10 @@
 //! reads themselves (`kinds::reads`); the index only stores and matches it.
 
 use crate::cache::Change;
+pub(crate) use crate::cache::Dep;
 use crate::resource::GroupResource;
 use std::collections::{HashMap, HashSet};
 use std::hash::Hash;
-
-/// Something a verdict was read from: one object, or every object of a kind in a namespace
-/// (pods and EndpointSlices, whose names a Service check does not know in advance).
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) enum Dep {
-    Object {
-        kind: GroupResource,
-        namespace: String,
-        name: String,
-    },
-    Namespace {
-        kind: GroupResource,
-        namespace: String,
-    },
-}
-
-impl Dep {
-    pub(crate) fn object(kind: GroupResource, namespace: &str, name: &str) -> Dep {
-        Dep::Object {
-            kind,
-            namespace: namespace.into(),
-            name: name.into(),
-        }
-    }
-
-    pub(crate) fn namespace(kind: GroupResource, namespace: &str) -> Dep {
-        Dep::Namespace {
-            kind,
-            namespace: namespace.into(),
-        }
-    }
-}
 
 /// Reverse index from cached objects to the keys (gates, annotated objects) that read them.
 pub(crate) struct DepIndex<K> {

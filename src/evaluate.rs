@@ -19,6 +19,10 @@ use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+mod memo;
+#[cfg(test)]
+pub(crate) mod tests;
+
 pub use crate::kinds::EvalConfig;
 
 /// What judging `ask` reads from the cache (its kind's declared reads), for whoever must be
@@ -93,6 +97,8 @@ pub struct Evaluator {
     cache: Arc<Cache>,
     config: EvalConfig,
     verdicts: moka::future::Cache<Ask, Judgement>,
+    /// Verdicts kept until what they read changes (`memo`).
+    memo: memo::Memo,
     probes: moka::future::Cache<String, cockroach::PodProbe>,
     /// When each persistent failure was first seen, by ask and object identity (UID and
     /// generation), so a grace period belongs to one object at one spec.
@@ -132,6 +138,7 @@ impl Evaluator {
                 .time_to_live(config.probe_ttl.max(Duration::from_millis(1)))
                 .max_capacity(MAX_CACHED_PROBES)
                 .build(),
+            memo: memo::Memo::default(),
             failing_since: Mutex::default(),
             prober: Arc::new(prober),
             probing: Arc::default(),
@@ -177,6 +184,32 @@ impl Evaluator {
             .asks
             .get_or_create(&ResourceLabel::new(&ask.resource().to_string()))
             .inc();
+        // Kept and still holding (`memo`): as fresh as the verdict cache's, or fresher, and
+        // served without building the evaluation's state machine (kilobytes, per resource of
+        // a view).
+        if let Some(kept) = self.kept(ask) {
+            self.metrics.record_cache(true);
+            self.metrics.record_verdict(kept.verdict.status);
+            return (kept.verdict, kept.valid_until);
+        }
+        Box::pin(self.judge_cached(ask)).await
+    }
+
+    /// The verdict kept for `ask`, if what it read still holds.
+    fn kept(&self, ask: &Ask) -> Option<Judgement> {
+        #[cfg(test)]
+        if tests::KEEP_NOTHING.get() {
+            return None;
+        }
+        if !keepable(ask) {
+            return None;
+        }
+        let now = Instant::now();
+        self.memo.get(ask, &self.cache, self.scripts(), now)
+    }
+
+    /// [`Evaluator::judge_until`] through the verdict cache.
+    async fn judge_cached(&self, ask: &Ask) -> (Verdict, Option<Instant>) {
         let mut computed = false;
         let judged = self
             .verdicts
@@ -184,7 +217,7 @@ impl Evaluator {
             // would otherwise be moved around on every ask, cache hit or not.
             .get_with_by_ref(ask, async {
                 computed = true;
-                Box::pin(self.evaluate(ask)).await
+                Box::pin(self.judge_kept(ask)).await
             })
             .await;
         self.metrics.record_cache(!computed);
@@ -195,12 +228,53 @@ impl Evaluator {
     /// Evaluate now, bypassing the verdict cache (probes stay cached). For the gate controller,
     /// which runs on change events and must see the change that woke it.
     pub(crate) async fn judge_fresh(&self, ask: &Ask) -> Judgement {
-        let j = self.evaluate(ask).await;
+        let j = self.judge_and_keep(ask).await;
         self.verdicts.insert(ask.clone(), j.clone()).await;
         j
     }
 
-    async fn evaluate(&self, ask: &Ask) -> Judgement {
+    /// The verdict kept for `ask` while what it read holds (`memo`), or a new one.
+    async fn judge_kept(&self, ask: &Ask) -> Judgement {
+        #[cfg(test)]
+        if tests::KEEP_NOTHING.get() {
+            return self.evaluate(ask).await.0;
+        }
+        match self.kept(ask) {
+            Some(kept) => kept,
+            None => self.judge_and_keep(ask).await,
+        }
+    }
+
+    /// Evaluate `ask`, and keep the verdict when it rests on its reads alone.
+    async fn judge_and_keep(&self, ask: &Ask) -> Judgement {
+        if !keepable(ask) {
+            return self.evaluate(ask).await.0;
+        }
+        // Taken before any read: a change while judging leaves what is kept stale in the
+        // marks' eyes, never served.
+        let taken = memo::Memo::take(ask, &self.cache, self.scripts());
+        let (j, keep) = self.evaluate(ask).await;
+        if keep {
+            let at_most = memo::KEEP_AT_MOST.min(self.cache.watch_idle() / 2);
+            self.memo.keep(ask, taken, &j, at_most);
+        } else {
+            self.memo.forget(ask);
+        }
+        j
+    }
+
+    /// The generation of Argo CD's health scripts judged with (0 without any).
+    fn scripts(&self) -> u64 {
+        self.config
+            .argocd_lua
+            .as_ref()
+            .map_or(0, |l| l.generation())
+    }
+
+    /// Judge `ask` now, and whether the verdict rests on the reads alone (none failed or was
+    /// blind, no probe, no clock read, no grace period running, not Unknown): what may be kept
+    /// until they change.
+    async fn evaluate(&self, ask: &Ask) -> (Judgement, bool) {
         let (probes, clock) = (self.probes_asked(), crate::argocd_lua::clock_reads());
         let (found, failed) = match self.find(ask).await {
             Ok(found) => (found, false),
@@ -237,15 +311,21 @@ impl Evaluator {
                 REOBSERVE_FAILURE
             });
         }
+        let settled = matches!(found.finding, Finding::Settled(_));
         let mut verdict = found.finding.resolve(lasted, found.grace);
         verdict.argo_status = found.argo_status;
-        Judgement {
+        let keep = expiries.is_empty()
+            && settled
+            && found.blind.is_none()
+            && verdict.status != crate::health::HealthStatus::Unknown;
+        let j = Judgement {
             verdict,
             blind: found.blind,
             judged_selector: found.judged_selector,
             judged_state: found.judged_state,
             valid_until: expiries.into_iter().min().map(|d| now + d),
-        }
+        };
+        (j, keep)
     }
 
     fn probes_asked(&self) -> u64 {
@@ -371,6 +451,12 @@ impl kinds::Probes for Evaluator {
     }
 }
 
+/// Whether a verdict of `ask` may be kept at all: a CockroachDB check rests on probe answers,
+/// which age without any watch event, and the probe cache already keeps them for their TTL.
+fn keepable(ask: &Ask) -> bool {
+    !matches!(ask.check, crate::kinds::Check::CrdbCluster(_))
+}
+
 /// Record an observation of the persistent failure `key` at `now` and return how long it has
 /// lasted. A failure not observed for [`FORGET_FAILURES_AFTER`] starts again; the map is pruned
 /// of such stale entries, and of the oldest ones past [`MAX_REMEMBERED_FAILURES`].
@@ -427,55 +513,5 @@ fn forget(probing: &Mutex<HashMap<String, (u64, SharedProbe)>>, key: &str, id: u
     let mut probing = lock(probing);
     if probing.get(key).is_some_and(|(i, _)| *i == id) {
         probing.remove(key);
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::resource::{CheckKind, Target};
-    use std::collections::BTreeSet;
-
-    /// An evaluator whose cache watches only `shop` and whose API server never answers.
-    fn scoped_to_shop() -> Arc<Evaluator> {
-        let metrics = Arc::new(Metrics::default());
-        let config = kube::Config::new("http://127.0.0.1:9".parse().unwrap());
-        let cache = Cache::new(
-            kube::Client::try_from(config).unwrap(),
-            Some(BTreeSet::from(["shop".to_string()])),
-            Duration::from_millis(50),
-            metrics.clone(),
-        );
-        Evaluator::new(cache, EvalConfig::default(), metrics).unwrap()
-    }
-
-    #[tokio::test]
-    async fn a_namespace_outside_namespaces_is_out_of_reach_not_blind() {
-        // Waiting never brings prod into this wavegate's reach: the gate's timeout must apply.
-        let ev = scoped_to_shop();
-        let ask = Ask::with_defaults(Target::new(CheckKind::SERVICE, "prod", "forgejo").unwrap());
-        let j = ev.judge_fresh(&ask).await;
-        assert_eq!(j.blind, None, "{j:?}");
-        assert!(j.verdict.message.contains("--namespaces"), "{j:?}");
-        assert!(j.verdict.message.contains("timeout applies"), "{j:?}");
-        // A watched namespace whose cache cannot list (the API server does not answer) is
-        // wavegate's own blindness.
-        let ask = Ask::with_defaults(Target::new(CheckKind::SERVICE, "shop", "web").unwrap());
-        let j = ev.judge_fresh(&ask).await;
-        assert!(j.blind.is_some(), "{j:?}");
-    }
-
-    #[test]
-    fn only_errors_that_may_pass_are_blind() {
-        let not_served = CacheError::NotInstalled("crdbclusters.crdb.cockroachlabs.com".into());
-        assert_eq!(blindness(&not_served), None);
-        let outside = CacheError::NamespaceNotWatched("prod".into());
-        assert_eq!(blindness(&outside), None);
-        let relisting = CacheError::Relisting {
-            what: "pods in prod".into(),
-            error: "410 Gone".into(),
-        };
-        assert!(blindness(&relisting).is_some());
-        assert!(blindness(&CacheError::NotSynced("pods in prod".into())).is_some());
     }
 }

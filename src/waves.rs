@@ -445,7 +445,7 @@ async fn judge_kind(
     r: &ResourceRef,
 ) -> (Verdict, Option<Instant>) {
     let what = format!("{} {}/{}", r.kind, r.namespace, r.name);
-    match evaluator.cache().plural_of(&r.group, &r.kind).await {
+    match Box::pin(evaluator.cache().plural_of(&r.group, &r.kind)).await {
         Ok(plural) => {
             // The health route's policy: a kind off `--generic-kinds` (pods, Secrets) is not
             // read on an Application's behalf either — its manifests are not the installer's.
@@ -713,7 +713,7 @@ async fn judge_scoped(
 ) -> Judged {
     let reads = ask_for(r).is_some() || is_gate(r) || is_pod(r) || reported.is_none();
     if let (Some(scoped), true) = (scoped, reads)
-        && let Err(why) = scoped.admits(evaluator, policy, r).await
+        && let Err(why) = Box::pin(scoped.admits(evaluator, policy, r)).await
     {
         let until = match why {
             NotAdmitted::Unreadable { .. } => unsure(),
@@ -752,7 +752,9 @@ async fn judge_one(
         (verdict, JudgedBy::Wavegate, until)
     } else if is_pod(r) {
         // From the compact pod view every Service check reads too; never the whole pod.
-        match evaluator.cache().pod(&r.namespace, &r.name).await {
+        // (Boxed here and below: the reads' state machines are kilobytes, and would make every
+        // resource's judgement as large, moved and allocated per resource of a view.)
+        match Box::pin(evaluator.cache().pod(&r.namespace, &r.name)).await {
             Ok(pod) => (
                 crate::checks::pod::check(&r.namespace, &r.name, pod.as_deref()),
                 JudgedBy::Wavegate,
@@ -765,10 +767,12 @@ async fn judge_one(
             ),
         }
     } else if is_gate(r) {
-        let gate = evaluator
-            .cache()
-            .object_as::<WaveGate>(&gate_kind, &r.namespace, &r.name)
-            .await;
+        let gate = Box::pin(evaluator.cache().object_as::<WaveGate>(
+            &gate_kind,
+            &r.namespace,
+            &r.name,
+        ))
+        .await;
         match gate {
             Ok(g) => {
                 let (verdict, until) = gate_verdict_until(g, r);

@@ -19,6 +19,8 @@ pub mod openapi;
 mod scope;
 mod serve;
 mod state;
+#[cfg(test)]
+mod timing;
 mod token;
 pub mod ui;
 

@@ -126,6 +126,9 @@ pub fn group_kind(object: &Value) -> Option<(String, String)> {
 pub struct LuaHealth {
     engine: Engine,
     scripts: std::sync::RwLock<Scripts>,
+    /// Moved before and after argocd-cm's scripts are replaced: a verdict judged by a script
+    /// is kept only while this stays (see [`LuaHealth::generation`]).
+    generation: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for LuaHealth {
@@ -144,6 +147,7 @@ impl LuaHealth {
                 custom: Customizations::default(),
                 bundled: std::sync::Arc::new(bundled),
             }),
+            generation: Default::default(),
         }
     }
 
@@ -153,9 +157,19 @@ impl LuaHealth {
         for problem in &custom.problems {
             tracing::warn!("argocd-cm: {problem}");
         }
+        use std::sync::atomic::Ordering::AcqRel;
+        self.generation.fetch_add(1, AcqRel);
         if let Ok(mut scripts) = self.scripts.write() {
             scripts.custom = custom;
         }
+        self.generation.fetch_add(1, AcqRel);
+    }
+
+    /// Which scripts judge: equal generations, taken before and after a judgement, mean the
+    /// same scripts throughout (a generation taken while they were replaced equals no later
+    /// one).
+    pub(crate) fn generation(&self) -> u64 {
+        self.generation.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The script Argo CD would run for `group`/`kind`.

@@ -63,7 +63,8 @@ impl Catalog {
         let mut latest = self.latest.lock().await;
         if latest.tried.is_none_or(|t| t.elapsed() >= max_age) {
             latest.tried = Some(Instant::now());
-            match fetch(client).await {
+            // Boxed: fetching is kilobytes of state that every lookup's future would carry.
+            match Box::pin(fetch(client)).await {
                 Ok(d) => {
                     latest.document = Some(Arc::new(d));
                     latest.found.clear();

@@ -11,7 +11,8 @@
 //! module of its own: `watches` (the watch table: one entry per watch, saying which store it
 //! feeds and where it stands), `reflect` (the watch task), `objects` (the store of a dynamic
 //! kind), `strip` (what whole objects lose), `discovery`, `access` (the
-//! SelfSubjectAccessReview before a watch starts) and `heartbeat`.
+//! SelfSubjectAccessReview before a watch starts), `heartbeat` and `marks` (moved around every
+//! store write and phase change, so a verdict can be kept until what it read changes).
 //!
 //! A read succeeds only from a watch whose latest list has completed and which has not failed
 //! since. A watch is in one of three phases:
@@ -40,7 +41,10 @@
 mod access;
 mod bounds;
 mod discovery;
+#[cfg(test)]
+pub(crate) mod fed;
 mod heartbeat;
+mod marks;
 mod objects;
 mod reflect;
 mod sink;
@@ -49,6 +53,7 @@ mod strip;
 mod tests;
 mod watches;
 
+pub(crate) use marks::{Dep, Marks, Stamp as MarkStamp};
 pub(crate) use strip::ARGOCD_MANAGER;
 
 use crate::locks::lock;
@@ -212,7 +217,13 @@ pub struct Cache {
     /// Moved on by every change any read could see: an event applied to any store, a watch
     /// listed, failing, relisting, stopped or evicted (see [`Cache::epoch`]).
     epoch: Arc<AtomicU64>,
+    /// Per object, per (kind, namespace) and for the watches' phases: what a verdict is kept
+    /// by until what it read changes (see `marks`).
+    marks: Arc<Marks>,
     metrics: Arc<Metrics>,
+    /// Kinds whose watches the test feeds (`fed`).
+    #[cfg(test)]
+    fed: fed::Fed,
 }
 
 /// A dropped cache stops its watches: their tasks hold no reference to it, so without this a
@@ -265,7 +276,10 @@ impl Cache {
             silences: AtomicU64::new(0),
             changes,
             epoch: Arc::default(),
+            marks: Arc::default(),
             metrics,
+            #[cfg(test)]
+            fed: Default::default(),
         });
         tokio::spawn(evict_idle(Arc::downgrade(&cache)));
         tokio::spawn(heartbeat(Arc::downgrade(&cache)));
@@ -282,6 +296,12 @@ impl Cache {
     /// while the epoch stays.
     pub(crate) fn epoch(&self) -> u64 {
         self.epoch.load(Ordering::Acquire)
+    }
+
+    /// The marks of change of every read of this cache (see `marks`): a verdict whose reads'
+    /// marks hold may be kept, while [`Cache::vouched`] says the stores are served at all.
+    pub(crate) fn marks(&self) -> &Marks {
+        &self.marks
     }
 
     /// Whether reads are served at all: a heartbeat vouched for the stores lately (see
@@ -335,7 +355,11 @@ impl Cache {
     /// is not up yet). They are never bounded or evicted.
     pub fn require(self: &Arc<Self>, kind: GroupResource) {
         let what = kind.to_string();
+        // A required kind is read cluster-wide, no longer through namespaced watches: which
+        // watch serves its reads changes, and nothing read before may be kept across it.
+        self.marks.phase_begins();
         lock(&self.required).insert(what.clone(), None);
+        self.marks.phase_ends();
         let cache = Arc::downgrade(self);
         tokio::spawn(async move {
             let mut backoff = watcher::DefaultBackoff::default();
@@ -623,7 +647,10 @@ impl Cache {
         if let Some(w) = self.watches.get(&what, &scope) {
             return Ok(w);
         }
-        self.authorize(&kind, &scope).await?;
+        // Boxed, here and in `dynamic_watch`: starting a watch (discovery, an access review)
+        // is a state machine of kilobytes, which every read's future would otherwise carry
+        // and move although the watch runs already — per resource of a view.
+        Box::pin(self.authorize(&kind, &scope)).await?;
         let api: Api<K> = match &scope {
             Some(ns) => Api::namespaced(self.client.clone(), ns),
             None => Api::all(self.client.clone()),
@@ -654,8 +681,8 @@ impl Cache {
         if let Some(w) = self.watches.get(&what, &scope) {
             return Ok(w);
         }
-        let ar = self.discover(kind).await?;
-        self.authorize(kind, &scope).await?;
+        let ar = Box::pin(self.discover(kind)).await?;
+        Box::pin(self.authorize(kind, &scope)).await?;
         let api: Api<DynamicObject> = match &scope {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
             None => Api::all_with(self.client.clone(), &ar),

@@ -43,10 +43,14 @@ impl Cache {
         K: KubeResource + Clone + Debug + Send + Sync + serde::de::DeserializeOwned + 'static,
         S: Sink<K>,
     {
-        let health = Arc::new(WatchHealth::new(self.epoch.clone()));
+        let health = Arc::new(WatchHealth::new(self.epoch.clone(), self.marks.clone()));
         tracing::info!(watch = %label, required, "starting watch");
+        #[cfg(test)]
+        let source = self.fed_source(&kind).unwrap_or(Source::Api(api));
+        #[cfg(not(test))]
+        let source = Source::Api(api);
         let run = Reflect {
-            api,
+            source,
             sink,
             counted: 0,
             counted_bytes: 0,
@@ -95,10 +99,21 @@ struct Weights {
     listing_bytes: usize,
 }
 
+/// A watch's events, as a kube-rs watcher delivers them.
+pub(super) type Events<K> = futures::stream::BoxStream<'static, watcher::Result<watcher::Event<K>>>;
+
+/// Where a watch's events come from: the API server, or in tests what the test sends.
+#[cfg_attr(test, allow(clippy::large_enum_variant))] // One per watch.
+pub(super) enum Source<K: KubeResource + Clone + 'static> {
+    Api(Api<K>),
+    #[cfg(test)]
+    Fed(Box<dyn FnMut() -> Events<K> + Send>),
+}
+
 /// One watch's task: a kube-rs watcher feeding the store, replaced by a fresh one (a full
 /// list) after any error.
 pub(super) struct Reflect<K: KubeResource + Clone + 'static, S> {
-    api: Api<K>,
+    source: Source<K>,
     sink: S,
     /// What this watch adds to `wavegate_cached_objects`.
     counted: i64,
@@ -148,8 +163,11 @@ where
             // reads from cache, GA) the API server serves it from its watch cache once that has
             // caught up with etcd, so a relist after an outage never starts from objects older
             // than the outage, as a resourceVersion=0 list could on a lagging API server.
-            let stream = watcher(self.api.clone(), watcher::Config::default());
-            let mut stream = std::pin::pin!(stream);
+            let mut stream: Events<K> = match &mut self.source {
+                Source::Api(api) => watcher(api.clone(), watcher::Config::default()).boxed(),
+                #[cfg(test)]
+                Source::Fed(next) => next(),
+            };
             // A heartbeat's word ends the watch at once and restarts it without a backoff:
             // either the API server went silent (the list will wait or fail on its own) or it
             // answers again after a silence, and the sooner the relist, the shorter the time
@@ -226,8 +244,27 @@ where
             matches!(event, watcher::Event::Init),
             matches!(event, watcher::Event::InitDone),
         );
+        let deleted = matches!(event, watcher::Event::Delete(_));
+        // Marked before and after the store changes (see `marks`): a verdict read meanwhile
+        // is never kept as if read after.
+        let marks = self.health.marks.clone();
+        let begin = || match &touched {
+            Some((namespace, name)) => marks.object_begins(&self.kind, namespace, name),
+            None if init || done => marks.phase_begins(),
+            None => {}
+        };
+        let end = |gone: bool| match &touched {
+            Some((namespace, name)) => marks.object_ends(&self.kind, namespace, name, gone),
+            None if init || done => marks.phase_ends(),
+            None => {}
+        };
+        begin();
         // Stored first, told after: whoever reacts to the change reads the new state.
         let gone = self.sink.apply(event);
+        if done {
+            marks.objects_dropped(&self.kind, &gone);
+        }
+        end(deleted);
         self.health.bump();
         self.count();
         if let Some((namespace, name)) = touched {
@@ -335,8 +372,11 @@ where
     fn empty(&mut self) {
         self.listed.clear();
         self.weights = Weights::default();
+        self.health.marks.phase_begins();
         let _ = self.sink.apply(watcher::Event::Init);
         let dropped = self.sink.apply(watcher::Event::InitDone);
+        self.health.marks.objects_dropped(&self.kind, &dropped);
+        self.health.marks.phase_ends();
         self.health.bump();
         self.count();
         let label = ResourceLabel::new(&self.kind.to_string());

@@ -4,6 +4,7 @@
 //! (kube-runtime keeps a store per reflector the same way; kubert's `index` keys them in one
 //! map).
 
+use super::marks::Marks;
 use super::objects::Objects;
 use super::{Cache, CacheError};
 use crate::locks::lock;
@@ -35,12 +36,16 @@ pub(super) struct WatchHealth {
     /// The cache's epoch (see [`super::Cache::epoch`]), moved on by every change of this
     /// watch's store or phase.
     epoch: Arc<AtomicU64>,
+    /// The cache's marks of change, the phase's moved around every change of this watch's
+    /// phase.
+    pub(super) marks: Arc<Marks>,
 }
 
 impl WatchHealth {
-    pub(super) fn new(epoch: Arc<AtomicU64>) -> Self {
+    pub(super) fn new(epoch: Arc<AtomicU64>, marks: Arc<Marks>) -> Self {
         WatchHealth {
             epoch,
+            marks,
             phase: Mutex::new(Phase::Listing),
             listed: Notify::new(),
             listed_at: Mutex::new(None),
@@ -61,24 +66,32 @@ impl WatchHealth {
     /// A watch error: a synced watch is relisting from now on; one that never listed is still
     /// listing.
     pub(super) fn failed(&self, error: String) {
-        let mut phase = lock(&self.phase);
-        if *phase != Phase::Listing {
-            *phase = Phase::Relisting(error);
+        self.marks.phase_begins();
+        {
+            let mut phase = lock(&self.phase);
+            if *phase != Phase::Listing {
+                *phase = Phase::Relisting(error);
+            }
         }
+        self.marks.phase_ends();
         self.bump();
     }
 
     /// Stopped for a reason that outlasts a list (the object bound): reads give it, even
     /// before the first list completed.
     pub(super) fn stopped(&self, error: String) {
+        self.marks.phase_begins();
         *lock(&self.phase) = Phase::Relisting(error);
+        self.marks.phase_ends();
         self.bump();
         self.listed.notify_waiters();
     }
 
     pub(super) fn listed(&self) {
+        self.marks.phase_begins();
         *lock(&self.listed_at) = Some(Instant::now());
         *lock(&self.phase) = Phase::Synced;
+        self.marks.phase_ends();
         self.bump();
         self.listed.notify_waiters();
     }
@@ -254,7 +267,10 @@ impl WatchTable {
             required,
             task,
         };
+        // Reads of `what` in this scope go to this watch from now on.
+        watched.health.marks.phase_begins();
         watches.insert(key, watch);
+        watched.health.marks.phase_ends();
         Ok(watched)
     }
 
@@ -278,8 +294,17 @@ impl WatchTable {
             if wide.health.phase() != Phase::Synced {
                 return watches.contains_key(&own).then_some(own.scope).flatten();
             }
+            let marks = wide.health.marks.clone();
+            let handed_over =
+                |k: &WatchKey| k.feeds == feeds && k.what == what && k.scope.is_some();
+            // Reads of every namespace go to the cluster-wide watch from now on, whose store
+            // may not hold what the namespaced ones did.
+            let any = watches.keys().any(handed_over);
+            if any {
+                marks.phase_begins();
+            }
             watches.retain(|k, w| {
-                let handed_over = k.feeds == feeds && k.what == what && k.scope.is_some();
+                let handed_over = handed_over(k);
                 if handed_over {
                     tracing::info!(watch = %w.label, "stopping namespaced watch: the cluster-wide one has synced");
                     w.task.abort();
@@ -290,6 +315,9 @@ impl WatchTable {
                 }
                 !handed_over
             });
+            if any {
+                marks.phase_ends();
+            }
             return None;
         }
         if watches.contains_key(&own) {
@@ -346,16 +374,25 @@ impl WatchTable {
 
     /// Stop on-demand watches nobody has read for `idle`.
     pub(super) fn evict_idle(&self, idle: Duration) {
+        let mut stopped = None;
         lock(&self.watches).retain(|_, w| {
             if w.required || w.health.idle_for() < idle {
                 return true;
             }
             tracing::info!(watch = %w.label, idle = %humantime::format_duration(idle), "stopping idle watch");
+            if stopped.is_none() {
+                w.health.marks.phase_begins();
+            }
             w.task.abort();
             w.health.bump();
             self.on_demand.fetch_sub(1, Ordering::AcqRel);
+            stopped = Some(w.health.marks.clone());
             false
         });
+        // Its reads start a new watch, which lists afresh.
+        if let Some(marks) = stopped {
+            marks.phase_ends();
+        }
     }
 
     pub(super) fn stop_all(&self) {
