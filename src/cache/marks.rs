@@ -12,8 +12,9 @@
 //!   move but read before the write would otherwise still match (a seqlock's odd count).
 //!
 //! An object the marks do not hold (listed, never changed since; or deleted) carries the
-//! *absent* mark, moved by every deletion: a judgement of an object that does not exist is not
-//! kept across a deletion that could have been of that very object.
+//! *absent* mark of its kind in its namespace, moved by every deletion there: a judgement of an
+//! object that does not exist is not kept across a deletion that could have been of that very
+//! object, and a deletion elsewhere leaves it be.
 
 use crate::locks::lock;
 use crate::resource::GroupResource;
@@ -64,9 +65,9 @@ struct Inner {
     /// Moved by any watch's phase (listing, synced, relisting, stopped), a list's start and
     /// end, a watch started, stopped, evicted or handed over: all reads at once.
     phase: u64,
-    /// Moved by any deletion (and any object a relist dropped): the mark of every object not
-    /// in `objects`.
-    absent: u64,
+    /// By kind, then namespace: moved by any deletion there (and any object a relist dropped);
+    /// the mark of every object of it not in `objects` (0 where nothing was ever deleted).
+    absent: HashMap<GroupResource, HashMap<String, u64>>,
     /// By `Dep::Object`.
     objects: HashMap<Dep, u64>,
     /// By `Dep::Namespace`: moved by every change of an object of that kind in that namespace.
@@ -90,12 +91,22 @@ impl Inner {
         let object = Dep::object(kind.clone(), namespace, name);
         if gone {
             self.objects.remove(&object);
-            self.absent = mark;
+            self.set_absent(kind, namespace, mark);
         } else {
             self.objects.insert(object, mark);
         }
         self.namespaces
             .insert(Dep::namespace(kind.clone(), namespace), mark);
+    }
+
+    fn set_absent(&mut self, kind: &GroupResource, namespace: &str, mark: u64) {
+        let of_kind = self.absent.entry(kind.clone()).or_default();
+        match of_kind.get_mut(namespace) {
+            Some(m) => *m = mark,
+            None => {
+                of_kind.insert(namespace.to_string(), mark);
+            }
+        }
     }
 
     fn begin(&mut self, dep: Dep) {
@@ -113,7 +124,15 @@ impl Inner {
 
     fn of(&self, dep: &Dep) -> u64 {
         match dep {
-            Dep::Object { .. } => self.objects.get(dep).copied().unwrap_or(self.absent),
+            Dep::Object {
+                kind, namespace, ..
+            } => self.objects.get(dep).copied().unwrap_or_else(|| {
+                self.absent
+                    .get(kind)
+                    .and_then(|of_kind| of_kind.get(namespace.as_str()))
+                    .copied()
+                    .unwrap_or(0)
+            }),
             Dep::Namespace { .. } => self.namespaces.get(dep).copied().unwrap_or(0),
         }
     }
@@ -199,15 +218,12 @@ impl Marks {
         dropped: impl IntoIterator<Item = &'a (String, String)>,
     ) {
         let mut inner = lock(&self.inner);
-        let mut any = false;
         for (namespace, name) in dropped {
             inner
                 .objects
                 .remove(&Dep::object(kind.clone(), namespace, name));
-            any = true;
-        }
-        if any {
-            inner.absent = inner.draw();
+            let mark = inner.draw();
+            inner.set_absent(kind, namespace, mark);
         }
     }
 
@@ -336,6 +352,27 @@ mod tests {
         let stamp = marks.stamp(&missing);
         event(&marks, &GroupResource::SERVICES, "other", true);
         assert!(!marks.holds(&missing, &stamp));
+        // A deletion of another kind, or in another namespace, cannot have been of it.
+        let stamp = marks.stamp(&missing);
+        event(&marks, &GroupResource::PODS, "gone", true);
+        marks.object_begins(&GroupResource::SERVICES, "elsewhere", "gone");
+        marks.object_ends(&GroupResource::SERVICES, "elsewhere", "gone", true);
+        marks.objects_dropped(
+            &GroupResource::SERVICES,
+            &[("elsewhere".to_string(), "other".to_string())],
+        );
+        assert!(
+            marks.holds(&missing, &stamp),
+            "a deletion elsewhere let it go"
+        );
+        // A listed object never changed (no mark of its own) is absent-marked too.
+        let listed = [Dep::object(GroupResource::SERVICES, NS, "listed")];
+        let stamp = marks.stamp(&listed);
+        marks.objects_dropped(
+            &GroupResource::SERVICES,
+            &[(NS.to_string(), "listed".to_string())],
+        );
+        assert!(!marks.holds(&listed, &stamp), "dropped by a relist, kept");
     }
 
     #[test]
