@@ -381,6 +381,7 @@ async fn a_frozen_ex_leaders_late_patch_is_refused_when_the_new_leader_agreed_wi
         lease: "wavegate".into(),
         identity: "ex-leader".into(),
         duration: Duration::from_secs(15),
+        rivals: wavegate::leader::Rivals::of_unsharded("wavegate"),
     };
     let wg = Wavegate::start_in(client.clone(), EvalConfig::default(), &[&ns]).await;
     tokio::spawn(wavegate::annotate::run_with(
