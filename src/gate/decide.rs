@@ -21,6 +21,9 @@ pub(crate) struct Inputs<'a> {
     pub verdicts: Vec<(String, Verdict)>,
     /// Checks wavegate could not see (check name → why): see [`gate_health`].
     pub blind: HashMap<String, String>,
+    /// What the gate reads through a watch that has not listed yet: its checks, and the
+    /// Application that manages it (see [`decide`]).
+    pub cold: Vec<String>,
     /// The status to compare with: what the object carries, or what this controller wrote
     /// while the cache has not caught up with it.
     pub stored: Option<WaveGateStatus>,
@@ -53,7 +56,13 @@ pub(crate) struct Decision {
     /// A `spec.timeout` that does not parse: the gate is judged without it, and the controller
     /// logs why.
     pub ignored_timeout: Option<String>,
+    /// Why the status that should be written is not, for now: what has not listed yet.
+    pub held: Option<String>,
 }
+
+/// How soon a gate whose watches have not listed yet is judged again: a list that completes
+/// with nothing the gate reads wakes no gate.
+pub(crate) const COLD_RECHECK: Duration = Duration::from_secs(1);
 
 impl Decision {
     /// The health the decided status carries.
@@ -74,6 +83,7 @@ pub(crate) fn decide(inputs: Inputs<'_>, rules: &Rules, now: Timestamp) -> Decis
         gate,
         verdicts,
         blind,
+        cold,
         stored,
         sync,
         probing,
@@ -106,6 +116,31 @@ pub(crate) fn decide(inputs: Inputs<'_>, rules: &Rules, now: Timestamp) -> Decis
         requeue = Some(requeue.map_or(rules.probe_recheck, |d| d.min(rules.probe_recheck)));
     }
     let write = stored.as_ref() != Some(&status);
+    // A watch that has not listed yet knows nothing about the cluster, not even that what a
+    // verdict written before it (this replica's, or the previous owner's of a cluster that
+    // moved here) says has changed. While that verdict still counts, it is left as it is:
+    // Progressing ("has not synced yet") over it would reverse a wave the cluster allows, for
+    // wavegate's own sake. Past its validUntil, Argo CD's script reads it as Progressing
+    // anyway, and the blind verdict is written with its reason.
+    if write
+        && !cold.is_empty()
+        && let Some((kept, until)) = stored
+            .as_ref()
+            .and_then(|s| Some((s, still_counts(s, now)?)))
+    {
+        let recheck = COLD_RECHECK.min(Duration::from_secs(until));
+        return Decision {
+            status: kept.clone(),
+            write: false,
+            requeue: Some(requeue.map_or(recheck, |d| d.min(recheck))),
+            event: None,
+            ignored_timeout,
+            held: Some(format!(
+                "not written over a verdict valid for {until}s more: {} not listed yet",
+                cold.join(", ")
+            )),
+        };
+    }
     // Compared with the status the object carried, not with memory (src/events.rs).
     let event = write
         .then(|| {
@@ -123,7 +158,18 @@ pub(crate) fn decide(inputs: Inputs<'_>, rules: &Rules, now: Timestamp) -> Decis
         requeue,
         event,
         ignored_timeout,
+        held: None,
     }
+}
+
+/// For how many more whole seconds after `now` a stored status counts, if it has a
+/// `validUntil` still ahead. One without (`--status-validity 0`) is not kept over a cold
+/// watch: nothing would ever end it if the watch never lists.
+fn still_counts(s: &WaveGateStatus, now: Timestamp) -> Option<u64> {
+    let until = s.health.as_ref()?.valid_until?;
+    u64::try_from(until - now.as_second())
+        .ok()
+        .filter(|left| *left > 0)
 }
 
 #[cfg(test)]
@@ -177,6 +223,7 @@ mod tests {
             gate,
             verdicts: waiting(),
             blind: HashMap::new(),
+            cold: Vec::new(),
             stored,
             sync,
             probing: false,
@@ -318,6 +365,48 @@ mod tests {
         assert_ne!(d.event.map(|e| e.reason), Some("TimedOut"));
     }
 
+    /// A cluster gained from another replica: the previous owner wrote Healthy, valid until
+    /// 06:33; the successor's Service watch has not listed yet. Nothing is written over it
+    /// until the watch lists (judged again within a second) or the verdict runs out.
+    #[test]
+    fn a_cold_watch_does_not_overwrite_a_verdict_that_still_counts() {
+        let g = gate(Some("10m"));
+        let healthy_at = ts("2026-11-30T06:30:00Z");
+        let mut healthy = inputs(&g, None, SyncClock::Unmanaged);
+        healthy.verdicts = vec![("http".into(), Verdict::healthy("1 ready endpoint"))];
+        let previous = decide(healthy, &RULES, healthy_at).status;
+        let cold = |now: &str| {
+            let mut i = inputs(&g, Some(previous.clone()), SyncClock::Unmanaged);
+            let why = "the cache of services in ddb has not synced yet";
+            i.verdicts = vec![("http".into(), Verdict::progressing(why))];
+            i.blind = HashMap::from([("http".to_string(), why.to_string())]);
+            i.cold = vec!["check http".into()];
+            decide(i, &RULES, ts(now))
+        };
+        let d = cold("2026-11-30T06:31:00Z");
+        assert!(!d.write, "{:?}", d.status.health);
+        assert_eq!(d.status, previous);
+        assert_eq!(d.health(), HealthStatus::Healthy);
+        assert_eq!(d.event, None);
+        assert_eq!(d.requeue, Some(COLD_RECHECK));
+        assert!(d.held.unwrap().contains("check http not listed yet"));
+        // Run out: Argo CD reads it as Progressing anyway, and the reason is written.
+        let d = cold("2026-11-30T06:33:00Z");
+        assert!(d.write);
+        assert_eq!(d.health(), HealthStatus::Progressing);
+        // A verdict without validUntil (--status-validity 0) would never run out: not kept.
+        let mut i = inputs(&g, Some(previous.clone()), SyncClock::Unmanaged);
+        i.stored
+            .as_mut()
+            .unwrap()
+            .health
+            .as_mut()
+            .unwrap()
+            .valid_until = None;
+        i.cold = vec!["check http".into()];
+        assert!(decide(i, &RULES, ts("2026-11-30T06:31:00Z")).write);
+    }
+
     /// A proven split CockroachDB cluster, a Database CNPG refused: definite failures.
     fn split() -> Verdict {
         Verdict::degraded("prod/cockroachdb: split cluster — 2 cluster IDs among 3 pods")
@@ -430,7 +519,7 @@ mod tests {
                 })),
             };
             let d = decide(
-                Inputs { gate: &g, verdicts, blind, stored: None, sync, probing: false },
+                Inputs { gate: &g, verdicts, blind, cold: Vec::new(), stored: None, sync, probing: false },
                 &RULES,
                 now,
             );
