@@ -525,6 +525,28 @@ impl Metrics {
 mod tests {
     use super::*;
 
+    /// A replica whose reads of the Secrets hang shows its assignment aging at every scrape,
+    /// not the age it had at its last read; an unsharded one shows -1.
+    #[test]
+    fn the_shard_assignment_ages_at_each_scrape() {
+        let m = Metrics::default();
+        assert!(
+            m.encode()
+                .contains("\nwavegate_shard_assignment_age_seconds -1.0\n"),
+            "{}",
+            m.encode()
+        );
+        let read = std::time::Instant::now() - std::time::Duration::from_secs(90);
+        m.set_shard_assigned_at(read);
+        let text = m.encode();
+        let age: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("wavegate_shard_assignment_age_seconds "))
+            .and_then(|v| v.parse().ok())
+            .unwrap();
+        assert!((90.0..100.0).contains(&age), "{text}");
+    }
+
     #[test]
     fn a_gate_shows_only_its_current_status_and_disappears_when_gone() {
         let m = Metrics::default();

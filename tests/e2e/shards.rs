@@ -82,6 +82,35 @@ impl Replica {
         }
     }
 
+    /// An unsharded leader (`--leader-elect` on the plain Lease `wavegate`) of every cluster,
+    /// as a Deployment left beside the shards' StatefulSet runs.
+    fn unsharded(ns: &str, label: &str) -> Replica {
+        let lease = format!("{}s", LEASE.as_secs());
+        let args = [
+            "--clusters-from",
+            "argocd-secrets",
+            "--clusters-namespace",
+            ns,
+            "--clusters-resync",
+            "1s",
+            "--argocd-namespace",
+            ns,
+            "--namespaces",
+            ns,
+            "--leader-elect",
+            "--leader-elect-namespace",
+            ns,
+            "--leader-elect-identity",
+            label,
+            "--leader-elect-duration",
+            &lease,
+        ];
+        Replica {
+            serve: Serve::start(&format!("shards-{label}"), &args),
+            label: label.to_string(),
+        }
+    }
+
     /// Status writes of this replica, by cluster.
     async fn writes(&self) -> BTreeMap<String, f64> {
         let (_, text) = self.serve.get("/metrics").await.unwrap_or_default();
@@ -487,6 +516,92 @@ async fn each_replica_writes_only_its_shards_clusters_and_a_successor_takes_over
         ["r0"],
         "{agreed:?}"
     );
+
+    // An unsharded leader left beside the shards (a Deployment not yet deleted while moving to
+    // the StatefulSet) holds the plain Lease `wavegate`, which no shard's election keeps it
+    // from: the shards stand back while it is live, and its fence refuses every write while a
+    // shard's Lease is live, so a change is written by nobody. Stopped (SIGTERM releases its
+    // Lease), the shards write again after their handover.
+    let mut plain = Replica::unsharded(&ns, "plain");
+    eventually(WAIT, "the shards stand back", || async {
+        for r in &replicas {
+            if r.metric("wavegate_shard_disagreement").await != Some(1.0) {
+                return Err(format!("{} still judges", r.label));
+            }
+        }
+        Ok(())
+    })
+    .await;
+    let before_plain = all(&replicas).await;
+    ready(0, &home, false).await;
+    eventually(WAIT, "the unsharded leader stands back", || async {
+        match plain.metric("wavegate_shard_disagreement").await {
+            Some(1.0) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        gate_health(&home, &ns).await,
+        "Healthy",
+        "nobody writes while both modes hold Leases"
+    );
+    let beside = all(&replicas).await;
+    assert_eq!(
+        writers_of("in-cluster", &before_plain, &beside),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        plain.writes().await.values().sum::<f64>(),
+        0.0,
+        "the unsharded leader wrote beside the shards"
+    );
+    plain.terminate().await;
+    let plain_stopped = Instant::now();
+    gate_becomes(
+        &home,
+        &ns,
+        "Progressing",
+        WAIT,
+        "home written once the unsharded leader stopped",
+    )
+    .await;
+    println!(
+        "the unsharded leader stopped; home's change written {:?} later",
+        plain_stopped.elapsed()
+    );
+    let after_plain = all(&replicas).await;
+    assert_eq!(
+        writers_of("in-cluster", &beside, &after_plain),
+        ["r0"],
+        "{after_plain:?}"
+    );
+
+    // Shard 1's replica dies and nothing replaces it (a StatefulSet pod on a lost node): once
+    // its Lease expires, every live replica counts that shard without a holder
+    // (WavegateShardWithoutHolder), and their assignments stay fresh.
+    let mut gone = replicas.remove(by(&replicas, "r1-new"));
+    gone.serve.kill();
+    let died = Instant::now();
+    eventually(LEASE + WAIT, "shard 1 counted without a holder", || async {
+        for r in &replicas {
+            if r.metric("wavegate_shard_leases_unheld").await != Some(1.0) {
+                return Err(format!("{} does not count it", r.label));
+            }
+        }
+        Ok(())
+    })
+    .await;
+    println!(
+        "shard 1's replica killed; counted without a holder after {:?}",
+        died.elapsed()
+    );
+    let age = replicas[0]
+        .metric("wavegate_shard_assignment_age_seconds")
+        .await
+        .unwrap_or(f64::MAX);
+    assert!(age < 3.0, "replica 0's assignment is {age} s old");
 
     // Over the whole run: no write was sent and then fenced away more than at the handovers.
     for r in &replicas {
