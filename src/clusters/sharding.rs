@@ -206,8 +206,8 @@ impl Sharding {
         })
     }
 
-    /// Whether a cluster with `assignment` is this replica's (none is while the replicas
-    /// disagree on their count).
+    /// Whether a cluster with `assignment` is this replica's (none is while a live replica
+    /// writes by another rule, see [`Assigned::agreement`]).
     pub(super) fn is_mine(&self, assigned: &Assigned, assignment: Option<Assignment>) -> bool {
         if assigned.agreement.is_err() {
             return false;
