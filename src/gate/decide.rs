@@ -10,6 +10,7 @@ pub(crate) use super::timeout::SyncClock;
 use super::timeout::{health_over_time, parse_timeout, until_timeout, waited, waiting_since};
 use crate::events::{self, Transition};
 use crate::health::{HealthStatus, Verdict};
+use crate::written;
 use k8s_openapi::jiff::Timestamp;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -59,10 +60,6 @@ pub(crate) struct Decision {
     /// Why the status that should be written is not, for now: what has not listed yet.
     pub held: Option<String>,
 }
-
-/// How soon a gate whose watches have not listed yet is judged again: a list that completes
-/// with nothing the gate reads wakes no gate.
-pub(crate) const COLD_RECHECK: Duration = Duration::from_secs(1);
 
 impl Decision {
     /// The health the decided status carries.
@@ -116,19 +113,16 @@ pub(crate) fn decide(inputs: Inputs<'_>, rules: &Rules, now: Timestamp) -> Decis
         requeue = Some(requeue.map_or(rules.probe_recheck, |d| d.min(rules.probe_recheck)));
     }
     let write = stored.as_ref() != Some(&status);
-    // A watch that has not listed yet knows nothing about the cluster, not even that what a
-    // verdict written before it (this replica's, or the previous owner's of a cluster that
-    // moved here) says has changed. While that verdict still counts, it is left as it is:
-    // Progressing ("has not synced yet") over it would reverse a wave the cluster allows, for
-    // wavegate's own sake. Past its validUntil, Argo CD's script reads it as Progressing
-    // anyway, and the blind verdict is written with its reason.
+    // A watch that has not listed yet: the verdict another writer (or this one) stored is
+    // kept while it counts (`written::kept_over_cold`).
     if write
         && !cold.is_empty()
-        && let Some((kept, until)) = stored
-            .as_ref()
-            .and_then(|s| Some((s, still_counts(s, now)?)))
+        && let Some(kept) = stored.as_ref()
+        && let Some(recheck) = written::kept_over_cold(
+            kept.health.as_ref().and_then(|h| h.valid_until),
+            now.as_second(),
+        )
     {
-        let recheck = COLD_RECHECK.min(Duration::from_secs(until));
         return Decision {
             status: kept.clone(),
             write: false,
@@ -136,7 +130,7 @@ pub(crate) fn decide(inputs: Inputs<'_>, rules: &Rules, now: Timestamp) -> Decis
             event: None,
             ignored_timeout,
             held: Some(format!(
-                "not written over a verdict valid for {until}s more: {} not listed yet",
+                "not written over a verdict that still counts: {} not listed yet",
                 cold.join(", ")
             )),
         };
@@ -160,16 +154,6 @@ pub(crate) fn decide(inputs: Inputs<'_>, rules: &Rules, now: Timestamp) -> Decis
         ignored_timeout,
         held: None,
     }
-}
-
-/// For how many more whole seconds after `now` a stored status counts, if it has a
-/// `validUntil` still ahead. One without (`--status-validity 0`) is not kept over a cold
-/// watch: nothing would ever end it if the watch never lists.
-fn still_counts(s: &WaveGateStatus, now: Timestamp) -> Option<u64> {
-    let until = s.health.as_ref()?.valid_until?;
-    u64::try_from(until - now.as_second())
-        .ok()
-        .filter(|left| *left > 0)
 }
 
 #[cfg(test)]
@@ -388,7 +372,7 @@ mod tests {
         assert_eq!(d.status, previous);
         assert_eq!(d.health(), HealthStatus::Healthy);
         assert_eq!(d.event, None);
-        assert_eq!(d.requeue, Some(COLD_RECHECK));
+        assert_eq!(d.requeue, Some(written::COLD_RECHECK));
         assert!(d.held.unwrap().contains("check http not listed yet"));
         // Run out: Argo CD reads it as Progressing anyway, and the reason is written.
         let d = cold("2026-11-30T06:33:00Z");
