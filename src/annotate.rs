@@ -219,6 +219,15 @@ impl Annotator {
             // Dependencies first, so a change during the judgement wakes this object again.
             self.set_deps(key, Some(&ask));
             let judged = self.evaluator.judge_fresh(&ask).await;
+            // A watch that has not listed yet: the verdict stored here still counts, and is
+            // kept until the watch lists or the verdict runs out (`written::kept_over_cold`).
+            let now = k8s_openapi::jiff::Timestamp::now().as_second();
+            let stored_until = current.get(VALID_UNTIL).and_then(|u| u.parse().ok());
+            if judged.cold
+                && let Some(recheck) = written::kept_over_cold(stored_until, now)
+            {
+                return Ok(Action::requeue(recheck));
+            }
             let verdict = judged.verdict;
             let generation = object.i64_at("/metadata/generation");
             // A probe-based check converges without any watch event to wake it.
@@ -239,7 +248,6 @@ impl Annotator {
                 wanted.insert(JUDGED_STATE.into(), state);
             }
             if let Some(validity) = self.validity {
-                let now = k8s_openapi::jiff::Timestamp::now().as_second();
                 let until = valid_until(&current, &wanted, validity, now);
                 wanted.insert(VALID_UNTIL.into(), until.to_string());
             }

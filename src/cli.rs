@@ -433,6 +433,7 @@ impl ShardArgs {
             rules: crate::clusters::Rules::for_resync(
                 clusters.clusters_resync.max(Duration::from_secs(1)),
             ),
+            clusters_namespace: clusters.clusters_namespace.clone(),
             // Set with the election (`Server::build`).
             leases: Default::default(),
         }))
@@ -457,14 +458,18 @@ impl LeaderArgs {
     /// The election of shard `shard`'s Lease. The identity is this process's, not only its
     /// pod's: a StatefulSet's replacement pod has the old pod's name, and the old one may still
     /// run (a partitioned node); with one identity both would hold the Lease.
+    /// Its identity ends with the digest of the sharding inputs, by which the other replicas
+    /// see whether it shards as they do ([`crate::leader::Rivals`]).
     fn shard_election(
         &self,
-        shard: i64,
-        replicas: u32,
+        settings: &mut crate::clusters::ShardSettings,
     ) -> Result<crate::leader::Election, CliError> {
         let mut args = self.clone();
         args.leader_elect = true;
-        args.leader_elect_lease = format!("{}-shard-{shard}", self.leader_elect_lease);
+        let namespace = self.lease_namespace()?;
+        settings.leases = (namespace, self.leader_elect_lease.clone());
+        let rivals = settings.rivals();
+        args.leader_elect_lease = rivals.shard_lease(settings.replica);
         let since = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
@@ -473,16 +478,15 @@ impl LeaderArgs {
             "{}_{}-{since:x}{}",
             self.pod_name()?,
             std::process::id(),
-            crate::clusters::identity_suffix(replicas)
+            settings.identity_suffix()
         ));
-        Ok(args.election()?.expect("leader_elect is set"))
+        let mut election = args.election()?.expect("leader_elect is set");
+        election.rivals = rivals;
+        Ok(election)
     }
 
-    /// The election to take part in, if any.
-    fn election(&self) -> Result<Option<crate::leader::Election>, CliError> {
-        if !self.leader_elect {
-            return Ok(None);
-        }
+    /// The Lease's namespace: `--leader-elect-namespace`, else the pod's own.
+    fn lease_namespace(&self) -> Result<String, CliError> {
         let namespace = match &self.leader_elect_namespace {
             Some(ns) => ns.clone(),
             None => std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE)
@@ -494,6 +498,15 @@ impl LeaderArgs {
                 })?,
         };
         crate::resource::validate_namespace(&namespace)?;
+        Ok(namespace)
+    }
+
+    /// The election to take part in, if any.
+    fn election(&self) -> Result<Option<crate::leader::Election>, CliError> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let namespace = self.lease_namespace()?;
         let identity = self.pod_name()?;
         if self.leader_elect_duration < std::time::Duration::from_secs(5) {
             return Err(CliError::Usage(
@@ -505,6 +518,8 @@ impl LeaderArgs {
             lease: self.leader_elect_lease.clone(),
             identity,
             duration: self.leader_elect_duration,
+            // Unsharded: replicas of --shard-like-argocd beside it would write too.
+            rivals: crate::leader::Rivals::of_unsharded(&self.leader_elect_lease),
         }))
     }
 }
@@ -908,10 +923,7 @@ impl Server {
                     replicas = s.replicas,
                     "judging one shard's clusters, as Argo CD's controller of the same number"
                 );
-                let election = args.leader.shard_election(s.replica, s.replicas)?;
-                let prefix = format!("{}-shard-", args.leader.leader_elect_lease);
-                s.leases = (election.namespace.clone(), prefix);
-                Some(election)
+                Some(args.leader.shard_election(s)?)
             }
             None => args.leader.election()?,
         };

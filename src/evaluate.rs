@@ -40,6 +40,10 @@ pub(crate) struct Judgement {
     /// is never grounds for Degraded: a gate's timeout does not fire on it (DESIGN.md: "Degraded
     /// needs evidence about the cluster, never about wavegate's own state").
     pub blind: Option<String>,
+    /// The read failed because a watch it needs has not listed yet (a kind read for the first
+    /// time, or every kind of a cluster this replica just gained): the verdict says nothing
+    /// about the cluster, not even that it changed since a verdict written before.
+    pub cold: bool,
     /// For a Service: the selector this verdict was judged with (`k=v,…` sorted by key, `""`
     /// for none), read from the same snapshot as the verdict. Annotation mode records it, and
     /// must not take it from another read of the Service, which may be newer than the verdict.
@@ -276,14 +280,15 @@ impl Evaluator {
     /// until they change.
     async fn evaluate(&self, ask: &Ask) -> (Judgement, bool) {
         let (probes, clock) = (self.probes_asked(), crate::argocd_lua::clock_reads());
-        let (found, failed) = match self.find(ask).await {
-            Ok(found) => (found, false),
+        let (found, failed, cold) = match self.find(ask).await {
+            Ok(found) => (found, false, false),
             Err(e) => (
                 Found {
                     blind: blindness(&e),
                     ..Found::seen(cache_verdict(ask, &e).into(), Duration::ZERO, None)
                 },
                 true,
+                matches!(e, CacheError::NotSynced(_)),
             ),
         };
         let now = Instant::now();
@@ -321,6 +326,7 @@ impl Evaluator {
         let j = Judgement {
             verdict,
             blind: found.blind,
+            cold,
             judged_selector: found.judged_selector,
             judged_state: found.judged_state,
             valid_until: expiries.into_iter().min().map(|d| now + d),

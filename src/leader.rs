@@ -19,10 +19,19 @@
 //! agreed with what the object already showed, it wrote nothing, so the late write's
 //! resourceVersion precondition still holds and a stale verdict would stand until the next
 //! reconcile. So every write first asks the [`Fence`], which reads the Lease.
+//!
+//! An unsharded leader holds `<lease>`; the replicas of `--shard-like-argocd` each hold
+//! `<lease>-shard-<N>`. Those are different Leases, so neither election keeps the other mode
+//! out, and replicas that shard by different inputs (replica count, algorithm, …) compute
+//! different owners for one cluster and hold different shard Leases too. Every write therefore
+//! also finds no live [`Rivals`] in the same read: of two replicas in different modes, each
+//! holds its own Lease before it looks at the other's, so when both start together at least
+//! one of them sees the other and stands back.
 
 use crate::metrics::Metrics;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use kube::api::ListParams;
 use kube::{Api, Client};
 use kube_lease_manager::LeaseManagerBuilder;
 use std::sync::Arc;
@@ -40,6 +49,114 @@ pub struct Election {
     pub identity: String,
     /// How long a lease the holder stopped renewing keeps the others out.
     pub duration: Duration,
+    /// The Leases whose live holder keeps this replica from writing.
+    pub rivals: Rivals,
+}
+
+/// The Leases of replicas that would write the same clusters by another rule: the other mode's,
+/// and, with shards, those of replicas that shard by other inputs. Judged by their holders'
+/// identities and renewals, from one list of the namespace's Leases.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rivals {
+    /// The unsharded Lease (`--leader-elect-lease`); the shards' are `<lease>-shard-<N>`.
+    lease: String,
+    /// With shards: how every shard Lease holder's identity ends when it shards by this
+    /// replica's inputs (`crate::clusters::ShardSettings::identity_suffix`).
+    sharded: Option<String>,
+}
+
+impl Rivals {
+    /// Of an unsharded leader of `lease`: any live holder of a shard Lease.
+    pub fn of_unsharded(lease: &str) -> Rivals {
+        Rivals {
+            lease: lease.to_string(),
+            sharded: None,
+        }
+    }
+
+    /// Of a shard's replica (`lease` is the unsharded one): a live holder of the unsharded
+    /// Lease, or of a shard Lease whose identity does not end with `suffix`.
+    pub fn of_sharded(lease: &str, suffix: &str) -> Rivals {
+        Rivals {
+            lease: lease.to_string(),
+            sharded: Some(suffix.to_string()),
+        }
+    }
+
+    /// The name of shard `shard`'s Lease.
+    pub fn shard_lease(&self, shard: i64) -> String {
+        format!("{}-shard-{shard}", self.lease)
+    }
+
+    /// The shard whose Lease `name` is, if it is one.
+    fn shard_of(&self, name: &str) -> Option<i64> {
+        name.strip_prefix(&self.lease)?
+            .strip_prefix("-shard-")?
+            .parse()
+            .ok()
+    }
+
+    /// Ok when no Lease of `leases` has a live rival holder at `now`; else why this replica
+    /// must not write.
+    pub fn check(&self, leases: &[Lease], now: Timestamp) -> Result<(), String> {
+        for lease in leases {
+            let name = lease.metadata.name.as_deref().unwrap_or_default();
+            let Some(holder) = live_holder(lease, now) else {
+                continue;
+            };
+            let shard = self.shard_of(name);
+            match (&self.sharded, shard) {
+                (Some(_), None) if name == self.lease => {
+                    return Err(format!(
+                        "the unsharded Lease {name} is held by {holder}: an unsharded wavegate \
+                         leader writes every cluster's gates, so no shard's replica writes \
+                         beside it"
+                    ));
+                }
+                (None, Some(_)) => {
+                    return Err(format!(
+                        "the shard Lease {name} is held by {holder}: --shard-like-argocd \
+                         replicas write their shards' clusters, so the unsharded leader does \
+                         not write beside them"
+                    ));
+                }
+                (Some(suffix), Some(_)) if !holder.ends_with(suffix.as_str()) => {
+                    return Err(format!(
+                        "the shard Lease {name} is held by {holder}, which shards by other \
+                         inputs than this replica (whose holders end with {suffix}): the two \
+                         may compute different owners for one cluster"
+                    ));
+                }
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+
+    /// The shards of `0..replicas` whose Lease has no live holder in `leases` at `now`.
+    pub fn unheld_shards(&self, leases: &[Lease], replicas: u32, now: Timestamp) -> Vec<i64> {
+        (0..i64::from(replicas))
+            .filter(|shard| {
+                let name = self.shard_lease(*shard);
+                !leases.iter().any(|l| {
+                    l.metadata.name.as_deref() == Some(name.as_str())
+                        && live_holder(l, now).is_some()
+                })
+            })
+            .collect()
+    }
+}
+
+/// The holder of `lease` if it renewed it within its duration before `now`.
+fn live_holder(lease: &Lease, now: Timestamp) -> Option<&str> {
+    let spec = lease.spec.as_ref()?;
+    let holder = spec.holder_identity.as_deref().filter(|h| !h.is_empty())?;
+    let renewed = spec.renew_time.as_ref()?.0;
+    let seconds = spec.lease_duration_seconds?;
+    let expires = renewed
+        .checked_add(SignedDuration::from_secs(seconds.into()))
+        .ok()?;
+    (expires > now).then_some(holder)
 }
 
 /// The holder renews this long before its lease would expire: a node's clock may be this far
@@ -156,6 +273,9 @@ struct LeaseFence {
     leases: Api<Lease>,
     lease: String,
     identity: String,
+    /// When set, the Lease is read with the others of its namespace (one list instead of one
+    /// get), and a live rival stops the write.
+    rivals: Option<Rivals>,
 }
 
 /// Why a write was not sent: this replica is not (or cannot show it is) the leader.
@@ -171,6 +291,13 @@ pub enum Fenced {
     Unreadable { lease: String, source: kube::Error },
     #[error("not sent: {0}")]
     NotOwned(String),
+    /// Another mode's replica, or one sharding by other inputs, holds a Lease: writing would
+    /// make two writers of one cluster.
+    #[error(
+        "not sent: {0}; every replica of one install must run with the same sharding settings, \
+         sharded or not"
+    )]
+    Rival(String),
 }
 
 impl Fence {
@@ -183,6 +310,7 @@ impl Fence {
                 leases: Api::namespaced(client, &election.namespace),
                 lease: election.lease.clone(),
                 identity: election.identity.clone(),
+                rivals: Some(election.rivals.clone()),
             })),
             guard: None,
         }
@@ -206,19 +334,43 @@ impl Fence {
         let Some(fence) = &self.lease else {
             return Ok(());
         };
-        let held = match fence.leases.get(&fence.lease).await {
-            // Read after the answer came: a freeze during the GET counts against the lease.
-            Ok(lease) => {
-                holds(&lease, &fence.identity, Timestamp::now()).map_err(|why| Fenced::NotHolder {
-                    identity: fence.identity.clone(),
+        let held = match &fence.rivals {
+            None => match fence.leases.get(&fence.lease).await {
+                // Read after the answer came: a freeze during the GET counts against the lease.
+                Ok(lease) => fence.holds(&lease, Timestamp::now()),
+                Err(source) => Err(Fenced::Unreadable {
                     lease: fence.lease.clone(),
-                    why,
-                })
-            }
-            Err(source) => Err(Fenced::Unreadable {
-                lease: fence.lease.clone(),
-                source,
-            }),
+                    source,
+                }),
+            },
+            Some(rivals) => match fence.leases.list(&ListParams::default()).await {
+                Ok(list) => {
+                    let now = Timestamp::now();
+                    let own = list
+                        .items
+                        .iter()
+                        .find(|l| l.metadata.name.as_deref() == Some(fence.lease.as_str()));
+                    match own {
+                        None => Err(fence.not_holder("the Lease does not exist".into())),
+                        Some(lease) => fence.holds(lease, now),
+                    }
+                    .and_then(|()| {
+                        let rival = rivals.check(&list.items, now);
+                        let standing_back = rival.is_err();
+                        let was = fence.metrics.shard_disagreement.set(i64::from(standing_back));
+                        if let Err(why) = &rival
+                            && was == 0
+                        {
+                            tracing::warn!(reason = %why, "writing nothing while another wavegate replica writes by another rule");
+                        }
+                        rival.map_err(Fenced::Rival)
+                    })
+                }
+                Err(source) => Err(Fenced::Unreadable {
+                    lease: fence.lease.clone(),
+                    source,
+                }),
+            },
         };
         if held.is_err() {
             fence.metrics.writes_fenced.inc();
@@ -240,6 +392,20 @@ impl Fence {
             }),
             None => Ok(()),
         }
+    }
+}
+
+impl LeaseFence {
+    fn not_holder(&self, why: String) -> Fenced {
+        Fenced::NotHolder {
+            identity: self.identity.clone(),
+            lease: self.lease.clone(),
+            why,
+        }
+    }
+
+    fn holds(&self, lease: &Lease, now: Timestamp) -> Result<(), Fenced> {
+        holds(lease, &self.identity, now).map_err(|why| self.not_holder(why))
     }
 }
 
@@ -366,6 +532,108 @@ mod tests {
         assert!(open.admit().await.is_ok());
     }
 
+    /// A fence of `lease` for `identity`, whose API answers every request with `leases`.
+    fn fence_listing(
+        leases: Vec<Lease>,
+        (lease, identity): (&str, &str),
+        rivals: Rivals,
+    ) -> (Fence, Arc<Metrics>) {
+        let list = serde_json::json!({
+            "apiVersion": "coordination.k8s.io/v1", "kind": "LeaseList",
+            "metadata": {}, "items": leases,
+        });
+        let svc = tower::service_fn(move |_req: http::Request<kube::client::Body>| {
+            let body = serde_json::to_vec(&list).unwrap_or_default();
+            async move {
+                http::Response::builder()
+                    .header("content-type", "application/json")
+                    .body(kube::client::Body::from(body))
+            }
+        });
+        let metrics = Arc::new(Metrics::default());
+        let fence = Fence {
+            lease: Some(Arc::new(LeaseFence {
+                metrics: metrics.clone(),
+                leases: Api::namespaced(kube::Client::new(svc, "wavegate"), "wavegate"),
+                lease: lease.into(),
+                identity: identity.into(),
+                rivals: Some(rivals),
+            })),
+            guard: None,
+        };
+        (fence, metrics)
+    }
+
+    fn named(name: &str, holder: &str, renewed: Timestamp) -> Lease {
+        let mut l = lease(Some(holder), Some(renewed), 15);
+        l.metadata.name = Some(name.into());
+        l
+    }
+
+    /// An unsharded Deployment left running beside the shards' StatefulSet: each holds its own
+    /// Lease, and neither writes while the other's is live.
+    #[tokio::test]
+    async fn a_leader_does_not_write_beside_a_live_holder_of_the_other_modes_lease() {
+        let now = Timestamp::now();
+        let (shard, metrics) = fence_listing(
+            vec![
+                named("wavegate-shard-1", "me.s1", now),
+                named("wavegate", "wavegate-7d9f8-abcde", now),
+            ],
+            ("wavegate-shard-1", "me.s1"),
+            Rivals::of_sharded("wavegate", ".s1"),
+        );
+        let why = shard.admit().await.unwrap_err().to_string();
+        assert!(why.contains("unsharded Lease wavegate is held"), "{why}");
+        assert_eq!(metrics.shard_disagreement.get(), 1);
+        assert_eq!(metrics.writes_fenced.get(), 1);
+
+        let (unsharded, metrics) = fence_listing(
+            vec![
+                named("wavegate", "me", now),
+                named("wavegate-shard-0", "wavegate-0_1-a.s1", now),
+            ],
+            ("wavegate", "me"),
+            Rivals::of_unsharded("wavegate"),
+        );
+        let why = unsharded.admit().await.unwrap_err().to_string();
+        assert!(
+            why.contains("shard Lease wavegate-shard-0 is held"),
+            "{why}"
+        );
+        assert_eq!(metrics.shard_disagreement.get(), 1);
+
+        // The other mode's Lease expired: each writes alone again.
+        let expired = now - SignedDuration::from_secs(60);
+        let (alone, metrics) = fence_listing(
+            vec![
+                named("wavegate", "me", now),
+                named("wavegate-shard-0", "wavegate-0_1-a.s1", expired),
+            ],
+            ("wavegate", "me"),
+            Rivals::of_unsharded("wavegate"),
+        );
+        assert!(alone.admit().await.is_ok());
+        assert_eq!(metrics.shard_disagreement.get(), 0);
+    }
+
+    /// Two shard replicas that shard by different inputs each hold their own shard's Lease;
+    /// the write is refused on the other's identity.
+    #[tokio::test]
+    async fn a_shard_replica_does_not_write_beside_one_sharding_by_other_inputs() {
+        let now = Timestamp::now();
+        let (fence, _) = fence_listing(
+            vec![
+                named("wavegate-shard-1", "me.s1", now),
+                named("wavegate-shard-2", "wavegate-2_9-b.s2", now),
+            ],
+            ("wavegate-shard-1", "me.s1"),
+            Rivals::of_sharded("wavegate", ".s1"),
+        );
+        let fenced = fence.admit().await.unwrap_err();
+        assert!(matches!(fenced, Fenced::Rival(_)), "{fenced}");
+    }
+
     /// The cluster moves away while the Lease is being read (the GET may take its whole
     /// timeout): the write is stopped all the same.
     #[tokio::test]
@@ -387,6 +655,7 @@ mod tests {
                 leases: Api::namespaced(client, "wavegate"),
                 lease: "wavegate-shard-1".into(),
                 identity: "a".into(),
+                rivals: None,
             })),
             guard: None,
         };

@@ -101,9 +101,18 @@ pub struct Metrics {
     pub shard_clusters_unowned: Gauge,
     /// Clusters whose shard (or pause) changed between two reads of the Secrets.
     pub shard_moves: Counter,
-    /// 1 while a live replica shards by another replica count (a StatefulSet scaling): this
-    /// replica then judges nothing.
+    /// 1 while this replica stands back because a live replica writes by another rule: one
+    /// sharding by other inputs (a StatefulSet scaling, another algorithm), or the other mode
+    /// (an unsharded leader beside `--shard-like-argocd` replicas).
     pub shard_disagreement: Gauge,
+    /// Shards whose Lease has no live holder, as this replica last read the Leases
+    /// (`--shard-like-argocd`): their clusters' gates are not written.
+    pub shard_leases_unheld: Gauge,
+    /// Seconds since this replica's shard assignment was computed, at each scrape; since the
+    /// start until a first one is (`--shard-like-argocd`; -1 without).
+    shard_assignment_age: Gauge<f64, std::sync::atomic::AtomicU64>,
+    /// When the read the current assignment comes from started.
+    shard_assigned_at: std::sync::Mutex<Option<std::time::Instant>>,
     /// Metadata patches that mark a new gate status where Argo CD notices it (gate/stamp.rs).
     pub gate_stamp_writes: Counter,
     pub annotation_writes: Counter,
@@ -166,9 +175,25 @@ impl Default for Metrics {
         let shard_disagreement = Gauge::default();
         registry.register(
             "shard_disagreement",
-            "1 while a live replica shards by another replica count; this replica then judges \
-             no cluster (--shard-like-argocd)",
+            "1 while this replica writes nothing because a live replica writes by another \
+             rule: it shards by other inputs, or one is sharded and the other not",
             shard_disagreement.clone(),
+        );
+        let shard_leases_unheld = Gauge::default();
+        registry.register(
+            "shard_leases_unheld",
+            "Shards whose Lease has no live holder, as this replica last read them: their \
+             clusters' gates are not written (--shard-like-argocd)",
+            shard_leases_unheld.clone(),
+        );
+        let shard_assignment_age = Gauge::<f64, std::sync::atomic::AtomicU64>::default();
+        shard_assignment_age.set(-1.0);
+        registry.register(
+            "shard_assignment_age_seconds",
+            "Seconds since this replica's shard assignment was computed (since its start \
+             before the first); past 2 x --clusters-resync it writes nothing \
+             (--shard-like-argocd; -1 without)",
+            shard_assignment_age.clone(),
         );
         registry.register(
             "cluster_gate_status_writes",
@@ -345,6 +370,9 @@ impl Default for Metrics {
             shard_clusters_unowned,
             shard_moves,
             shard_disagreement,
+            shard_leases_unheld,
+            shard_assignment_age,
+            shard_assigned_at: Default::default(),
             gate_stamp_writes,
             annotation_writes,
             writes_fenced,
@@ -472,8 +500,19 @@ impl Metrics {
         }
     }
 
+    /// The read the shard assignment now in use comes from started at `at` (or, before the
+    /// first, the replica started then).
+    pub(crate) fn set_shard_assigned_at(&self, at: std::time::Instant) {
+        *crate::locks::lock(&self.shard_assigned_at) = Some(at);
+    }
+
     /// The OpenMetrics text exposition.
     pub fn encode(&self) -> String {
+        // The assignment's age is the scrape's: a replica whose reads of the Secrets hang
+        // still shows it growing.
+        if let Some(at) = *crate::locks::lock(&self.shard_assigned_at) {
+            self.shard_assignment_age.set(at.elapsed().as_secs_f64());
+        }
         let mut out = String::new();
         match prometheus_client::encoding::text::encode(&mut out, &self.registry) {
             Ok(()) => out,
@@ -485,6 +524,28 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A replica whose reads of the Secrets hang shows its assignment aging at every scrape,
+    /// not the age it had at its last read; an unsharded one shows -1.
+    #[test]
+    fn the_shard_assignment_ages_at_each_scrape() {
+        let m = Metrics::default();
+        assert!(
+            m.encode()
+                .contains("\nwavegate_shard_assignment_age_seconds -1.0\n"),
+            "{}",
+            m.encode()
+        );
+        let read = std::time::Instant::now() - std::time::Duration::from_secs(90);
+        m.set_shard_assigned_at(read);
+        let text = m.encode();
+        let age: f64 = text
+            .lines()
+            .find_map(|l| l.strip_prefix("wavegate_shard_assignment_age_seconds "))
+            .and_then(|v| v.parse().ok())
+            .unwrap();
+        assert!((90.0..100.0).contains(&age), "{text}");
+    }
 
     #[test]
     fn a_gate_shows_only_its_current_status_and_disappears_when_gone() {

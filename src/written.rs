@@ -11,6 +11,24 @@ pub const FIELD_MANAGER: &str = "wavegate";
 /// wavegate that stopped long ago. Confirmed every 90 s, so the resync (15 s) must be shorter.
 pub(crate) const DEFAULT_STATUS_VALIDITY: Duration = Duration::from_secs(180);
 
+/// How soon a verdict that would be written from a watch that has not listed yet is judged
+/// again, while a stored one that still counts is kept instead (see [`kept_over_cold`]): a list
+/// that completes with nothing the verdict reads wakes nobody.
+pub(crate) const COLD_RECHECK: Duration = Duration::from_secs(1);
+
+/// When a verdict would be written from a watch that has not listed yet (a kind read for the
+/// first time, or every kind of a cluster this replica just gained from another), and the stored
+/// verdict's `valid_until` (Unix seconds) is still ahead of `now`: how soon to judge again
+/// instead of writing. Such a watch knows nothing about the cluster, not even that what the
+/// stored verdict says has changed; writing Progressing ("has not synced yet") over a Healthy
+/// that still counts would hold a wave the cluster allows, for wavegate's own sake. A stored
+/// verdict past its deadline is read as Progressing by Argo CD's scripts anyway; one without
+/// (`--status-validity 0`) would never end if the watch never listed: both are written over.
+pub(crate) fn kept_over_cold(valid_until: Option<i64>, now: i64) -> Option<Duration> {
+    let left = u64::try_from(valid_until? - now).ok().filter(|s| *s > 0)?;
+    Some(COLD_RECHECK.min(Duration::from_secs(left)))
+}
+
 /// Until when (Unix seconds) a verdict written at `now` counts: the `previous` deadline while
 /// the verdict is the same and has at least half its validity left, so a settled verdict is
 /// rewritten once per half validity (which is what proves to Argo CD that wavegate still stands
@@ -110,6 +128,20 @@ pub(crate) fn precondition<T>(memory: Option<&Memory<T>>, rv: &Option<String>) -
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cold_watch_keeps_only_a_stored_verdict_that_still_counts() {
+        // Valid 90 s more: kept, judged again within a second.
+        assert_eq!(kept_over_cold(Some(1090), 1000), Some(COLD_RECHECK));
+        assert_eq!(
+            kept_over_cold(Some(1001), 1000),
+            Some(Duration::from_secs(1))
+        );
+        // Run out, or never expiring (nothing would end it if the watch never listed).
+        assert_eq!(kept_over_cold(Some(1000), 1000), None);
+        assert_eq!(kept_over_cold(Some(900), 1000), None);
+        assert_eq!(kept_over_cold(None, 1000), None);
+    }
     use proptest::prelude::*;
 
     fn rv(v: u64) -> Option<String> {

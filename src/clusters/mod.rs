@@ -18,7 +18,7 @@ mod writers;
 
 pub use cluster::{Cluster, identity};
 pub use ownership::{Owner, Rules};
-pub use sharding::{ShardSettings, Sharding, identity_suffix};
+pub use sharding::{ShardSettings, Sharding};
 pub use source::{
     Destination, FromSecret, SECRET_TYPE_CLUSTER, SECRET_TYPE_LABEL, SecretTrust, SourceError,
     from_argocd_secret, from_kubeconfig_file, normalize_server,
@@ -517,6 +517,7 @@ impl Clusters {
         if let (Some(sharding), Some(assigned)) = (&self.sharding, &assigned) {
             by_name.insert(HOME.to_string(), assigned.home);
             reassigned = sharding.update(by_name, &assigned.agreement, read_at);
+            sharding.leases_read(&assigned.unheld);
         }
         if !same || learnt || !same_elsewhere || reassigned {
             *locks::write(&self.remote) = Arc::new(next);

@@ -108,7 +108,7 @@ pub struct Ownership {
     assigned: BTreeMap<String, Assignment>,
     /// Since when each cluster of this replica has been its own, continuously.
     mine_since: HashMap<String, Instant>,
-    /// Why no replica may judge anything now (the replicas disagree on their count).
+    /// Why no replica may judge anything now (a live replica writes by another rule: other sharding inputs, or unsharded).
     held_back: Option<String>,
 }
 
@@ -250,7 +250,7 @@ impl Ownership {
     }
 
     /// How many clusters this replica judges, and how many no replica does (by the Secrets;
-    /// not while the replicas disagree on their count).
+    /// not while a live replica writes by another rule).
     pub fn counts(&self) -> (usize, usize) {
         let nobody = self
             .assigned
@@ -433,7 +433,7 @@ mod tests {
         assert_eq!(o.counts(), (1, 2));
     }
 
-    /// While the replicas disagree on their count, every cluster is nobody's, with why, and
+    /// While a live replica shards by other inputs, every cluster is nobody's, with why, and
     /// agreeing again starts a fresh handover.
     #[test]
     fn a_replica_held_back_judges_nothing_and_says_why() {

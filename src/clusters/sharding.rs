@@ -11,11 +11,13 @@
 use super::ownership::{Owner, Ownership, Rules};
 use super::shard::{self, Algorithm, Assignment, ShardedCluster};
 use super::{ClusterError, HOME_SERVER};
+use crate::leader::Rivals;
 use crate::locks;
 use crate::metrics::Metrics;
+use blake2::{Blake2b512, Digest};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
-use k8s_openapi::jiff::{SignedDuration, Timestamp};
+use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, ListParams};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, RwLock};
@@ -39,14 +41,47 @@ pub struct ShardSettings {
     /// Where Argo CD's ConfigMaps and Applications are.
     pub argocd_namespace: String,
     pub rules: Rules,
-    /// Where the shards' Leases are, and their names' common start (`wavegate-shard-`).
+    /// Where Argo CD's cluster Secrets are read (`--clusters-namespace`).
+    pub clusters_namespace: String,
+    /// Where the shards' Leases are, and the unsharded Lease's name (`--leader-elect-lease`),
+    /// which the shards' names start with.
     pub leases: (String, String),
 }
 
-/// Ends every shard Lease holder's identity: the replica count it shards by, so that replicas
-/// that count differently see each other ([`agreed`]).
-pub fn identity_suffix(replicas: u32) -> String {
-    format!(".r{replicas}")
+impl ShardSettings {
+    /// Every input two replicas must share to compute one owner per cluster and to hand a
+    /// cluster over safely, in words (logged, and named when replicas disagree). This
+    /// replica's own number is not one: it differs by design.
+    pub fn inputs(&self) -> String {
+        let algorithm = match self.algorithm {
+            Some(a) => a.name().to_string(),
+            None => format!("{CMD_PARAMS}:{ALGORITHM_KEY}"),
+        };
+        format!(
+            "replicas={} algorithm={algorithm} argocd-namespace={} clusters-namespace={} \
+             lease={}/{} stale-after={}ms handover={}ms",
+            self.replicas,
+            self.argocd_namespace,
+            self.clusters_namespace,
+            self.leases.0,
+            self.leases.1,
+            self.rules.stale_after.as_millis(),
+            self.rules.handover.as_millis(),
+        )
+    }
+
+    /// Ends every shard Lease holder's identity: a digest of [`Self::inputs`], so that a
+    /// replica sees, in the Leases alone, any live replica that shards by other inputs.
+    pub fn identity_suffix(&self) -> String {
+        let digest = Blake2b512::digest(self.inputs().as_bytes());
+        let hex: String = digest[..6].iter().map(|b| format!("{b:02x}")).collect();
+        format!(".s{hex}")
+    }
+
+    /// The Leases that keep this replica from writing ([`crate::leader::Rivals`]).
+    pub fn rivals(&self) -> Rivals {
+        Rivals::of_sharded(&self.leases.1, &self.identity_suffix())
+    }
 }
 
 /// This replica's sharding: its settings and its view of the assignment.
@@ -58,9 +93,11 @@ pub struct Sharding {
 
 /// One computation: each Secret's assignment, by where it was read, and home's.
 pub struct Assigned {
-    /// `Err` while a live replica shards by another replica count: then this replica judges
-    /// nothing (see [`agreed`]).
+    /// `Err` while a live replica shards by other inputs, or an unsharded leader holds its
+    /// Lease: then this replica judges nothing ([`Rivals::check`]).
     pub agreement: Result<(), String>,
+    /// The shards whose Lease had no live holder when it was read.
+    pub unheld: Vec<i64>,
     by_origin: HashMap<String, Assignment>,
     /// The in-cluster destination's. When argocd-cm disables it and no Secret names it, Argo CD
     /// deploys nothing there by that name; home's WaveGates are then judged by replica 0 so
@@ -79,6 +116,9 @@ impl Sharding {
     pub fn new(settings: ShardSettings, metrics: Arc<Metrics>) -> Sharding {
         let ownership = Ownership::new(settings.replica, settings.replicas, settings.rules);
         metrics.shard.set(settings.replica);
+        metrics.set_shard_assigned_at(Instant::now());
+        tracing::info!(inputs = %settings.inputs(), digest = %settings.identity_suffix(),
+            "sharding inputs; every live replica must share them to write");
         Sharding {
             settings,
             ownership: Arc::new(RwLock::new(ownership)),
@@ -136,12 +176,15 @@ impl Sharding {
                 self.settings.leases.0
             ))
         })?;
-        let agreement = agreed(
-            &held.items,
-            &self.settings.leases.1,
-            self.settings.replicas,
-            Timestamp::now(),
-        );
+        // Mixed replicas (scaling a StatefulSet rolls pods one by one, so old ones compute with
+        // the old count and new ones with the new; an unsharded Deployment left beside the
+        // StatefulSet) would each write clusters the others write too. Here every replica
+        // stops writing until the live ones agree: their verdicts expire (`validUntil`)
+        // rather than two replicas write one cluster.
+        let now = Timestamp::now();
+        let rivals = self.settings.rivals();
+        let agreement = rivals.check(&held.items, now);
+        let unheld = rivals.unheld_shards(&held.items, self.settings.replicas, now);
         let list = shard::argocd_cluster_list(secrets.iter().map(|(_, c)| c.clone()), in_cluster);
         let by_server = shard::distribute(
             algorithm,
@@ -151,6 +194,7 @@ impl Sharding {
         );
         Ok(Assigned {
             agreement,
+            unheld,
             by_origin: secrets
                 .iter()
                 .filter_map(|(origin, c)| by_server.get(&c.server).map(|a| (origin.clone(), *a)))
@@ -162,8 +206,8 @@ impl Sharding {
         })
     }
 
-    /// Whether a cluster with `assignment` is this replica's (none is while the replicas
-    /// disagree on their count).
+    /// Whether a cluster with `assignment` is this replica's (none is while a live replica
+    /// writes by another rule, see [`Assigned::agreement`]).
     pub(super) fn is_mine(&self, assigned: &Assigned, assignment: Option<Assignment>) -> bool {
         if assigned.agreement.is_err() {
             return false;
@@ -185,10 +229,11 @@ impl Sharding {
         let held_back = agreement
             .as_ref()
             .err()
-            .map(|why| format!("the wavegate replicas do not agree on their count ({why})"));
+            .map(|why| format!("the wavegate replicas do not shard alike ({why})"));
         match &held_back {
             Some(why) if self.metrics.shard_disagreement.get() == 0 => {
-                tracing::warn!(reason = %why, "judging no cluster until every replica shards by the same count");
+                tracing::warn!(reason = %why, inputs = %self.settings.inputs(),
+                    "judging no cluster until every live replica shards by this replica's inputs");
             }
             _ => {}
         }
@@ -197,6 +242,8 @@ impl Sharding {
             .set(i64::from(held_back.is_some()));
         let mut ownership = locks::write(&self.ownership);
         let changes = ownership.update(assigned, held_back, read_at, Instant::now());
+        self.metrics
+            .set_shard_assigned_at(read_at.min(Instant::now()));
         for cluster in &changes.moved {
             let owner = ownership.owner(cluster);
             tracing::info!(%cluster, ?owner, "cluster moved to another shard");
@@ -206,6 +253,15 @@ impl Sharding {
         self.metrics.shard_clusters_owned.set(owned as i64);
         self.metrics.shard_clusters_unowned.set(unowned as i64);
         changes.mine_changed || !changes.moved.is_empty()
+    }
+
+    /// The shards whose Lease had no live holder at the last read: nobody writes their
+    /// clusters' gates, and their verdicts expire.
+    pub(super) fn leases_read(&self, unheld: &[i64]) {
+        let before = self.metrics.shard_leases_unheld.set(unheld.len() as i64);
+        if !unheld.is_empty() && before != unheld.len() as i64 {
+            tracing::warn!(shards = ?unheld, "no live replica holds these shards' Leases: their clusters' gates are not written");
+        }
     }
 
     /// Who judges `cluster`, per the last assignment.
@@ -233,40 +289,6 @@ impl Sharding {
         let (ownership, cluster) = (self.ownership.clone(), cluster.to_string());
         Arc::new(move || locks::read(&ownership).admit(&cluster, Instant::now()))
     }
-}
-
-/// Whether every live holder of a shard Lease (`prefix<N>`, renewed within its duration at
-/// `now`) shards by `replicas`, as its identity says ([`identity_suffix`]).
-///
-/// While a StatefulSet scales (Argo CD's replica count changed, the pods rolled one by one),
-/// old pods compute with the old count and new ones with the new: a cluster can then be shard
-/// 1 of 2 for an old pod and shard 2 of 3 for a new one, two Leases, two writers. Argo CD's
-/// controllers overlap the same way. Here every replica stops writing until the live ones
-/// agree: their verdicts expire (`validUntil`) rather than two replicas write one cluster.
-pub fn agreed(leases: &[Lease], prefix: &str, replicas: u32, now: Timestamp) -> Result<(), String> {
-    let ours = identity_suffix(replicas);
-    for lease in leases {
-        let name = lease.metadata.name.as_deref().unwrap_or_default();
-        let Some(spec) = name.strip_prefix(prefix).and(lease.spec.as_ref()) else {
-            continue;
-        };
-        let Some(holder) = spec.holder_identity.as_deref().filter(|h| !h.is_empty()) else {
-            continue;
-        };
-        let live = match (&spec.renew_time, spec.lease_duration_seconds) {
-            (Some(renewed), Some(seconds)) => renewed
-                .0
-                .checked_add(SignedDuration::from_secs(seconds.into()))
-                .is_ok_and(|expires| expires > now),
-            _ => false,
-        };
-        if live && !holder.ends_with(&ours) {
-            return Err(format!(
-                "Lease {name} is held by {holder}, which does not shard by {replicas} replicas"
-            ));
-        }
-    }
-    Ok(())
 }
 
 /// The destination server of every Application in `namespace`, which consistent hashing
@@ -327,20 +349,98 @@ mod tests {
         }
     }
 
+    fn settings(replicas: u32, algorithm: Option<Algorithm>) -> ShardSettings {
+        ShardSettings {
+            replica: 1,
+            replicas,
+            algorithm,
+            argocd_namespace: "argocd".into(),
+            rules: Rules::for_resync(std::time::Duration::from_secs(30)),
+            clusters_namespace: "argocd".into(),
+            leases: ("wavegate".into(), "wavegate".into()),
+        }
+    }
+
+    /// A holder identity as `serve` makes it for a replica with `settings`.
+    fn holder(pod: &str, settings: &ShardSettings) -> String {
+        format!("{pod}_7-a{}", settings.identity_suffix())
+    }
+
     /// Scaling from 2 to 3 replicas: the old wavegate-1 still holds shard 1 by 2 while the new
     /// wavegate-2 holds shard 2 by 3. A cluster can be each one's; neither writes until the old
     /// one is gone (its Lease released or expired).
     #[test]
     fn replicas_that_count_differently_write_nothing_until_the_old_ones_are_gone() {
-        let old = lease("wavegate-shard-1", "wavegate-1_7-a.r2", 0);
-        let new = lease("wavegate-shard-2", "wavegate-2_9-b.r3", 0);
+        let (by2, by3) = (settings(2, None), settings(3, None));
+        let old = lease("wavegate-shard-1", &holder("wavegate-1", &by2), 0);
+        let new = lease("wavegate-shard-2", &holder("wavegate-2", &by3), 0);
         let both = [old.clone(), new.clone()];
-        let why = agreed(&both, "wavegate-shard-", 3, at(5)).unwrap_err();
-        assert!(why.contains("wavegate-1_7-a.r2"), "{why}");
-        assert!(agreed(&both, "wavegate-shard-", 2, at(5)).is_err());
+        let why = by3.rivals().check(&both, at(5)).unwrap_err();
+        assert!(why.contains("wavegate-1_7-a"), "{why}");
+        assert!(by2.rivals().check(&both, at(5)).is_err());
         // The old Lease expired (its pod killed) or another Lease of the namespace: agreed.
-        assert_eq!(agreed(&both, "wavegate-shard-", 3, at(11)), Ok(()));
-        let other = lease("wavegate", "someone", 0);
-        assert_eq!(agreed(&[other, new], "wavegate-shard-", 3, at(5)), Ok(()));
+        assert_eq!(by3.rivals().check(&both, at(11)), Ok(()));
+        let other = lease("wavegate-webhook", "someone", 0);
+        assert_eq!(by3.rivals().check(&[other, new], at(5)), Ok(()));
+    }
+
+    /// Same count, other algorithm (one replica given --sharding-algorithm, the other reading
+    /// argocd-cmd-params-cm; or a rollout changing it): legacy and round-robin put one cluster
+    /// on two shards, so these two stand back as well.
+    #[test]
+    fn replicas_with_another_algorithm_or_handover_stand_back() {
+        let legacy = settings(3, Some(Algorithm::Legacy));
+        let from_cm = settings(3, None);
+        let mut slower = settings(3, Some(Algorithm::Legacy));
+        slower.rules = Rules::for_resync(std::time::Duration::from_secs(5));
+        for other in [&from_cm, &slower, &settings(3, Some(Algorithm::RoundRobin))] {
+            let held = lease("wavegate-shard-0", &holder("wavegate-0", other), 0);
+            let why = legacy.rivals().check(&[held], at(5)).unwrap_err();
+            assert!(why.contains("shards by other inputs"), "{why}");
+        }
+        // Replicas differ in their own number only: alike.
+        let mut replica_2 = settings(3, Some(Algorithm::Legacy));
+        replica_2.replica = 2;
+        assert_eq!(replica_2.identity_suffix(), legacy.identity_suffix());
+        let held = lease("wavegate-shard-2", &holder("wavegate-2", &replica_2), 0);
+        assert_eq!(legacy.rivals().check(&[held], at(5)), Ok(()));
+    }
+
+    /// A Deployment's unsharded leader left beside the StatefulSet: the shards stand back
+    /// while its Lease is live, and it stands back while any shard's is (its fence reads the
+    /// same list), so the two never both write.
+    #[test]
+    fn sharded_replicas_and_an_unsharded_leader_never_write_together() {
+        let sharded = settings(3, None);
+        let plain = lease("wavegate", "wavegate-7d9f8-abcde", 0);
+        let shard = lease("wavegate-shard-1", &holder("wavegate-1", &sharded), 0);
+        let why = sharded
+            .rivals()
+            .check(std::slice::from_ref(&plain), at(5))
+            .unwrap_err();
+        assert!(why.contains("unsharded Lease wavegate"), "{why}");
+        let unsharded = Rivals::of_unsharded("wavegate");
+        let both = [plain.clone(), shard.clone()];
+        let why = unsharded.check(&both, at(5)).unwrap_err();
+        assert!(why.contains("shard Lease wavegate-shard-1"), "{why}");
+        // Released or expired: the other mode writes again.
+        assert_eq!(sharded.rivals().check(&[plain], at(10)), Ok(()));
+        assert_eq!(unsharded.check(&[shard], at(10)), Ok(()));
+        // Only `<lease>-shard-<N>` is a shard Lease.
+        let unrelated = lease("wavegate-shard-x", "someone", 0);
+        assert_eq!(unsharded.check(&[unrelated], at(5)), Ok(()));
+    }
+
+    #[test]
+    fn a_shard_whose_lease_is_missing_released_or_expired_is_unheld() {
+        let s = settings(4, None);
+        let mut released = lease("wavegate-shard-2", "x", 0);
+        released.spec.as_mut().unwrap().holder_identity = Some(String::new());
+        let leases = [
+            lease("wavegate-shard-0", "a", 0),
+            lease("wavegate-shard-1", "b", -20),
+            released,
+        ];
+        assert_eq!(s.rivals().unheld_shards(&leases, 4, at(5)), vec![1, 2, 3]);
     }
 }

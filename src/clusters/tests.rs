@@ -544,7 +544,8 @@ async fn a_cluster_reached_by_two_secrets_on_two_replicas_gets_one_writer() {
             stale_after: Duration::from_secs(60),
             handover: Duration::ZERO,
         },
-        leases: ("wavegate".into(), "wavegate-shard-".into()),
+        clusters_namespace: "argocd".into(),
+        leases: ("wavegate".into(), "wavegate".into()),
     };
     let sharding = Sharding::new(settings, Arc::new(Metrics::default()));
     let clusters = Clusters::sharded(Cluster::home(home()), sharding);

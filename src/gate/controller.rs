@@ -241,6 +241,7 @@ impl Gates {
                 Err(e) => Judgement {
                     verdict: invalid_check(e),
                     blind: None,
+                    cold: false,
                     judged_selector: None,
                     judged_state: None,
                     valid_until: None,
@@ -252,6 +253,11 @@ impl Gates {
         let blind: HashMap<String, String> = judged
             .iter()
             .filter_map(|(n, j)| j.blind.clone().map(|why| (n.clone(), why)))
+            .collect();
+        let mut cold: Vec<String> = judged
+            .iter()
+            .filter(|(_, j)| j.cold)
+            .map(|(n, _)| format!("check {n}"))
             .collect();
         let verdicts: Vec<_> = judged.into_iter().map(|(n, j)| (n, j.verdict)).collect();
         // When the Application that manages the gate cannot be read (not watched, not synced,
@@ -281,9 +287,14 @@ impl Gates {
                      gate's tracking id or instance label names) that deploys to this cluster and \
                      lists this gate among its resources was found"
                 )),
-                Err(e) => SyncClock::Blind(format!(
-                    "cannot tell when the sync of Application {app_ns}/{app} started: {e}"
-                )),
+                Err(e) => {
+                    if matches!(e, CacheError::NotSynced(_)) {
+                        cold.push(format!("Application {app_ns}/{app}"));
+                    }
+                    SyncClock::Blind(format!(
+                        "cannot tell when the sync of Application {app_ns}/{app} started: {e}"
+                    ))
+                }
             },
             None => SyncClock::Unmanaged,
         };
@@ -304,6 +315,7 @@ impl Gates {
             gate: &gate,
             verdicts,
             blind,
+            cold,
             stored,
             sync,
             probing,
@@ -315,6 +327,9 @@ impl Gates {
         let decision = decide(inputs, &rules, now);
         if let Some(why) = &decision.ignored_timeout {
             tracing::warn!(gate = %format!("{ns}/{name}"), "{why}; ignoring it");
+        }
+        if let Some(why) = &decision.held {
+            tracing::debug!(gate = %format!("{ns}/{name}"), "{why}");
         }
         self.context.metrics.set_gate_health(
             &self.context.cluster,

@@ -10,6 +10,7 @@ pub(crate) use super::timeout::SyncClock;
 use super::timeout::{health_over_time, parse_timeout, until_timeout, waited, waiting_since};
 use crate::events::{self, Transition};
 use crate::health::{HealthStatus, Verdict};
+use crate::written;
 use k8s_openapi::jiff::Timestamp;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -21,6 +22,9 @@ pub(crate) struct Inputs<'a> {
     pub verdicts: Vec<(String, Verdict)>,
     /// Checks wavegate could not see (check name → why): see [`gate_health`].
     pub blind: HashMap<String, String>,
+    /// What the gate reads through a watch that has not listed yet: its checks, and the
+    /// Application that manages it (see [`decide`]).
+    pub cold: Vec<String>,
     /// The status to compare with: what the object carries, or what this controller wrote
     /// while the cache has not caught up with it.
     pub stored: Option<WaveGateStatus>,
@@ -53,6 +57,8 @@ pub(crate) struct Decision {
     /// A `spec.timeout` that does not parse: the gate is judged without it, and the controller
     /// logs why.
     pub ignored_timeout: Option<String>,
+    /// Why the status that should be written is not, for now: what has not listed yet.
+    pub held: Option<String>,
 }
 
 impl Decision {
@@ -74,6 +80,7 @@ pub(crate) fn decide(inputs: Inputs<'_>, rules: &Rules, now: Timestamp) -> Decis
         gate,
         verdicts,
         blind,
+        cold,
         stored,
         sync,
         probing,
@@ -106,6 +113,28 @@ pub(crate) fn decide(inputs: Inputs<'_>, rules: &Rules, now: Timestamp) -> Decis
         requeue = Some(requeue.map_or(rules.probe_recheck, |d| d.min(rules.probe_recheck)));
     }
     let write = stored.as_ref() != Some(&status);
+    // A watch that has not listed yet: the verdict another writer (or this one) stored is
+    // kept while it counts (`written::kept_over_cold`).
+    if write
+        && !cold.is_empty()
+        && let Some(kept) = stored.as_ref()
+        && let Some(recheck) = written::kept_over_cold(
+            kept.health.as_ref().and_then(|h| h.valid_until),
+            now.as_second(),
+        )
+    {
+        return Decision {
+            status: kept.clone(),
+            write: false,
+            requeue: Some(requeue.map_or(recheck, |d| d.min(recheck))),
+            event: None,
+            ignored_timeout,
+            held: Some(format!(
+                "not written over a verdict that still counts: {} not listed yet",
+                cold.join(", ")
+            )),
+        };
+    }
     // Compared with the status the object carried, not with memory (src/events.rs).
     let event = write
         .then(|| {
@@ -123,6 +152,7 @@ pub(crate) fn decide(inputs: Inputs<'_>, rules: &Rules, now: Timestamp) -> Decis
         requeue,
         event,
         ignored_timeout,
+        held: None,
     }
 }
 
@@ -177,6 +207,7 @@ mod tests {
             gate,
             verdicts: waiting(),
             blind: HashMap::new(),
+            cold: Vec::new(),
             stored,
             sync,
             probing: false,
@@ -318,6 +349,48 @@ mod tests {
         assert_ne!(d.event.map(|e| e.reason), Some("TimedOut"));
     }
 
+    /// A cluster gained from another replica: the previous owner wrote Healthy, valid until
+    /// 06:33; the successor's Service watch has not listed yet. Nothing is written over it
+    /// until the watch lists (judged again within a second) or the verdict runs out.
+    #[test]
+    fn a_cold_watch_does_not_overwrite_a_verdict_that_still_counts() {
+        let g = gate(Some("10m"));
+        let healthy_at = ts("2026-11-30T06:30:00Z");
+        let mut healthy = inputs(&g, None, SyncClock::Unmanaged);
+        healthy.verdicts = vec![("http".into(), Verdict::healthy("1 ready endpoint"))];
+        let previous = decide(healthy, &RULES, healthy_at).status;
+        let cold = |now: &str| {
+            let mut i = inputs(&g, Some(previous.clone()), SyncClock::Unmanaged);
+            let why = "the cache of services in ddb has not synced yet";
+            i.verdicts = vec![("http".into(), Verdict::progressing(why))];
+            i.blind = HashMap::from([("http".to_string(), why.to_string())]);
+            i.cold = vec!["check http".into()];
+            decide(i, &RULES, ts(now))
+        };
+        let d = cold("2026-11-30T06:31:00Z");
+        assert!(!d.write, "{:?}", d.status.health);
+        assert_eq!(d.status, previous);
+        assert_eq!(d.health(), HealthStatus::Healthy);
+        assert_eq!(d.event, None);
+        assert_eq!(d.requeue, Some(written::COLD_RECHECK));
+        assert!(d.held.unwrap().contains("check http not listed yet"));
+        // Run out: Argo CD reads it as Progressing anyway, and the reason is written.
+        let d = cold("2026-11-30T06:33:00Z");
+        assert!(d.write);
+        assert_eq!(d.health(), HealthStatus::Progressing);
+        // A verdict without validUntil (--status-validity 0) would never run out: not kept.
+        let mut i = inputs(&g, Some(previous.clone()), SyncClock::Unmanaged);
+        i.stored
+            .as_mut()
+            .unwrap()
+            .health
+            .as_mut()
+            .unwrap()
+            .valid_until = None;
+        i.cold = vec!["check http".into()];
+        assert!(decide(i, &RULES, ts("2026-11-30T06:31:00Z")).write);
+    }
+
     /// A proven split CockroachDB cluster, a Database CNPG refused: definite failures.
     fn split() -> Verdict {
         Verdict::degraded("prod/cockroachdb: split cluster — 2 cluster IDs among 3 pods")
@@ -430,7 +503,7 @@ mod tests {
                 })),
             };
             let d = decide(
-                Inputs { gate: &g, verdicts, blind, stored: None, sync, probing: false },
+                Inputs { gate: &g, verdicts, blind, cold: Vec::new(), stored: None, sync, probing: false },
                 &RULES,
                 now,
             );

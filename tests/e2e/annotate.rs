@@ -12,7 +12,7 @@ use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use wavegate::annotate::{STATUS, VALID_UNTIL};
+use wavegate::annotate::{MESSAGE, STATUS, VALID_UNTIL};
 use wavegate::evaluate::EvalConfig;
 
 /// wavegate's annotations on a Service but the deadline (which a repeated patch may move).
@@ -381,6 +381,7 @@ async fn a_frozen_ex_leaders_late_patch_is_refused_when_the_new_leader_agreed_wi
         lease: "wavegate".into(),
         identity: "ex-leader".into(),
         duration: Duration::from_secs(15),
+        rivals: wavegate::leader::Rivals::of_unsharded("wavegate"),
     };
     let wg = Wavegate::start_in(client.clone(), EvalConfig::default(), &[&ns]).await;
     tokio::spawn(wavegate::annotate::run_with(
@@ -423,4 +424,83 @@ async fn a_frozen_ex_leaders_late_patch_is_refused_when_the_new_leader_agreed_wi
         }
     })
     .await;
+}
+
+/// Annotation mode moves with home to another replica (or restarts): the previous writer's
+/// Healthy still counts for a minute, and the successor's pod and EndpointSlice watches have not
+/// listed when it first judges the Service. It keeps that Healthy rather than write Progressing
+/// ("has not synced yet") over it, and writes what it sees once they have.
+#[tokio::test]
+#[ignore = "needs the local control plane"]
+async fn a_successor_with_cold_caches_keeps_an_annotation_that_still_counts() {
+    let client = cluster::client().await;
+    let ns = cluster::namespace(&client, "annotate-cold").await;
+    pod(&client, &ns, "web-0", json!({"app": "web"})).await;
+    set_pod_ready(&client, &ns, "web-0", "10.244.3.40", true).await;
+    apply(
+        &client,
+        json!({"apiVersion": "v1", "kind": "Service",
+               "metadata": {"name": "web", "namespace": ns,
+                            "annotations": {"wavegate.dev/annotate": "true"}},
+               "spec": {"selector": {"app": "web"}, "ports": [{"port": 80}]}}),
+    )
+    .await;
+    let annotator = |wg: &Wavegate| {
+        tokio::spawn(wavegate::annotate::run_with(
+            wg.evaluator.clone(),
+            wg.metrics.clone(),
+            Duration::from_secs(1),
+            Some(Duration::from_secs(60)),
+            wavegate::leader::Fence::default(),
+        ))
+    };
+    let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+    let status_becomes = |want: &'static str| {
+        let services = services.clone();
+        async move {
+            eventually(Duration::from_secs(15), want, || async {
+                let s = services.get("web").await.map_err(|e| e.to_string())?;
+                let status = verdict_of(&s).get(STATUS).cloned();
+                if status.as_deref() == Some(want) {
+                    Ok(())
+                } else {
+                    Err(format!("{status:?}"))
+                }
+            })
+            .await
+        }
+    };
+    let previous = Wavegate::start_in(client.clone(), EvalConfig::default(), &[&ns]).await;
+    let owner = annotator(&previous);
+    status_becomes("Healthy").await;
+    owner.abort();
+
+    // Every verdict the Service carries from here on, as a watch of it delivers them.
+    let seen = Arc::new(Mutex::new(Vec::<String>::new()));
+    let recorder = {
+        let (services, seen) = (services.clone(), seen.clone());
+        tokio::spawn(async move {
+            use kube::runtime::WatchStreamExt;
+            let config = kube::runtime::watcher::Config::default().fields("metadata.name=web");
+            let events = kube::runtime::watcher(services, config).applied_objects();
+            futures::pin_mut!(events);
+            while let Some(Ok(s)) = events.next().await {
+                let v = verdict_of(&s);
+                let text = |k: &str| v.get(k).cloned().unwrap_or_default();
+                seen.lock()
+                    .unwrap()
+                    .push(format!("{}: {}", text(STATUS), text(MESSAGE)));
+            }
+        })
+    };
+    let successor = Wavegate::start_cold_in(client.clone(), &[&ns]).await;
+    let _successor = annotator(&successor);
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    status_becomes("Healthy").await;
+    set_pod_ready(&client, &ns, "web-0", "10.244.3.40", false).await;
+    status_becomes("Progressing").await;
+    recorder.abort();
+    let seen = seen.lock().unwrap().clone();
+    let cold = seen.iter().find(|s| s.contains("has not synced"));
+    assert_eq!(cold, None, "a cold cache's verdict was written: {seen:?}");
 }

@@ -35,6 +35,15 @@ pub(crate) struct Serve {
 
 impl Serve {
     pub(crate) fn start(label: &str, args: &[&str]) -> Serve {
+        Self::start_as(label, None, args)
+    }
+
+    /// With `kubeconfig`'s credentials instead of the test's (an installed ServiceAccount's).
+    pub(crate) fn start_as(
+        label: &str,
+        kubeconfig: Option<&std::path::Path>,
+        args: &[&str],
+    ) -> Serve {
         let port = TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -43,7 +52,11 @@ impl Serve {
         let out = std::env::var("TEST_OUTPUT")
             .unwrap_or_else(|_| std::env::temp_dir().display().to_string());
         let log = File::create(format!("{out}/e2e-clusters-{label}.log")).unwrap();
-        let child = Command::new(env!("CARGO_BIN_EXE_wavegate"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_wavegate"));
+        if let Some(kubeconfig) = kubeconfig {
+            command.env("KUBECONFIG", kubeconfig);
+        }
+        let child = command
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
             .args(["--status-validity", "0"])
             // 1 s unless a test sets its own (to show what a change does without a resync).

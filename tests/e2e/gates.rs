@@ -475,6 +475,74 @@ async fn verdict_of_a_stopped_wavegate_expires_for_argo_cd() {
     assert_eq!(view["health"]["status"], "Progressing", "{view}");
 }
 
+/// A cluster moves to another replica (a shard moved, a failover): the previous owner's
+/// Healthy still counts for a minute. The successor's watches have not listed yet when it first
+/// judges the gate; it must not write Progressing ("has not synced yet") over that Healthy,
+/// which would hold a wave the cluster allows, nor ever lose it. Once its caches have listed,
+/// it writes what it sees, here the pod going unready.
+#[tokio::test]
+#[ignore = "needs the local control plane"]
+async fn a_successor_with_cold_caches_does_not_overwrite_a_verdict_that_still_counts() {
+    let admin = cluster::client().await;
+    let ns = cluster::namespace(&admin, "gates-cold").await;
+    serving(&admin, &ns, "web", "10.244.7.21").await;
+    let settings = || wavegate::gate::controller::Settings {
+        status_validity: Some(Duration::from_secs(60)),
+        ..wavegate::gate::controller::Settings::new(Duration::from_secs(1))
+    };
+    let previous = Wavegate::start_in(admin.clone(), EvalConfig::default(), &[&ns]).await;
+    let home = wavegate::clusters::Cluster::home(previous.evaluator.clone());
+    let owner = tokio::spawn(home.gate_controller(&home, previous.metrics.clone(), settings()));
+    apply(
+        &admin,
+        gate(
+            &ns,
+            "web-up",
+            json!({"checks": [{"name": "web", "service": {"name": "web"}}]}),
+        ),
+    )
+    .await;
+    gate_becomes(&admin, &ns, "web-up", "Healthy").await;
+    owner.abort();
+
+    // Every status the gate carries from here on, as a watch of it delivers them.
+    let api = gates_api(&admin, &ns);
+    let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    let recorder = {
+        let (api, seen) = (api.clone(), seen.clone());
+        tokio::spawn(async move {
+            use futures::TryStreamExt;
+            use kube::runtime::WatchStreamExt;
+            let config = kube::runtime::watcher::Config::default().fields("metadata.name=web-up");
+            let events = kube::runtime::watcher(api, config).applied_objects();
+            futures::pin_mut!(events);
+            while let Ok(Some(g)) = events.try_next().await {
+                let status = g.data["status"]["health"]["status"].as_str().unwrap_or("");
+                let message = g.data["status"]["health"]["message"].as_str().unwrap_or("");
+                seen.lock().unwrap().push(format!("{status}: {message}"));
+            }
+        })
+    };
+    let successor = Wavegate::start_cold_in(admin.clone(), &[&ns]).await;
+    let home = wavegate::clusters::Cluster::home(successor.evaluator.clone());
+    let _successor =
+        tokio::spawn(home.gate_controller(&home, successor.metrics.clone(), settings()));
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    let g = serde_json::to_value(api.get("web-up").await.unwrap()).unwrap();
+    assert_eq!(g["status"]["health"]["status"], "Healthy", "{g}");
+    set_pod_ready(&admin, &ns, "web", "10.244.7.21", false).await;
+    gate_becomes(&admin, &ns, "web-up", "Progressing").await;
+    recorder.abort();
+    let seen = seen.lock().unwrap().clone();
+    let first_progressing = seen.iter().position(|s| s.starts_with("Progressing"));
+    let cold = seen.iter().find(|s| s.contains("has not synced"));
+    assert_eq!(cold, None, "a cold cache's verdict was written: {seen:?}");
+    assert!(
+        first_progressing.is_some_and(|i| !seen[i].contains("not synced")),
+        "{seen:?}"
+    );
+}
+
 #[tokio::test]
 #[ignore = "needs the local control plane"]
 async fn ready_endpoint_of_a_pod_outside_the_selector_is_not_healthy() {

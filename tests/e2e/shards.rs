@@ -14,7 +14,10 @@
 //! old one stops; a frozen Lease holder is replaced by a standby and, woken, writes nothing;
 //! `skip-reconcile` stops every writer of its cluster and, removed, brings its
 //! replica back; a replica counting 4 replicas (a StatefulSet scaling) stops every replica's
-//! writes until it is gone. No gate is ever written by two replicas.
+//! writes until it is gone; an unsharded leader beside them makes every one stand back, itself
+//! included; a shard whose only replica died is counted without a holder. No gate is ever
+//! written by two replicas. A second test runs one replica with the RBAC of
+//! deploy/overlays/shards on a private control plane.
 //!
 //! Private control planes cost ~300 MiB and a few seconds of CPU each on this 2-core machine,
 //! so there are two, not six: what is proven per cluster needs one cluster per shard.
@@ -69,6 +72,35 @@ impl Replica {
             ns,
             "--namespaces",
             ns,
+            "--leader-elect-namespace",
+            ns,
+            "--leader-elect-identity",
+            label,
+            "--leader-elect-duration",
+            &lease,
+        ];
+        Replica {
+            serve: Serve::start(&format!("shards-{label}"), &args),
+            label: label.to_string(),
+        }
+    }
+
+    /// An unsharded leader (`--leader-elect` on the plain Lease `wavegate`) of every cluster,
+    /// as a Deployment left beside the shards' StatefulSet runs.
+    fn unsharded(ns: &str, label: &str) -> Replica {
+        let lease = format!("{}s", LEASE.as_secs());
+        let args = [
+            "--clusters-from",
+            "argocd-secrets",
+            "--clusters-namespace",
+            ns,
+            "--clusters-resync",
+            "1s",
+            "--argocd-namespace",
+            ns,
+            "--namespaces",
+            ns,
+            "--leader-elect",
             "--leader-elect-namespace",
             ns,
             "--leader-elect-identity",
@@ -511,6 +543,92 @@ async fn each_replica_writes_only_its_shards_clusters_and_a_successor_takes_over
         "{agreed:?}"
     );
 
+    // An unsharded leader left beside the shards (a Deployment not yet deleted while moving to
+    // the StatefulSet) holds the plain Lease `wavegate`, which no shard's election keeps it
+    // from: the shards stand back while it is live, and its fence refuses every write while a
+    // shard's Lease is live, so a change is written by nobody. Stopped (SIGTERM releases its
+    // Lease), the shards write again after their handover.
+    let mut plain = Replica::unsharded(&ns, "plain");
+    eventually(WAIT, "the shards stand back", || async {
+        for r in &replicas {
+            if r.metric("wavegate_shard_disagreement").await != Some(1.0) {
+                return Err(format!("{} still judges", r.label));
+            }
+        }
+        Ok(())
+    })
+    .await;
+    let before_plain = all(&replicas).await;
+    ready(0, &home, false).await;
+    eventually(WAIT, "the unsharded leader stands back", || async {
+        match plain.metric("wavegate_shard_disagreement").await {
+            Some(1.0) => Ok(()),
+            other => Err(format!("{other:?}")),
+        }
+    })
+    .await;
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(
+        gate_health(&home, &ns).await,
+        "Healthy",
+        "nobody writes while both modes hold Leases"
+    );
+    let beside = all(&replicas).await;
+    assert_eq!(
+        writers_of("in-cluster", &before_plain, &beside),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        plain.writes().await.values().sum::<f64>(),
+        0.0,
+        "the unsharded leader wrote beside the shards"
+    );
+    plain.terminate().await;
+    let plain_stopped = Instant::now();
+    gate_becomes(
+        &home,
+        &ns,
+        "Progressing",
+        WAIT,
+        "home written once the unsharded leader stopped",
+    )
+    .await;
+    println!(
+        "the unsharded leader stopped; home's change written {:?} later",
+        plain_stopped.elapsed()
+    );
+    let after_plain = all(&replicas).await;
+    assert_eq!(
+        writers_of("in-cluster", &beside, &after_plain),
+        ["r0"],
+        "{after_plain:?}"
+    );
+
+    // Shard 1's replica dies and nothing replaces it (a StatefulSet pod on a lost node): once
+    // its Lease expires, every live replica counts that shard without a holder
+    // (WavegateShardWithoutHolder), and their assignments stay fresh.
+    let mut gone = replicas.remove(by(&replicas, "r1-new"));
+    gone.serve.kill();
+    let died = Instant::now();
+    eventually(LEASE + WAIT, "shard 1 counted without a holder", || async {
+        for r in &replicas {
+            if r.metric("wavegate_shard_leases_unheld").await != Some(1.0) {
+                return Err(format!("{} does not count it", r.label));
+            }
+        }
+        Ok(())
+    })
+    .await;
+    println!(
+        "shard 1's replica killed; counted without a holder after {:?}",
+        died.elapsed()
+    );
+    let age = replicas[0]
+        .metric("wavegate_shard_assignment_age_seconds")
+        .await
+        .unwrap_or(f64::MAX);
+    assert!(age < 3.0, "replica 0's assignment is {age} s old");
+
     // Over the whole run: no write was sent and then fenced away more than at the handovers.
     for r in &replicas {
         let fenced = r
@@ -519,4 +637,108 @@ async fn each_replica_writes_only_its_shards_clusters_and_a_successor_takes_over
             .unwrap_or(0.0);
         println!("{}: {fenced} writes fenced", r.label);
     }
+}
+
+/// deploy/overlays/shards as an installer applies it, on a private control plane, and one
+/// replica (`wavegate-0` of 2) running with the wavegate ServiceAccount's token: the RBAC it
+/// ships is all a shard's replica needs to read Argo CD's sharding inputs (cluster Secrets,
+/// argocd-cmd-params-cm, argocd-cm), list the Leases, hold its own shard's Lease and write its
+/// gates. (No kubelet runs the StatefulSet's pods here; the process plays its pod 0.)
+#[tokio::test]
+#[ignore = "needs the control plane's binaries (a private control plane)"]
+async fn the_shards_overlays_rbac_lets_a_replica_hold_its_lease_and_write() {
+    let cp = PrivateControlPlane::up("shards-rbac");
+    let admin = cp.admin().await;
+    let overlay = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("deploy/overlays/shards");
+    cp.kubectl(&["create", "namespace", "argocd"]);
+    cp.kubectl(&["apply", "--server-side", "-k", overlay.to_str().unwrap()]);
+    cp.kubectl(&[
+        "wait",
+        "--for=condition=Established",
+        "--timeout=30s",
+        "crd/wavegates.wavegate.dev",
+    ]);
+    for (name, data) in [
+        (
+            "argocd-cmd-params-cm",
+            json!({"controller.sharding.algorithm": "round-robin"}),
+        ),
+        ("argocd-cm", json!({})),
+    ] {
+        apply(
+            &admin,
+            json!({"apiVersion": "v1", "kind": "ConfigMap",
+                   "metadata": {"name": name, "namespace": "argocd"}, "data": data}),
+        )
+        .await;
+    }
+    let token = cp.kubectl(&[
+        "-n",
+        "wavegate",
+        "create",
+        "token",
+        "wavegate",
+        "--duration=1h",
+    ]);
+    let kubeconfig = cp.kubeconfig_with_token("wavegate", token.trim());
+    let ns = "shards-rbac";
+    cp.kubectl(&["create", "namespace", ns]);
+    service(&admin, ns, "web", "web").await;
+    pod(&admin, ns, "web-0", json!({"app": "web"})).await;
+    set_pod_ready(&admin, ns, "web-0", "10.98.9.1", false).await;
+    apply(&admin, gate(ns, "web-up", "web")).await;
+
+    // As the StatefulSet's pod wavegate-0 (its args and env, plus a fast resync).
+    let replica = Replica {
+        serve: Serve::start_as(
+            "shards-rbac-0",
+            Some(&kubeconfig),
+            &[
+                "--shard-like-argocd",
+                "--shard-replicas",
+                "2",
+                "--clusters-from=argocd-secrets",
+                "--clusters-namespace=argocd",
+                "--clusters-resync=1s",
+                "--argocd-namespace=argocd",
+                "--leader-elect",
+                "--leader-elect-namespace=wavegate",
+                "--leader-elect-identity=wavegate-0",
+                "--namespaces",
+                ns,
+            ],
+        ),
+        label: "wavegate-0".into(),
+    };
+    // Home (Argo CD's in-cluster destination, no Secret) is shard 0 under round-robin.
+    gate_becomes(
+        &admin,
+        ns,
+        "Progressing",
+        WAIT,
+        "home's gate written by shard 0",
+    )
+    .await;
+    let leases: Api<Lease> = Api::namespaced(admin.clone(), "wavegate");
+    let held = leases.get("wavegate-shard-0").await.unwrap();
+    let holder = held
+        .spec
+        .and_then(|s| s.holder_identity)
+        .unwrap_or_default();
+    assert!(holder.starts_with("wavegate-0_"), "{holder}");
+    let metric = |name: &'static str| {
+        let r = &replica;
+        async move { r.metric(name).await }
+    };
+    // Shard 1 has no replica here: counted, from the Leases this account may list.
+    assert_eq!(metric("wavegate_shard_leases_unheld").await, Some(1.0));
+    assert_eq!(metric("wavegate_shard_disagreement").await, Some(0.0));
+    assert_eq!(metric("wavegate_writes_fenced_total").await, Some(0.0));
+    let age = metric("wavegate_shard_assignment_age_seconds")
+        .await
+        .unwrap_or(f64::MAX);
+    assert!(
+        age < 3.0,
+        "the assignment is {age} s old: a read is refused"
+    );
 }

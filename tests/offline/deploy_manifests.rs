@@ -16,6 +16,7 @@ const EVERY_VARIANT: &[&str] = &[
     "deploy/overlays/crdb-credentials",
     "deploy/overlays/clusters",
     "deploy/overlays/clusters-kubeconfigs",
+    "deploy/overlays/shards",
     "deploy/remote-cluster",
 ];
 
@@ -326,7 +327,8 @@ fn every_variant_runs_two_replicas_with_one_writer_elected_on_a_named_lease() {
             Some(&Value::from(1)),
             "{dir}"
         );
-        // Reading or changing any Lease but wavegate's own is not granted.
+        // Changing or getting any Lease but wavegate's own is not granted; listing the
+        // namespace's Leases is, so that the leader sees a shard's live holder beside it.
         let role = objects
             .iter()
             .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == "wavegate-leader")
@@ -338,7 +340,7 @@ fn every_variant_runs_two_replicas_with_one_writer_elected_on_a_named_lease() {
                 .iter()
                 .filter_map(Value::as_str)
                 .collect();
-            if verbs != ["create"] {
+            if verbs != ["create"] && verbs != ["list"] {
                 assert_eq!(
                     rule["resourceNames"],
                     serde_json::json!(["wavegate"]),
@@ -726,4 +728,95 @@ fn every_variant_grants_what_each_registered_kind_needs() {
             }
         }
     }
+}
+
+/// Sharded like Argo CD's controller: a StatefulSet (a replica's number is its pod's ordinal;
+/// a Deployment's pods have none and are refused at start) counting as many replicas as it
+/// runs, each of which may hold its own shard's Lease and list the others', and read the
+/// algorithm Argo CD's controller runs.
+#[test]
+fn the_shards_variant_runs_a_numbered_replica_per_shard_with_its_lease() {
+    let objects = render("deploy/overlays/shards");
+    assert!(
+        !objects.iter().any(|o| o["kind"] == "Deployment"),
+        "an unsharded Deployment beside the shards keeps them all from writing"
+    );
+    let set = objects
+        .iter()
+        .find(|o| o["kind"] == "StatefulSet")
+        .expect("a StatefulSet");
+    let container = &set["spec"]["template"]["spec"]["containers"][0];
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for flag in ["--shard-like-argocd", "--clusters-from=argocd-secrets"] {
+        assert!(args.contains(&flag), "{args:?}");
+    }
+    let env = |name: &str| {
+        container["env"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|e| e["name"] == name)
+            .cloned()
+    };
+    let replicas = set["spec"]["replicas"].as_u64().unwrap();
+    assert!(replicas >= 2, "{replicas}");
+    assert_eq!(
+        env("ARGOCD_CONTROLLER_REPLICAS").map(|e| e["value"].clone()),
+        Some(Value::from(replicas.to_string())),
+        "the replicas count themselves as they run"
+    );
+    assert_eq!(
+        env("POD_NAME").map(|e| e["valueFrom"]["fieldRef"]["fieldPath"].clone()),
+        Some(Value::from("metadata.name")),
+        "the ordinal comes from the pod's name"
+    );
+    let governing = set["spec"]["serviceName"].as_str().unwrap();
+    let headless = objects
+        .iter()
+        .find(|o| o["kind"] == "Service" && o["metadata"]["name"] == governing)
+        .unwrap_or_else(|| panic!("no Service {governing}"));
+    assert_eq!(headless["spec"]["clusterIP"], "None");
+    assert_eq!(
+        headless["spec"]["selector"],
+        set["spec"]["selector"]["matchLabels"]
+    );
+
+    let role = objects
+        .iter()
+        .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == "wavegate-leader")
+        .unwrap();
+    let may = |verb: &str, lease: &str| {
+        role["rules"].as_array().unwrap().iter().any(|r| {
+            let has = |field: &str, want: &str| {
+                r[field].as_array().into_iter().flatten().any(|x| x == want)
+            };
+            has("resources", "leases")
+                && has("verbs", verb)
+                && (r["resourceNames"].is_null() || has("resourceNames", lease))
+        })
+    };
+    for shard in 0..replicas {
+        let lease = format!("wavegate-shard-{shard}");
+        for verb in ["get", "patch", "create", "list"] {
+            assert!(may(verb, &lease), "{verb} on Lease {lease}: {role}");
+        }
+    }
+    let beyond = format!("wavegate-shard-{replicas}");
+    assert!(!may("patch", &beyond), "{role}");
+    // The algorithm, from Argo CD's namespace, by name.
+    let roles = roles(&objects);
+    assert!(roles.iter().any(|r| {
+        r["metadata"]["namespace"] == "argocd"
+            && r["rules"].as_array().unwrap().iter().any(|rule| {
+                rule["resourceNames"]
+                    .as_array()
+                    .is_some_and(|n| n.iter().any(|x| x == "argocd-cmd-params-cm"))
+                    && rule["verbs"].as_array().unwrap().iter().any(|v| v == "get")
+            })
+    }));
 }

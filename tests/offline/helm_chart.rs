@@ -369,6 +369,77 @@ fn clusters_from_kubeconfigs() {
     );
 }
 
+/// Sharded like Argo CD's controller: the StatefulSet with the Deployment's pod, its headless
+/// Service, each shard's Lease and the algorithm's ConfigMap.
+#[test]
+#[ignore = "needs Helm, built from its Go module by scripts/helm.sh"]
+fn shards_like_argocd() {
+    assert_equivalent(
+        "shards",
+        render_kustomize(
+            "shards",
+            "deploy/base",
+            &["deploy/components/clusters", "deploy/components/shards"],
+        ),
+        render_helm(
+            "shards",
+            &[
+                "--include-crds",
+                "--set",
+                "clusters.from=argocd-secrets",
+                "--set",
+                "shards.enabled=true",
+            ],
+        ),
+    );
+}
+
+/// A sharded install whose replicas cannot compute Argo CD's assignment is refused at render
+/// time, not at the pods' start.
+#[test]
+#[ignore = "needs Helm, built from its Go module by scripts/helm.sh"]
+fn shards_without_every_cluster_secret_are_refused() {
+    for (set, expect) in [
+        (vec!["shards.enabled=true"], "clusters.from=argocd-secrets"),
+        (
+            vec![
+                "shards.enabled=true",
+                "clusters.from=argocd-secrets",
+                "clusters.secretNames={cluster-prod}",
+            ],
+            "secretNames",
+        ),
+    ] {
+        let args: Vec<&str> = set.iter().flat_map(|s| ["--set", *s]).collect();
+        let out = helm_template(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{set:?} was accepted");
+        assert!(err.contains(expect), "{set:?}: {err}");
+    }
+    // Three replicas: three shard Leases.
+    let objects = render_helm(
+        "shards-3",
+        &[
+            "--set",
+            "clusters.from=argocd-secrets",
+            "--set",
+            "shards.enabled=true",
+            "--set",
+            "replicas=3",
+        ],
+    );
+    let role = objects
+        .iter()
+        .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == "wavegate-leader")
+        .unwrap();
+    assert!(
+        role["rules"]
+            .to_string()
+            .contains(r#"["wavegate-shard-0","wavegate-shard-1","wavegate-shard-2"]"#),
+        "{role}"
+    );
+}
+
 /// Narrowed to named Secrets: only `get` on exactly those (resourceNames), never `list`, and
 /// wavegate is told to read only them.
 #[test]

@@ -204,6 +204,15 @@ impl Wavegate {
         Self::start_full(client, config, Duration::from_secs(5), None, Some(scope)).await
     }
 
+    /// Watching only `namespaces`, with reads that never wait for a new watch to list
+    /// (`--sync-wait 0`): the first read of every kind finds its cache cold, as on a replica
+    /// that just gained a cluster whose lists take longer than `--sync-wait`.
+    pub async fn start_cold_in(client: Client, namespaces: &[&str]) -> Wavegate {
+        let scope = namespaces.iter().map(|s| s.to_string()).collect();
+        let config = EvalConfig::default();
+        Self::start_full(client, config, Duration::ZERO, None, Some(scope)).await
+    }
+
     pub async fn start_with(
         client: Client,
         config: EvalConfig,
