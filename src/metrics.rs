@@ -104,6 +104,11 @@ pub struct Metrics {
     /// 1 while a live replica shards by another replica count (a StatefulSet scaling): this
     /// replica then judges nothing.
     pub shard_disagreement: Gauge,
+    /// Reads about another replica's cluster (a 421 here), by what became of them:
+    /// `forwarded` (its answer passed through), `not_forwarded` (no live holder, a holder name
+    /// that is no pod, no address, or already forwarded once), `busy` (`--max-forwards`),
+    /// `peer_failed` (502), `peer_timeout` (504).
+    pub forwards: Family<OutcomeLabel, Counter>,
     /// Metadata patches that mark a new gate status where Argo CD notices it (gate/stamp.rs).
     pub gate_stamp_writes: Counter,
     pub annotation_writes: Counter,
@@ -164,6 +169,13 @@ impl Default for Metrics {
         let shard_clusters_unowned = Gauge::default();
         let shard_moves = Counter::default();
         let shard_disagreement = Gauge::default();
+        let forwards = Family::<OutcomeLabel, Counter>::default();
+        registry.register(
+            "forwards",
+            "Reads about a cluster another replica judges, by outcome: forwarded, \
+             not_forwarded, busy, peer_failed, peer_timeout (--peer-url)",
+            forwards.clone(),
+        );
         registry.register(
             "shard_disagreement",
             "1 while a live replica shards by another replica count; this replica then judges \
@@ -345,6 +357,7 @@ impl Default for Metrics {
             shard_clusters_unowned,
             shard_moves,
             shard_disagreement,
+            forwards,
             gate_stamp_writes,
             annotation_writes,
             writes_fenced,
@@ -377,6 +390,15 @@ impl Metrics {
         self.api_refusals
             .get_or_create(&ReasonLabel {
                 reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// One read about another replica's cluster, and what became of it (see `forwards`).
+    pub(crate) fn record_forward(&self, outcome: &str) {
+        self.forwards
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.to_string(),
             })
             .inc();
     }

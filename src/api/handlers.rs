@@ -494,6 +494,14 @@ async fn waves_of(
         .await
         .map_err(|e| ApiError::reading(e, Reading::Application))?
         .ok_or_else(|| ApiError::NotFound(format!("Application {namespace}/{name} not found")))?;
+    // Its destination judged by another replica: with forwarding, that replica's view, not
+    // one with every resource Unknown for being judged elsewhere.
+    if state.forward.is_some()
+        && let Err(crate::clusters::ClusterError::JudgedElsewhere { cluster, why }) =
+            state.clusters.destination_of(&app)
+    {
+        return Err(ApiError::JudgedElsewhere { cluster, why });
+    }
     let waves = waves::view_with_findings(
         &state.clusters,
         &state.policy,

@@ -18,7 +18,7 @@ mod writers;
 
 pub use cluster::{Cluster, identity};
 pub use ownership::{Owner, Rules};
-pub use sharding::{ShardSettings, Sharding, identity_suffix};
+pub use sharding::{ShardSettings, Sharding, holder_pod, identity_suffix};
 pub use source::{
     Destination, FromSecret, SECRET_TYPE_CLUSTER, SECRET_TYPE_LABEL, SecretTrust, SourceError,
     from_argocd_secret, from_kubeconfig_file, normalize_server,
@@ -53,9 +53,9 @@ pub enum ClusterError {
     Connect(String),
     #[error("cannot build its evaluator: {0}")]
     Build(String),
-    /// With `--shard-like-argocd`: another replica judges it, or none does.
-    #[error("{0}")]
-    JudgedElsewhere(String),
+    /// With `--shard-like-argocd`: another replica judges `cluster`, or none does.
+    #[error("{why}")]
+    JudgedElsewhere { cluster: String, why: String },
 }
 
 /// Argo CD's name for the cluster it runs in (argo-cd `common.KubernetesInClusterName`)…
@@ -221,7 +221,10 @@ impl Clusters {
         if self.elsewhere().contains_key(name)
             && let Some(why) = self.sharding.as_ref().and_then(|s| s.elsewhere(name))
         {
-            return Err(ClusterError::JudgedElsewhere(why));
+            return Err(ClusterError::JudgedElsewhere {
+                cluster: name.to_string(),
+                why,
+            });
         }
         Err(ClusterError::UnknownName(crate::health::printable(name)))
     }

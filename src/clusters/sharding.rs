@@ -53,6 +53,9 @@ pub fn identity_suffix(replicas: u32) -> String {
 pub struct Sharding {
     pub settings: ShardSettings,
     ownership: Arc<RwLock<Ownership>>,
+    /// The live holder of each shard's Lease, by shard, as the last read of the Secrets listed
+    /// them: where a read about another replica's cluster is forwarded (`api::forward`).
+    holders: RwLock<BTreeMap<i64, String>>,
     metrics: Arc<Metrics>,
 }
 
@@ -82,6 +85,7 @@ impl Sharding {
         Sharding {
             settings,
             ownership: Arc::new(RwLock::new(ownership)),
+            holders: RwLock::default(),
             metrics,
         }
     }
@@ -136,12 +140,14 @@ impl Sharding {
                 self.settings.leases.0
             ))
         })?;
+        let now = Timestamp::now();
         let agreement = agreed(
             &held.items,
             &self.settings.leases.1,
             self.settings.replicas,
-            Timestamp::now(),
+            now,
         );
+        *locks::write(&self.holders) = holders(&held.items, &self.settings.leases.1, now);
         let list = shard::argocd_cluster_list(secrets.iter().map(|(_, c)| c.clone()), in_cluster);
         let by_server = shard::distribute(
             algorithm,
@@ -213,6 +219,13 @@ impl Sharding {
         locks::read(&self.ownership).owner(cluster)
     }
 
+    /// The identity holding shard `shard`'s Lease when the Leases were last listed, if it was
+    /// live then. Whoever may write Leases in the namespace can write it: it is a claim to
+    /// validate, never an address.
+    pub fn holder(&self, shard: i64) -> Option<String> {
+        locks::read(&self.holders).get(&shard).cloned()
+    }
+
     /// Why this replica does not judge `cluster`, if it does not.
     pub fn elsewhere(&self, cluster: &str) -> Option<String> {
         self.owner(cluster).and_then(|o| o.elsewhere(cluster))
@@ -245,14 +258,35 @@ impl Sharding {
 /// agree: their verdicts expire (`validUntil`) rather than two replicas write one cluster.
 pub fn agreed(leases: &[Lease], prefix: &str, replicas: u32, now: Timestamp) -> Result<(), String> {
     let ours = identity_suffix(replicas);
-    for lease in leases {
+    for (name, _, holder) in live(leases, prefix, now) {
+        if !holder.ends_with(&ours) {
+            return Err(format!(
+                "Lease {name} is held by {holder}, which does not shard by {replicas} replicas"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// The live holder of every shard Lease (`prefix<N>`), by shard.
+fn holders(leases: &[Lease], prefix: &str, now: Timestamp) -> BTreeMap<i64, String> {
+    live(leases, prefix, now)
+        .filter_map(|(_, shard, holder)| Some((shard.parse().ok()?, holder.to_string())))
+        .collect()
+}
+
+/// Each shard Lease (`prefix<N>`) held and renewed within its duration at `now`: its name, the
+/// `<N>` of it, its holder.
+fn live<'a>(
+    leases: &'a [Lease],
+    prefix: &'a str,
+    now: Timestamp,
+) -> impl Iterator<Item = (&'a str, &'a str, &'a str)> {
+    leases.iter().filter_map(move |lease| {
         let name = lease.metadata.name.as_deref().unwrap_or_default();
-        let Some(spec) = name.strip_prefix(prefix).and(lease.spec.as_ref()) else {
-            continue;
-        };
-        let Some(holder) = spec.holder_identity.as_deref().filter(|h| !h.is_empty()) else {
-            continue;
-        };
+        let shard = name.strip_prefix(prefix)?;
+        let spec = lease.spec.as_ref()?;
+        let holder = spec.holder_identity.as_deref().filter(|h| !h.is_empty())?;
         let live = match (&spec.renew_time, spec.lease_duration_seconds) {
             (Some(renewed), Some(seconds)) => renewed
                 .0
@@ -260,13 +294,26 @@ pub fn agreed(leases: &[Lease], prefix: &str, replicas: u32, now: Timestamp) -> 
                 .is_ok_and(|expires| expires > now),
             _ => false,
         };
-        if live && !holder.ends_with(&ours) {
-            return Err(format!(
-                "Lease {name} is held by {holder}, which does not shard by {replicas} replicas"
-            ));
-        }
+        live.then_some((name, shard, holder))
+    })
+}
+
+/// The pod named by a shard Lease holder's identity (`<pod>_<process>.r<replicas>`), if it is
+/// a DNS-1123 label (what a StatefulSet pod's host name is, and all a peer address may be
+/// built from); else why it is not used.
+pub fn holder_pod(identity: &str) -> Result<&str, String> {
+    let pod = identity.split_once('_').map_or(identity, |(pod, _)| pod);
+    if crate::resource::is_dns_label(pod) {
+        Ok(pod)
+    } else {
+        let shown: String = crate::health::printable(identity)
+            .chars()
+            .take(80)
+            .collect();
+        Err(format!(
+            "its holder {shown:?} does not name a pod (a DNS label)"
+        ))
     }
-    Ok(())
 }
 
 /// The destination server of every Application in `namespace`, which consistent hashing
@@ -342,5 +389,19 @@ mod tests {
         assert_eq!(agreed(&both, "wavegate-shard-", 3, at(11)), Ok(()));
         let other = lease("wavegate", "someone", 0);
         assert_eq!(agreed(&[other, new], "wavegate-shard-", 3, at(5)), Ok(()));
+    }
+
+    /// Where a read is forwarded comes from live shard Leases only: an expired holder (a
+    /// killed pod) is nobody to ask, and a Lease of another name is no shard's.
+    #[test]
+    fn only_a_live_shard_lease_names_a_holder() {
+        let leases = [
+            lease("wavegate-shard-1", "wavegate-1_7-a.r3", 0),
+            lease("wavegate-shard-2", "wavegate-2_9-b.r3", -20),
+            lease("wavegate-shard-x", "wavegate-x_1-c.r3", 0),
+            lease("wavegate", "wavegate-0_1-d", 0),
+        ];
+        let got = holders(&leases, "wavegate-shard-", at(5));
+        assert_eq!(got, BTreeMap::from([(1, "wavegate-1_7-a.r3".to_string())]));
     }
 }

@@ -35,11 +35,11 @@ pub(crate) struct Serve {
 
 impl Serve {
     pub(crate) fn start(label: &str, args: &[&str]) -> Serve {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        Serve::start_at(label, free_port(), args)
+    }
+
+    /// On `port` (replicas that must know each other's addresses before they start).
+    pub(crate) fn start_at(label: &str, port: u16, args: &[&str]) -> Serve {
         let out = std::env::var("TEST_OUTPUT")
             .unwrap_or_else(|_| std::env::temp_dir().display().to_string());
         let log = File::create(format!("{out}/e2e-clusters-{label}.log")).unwrap();
@@ -137,6 +137,15 @@ impl Serve {
             other => format!("{other:?}"),
         }
     }
+}
+
+/// A loopback port free now.
+pub(crate) fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
 }
 
 impl Drop for Serve {

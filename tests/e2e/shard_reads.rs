@@ -1,0 +1,205 @@
+//! Reads served by every replica under `serve --shard-like-argocd`, on real control planes: Argo
+//! CD's proxy reaches one Service balanced over all replicas, so a poll about a cluster lands
+//! on a replica that does not judge it as often as not. Two replicas (`--shard-replicas 2`):
+//! r0 judges home (`in-cluster`), r1 a private control plane `a` (its Secret's `shard: "1"`),
+//! where a WaveGate waits on a Service whose pod is not ready. Each knows the other's address
+//! by pod name (`--peer r0=…,r1=…`, the loopback stand-in for `--peer-url`).
+//!
+//! Proven: r0 lists `a` as judged by pod r1; r0 asked about a gate of `a`, or the waves view of
+//! an Application deployed to `a`, answers what r1 answers, with `Wavegate-Judged-By: r1`, and a poll holding that answer's
+//! ETag gets 304 through r0; a request already forwarded once is answered 421 by r0, never
+//! forwarded again; once r1 is killed, r0 answers 502 naming it (its Lease still live) and
+//! then 421 (its Lease expired) — never a verdict of its own.
+
+use crate::cluster;
+use crate::clusters::{Serve, cluster_secret, free_port, gate, prepared};
+use crate::private_control_plane::PrivateControlPlane;
+
+use cluster::{apply, eventually, pod, service, set_pod_ready};
+use serde_json::{Value, json};
+use std::time::Duration;
+
+const WAIT: Duration = Duration::from_secs(40);
+/// The replicas' Lease duration: how long a killed owner's Lease still names it.
+const LEASE: Duration = Duration::from_secs(10);
+
+fn replica(ns: &str, shard: u32, label: &str, port: u16, peers: &str) -> Serve {
+    let (shard, lease) = (shard.to_string(), format!("{}s", LEASE.as_secs()));
+    let args = [
+        "--shard-like-argocd",
+        "--shard-replicas",
+        "2",
+        "--shard",
+        &shard,
+        "--clusters-from",
+        "argocd-secrets",
+        "--clusters-namespace",
+        ns,
+        "--clusters-resync",
+        "1s",
+        "--argocd-namespace",
+        ns,
+        "--namespaces",
+        ns,
+        "--leader-elect-namespace",
+        ns,
+        "--leader-elect-identity",
+        label,
+        "--leader-elect-duration",
+        &lease,
+        "--peer",
+        peers,
+        "--peer-timeout",
+        "3s",
+    ];
+    Serve::start_at(&format!("shard-reads-{label}"), port, &args)
+}
+
+/// Status, the headers wavegate sets, and the body of `GET path` with `headers`.
+async fn ask(
+    serve: &Serve,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> Result<(u16, Value, String), String> {
+    let mut req = reqwest::Client::new().get(format!("{}{path}", serve.url));
+    for (k, v) in headers {
+        req = req.header(*k, *v);
+    }
+    let r = req.send().await.map_err(|e| e.to_string())?;
+    let status = r.status().as_u16();
+    let h = |k: &str| {
+        r.headers()
+            .get(k)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string)
+    };
+    let seen = json!({"judgedBy": h("wavegate-judged-by"), "etag": h("etag"),
+                      "now": h("wavegate-now")});
+    Ok((status, seen, r.text().await.map_err(|e| e.to_string())?))
+}
+
+#[tokio::test]
+#[ignore = "needs the local control plane"]
+async fn a_read_about_another_replicas_cluster_is_answered_by_that_replica_through_any() {
+    let home = cluster::client().await;
+    let ns = cluster::namespace(&home, "shard-reads").await;
+    let cp_a = PrivateControlPlane::up("shard-reads-a");
+    let a = cp_a.admin().await;
+    let (server, config, _) = prepared(&cp_a);
+    cp_a.kubectl(&["create", "namespace", &ns]);
+    let mut secret = cluster_secret(&ns, "cluster-a", "a", &server, config);
+    secret["stringData"]["shard"] = json!("1");
+    apply(&home, secret).await;
+    service(&a, &ns, "web", "web").await;
+    pod(&a, &ns, "web-0", json!({"app": "web"})).await;
+    set_pod_ready(&a, &ns, "web-0", "10.97.1.1", false).await;
+    apply(&a, gate(&ns, "web-up", "web")).await;
+    // An Application deployed to `a`, as Argo CD records it: the Service, then the gate.
+    apply(
+        &home,
+        json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+               "metadata": {"name": "shop", "namespace": ns},
+               "spec": {"project": "default", "destination": {"name": "a", "namespace": ns},
+                        "source": {"repoURL": "https://git.example.com/x.git", "path": "x"}},
+               "status": {"resources": [
+                   {"group": "", "version": "v1", "kind": "Service", "namespace": ns,
+                    "name": "web", "status": "Synced", "syncWave": 0},
+                   {"group": "wavegate.dev", "version": "v1alpha1", "kind": "WaveGate",
+                    "namespace": ns, "name": "web-up", "status": "Synced", "syncWave": 1}]}}),
+    )
+    .await;
+
+    let (p0, p1) = (free_port(), free_port());
+    let peers = format!("r0=http://127.0.0.1:{p0},r1=http://127.0.0.1:{p1}");
+    let r0 = replica(&ns, 0, "r0", p0, &peers);
+    let mut r1 = replica(&ns, 1, "r1", p1, &peers);
+
+    let gate_a = format!("/api/v1/clusters/a/gates/{ns}/web-up");
+    let direct = eventually(WAIT, "r1 judges a's gate", || async {
+        let (status, seen, body) = ask(&r1, &gate_a, &[]).await?;
+        let v: Value = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+        match (status, v["health"]["status"].as_str()) {
+            (200, Some("Progressing")) if seen["judgedBy"] == "r1" => Ok(v),
+            _ => Err(format!("{status} {seen} {body}")),
+        }
+    })
+    .await;
+    // r0 learns who holds shard 1's Lease at its next read of the Secrets.
+    let through_r0 = eventually(WAIT, "r0 answers with r1's answer", || async {
+        let (status, seen, body) = ask(&r0, &gate_a, &[]).await?;
+        if status != 200 {
+            return Err(format!("{status} {seen} {body}"));
+        }
+        let v: Value = serde_json::from_str(&body).map_err(|e| format!("{e}: {body}"))?;
+        Ok((seen, v))
+    })
+    .await;
+    assert_eq!(through_r0.0["judgedBy"], "r1", "{through_r0:?}");
+    assert_eq!(through_r0.1["health"], direct["health"], "{through_r0:?}");
+
+    // The cluster list names the replica judging `a` by its pod.
+    let (_, listed) = r0.json("/api/v1/clusters").await.unwrap();
+    let elsewhere = &listed["shard"]["elsewhere"][0];
+    assert_eq!(
+        (&elsewhere["name"], &elsewhere["holder"]),
+        (&json!("a"), &json!("r1")),
+        "{listed}"
+    );
+
+    // The waves view of an Application deployed to `a`: r1's, not one with every resource
+    // Unknown for being judged elsewhere; a poll holding it gets 304 through r0 as well.
+    let view = format!("/api/v1/applications/{ns}/shop/waves");
+    let (status, seen, body) = ask(&r0, &view, &[]).await.unwrap();
+    assert_eq!((status, &seen["judgedBy"]), (200, &json!("r1")), "{body}");
+    let v: Value = serde_json::from_str(&body).unwrap();
+    let judged: Vec<String> = v["waves"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|w| w["resources"].as_array().cloned().unwrap_or_default())
+        .map(|r| format!("{} {}", r["status"], r["message"]))
+        .collect();
+    assert_eq!(judged.len(), 2, "{v}");
+    assert!(
+        judged
+            .iter()
+            .all(|r| !r.contains("judged by wavegate replica")),
+        "{judged:?}"
+    );
+    let etag = seen["etag"].as_str().expect("an ETag").to_string();
+    let (status, seen, _) = ask(&r0, &view, &[("If-None-Match", &etag)]).await.unwrap();
+    assert_eq!(status, 304, "{seen}");
+    assert_eq!(seen["judgedBy"], "r1");
+    assert!(seen["now"].is_string(), "{seen}");
+
+    // One hop: r0 never forwards what another replica forwarded to it.
+    let (status, _, body) = ask(&r0, &gate_a, &[("Wavegate-Forwarded-By", "r9")])
+        .await
+        .unwrap();
+    assert_eq!(status, 421, "{body}");
+    assert!(body.contains("never forwarded twice"), "{body}");
+
+    // r1 dies: r0 says so (502 while the Lease still names r1), then 421 once it has expired;
+    // never an answer of its own.
+    r1.kill();
+    let (status, _, body) = ask(&r0, &gate_a, &[]).await.unwrap();
+    assert!(status == 502 || status == 421, "{status} {body}");
+    if status == 502 {
+        assert!(body.contains("pod r1"), "{body}");
+    }
+    eventually(LEASE + WAIT, "r0 knows no holder of shard 1", || async {
+        let (status, _, body) = ask(&r0, &gate_a, &[]).await?;
+        match status {
+            421 if body.contains("no live holder") => Ok(()),
+            502 | 421 => Err(format!("{status} {body}")),
+            _ => panic!("r0 answered {status} for a cluster nobody judges: {body}"),
+        }
+    })
+    .await;
+    let (_, metrics) = r0.get("/metrics").await.unwrap();
+    let forwarded = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("wavegate_forwards_total{outcome=\"forwarded\"} "))
+        .and_then(|v| v.trim().parse::<f64>().ok());
+    assert!(forwarded.is_some_and(|n| n >= 3.0), "{forwarded:?}");
+}
