@@ -101,6 +101,15 @@ pub struct Metrics {
     pub shard_clusters_unowned: Gauge,
     /// Clusters whose shard (or pause) changed between two reads of the Secrets.
     pub shard_moves: Counter,
+    /// Clusters that became this replica's, and that stopped being its, after its first read of
+    /// the Secrets (a move, a pause, a replica count that disagrees).
+    pub shard_clusters_gained: Counter,
+    pub shard_clusters_lost: Counter,
+    /// From the read of the Secrets that made a cluster this replica's to its required watches
+    /// (its WaveGates) synced: how long a gained cluster is not judged yet.
+    pub shard_warm_seconds: Histogram,
+    /// Watches running, every cluster's (what the API servers serve this replica).
+    pub watches: Gauge,
     /// 1 while a live replica shards by another replica count (a StatefulSet scaling): this
     /// replica then judges nothing.
     pub shard_disagreement: Gauge,
@@ -170,6 +179,34 @@ impl Default for Metrics {
         let shard_moves = Counter::default();
         let shard_disagreement = Gauge::default();
         let forwards = Family::<OutcomeLabel, Counter>::default();
+        let shard_clusters_gained = Counter::default();
+        let shard_clusters_lost = Counter::default();
+        // 0.1 s to ~7 min: a cache syncs in a second; a gained cluster's writers may wait a
+        // handover of 2 × --clusters-resync + 2 s (62 s by default) before they watch.
+        let shard_warm_seconds = Histogram::new(exponential_buckets(0.1, 2.0, 13));
+        let watches = Gauge::default();
+        registry.register(
+            "shard_clusters_gained",
+            "Clusters that became this replica's after its first read of the cluster Secrets \
+             (--shard-like-argocd)",
+            shard_clusters_gained.clone(),
+        );
+        registry.register(
+            "shard_clusters_lost",
+            "Clusters that stopped being this replica's (--shard-like-argocd)",
+            shard_clusters_lost.clone(),
+        );
+        registry.register(
+            "shard_warm_seconds",
+            "From the read that made a cluster this replica's to its WaveGates' watch synced \
+             (--shard-like-argocd)",
+            shard_warm_seconds.clone(),
+        );
+        registry.register(
+            "watches",
+            "Watches running, over every cluster this replica judges",
+            watches.clone(),
+        );
         registry.register(
             "forwards",
             "Reads about a cluster another replica judges, by outcome: forwarded, \
@@ -357,6 +394,10 @@ impl Default for Metrics {
             shard_clusters_unowned,
             shard_moves,
             shard_disagreement,
+            shard_clusters_gained,
+            shard_clusters_lost,
+            shard_warm_seconds,
+            watches,
             forwards,
             gate_stamp_writes,
             annotation_writes,

@@ -519,7 +519,17 @@ impl Clusters {
         let mut reassigned = false;
         if let (Some(sharding), Some(assigned)) = (&self.sharding, &assigned) {
             by_name.insert(HOME.to_string(), assigned.home);
-            reassigned = sharding.update(by_name, &assigned.agreement, read_at);
+            let updated = sharding.update(by_name, &assigned.agreement, read_at);
+            reassigned = updated.changed;
+            for name in updated.gained {
+                let gained = match name.as_str() {
+                    HOME => Some(self.home.clone()),
+                    _ => next.get(&name).cloned(),
+                };
+                if let Some(cluster) = gained {
+                    sharding.time_to_warm(cluster, read_at);
+                }
+            }
         }
         if !same || learnt || !same_elsewhere || reassigned {
             *locks::write(&self.remote) = Arc::new(next);

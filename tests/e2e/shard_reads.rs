@@ -8,8 +8,10 @@
 //! Proven: r0 lists `a` as judged by pod r1; r0 asked about a gate of `a`, or the waves view of
 //! an Application deployed to `a`, answers what r1 answers, with `Wavegate-Judged-By: r1`, and a poll holding that answer's
 //! ETag gets 304 through r0; a request already forwarded once is answered 421 by r0, never
-//! forwarded again; once r1 is killed, r0 answers 502 naming it (its Lease still live) and
-//! then 421 (its Lease expired) — never a verdict of its own.
+//! forwarded again. Then `a` moves to shard 0 (its Secret edited): r1 forwards to r0, r0 counts
+//! it gained and times its warming, r1 counts it lost. Once r0 is killed, r1 answers 502
+//! naming it (its Lease still live) and then 421 (its Lease expired) — never a verdict of its
+//! own.
 
 use crate::cluster;
 use crate::clusters::{Serve, cluster_secret, free_port, gate, prepared};
@@ -112,7 +114,7 @@ async fn a_read_about_another_replicas_cluster_is_answered_by_that_replica_throu
     let (p0, p1) = (free_port(), free_port());
     let peers = format!("r0=http://127.0.0.1:{p0},r1=http://127.0.0.1:{p1}");
     let r0 = replica(&ns, 0, "r0", p0, &peers);
-    let mut r1 = replica(&ns, 1, "r1", p1, &peers);
+    let r1 = replica(&ns, 1, "r1", p1, &peers);
 
     let gate_a = format!("/api/v1/clusters/a/gates/{ns}/web-up");
     let direct = eventually(WAIT, "r1 judges a's gate", || async {
@@ -179,27 +181,87 @@ async fn a_read_about_another_replicas_cluster_is_answered_by_that_replica_throu
     assert_eq!(status, 421, "{body}");
     assert!(body.contains("never forwarded twice"), "{body}");
 
-    // r1 dies: r0 says so (502 while the Lease still names r1), then 421 once it has expired;
-    // never an answer of its own.
-    r1.kill();
-    let (status, _, body) = ask(&r0, &gate_a, &[]).await.unwrap();
-    assert!(status == 502 || status == 421, "{status} {body}");
-    if status == 502 {
-        assert!(body.contains("pod r1"), "{body}");
-    }
-    eventually(LEASE + WAIT, "r0 knows no holder of shard 1", || async {
-        let (status, _, body) = ask(&r0, &gate_a, &[]).await?;
-        match status {
-            421 if body.contains("no live holder") => Ok(()),
-            502 | 421 => Err(format!("{status} {body}")),
-            _ => panic!("r0 answered {status} for a cluster nobody judges: {body}"),
+    // `a` moves to shard 0 (its Secret edited): r0 judges it once its watches sync, and now r1
+    // forwards to r0. r0 counts it gained and times its warming; r1 counts it lost.
+    let secrets: kube::api::Api<k8s_openapi::api::core::v1::Secret> =
+        kube::api::Api::namespaced(home.clone(), &ns);
+    let patch = json!({"stringData": {"shard": "0"}});
+    secrets
+        .patch(
+            "cluster-a",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    let moved = std::time::Instant::now();
+    eventually(WAIT, "r1 forwards a's reads to r0", || async {
+        let (status, seen, body) = ask(&r1, &gate_a, &[]).await?;
+        if status == 200 && seen["judgedBy"] == "r0" {
+            Ok(())
+        } else {
+            Err(format!("{status} {seen} {body}"))
         }
     })
     .await;
+    println!(
+        "a moved to shard 0; r1's read of it answered by r0 after {:?}",
+        moved.elapsed()
+    );
+    let warm = eventually(WAIT, "r0 times a's warming", || async {
+        match metric(&r0, "wavegate_shard_warm_seconds_count").await {
+            Some(n) if n >= 1.0 => Ok(metric(&r0, "wavegate_shard_warm_seconds_sum").await),
+            n => Err(format!("{n:?}")),
+        }
+    })
+    .await;
+    println!("r0 warmed a in {warm:?} s after the read that gained it");
+    assert_eq!(
+        metric(&r0, "wavegate_shard_clusters_gained_total").await,
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(&r1, "wavegate_shard_clusters_lost_total").await,
+        Some(1.0)
+    );
+    assert_eq!(
+        metric(&r1, "wavegate_shard_clusters_owned").await,
+        Some(0.0)
+    );
+    for r in [&r0, &r1] {
+        let watches = metric(r, "wavegate_watches").await;
+        assert!(watches.is_some_and(|n| n >= 1.0), "{watches:?}");
+    }
+
+    // r0 dies: r1 says so (502 while the Lease still names r0), then 421 once it has expired;
+    // never an answer of its own.
     let (_, metrics) = r0.get("/metrics").await.unwrap();
     let forwarded = metrics
         .lines()
         .find_map(|l| l.strip_prefix("wavegate_forwards_total{outcome=\"forwarded\"} "))
         .and_then(|v| v.trim().parse::<f64>().ok());
     assert!(forwarded.is_some_and(|n| n >= 3.0), "{forwarded:?}");
+    let mut r0 = r0;
+    r0.kill();
+    let (status, _, body) = ask(&r1, &gate_a, &[]).await.unwrap();
+    assert!(status == 502 || status == 421, "{status} {body}");
+    if status == 502 {
+        assert!(body.contains("pod r0"), "{body}");
+    }
+    eventually(LEASE + WAIT, "r1 knows no holder of shard 0", || async {
+        let (status, _, body) = ask(&r1, &gate_a, &[]).await?;
+        match status {
+            421 if body.contains("no live holder") => Ok(()),
+            502 | 421 => Err(format!("{status} {body}")),
+            _ => panic!("r1 answered {status} for a cluster nobody judges: {body}"),
+        }
+    })
+    .await;
+}
+
+/// A metric of `serve` without labels.
+async fn metric(serve: &Serve, name: &str) -> Option<f64> {
+    let (_, text) = serve.get("/metrics").await.ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
 }
