@@ -35,7 +35,12 @@ pub(crate) struct Serve {
 
 impl Serve {
     pub(crate) fn start(label: &str, args: &[&str]) -> Serve {
-        Serve::start_at(label, free_port(), args)
+        let port = TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        Serve::start_at(label, port, args)
     }
 
     /// On `port` (replicas that must know each other's addresses before they start).
@@ -137,15 +142,6 @@ impl Serve {
             other => format!("{other:?}"),
         }
     }
-}
-
-/// A loopback port free now.
-pub(crate) fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port()
 }
 
 impl Drop for Serve {

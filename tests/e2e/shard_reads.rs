@@ -7,14 +7,15 @@
 //!
 //! Proven: r0 lists `a` as judged by pod r1; r0 asked about a gate of `a`, or the waves view of
 //! an Application deployed to `a`, answers what r1 answers, with `Wavegate-Judged-By: r1`, and a poll holding that answer's
-//! ETag gets 304 through r0; a request already forwarded once is answered 421 by r0, never
+//! ETag gets 304 through r0, and so do the proxy's waves view and a gate wait (its 408); a
+//! request already forwarded once is answered 421 by r0, never
 //! forwarded again. Then `a` moves to shard 0 (its Secret edited): r1 forwards to r0, r0 counts
 //! it gained and times its warming, r1 counts it lost. Once r0 is killed, r1 answers 502
 //! naming it (its Lease still live) and then 421 (its Lease expired) — never a verdict of its
 //! own.
 
 use crate::cluster;
-use crate::clusters::{Serve, cluster_secret, free_port, gate, prepared};
+use crate::clusters::{Serve, cluster_secret, gate, prepared};
 use crate::private_control_plane::PrivateControlPlane;
 
 use cluster::{apply, eventually, pod, service, set_pod_ready};
@@ -111,7 +112,10 @@ async fn a_read_about_another_replicas_cluster_is_answered_by_that_replica_throu
     )
     .await;
 
-    let (p0, p1) = (free_port(), free_port());
+    // Both taken before either is freed: two ports asked one after the other may be one.
+    let held = [0, 1].map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap());
+    let [p0, p1] = held.each_ref().map(|l| l.local_addr().unwrap().port());
+    drop(held);
     let peers = format!("r0=http://127.0.0.1:{p0},r1=http://127.0.0.1:{p1}");
     let r0 = replica(&ns, 0, "r0", p0, &peers);
     let r1 = replica(&ns, 1, "r1", p1, &peers);
@@ -173,6 +177,30 @@ async fn a_read_about_another_replicas_cluster_is_answered_by_that_replica_throu
     assert_eq!(status, 304, "{seen}");
     assert_eq!(seen["judgedBy"], "r1");
     assert!(seen["now"].is_string(), "{seen}");
+
+    // Through Argo CD's proxy (its headers passed on, the scope checked again by r1), and a
+    // gate wait, a read that ends when its own timeout does (408, the gate as it stands).
+    let (status, seen, body) = ask(
+        &r0,
+        "/api/v1/waves",
+        &[
+            ("Argocd-Application-Name", &format!("{ns}:shop")),
+            ("Argocd-Project-Name", "default"),
+        ],
+    )
+    .await
+    .unwrap();
+    assert_eq!((status, &seen["judgedBy"]), (200, &json!("r1")), "{body}");
+    let waited = std::time::Instant::now();
+    let (status, seen, body) = ask(&r0, &format!("{gate_a}/wait?timeout=2s"), &[])
+        .await
+        .unwrap();
+    assert_eq!((status, &seen["judgedBy"]), (408, &json!("r1")), "{body}");
+    assert!(
+        waited.elapsed() >= Duration::from_secs(2),
+        "{:?}",
+        waited.elapsed()
+    );
 
     // One hop: r0 never forwards what another replica forwarded to it.
     let (status, _, body) = ask(&r0, &gate_a, &[("Wavegate-Forwarded-By", "r9")])
