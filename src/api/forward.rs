@@ -345,7 +345,7 @@ impl Forwarder {
         let sent = async {
             let (timeout, _place) = match wait {
                 Some((bound, caller)) => {
-                    let place = state.limits.waiter(&caller)?;
+                    let place = super::limits::waiter(state, &caller)?;
                     (bound + self.timeout, Slot::Waiter(place))
                 }
                 None => {
@@ -411,6 +411,14 @@ impl Forwarder {
             if let Some(v) = answer.headers().get(name) {
                 passed.insert(HeaderName::from_static(name), v.clone());
             }
+        }
+        // A peer that does not say who answered (one without peer addresses of its own) is
+        // the pod it was sent to, unless it did not judge it either.
+        if status != StatusCode::MISDIRECTED_REQUEST
+            && !passed.contains_key(JUDGED_BY)
+            && let Ok(v) = HeaderValue::from_str(pod)
+        {
+            passed.insert(JUDGED_BY, v);
         }
         let mut body = Vec::new();
         while let Some(chunk) = answer.chunk().await.map_err(failed)? {
@@ -682,6 +690,79 @@ mod tests {
             let e = bad_fixed(p);
             assert!(e.contains("--peer"), "{p}: {e}");
         }
+    }
+
+    /// The owner's answer comes back as it gave it — status, body, ETag, Wavegate-Now,
+    /// Content-Type — and nothing else of its headers (a cookie here); the request reaches it
+    /// marked as forwarded, with the caller's token and If-None-Match.
+    #[tokio::test]
+    async fn a_peers_answer_passes_through_with_only_the_headers_that_describe_it() {
+        use axum::routing::get;
+        let peer = axum::Router::new().route(
+            "/api/v1/gates",
+            get(|h: HeaderMap| async move {
+                let seen = |k: &str| {
+                    h.get(k)
+                        .and_then(|v| v.to_str().ok())
+                        .unwrap_or("-")
+                        .to_string()
+                };
+                let body = [
+                    seen("authorization"),
+                    seen("if-none-match"),
+                    seen(FORWARDED_BY),
+                ];
+                (
+                    StatusCode::ACCEPTED,
+                    [
+                        ("etag", "W/\"abc\""),
+                        ("wavegate-now", "2026-12-06T08:00:00Z"),
+                        ("content-type", "application/json"),
+                        ("set-cookie", "session=x"),
+                    ],
+                    body.join("|"),
+                )
+            }),
+        );
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = listener.local_addr().unwrap();
+        let served = tokio::spawn(async move { axum::serve(listener, peer).await });
+        let args = PeerArgs {
+            peers: vec![format!("r1=http://{at}")],
+            peer_timeout: Duration::from_secs(5),
+            max_forwards: 4,
+            ..PeerArgs::default()
+        };
+        let forwarder = Forwarder::new(&args, "r0", "ns").unwrap();
+        let state = crate::api::tests::state(Duration::from_millis(10));
+        let mut headers = HeaderMap::new();
+        headers.insert("authorization", HeaderValue::from_static("Bearer t"));
+        headers.insert("if-none-match", HeaderValue::from_static("W/\"abc\""));
+        let resp = forwarder
+            .send(
+                &state,
+                "a",
+                "why",
+                "r1",
+                &format!("http://{at}/api/v1/gates"),
+                headers,
+                args.peer_timeout,
+            )
+            .await
+            .unwrap();
+        assert_eq!(resp.status(), StatusCode::ACCEPTED);
+        let h = resp.headers();
+        assert_eq!(h["etag"], "W/\"abc\"");
+        assert_eq!(h["wavegate-now"], "2026-12-06T08:00:00Z");
+        assert_eq!(h["content-type"], "application/json");
+        // The peer named no one: it is the pod it was sent to.
+        assert_eq!(h[JUDGED_BY], "r1");
+        assert!(h.get("set-cookie").is_none(), "{h:?}");
+        let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(&body[..], b"Bearer t|W/\"abc\"|r0");
+        served.abort();
     }
 
     /// A peer that does not answer in time is 504 within the timeout, not a hang; one that

@@ -612,19 +612,10 @@ pub(crate) async fn gate_wait(
                 "invalid parameter timeout: {e} (e.g. 30s, 2m; at most 5m)"
             ))
         })?;
-    let _waiting = state
-        .limits
-        .waiter(&super::limits::caller(
-            &headers,
-            peer.as_ref().map(|p| &p.0),
-        ))
-        .inspect_err(|e| {
-            let reason = match e {
-                ApiError::CallerBusy(_) => "caller_busy",
-                _ => "too_many_waiters",
-            };
-            state.metrics.record_refusal(reason);
-        })?;
+    let _waiting = super::limits::waiter(
+        &state,
+        &super::limits::caller(&headers, peer.as_ref().map(|p| &p.0)),
+    )?;
     let cache = &cluster.0.cache;
     let waited = cluster
         .unless_stopped(gate_view::wait(
