@@ -212,6 +212,8 @@ pub struct ServeArgs {
     #[command(flatten)]
     pub shards: ShardArgs,
     #[command(flatten)]
+    pub peers: crate::api::PeerArgs,
+    #[command(flatten)]
     pub clusters: ClustersArgs,
     #[command(flatten)]
     pub limits: crate::api::LimitArgs,
@@ -855,6 +857,8 @@ pub struct Server {
     monitoring: Option<tokio::net::TcpListener>,
     /// With `--leader-elect`: the election and its client.
     election: Option<(crate::leader::Election, kube::Client)>,
+    /// With `--shard-like-argocd` and `--peer-url` (or `--peer`).
+    forwarder: Option<api::Forwarder>,
 }
 
 impl Server {
@@ -927,6 +931,20 @@ impl Server {
             }
             None => args.leader.election()?,
         };
+        let forwarder = match (&sharding, args.peers.forwards()) {
+            (_, false) => None,
+            (None, true) => {
+                return Err(CliError::Usage(
+                    "--peer-url and --peer need --shard-like-argocd: only shards send reads \
+                     to another replica"
+                        .into(),
+                ));
+            }
+            (Some(s), true) => Some(
+                api::Forwarder::new(&args.peers, &args.leader.pod_name()?, &s.leases.0)
+                    .map_err(CliError::Usage)?,
+            ),
+        };
         let election = match election {
             None => None,
             Some(election) => Some((election, lease_client().await?)),
@@ -941,6 +959,7 @@ impl Server {
             listener,
             monitoring,
             election,
+            forwarder,
         })
     }
 
@@ -956,6 +975,7 @@ impl Server {
             listener,
             monitoring,
             election,
+            forwarder,
         } = self;
         // The writers: a gate controller per cluster, and annotation mode if asked for. With
         // --leader-elect only the replica holding the Lease runs them; every replica serves reads.
@@ -1028,6 +1048,9 @@ impl Server {
             .with_policy(policy);
         if let Some(token) = token {
             state = state.with_token(token);
+        }
+        if let Some(forwarder) = forwarder {
+            state = state.with_forwarder(forwarder);
         }
         let mut monitoring_task = None;
         if let Some(listener) = monitoring {

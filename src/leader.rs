@@ -148,7 +148,7 @@ impl Rivals {
 }
 
 /// The holder of `lease` if it renewed it within its duration before `now`.
-fn live_holder(lease: &Lease, now: Timestamp) -> Option<&str> {
+pub(crate) fn live_holder(lease: &Lease, now: Timestamp) -> Option<&str> {
     let spec = lease.spec.as_ref()?;
     let holder = spec.holder_identity.as_deref().filter(|h| !h.is_empty())?;
     let renewed = spec.renew_time.as_ref()?.0;

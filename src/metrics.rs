@@ -113,6 +113,20 @@ pub struct Metrics {
     shard_assignment_age: Gauge<f64, std::sync::atomic::AtomicU64>,
     /// When the read the current assignment comes from started.
     shard_assigned_at: std::sync::Mutex<Option<std::time::Instant>>,
+    /// Clusters that became this replica's, and that stopped being its, after its first read of
+    /// the Secrets (a move, a pause, a replica count that disagrees).
+    pub shard_clusters_gained: Counter,
+    pub shard_clusters_lost: Counter,
+    /// From the read of the Secrets that made a cluster this replica's to its required watches
+    /// (its WaveGates) synced: how long a gained cluster is not judged yet.
+    pub shard_warm_seconds: Histogram,
+    /// Watches running, every cluster's (what the API servers serve this replica).
+    pub watches: Gauge,
+    /// Reads about another replica's cluster (a 421 here), by what became of them:
+    /// `forwarded` (its answer passed through), `not_forwarded` (no live holder, a holder name
+    /// that is no pod, no address, or already forwarded once), `busy` (`--max-forwards`),
+    /// `peer_failed` (502), `peer_timeout` (504).
+    pub forwards: Family<OutcomeLabel, Counter>,
     /// Metadata patches that mark a new gate status where Argo CD notices it (gate/stamp.rs).
     pub gate_stamp_writes: Counter,
     pub annotation_writes: Counter,
@@ -173,6 +187,41 @@ impl Default for Metrics {
         let shard_clusters_unowned = Gauge::default();
         let shard_moves = Counter::default();
         let shard_disagreement = Gauge::default();
+        let forwards = Family::<OutcomeLabel, Counter>::default();
+        let shard_clusters_gained = Counter::default();
+        let shard_clusters_lost = Counter::default();
+        // 0.1 s to ~7 min: a cache syncs in a second; a gained cluster's writers may wait a
+        // handover of 2 × --clusters-resync + 2 s (62 s by default) before they watch.
+        let shard_warm_seconds = Histogram::new(exponential_buckets(0.1, 2.0, 13));
+        let watches = Gauge::default();
+        registry.register(
+            "shard_clusters_gained",
+            "Clusters that became this replica's after its first read of the cluster Secrets \
+             (--shard-like-argocd)",
+            shard_clusters_gained.clone(),
+        );
+        registry.register(
+            "shard_clusters_lost",
+            "Clusters that stopped being this replica's (--shard-like-argocd)",
+            shard_clusters_lost.clone(),
+        );
+        registry.register(
+            "shard_warm_seconds",
+            "From the read that made a cluster this replica's to its WaveGates' watch synced \
+             (--shard-like-argocd)",
+            shard_warm_seconds.clone(),
+        );
+        registry.register(
+            "watches",
+            "Watches running, over every cluster this replica judges",
+            watches.clone(),
+        );
+        registry.register(
+            "forwards",
+            "Reads about a cluster another replica judges, by outcome: forwarded, \
+             not_forwarded, busy, peer_failed, peer_timeout (--peer-url)",
+            forwards.clone(),
+        );
         registry.register(
             "shard_disagreement",
             "1 while this replica writes nothing because a live replica writes by another \
@@ -373,6 +422,11 @@ impl Default for Metrics {
             shard_leases_unheld,
             shard_assignment_age,
             shard_assigned_at: Default::default(),
+            shard_clusters_gained,
+            shard_clusters_lost,
+            shard_warm_seconds,
+            watches,
+            forwards,
             gate_stamp_writes,
             annotation_writes,
             writes_fenced,
@@ -405,6 +459,15 @@ impl Metrics {
         self.api_refusals
             .get_or_create(&ReasonLabel {
                 reason: reason.to_string(),
+            })
+            .inc();
+    }
+
+    /// One read about another replica's cluster, and what became of it (see `forwards`).
+    pub(crate) fn record_forward(&self, outcome: &str) {
+        self.forwards
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.to_string(),
             })
             .inc();
     }

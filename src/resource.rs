@@ -280,7 +280,8 @@ pub(crate) fn validate_name(name: &str) -> Result<(), InputError> {
 }
 
 /// RFC 1123 label, as Kubernetes' `IsDNS1123Label` (apimachinery validation).
-fn is_dns_label(s: &str) -> bool {
+/// RFC 1123 label, as Kubernetes' `IsDNS1123Label`.
+pub(crate) fn is_dns_label(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 63
         && s.bytes()

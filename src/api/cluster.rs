@@ -82,6 +82,10 @@ pub(crate) struct JudgedElsewhere {
     pub name: String,
     pub server: String,
     pub owner: Option<Owner>,
+    /// The pod of the replica that judges it: the live holder of its shard's Lease when the
+    /// Leases were last read (absent when none holds it, or its holder names no pod).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub holder: Option<String>,
 }
 
 /// A cluster wavegate judges, and whether its watches are synced.
@@ -127,10 +131,21 @@ pub(crate) async fn list(State(state): State<AppState>) -> Json<ClusterList> {
             .clusters
             .elsewhere()
             .iter()
-            .map(|(name, e)| JudgedElsewhere {
-                name: name.clone(),
-                server: e.server.clone(),
-                owner: s.owner(name),
+            .map(|(name, e)| {
+                let owner = s.owner(name);
+                let holder = match owner {
+                    Some(Owner::Replica { shard }) => s.holder(shard),
+                    _ => None,
+                };
+                JudgedElsewhere {
+                    name: name.clone(),
+                    server: e.server.clone(),
+                    owner,
+                    holder: holder
+                        .as_deref()
+                        .and_then(|h| crate::clusters::holder_pod(h).ok())
+                        .map(str::to_string),
+                }
             })
             .collect(),
     });

@@ -19,6 +19,13 @@ pub(crate) struct ErrorBody {
     pub error: String,
 }
 
+/// On a 421's response: which cluster it was about and why, for `forward` to act on.
+#[derive(Debug, Clone)]
+pub(crate) struct Misdirected {
+    pub cluster: String,
+    pub why: String,
+}
+
 #[derive(Debug, Error)]
 pub enum ApiError {
     #[error(transparent)]
@@ -47,16 +54,25 @@ pub enum ApiError {
     /// `--max-waiters-per-caller`): the others keep theirs.
     #[error("{0}")]
     CallerBusy(String),
-    /// With `--shard-like-argocd`: the cluster is judged by another replica (or by none),
-    /// and this one will not guess. The message names the replica.
+    /// With `--shard-like-argocd`: `cluster` is judged by another replica (or by none), and
+    /// this one will not guess. The message names the replica. A read may be forwarded to it
+    /// (`forward`), which the response's [`Misdirected`] lets the forwarding layer see.
+    #[error("{why}")]
+    JudgedElsewhere { cluster: String, why: String },
+    /// A read forwarded to the replica that judges its cluster got no answer from it.
     #[error("{0}")]
-    JudgedElsewhere(String),
+    PeerFailed(String),
+    /// A read forwarded to the replica that judges its cluster was not answered in time.
+    #[error("{0}")]
+    PeerTimeout(String),
 }
 
 impl From<crate::clusters::ClusterError> for ApiError {
     fn from(e: crate::clusters::ClusterError) -> ApiError {
         match e {
-            crate::clusters::ClusterError::JudgedElsewhere(why) => ApiError::JudgedElsewhere(why),
+            crate::clusters::ClusterError::JudgedElsewhere { cluster, why } => {
+                ApiError::JudgedElsewhere { cluster, why }
+            }
             crate::clusters::ClusterError::UnknownName(name) => ApiError::NotFound(format!(
                 "no cluster named {name:?} (GET /api/v1/clusters lists them)"
             )),
@@ -126,7 +142,9 @@ impl ApiError {
             ApiError::NotFound(_) => StatusCode::NOT_FOUND,
             ApiError::Unavailable(_) | ApiError::Overloaded(_) => StatusCode::SERVICE_UNAVAILABLE,
             ApiError::TooManyWaiters(_) | ApiError::CallerBusy(_) => StatusCode::TOO_MANY_REQUESTS,
-            ApiError::JudgedElsewhere(_) => StatusCode::MISDIRECTED_REQUEST,
+            ApiError::JudgedElsewhere { .. } => StatusCode::MISDIRECTED_REQUEST,
+            ApiError::PeerFailed(_) => StatusCode::BAD_GATEWAY,
+            ApiError::PeerTimeout(_) => StatusCode::GATEWAY_TIMEOUT,
         }
     }
 }
@@ -143,7 +161,14 @@ impl IntoResponse for ApiError {
         let body = ErrorBody {
             error: self.to_string(),
         };
+        let misdirected = match self {
+            ApiError::JudgedElsewhere { cluster, why } => Some(Misdirected { cluster, why }),
+            _ => None,
+        };
         let mut resp = (status, Json(body)).into_response();
+        if let Some(m) = misdirected {
+            resp.extensions_mut().insert(m);
+        }
         if status == StatusCode::UNAUTHORIZED {
             resp.headers_mut().insert(
                 header::WWW_AUTHENTICATE,
@@ -219,7 +244,11 @@ mod tests {
         use crate::clusters::ClusterError;
         let why = "cluster \"a\" is judged by wavegate replica 1 (shard 1, as Argo CD's \
                    application-controller shards it); ask that replica";
-        let (status, message) = answer(ClusterError::JudgedElsewhere(why.into()).into());
+        let elsewhere = ClusterError::JudgedElsewhere {
+            cluster: "a".into(),
+            why: why.into(),
+        };
+        let (status, message) = answer(elsewhere.into());
         assert_eq!(
             (status, message.as_str()),
             (StatusCode::MISDIRECTED_REQUEST, why)

@@ -493,6 +493,14 @@ async fn waves_of(
         .await
         .map_err(|e| ApiError::reading(e, Reading::Application))?
         .ok_or_else(|| ApiError::NotFound(format!("Application {namespace}/{name} not found")))?;
+    // Its destination judged by another replica: with forwarding, that replica's view, not
+    // one with every resource Unknown for being judged elsewhere.
+    if state.forward.is_some()
+        && let Err(crate::clusters::ClusterError::JudgedElsewhere { cluster, why }) =
+            state.clusters.destination_of(&app)
+    {
+        return Err(ApiError::JudgedElsewhere { cluster, why });
+    }
     let waves = waves::view_with_findings(
         &state.clusters,
         &state.policy,
@@ -603,19 +611,10 @@ pub(crate) async fn gate_wait(
                 "invalid parameter timeout: {e} (e.g. 30s, 2m; at most 5m)"
             ))
         })?;
-    let _waiting = state
-        .limits
-        .waiter(&super::limits::caller(
-            &headers,
-            peer.as_ref().map(|p| &p.0),
-        ))
-        .inspect_err(|e| {
-            let reason = match e {
-                ApiError::CallerBusy(_) => "caller_busy",
-                _ => "too_many_waiters",
-            };
-            state.metrics.record_refusal(reason);
-        })?;
+    let _waiting = super::limits::waiter(
+        &state,
+        &super::limits::caller(&headers, peer.as_ref().map(|p| &p.0)),
+    )?;
     let cache = &cluster.0.cache;
     let waited = cluster
         .unless_stopped(gate_view::wait(

@@ -141,6 +141,17 @@ pub(crate) fn caller(headers: &HeaderMap, peer: Option<&Peer>) -> String {
     }
 }
 
+/// A place among the waiters for `caller`, its refusal counted.
+pub(crate) fn waiter(state: &AppState, caller: &str) -> Result<WaiterPermit, ApiError> {
+    state.limits.waiter(caller).inspect_err(|e| {
+        let reason = match e {
+            ApiError::CallerBusy(_) => "caller_busy",
+            _ => "too_many_waiters",
+        };
+        state.metrics.record_refusal(reason);
+    })
+}
+
 /// A place among the waiters and in the caller's share, held for as long as the wait lasts.
 pub(crate) struct WaiterPermit {
     _share: Share,

@@ -4,13 +4,15 @@
 //! and forwards the rest, so the API paths are identical behind the proxy — but what a proxied
 //! request may see is scoped to the application Argo CD authorized (`scope`).
 //!
-//! Layers of `/api/*`, outermost first: bearer token (`token`) → bounds (`limits`) → proxy scope
+//! Layers of `/api/*`, outermost first: bearer token (`token`) → bounds (`limits`) → forward to
+//! the replica that judges the cluster, for a read answered 421 here (`forward`) → proxy scope
 //! (`scope`) → handler. Every response carries `X-Content-Type-Options: nosniff` and a
 //! Content-Security-Policy (`headers`).
 
 mod cluster;
 mod error;
 mod extract;
+mod forward;
 mod handlers;
 mod headers;
 mod kept;
@@ -25,6 +27,7 @@ mod token;
 pub mod ui;
 
 pub use error::ApiError;
+pub use forward::{Forwarder, PeerArgs};
 pub use limits::LimitArgs;
 pub use serve::{ConnectionArgs, serve};
 pub use state::AppState;
@@ -64,12 +67,15 @@ pub fn router(state: AppState) -> Router {
                     .route("/gates/{namespace}/{name}", get(handlers::gate)),
             )),
     )
+    // Inside the bounds: a forwarded read holds its request's place and deadline.
+    .route_layer(from_fn_with_state(state.clone(), forward::reads))
     .route_layer(from_fn_with_state(state.clone(), limits::bounded));
     // Gate waits are long-polls: bounded by their own timeout and `--max-waiters` (taken in the
     // handler, after the input is validated), not by the request timeout.
     let waits = scoped(in_cluster(
         Router::new().route("/gates/{namespace}/{name}/wait", get(handlers::gate_wait)),
-    ));
+    ))
+    .route_layer(from_fn_with_state(state.clone(), forward::waits));
     let api = quick
         .merge(waits)
         .route_layer(from_fn_with_state(state.clone(), handlers::require_token));

@@ -179,7 +179,9 @@ impl AppScope {
     /// The cluster its resources are read in, or 403 when wavegate does not judge it.
     pub(crate) fn destination(&self) -> Result<Arc<Cluster>, ApiError> {
         self.destination.clone().map_err(|e| match e {
-            ClusterError::JudgedElsewhere(why) => ApiError::JudgedElsewhere(why),
+            ClusterError::JudgedElsewhere { cluster, why } => {
+                ApiError::JudgedElsewhere { cluster, why }
+            }
             e => ApiError::Forbidden(format!(
                 "Application {}/{} deploys to a cluster wavegate does not judge ({e}), so its \
                  resources cannot be shown",

@@ -33,6 +33,9 @@ pub struct AppState {
     pub(crate) views: Arc<super::kept::Kept<super::handlers::ViewKey, super::handlers::ViewAnswer>>,
     /// `GET /api/v1/applications` (unscoped), kept the same way.
     pub(crate) listed: Arc<super::kept::Kept<(), super::handlers::ViewAnswer>>,
+    /// With `--shard-like-argocd` and peer addresses: reads about another replica's cluster
+    /// are forwarded to it (see `forward`).
+    pub(crate) forward: Option<Arc<super::forward::Forwarder>>,
 }
 
 impl AppState {
@@ -55,6 +58,7 @@ impl AppState {
             live_lint: Arc::new(crate::live_lint::Runs::default()),
             views: Arc::default(),
             listed: Arc::default(),
+            forward: None,
         }
     }
 
@@ -71,6 +75,12 @@ impl AppState {
     /// `/metrics` only on [`super::monitoring_router`].
     pub fn with_metrics_elsewhere(mut self) -> AppState {
         self.metrics_on_api = false;
+        self
+    }
+
+    /// Forward reads about clusters other replicas judge (see `forward`).
+    pub fn with_forwarder(mut self, forwarder: super::forward::Forwarder) -> AppState {
+        self.forward = Some(Arc::new(forwarder));
         self
     }
 

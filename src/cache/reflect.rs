@@ -71,6 +71,7 @@ impl Cache {
             .any()
             .filter(|_| !required),
         };
+        self.metrics.watches.inc();
         let task = tokio::spawn(run.run()).abort_handle();
         Started { health, task }
     }
@@ -138,6 +139,7 @@ pub(super) struct Reflect<K: KubeResource + Clone + 'static, S> {
 /// A stopped watch (evicted, or its cache dropped) holds nothing any more.
 impl<K: KubeResource + Clone + 'static, S> Drop for Reflect<K, S> {
     fn drop(&mut self) {
+        self.metrics.watches.dec();
         self.metrics
             .cached_objects
             .get_or_create(&ResourceLabel::new(&self.kind.to_string()))

@@ -18,7 +18,7 @@ mod writers;
 
 pub use cluster::{Cluster, identity};
 pub use ownership::{Owner, Rules};
-pub use sharding::{ShardSettings, Sharding};
+pub use sharding::{ShardSettings, Sharding, holder_pod};
 pub use source::{
     Destination, FromSecret, SECRET_TYPE_CLUSTER, SECRET_TYPE_LABEL, SecretTrust, SourceError,
     from_argocd_secret, from_kubeconfig_file, normalize_server,
@@ -53,9 +53,9 @@ pub enum ClusterError {
     Connect(String),
     #[error("cannot build its evaluator: {0}")]
     Build(String),
-    /// With `--shard-like-argocd`: another replica judges it, or none does.
-    #[error("{0}")]
-    JudgedElsewhere(String),
+    /// With `--shard-like-argocd`: another replica judges `cluster`, or none does.
+    #[error("{why}")]
+    JudgedElsewhere { cluster: String, why: String },
 }
 
 /// Argo CD's name for the cluster it runs in (argo-cd `common.KubernetesInClusterName`)…
@@ -221,7 +221,10 @@ impl Clusters {
         if self.elsewhere().contains_key(name)
             && let Some(why) = self.sharding.as_ref().and_then(|s| s.elsewhere(name))
         {
-            return Err(ClusterError::JudgedElsewhere(why));
+            return Err(ClusterError::JudgedElsewhere {
+                cluster: name.to_string(),
+                why,
+            });
         }
         Err(ClusterError::UnknownName(crate::health::printable(name)))
     }
@@ -516,8 +519,18 @@ impl Clusters {
         let mut reassigned = false;
         if let (Some(sharding), Some(assigned)) = (&self.sharding, &assigned) {
             by_name.insert(HOME.to_string(), assigned.home);
-            reassigned = sharding.update(by_name, &assigned.agreement, read_at);
+            let updated = sharding.update(by_name, &assigned.agreement, read_at);
             sharding.leases_read(&assigned.unheld);
+            reassigned = updated.changed;
+            for name in updated.gained {
+                let gained = match name.as_str() {
+                    HOME => Some(self.home.clone()),
+                    _ => next.get(&name).cloned(),
+                };
+                if let Some(cluster) = gained {
+                    sharding.time_to_warm(cluster, read_at);
+                }
+            }
         }
         if !same || learnt || !same_elsewhere || reassigned {
             *locks::write(&self.remote) = Arc::new(next);

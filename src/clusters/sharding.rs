@@ -19,7 +19,7 @@ use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
 use kube::api::{Api, DynamicObject, ListParams};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
 
@@ -88,7 +88,22 @@ impl ShardSettings {
 pub struct Sharding {
     pub settings: ShardSettings,
     ownership: Arc<RwLock<Ownership>>,
+    /// The live holder of each shard's Lease, by shard, as the last read of the Secrets listed
+    /// them: where a read about another replica's cluster is forwarded (`api::forward`).
+    holders: RwLock<BTreeMap<i64, String>>,
+    /// The clusters this replica judged at the last update (`None` before the first): what a
+    /// read gains and loses is counted against it.
+    mine: RwLock<Option<BTreeSet<String>>>,
     metrics: Arc<Metrics>,
+}
+
+/// What an [`Sharding::update`] changed.
+pub(super) struct Updated {
+    /// Whether what this replica judges, or any cluster's shard, changed.
+    pub changed: bool,
+    /// The clusters that became this replica's (none at the first update: that is a start,
+    /// not a move).
+    pub gained: Vec<String>,
 }
 
 /// One computation: each Secret's assignment, by where it was read, and home's.
@@ -122,6 +137,8 @@ impl Sharding {
         Sharding {
             settings,
             ownership: Arc::new(RwLock::new(ownership)),
+            holders: RwLock::default(),
+            mine: RwLock::default(),
             metrics,
         }
     }
@@ -185,6 +202,7 @@ impl Sharding {
         let rivals = self.settings.rivals();
         let agreement = rivals.check(&held.items, now);
         let unheld = rivals.unheld_shards(&held.items, self.settings.replicas, now);
+        *locks::write(&self.holders) = holders(&held.items, &self.settings.leases.1, now);
         let list = shard::argocd_cluster_list(secrets.iter().map(|(_, c)| c.clone()), in_cluster);
         let by_server = shard::distribute(
             algorithm,
@@ -225,7 +243,7 @@ impl Sharding {
         assigned: BTreeMap<String, Assignment>,
         agreement: &Result<(), String>,
         read_at: Instant,
-    ) -> bool {
+    ) -> Updated {
         let held_back = agreement
             .as_ref()
             .err()
@@ -240,6 +258,26 @@ impl Sharding {
         self.metrics
             .shard_disagreement
             .set(i64::from(held_back.is_some()));
+        let (replica, replicas) = (self.settings.replica, self.settings.replicas);
+        let mine: BTreeSet<String> = assigned
+            .iter()
+            .filter(|(_, a)| {
+                held_back.is_none() && Owner::of(**a, replica, replicas) == Owner::ThisReplica
+            })
+            .map(|(name, _)| name.clone())
+            .collect();
+        let before = locks::write(&self.mine).replace(mine.clone());
+        let gained: Vec<String> = match &before {
+            Some(before) => {
+                let lost = before.difference(&mine).count();
+                self.metrics.shard_clusters_lost.inc_by(lost as u64);
+                mine.difference(before).cloned().collect()
+            }
+            None => Vec::new(),
+        };
+        self.metrics
+            .shard_clusters_gained
+            .inc_by(gained.len() as u64);
         let mut ownership = locks::write(&self.ownership);
         let changes = ownership.update(assigned, held_back, read_at, Instant::now());
         self.metrics
@@ -252,7 +290,32 @@ impl Sharding {
         let (owned, unowned) = ownership.counts();
         self.metrics.shard_clusters_owned.set(owned as i64);
         self.metrics.shard_clusters_unowned.set(unowned as i64);
-        changes.mine_changed || !changes.moved.is_empty()
+        Updated {
+            changed: changes.mine_changed || !changes.moved.is_empty(),
+            gained,
+        }
+    }
+
+    /// Observe in `wavegate_shard_warm_seconds` how long after `since` (the read that made it
+    /// this replica's) `cluster`'s required watches are synced; nothing if it stops first or
+    /// takes over ten minutes.
+    pub(super) fn time_to_warm(&self, cluster: Arc<super::Cluster>, since: Instant) {
+        let metrics = self.metrics.clone();
+        tokio::spawn(async move {
+            let give_up = since + std::time::Duration::from_secs(600);
+            while Instant::now() < give_up {
+                if cluster.cache.readiness().is_ok() {
+                    metrics
+                        .shard_warm_seconds
+                        .observe(since.elapsed().as_secs_f64());
+                    return;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(std::time::Duration::from_millis(100)) => {}
+                    () = cluster.stop.cancelled() => return,
+                }
+            }
+        });
     }
 
     /// The shards whose Lease had no live holder at the last read: nobody writes their
@@ -267,6 +330,13 @@ impl Sharding {
     /// Who judges `cluster`, per the last assignment.
     pub fn owner(&self, cluster: &str) -> Option<Owner> {
         locks::read(&self.ownership).owner(cluster)
+    }
+
+    /// The identity holding shard `shard`'s Lease when the Leases were last listed, if it was
+    /// live then. Whoever may write Leases in the namespace can write it: it is a claim to
+    /// validate, never an address.
+    pub fn holder(&self, shard: i64) -> Option<String> {
+        locks::read(&self.holders).get(&shard).cloned()
     }
 
     /// Why this replica does not judge `cluster`, if it does not.
@@ -288,6 +358,37 @@ impl Sharding {
     pub fn guard(&self, cluster: &str) -> crate::leader::Guard {
         let (ownership, cluster) = (self.ownership.clone(), cluster.to_string());
         Arc::new(move || locks::read(&ownership).admit(&cluster, Instant::now()))
+    }
+}
+
+/// The live holder of every shard Lease (`prefix<N>`), by shard: where a read about one of its
+/// clusters is forwarded (`crate::api::forward`).
+fn holders(leases: &[Lease], prefix: &str, now: Timestamp) -> BTreeMap<i64, String> {
+    leases
+        .iter()
+        .filter_map(|lease| {
+            let name = lease.metadata.name.as_deref()?;
+            let shard = name.strip_prefix(prefix)?.parse().ok()?;
+            Some((shard, crate::leader::live_holder(lease, now)?.to_string()))
+        })
+        .collect()
+}
+
+/// The pod named by a shard Lease holder's identity (`<pod>_<process>.s<digest>`, see
+/// [`ShardSettings::identity_suffix`]), if it is a DNS-1123 label (what a StatefulSet pod's
+/// host name is, and all a peer address may be built from); else why it is not used.
+pub fn holder_pod(identity: &str) -> Result<&str, String> {
+    let pod = identity.split_once('_').map_or(identity, |(pod, _)| pod);
+    if crate::resource::is_dns_label(pod) {
+        Ok(pod)
+    } else {
+        let shown: String = crate::health::printable(identity)
+            .chars()
+            .take(80)
+            .collect();
+        Err(format!(
+            "its holder {shown:?} does not name a pod (a DNS label)"
+        ))
     }
 }
 
@@ -326,6 +427,7 @@ async fn application_servers(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::clusters::Rules;
     use k8s_openapi::api::coordination::v1::LeaseSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
     use kube::api::ObjectMeta;
@@ -442,5 +544,66 @@ mod tests {
             released,
         ];
         assert_eq!(s.rivals().unheld_shards(&leases, 4, at(5)), vec![1, 2, 3]);
+    }
+
+    /// A cluster that moves away and back is one lost and one gained; the clusters a replica
+    /// starts with are neither (a restart is no move), and nor is a cluster that stays.
+    #[test]
+    fn a_cluster_moving_away_and_back_is_counted_lost_then_gained() {
+        let settings = ShardSettings {
+            replica: 1,
+            replicas: 2,
+            algorithm: None,
+            argocd_namespace: "argocd".into(),
+            rules: Rules::for_resync(std::time::Duration::from_secs(1)),
+            clusters_namespace: "argocd".into(),
+            leases: ("wavegate".into(), "wavegate-shard-".into()),
+        };
+        let metrics = Arc::new(Metrics::default());
+        let sharding = Sharding::new(settings, metrics.clone());
+        let on = |shard| Assignment {
+            shard,
+            paused: false,
+        };
+        let assigned = |a: i64| {
+            BTreeMap::from([
+                ("a".to_string(), on(a)),
+                ("stays".to_string(), on(1)),
+                (crate::clusters::HOME.to_string(), on(0)),
+            ])
+        };
+        let counts = || {
+            (
+                metrics.shard_clusters_gained.get(),
+                metrics.shard_clusters_lost.get(),
+            )
+        };
+        let now = Instant::now();
+        let first = sharding.update(assigned(1), &Ok(()), now);
+        assert!(first.gained.is_empty(), "{:?}", first.gained);
+        assert_eq!(counts(), (0, 0));
+        let away = sharding.update(assigned(0), &Ok(()), now);
+        assert!(away.gained.is_empty());
+        assert_eq!(counts(), (0, 1));
+        let back = sharding.update(assigned(1), &Ok(()), now);
+        assert_eq!(back.gained, ["a"]);
+        assert_eq!(counts(), (1, 1));
+        // Replicas that disagree on their count judge nothing: both are lost until they agree.
+        sharding.update(assigned(1), &Err("r3".into()), now);
+        assert_eq!(counts(), (1, 3));
+    }
+
+    /// Where a read is forwarded comes from live shard Leases only: an expired holder (a
+    /// killed pod) is nobody to ask, and a Lease of another name is no shard's.
+    #[test]
+    fn only_a_live_shard_lease_names_a_holder() {
+        let leases = [
+            lease("wavegate-shard-1", "wavegate-1_7-a.r3", 0),
+            lease("wavegate-shard-2", "wavegate-2_9-b.r3", -20),
+            lease("wavegate-shard-x", "wavegate-x_1-c.r3", 0),
+            lease("wavegate", "wavegate-0_1-d", 0),
+        ];
+        let got = holders(&leases, "wavegate-shard-", at(5));
+        assert_eq!(got, BTreeMap::from([(1, "wavegate-1_7-a.r3".to_string())]));
     }
 }

@@ -587,7 +587,7 @@ async fn a_cluster_reached_by_two_secrets_on_two_replicas_gets_one_writer() {
     assert_eq!(got, BTreeSet::from(["c".to_string()]));
 
     let e = clusters.find("a").err().unwrap();
-    assert!(matches!(e, ClusterError::JudgedElsewhere(_)), "{e}");
+    assert!(matches!(e, ClusterError::JudgedElsewhere { .. }), "{e}");
     assert!(
         e.to_string().contains("judged by wavegate replica 0"),
         "{e}"

@@ -49,6 +49,20 @@ impl Serve {
             .local_addr()
             .unwrap()
             .port();
+        Serve::start_on(label, port, kubeconfig, args)
+    }
+
+    /// On `port` (replicas that must know each other's addresses before they start).
+    pub(crate) fn start_at(label: &str, port: u16, args: &[&str]) -> Serve {
+        Serve::start_on(label, port, None, args)
+    }
+
+    fn start_on(
+        label: &str,
+        port: u16,
+        kubeconfig: Option<&std::path::Path>,
+        args: &[&str],
+    ) -> Serve {
         let out = std::env::var("TEST_OUTPUT")
             .unwrap_or_else(|_| std::env::temp_dir().display().to_string());
         let log = File::create(format!("{out}/e2e-clusters-{label}.log")).unwrap();

@@ -383,30 +383,16 @@ async fn each_replica_writes_only_its_shards_clusters_and_a_successor_takes_over
         .await
         .unwrap();
     let moved = Instant::now();
-    eventually(WAIT, "replica 0 judges b", || async {
-        let (status, body) = replicas[0]
-            .serve
-            .get(&format!("/api/v1/clusters/b/gates/{ns}/web-up"))
-            .await?;
-        if status == 200 {
+    // Until r2c has read the Secrets again it still judges b (its assignment is fresh), and
+    // may write a change made meanwhile: the change below waits for both to have seen the move.
+    eventually(WAIT, "replica 0 judges b and r2c no longer", || async {
+        let path = format!("/api/v1/clusters/b/gates/{ns}/web-up");
+        let (status, body) = replicas[0].serve.get(&path).await?;
+        let (old, _) = replicas[by(&replicas, "r2c")].serve.get(&path).await?;
+        if status == 200 && old == 421 {
             Ok(())
         } else {
-            Err(format!("{status} {body}"))
-        }
-    })
-    .await;
-    // Until its next read of the Secrets, shard 2's holder may still write b: that is what
-    // replica 0's handover waits out. The change comes once it has let b go, so that any write
-    // of it is replica 0's (a change made earlier was once written by r2c, rightly).
-    eventually(WAIT, "shard 2's holder lets b go", || async {
-        let (status, body) = replicas[by(&replicas, "r2c")]
-            .serve
-            .get(&format!("/api/v1/clusters/b/gates/{ns}/web-up"))
-            .await?;
-        if status == 421 {
-            Ok(())
-        } else {
-            Err(format!("{status} {body}"))
+            Err(format!("r0 {status} {body}; r2c {old}"))
         }
     })
     .await;

@@ -785,6 +785,29 @@ fn the_shards_variant_runs_a_numbered_replica_per_shard_with_its_lease() {
         headless["spec"]["selector"],
         set["spec"]["selector"]["matchLabels"]
     );
+    // Reads about another replica's cluster go to its pod under the governing Service, which
+    // the NetworkPolicy lets the replicas reach.
+    let peer = format!("--peer-url=http://{{holder}}.{governing}.{{namespace}}.svc:8080");
+    assert!(args.contains(&peer.as_str()), "{args:?}");
+    let policy = objects
+        .iter()
+        .find(|o| o["kind"] == "NetworkPolicy")
+        .expect("a NetworkPolicy");
+    let from_peers = policy["spec"]["ingress"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|rule| {
+            rule["from"].as_array().into_iter().flatten().any(|f| {
+                f["namespaceSelector"].is_null()
+                    && f["podSelector"]["matchLabels"] == set["spec"]["selector"]["matchLabels"]
+            }) && rule["ports"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .any(|p| p["port"] == 8080)
+        });
+    assert!(from_peers, "the replicas cannot reach each other: {policy}");
 
     let role = objects
         .iter()
