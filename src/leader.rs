@@ -34,6 +34,7 @@ use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::ListParams;
 use kube::{Api, Client};
 use kube_lease_manager::LeaseManagerBuilder;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use thiserror::Error;
@@ -134,6 +135,18 @@ impl Rivals {
     }
 
     /// The shards of `0..replicas` whose Lease has no live holder in `leases` at `now`.
+    /// The live holder of every shard Lease of `leases` at `now`, by shard (whatever the
+    /// holder's digest: where a read about one of its clusters is forwarded).
+    pub fn shard_holders(&self, leases: &[Lease], now: Timestamp) -> BTreeMap<i64, String> {
+        leases
+            .iter()
+            .filter_map(|lease| {
+                let shard = self.shard_of(lease.metadata.name.as_deref()?)?;
+                Some((shard, live_holder(lease, now)?.to_string()))
+            })
+            .collect()
+    }
+
     pub fn unheld_shards(&self, leases: &[Lease], replicas: u32, now: Timestamp) -> Vec<i64> {
         (0..i64::from(replicas))
             .filter(|shard| {

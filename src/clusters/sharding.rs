@@ -94,6 +94,9 @@ pub struct Sharding {
     /// The clusters this replica judged at the last update (`None` before the first): what a
     /// read gains and loses is counted against it.
     mine: RwLock<Option<BTreeSet<String>>>,
+    /// The task timing each gained cluster's warm-up, by cluster: one at a time, so that
+    /// assignments flapping (a rival Lease blinking live) do not pile up pollers.
+    warming: std::sync::Mutex<HashMap<String, tokio::task::AbortHandle>>,
     metrics: Arc<Metrics>,
 }
 
@@ -139,6 +142,7 @@ impl Sharding {
             ownership: Arc::new(RwLock::new(ownership)),
             holders: RwLock::default(),
             mine: RwLock::default(),
+            warming: std::sync::Mutex::default(),
             metrics,
         }
     }
@@ -202,7 +206,7 @@ impl Sharding {
         let rivals = self.settings.rivals();
         let agreement = rivals.check(&held.items, now);
         let unheld = rivals.unheld_shards(&held.items, self.settings.replicas, now);
-        *locks::write(&self.holders) = holders(&held.items, &self.settings.leases.1, now);
+        *locks::write(&self.holders) = rivals.shard_holders(&held.items, now);
         let list = shard::argocd_cluster_list(secrets.iter().map(|(_, c)| c.clone()), in_cluster);
         let by_server = shard::distribute(
             algorithm,
@@ -301,7 +305,8 @@ impl Sharding {
     /// takes over ten minutes.
     pub(super) fn time_to_warm(&self, cluster: Arc<super::Cluster>, since: Instant) {
         let metrics = self.metrics.clone();
-        tokio::spawn(async move {
+        let name = cluster.name.clone();
+        let timing = tokio::spawn(async move {
             let give_up = since + std::time::Duration::from_secs(600);
             while Instant::now() < give_up {
                 if cluster.cache.readiness().is_ok() {
@@ -316,6 +321,11 @@ impl Sharding {
                 }
             }
         });
+        let mut warming = locks::lock(&self.warming);
+        warming.retain(|_, task| !task.is_finished());
+        if let Some(before) = warming.insert(name, timing.abort_handle()) {
+            before.abort();
+        }
     }
 
     /// The shards whose Lease had no live holder at the last read: nobody writes their
@@ -359,19 +369,6 @@ impl Sharding {
         let (ownership, cluster) = (self.ownership.clone(), cluster.to_string());
         Arc::new(move || locks::read(&ownership).admit(&cluster, Instant::now()))
     }
-}
-
-/// The live holder of every shard Lease (`prefix<N>`), by shard: where a read about one of its
-/// clusters is forwarded (`crate::api::forward`).
-fn holders(leases: &[Lease], prefix: &str, now: Timestamp) -> BTreeMap<i64, String> {
-    leases
-        .iter()
-        .filter_map(|lease| {
-            let name = lease.metadata.name.as_deref()?;
-            let shard = name.strip_prefix(prefix)?.parse().ok()?;
-            Some((shard, crate::leader::live_holder(lease, now)?.to_string()))
-        })
-        .collect()
 }
 
 /// The pod named by a shard Lease holder's identity (`<pod>_<process>.s<digest>`, see
@@ -557,7 +554,7 @@ mod tests {
             argocd_namespace: "argocd".into(),
             rules: Rules::for_resync(std::time::Duration::from_secs(1)),
             clusters_namespace: "argocd".into(),
-            leases: ("wavegate".into(), "wavegate-shard-".into()),
+            leases: ("wavegate".into(), "wavegate".into()),
         };
         let metrics = Arc::new(Metrics::default());
         let sharding = Sharding::new(settings, metrics.clone());
@@ -597,13 +594,16 @@ mod tests {
     /// killed pod) is nobody to ask, and a Lease of another name is no shard's.
     #[test]
     fn only_a_live_shard_lease_names_a_holder() {
+        // The Leases' names as a replica started with its settings names them (the merge of
+        // two branches once parsed them with another branch's prefix: no holder, ever).
+        let s = settings(3, None);
         let leases = [
-            lease("wavegate-shard-1", "wavegate-1_7-a.r3", 0),
-            lease("wavegate-shard-2", "wavegate-2_9-b.r3", -20),
+            lease(&s.rivals().shard_lease(1), "wavegate-1_7-a.r3", 0),
+            lease(&s.rivals().shard_lease(2), "wavegate-2_9-b.r3", -20),
             lease("wavegate-shard-x", "wavegate-x_1-c.r3", 0),
             lease("wavegate", "wavegate-0_1-d", 0),
         ];
-        let got = holders(&leases, "wavegate-shard-", at(5));
+        let got = s.rivals().shard_holders(&leases, at(5));
         assert_eq!(got, BTreeMap::from([(1, "wavegate-1_7-a.r3".to_string())]));
     }
 }

@@ -98,9 +98,15 @@ impl Observer {
         self.truth.lock().unwrap().writes_blocked_until = Some(Instant::now());
     }
 
-    /// One sample: `verdict` as answered to a request sent at `asked`, then wavegate's
-    /// `/readyz` and the gate's stored status.
-    fn record(&self, verdict: &Value, asked: Instant, gate: Option<&Gate>, vouching: bool) {
+    /// One sample: `verdict` as answered at `answered` to a request sent at `asked`, then
+    /// wavegate's `/readyz` and the gate's stored status.
+    fn record(
+        &self,
+        verdict: &Value,
+        (asked, answered): (Instant, Instant),
+        gate: Option<&Gate>,
+        vouching: bool,
+    ) {
         let now = Instant::now();
         let truth = *self.truth.lock().unwrap();
         let phase = self.phase.lock().unwrap().clone();
@@ -111,8 +117,16 @@ impl Observer {
         // changed by then: the `/readyz` and gate reads after it may take seconds (3 s each
         // against a frozen wavegate), and a Healthy answered before a SIGSTOP, then sampled at
         // the thaw, once passed for a verdict served 17 s after the pod turned NotReady.
-        let not_ready_when_asked =
-            (!truth.ready && truth.since <= asked).then(|| asked.duration_since(truth.since));
+        // Unless the answer itself took long: a request wavegate held across a freeze was
+        // judged after the thaw (or was answered from what it read before the freeze, which is
+        // as wrong), so it must be as fresh as one sent at its answer.
+        let held = answered.duration_since(asked) > Duration::from_secs(1);
+        let not_ready_when_asked = (!truth.ready && truth.since <= asked)
+            .then(|| asked.duration_since(truth.since))
+            .or_else(|| {
+                (held && !truth.ready && truth.since <= answered)
+                    .then(|| answered.duration_since(truth.since))
+            });
         let status = verdict["status"].as_str().unwrap_or("");
         let message = verdict["message"].as_str().unwrap_or("");
         let blind = !vouching
@@ -499,6 +513,7 @@ async fn faults_never_make_wavegate_claim_healthy_or_degraded_falsely() {
             loop {
                 let asked = Instant::now();
                 let v = verdict(&http, &url).await.ok();
+                let answered = Instant::now();
                 let vouching = readyz(&http, &url).await == Ok(200);
                 if admin.is_none() {
                     let kc = kube::config::Kubeconfig::read_from(&kubeconfig).unwrap();
@@ -513,7 +528,7 @@ async fn faults_never_make_wavegate_claim_healthy_or_degraded_falsely() {
                 };
                 obs.record(
                     v.as_ref().unwrap_or(&Value::Null),
-                    asked,
+                    (asked, answered),
                     g.as_ref(),
                     vouching,
                 );

@@ -782,6 +782,10 @@ fn the_shards_variant_runs_a_numbered_replica_per_shard_with_its_lease() {
         .unwrap_or_else(|| panic!("no Service {governing}"));
     assert_eq!(headless["spec"]["clusterIP"], "None");
     assert_eq!(
+        headless["spec"]["publishNotReadyAddresses"], true,
+        "a Lease holder not Ready yet must still be reachable by its name"
+    );
+    assert_eq!(
         headless["spec"]["selector"],
         set["spec"]["selector"]["matchLabels"]
     );
