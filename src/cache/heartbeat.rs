@@ -36,15 +36,16 @@ impl Cache {
 /// API server was away): what the stores missed meanwhile is only known after a new list.
 ///
 /// Which watches relist when the API server answers again depends on what is known of the
-/// silence's start. After heartbeats that failed, a watch listed since the last failure listed
-/// from an API server that answered, and keeps its store. After a silence no heartbeat saw
-/// fail (this process was frozen, or starved of CPU, between two of them), or one that came
-/// late, the silence began at some unknown instant after the last answer: a watch listed just
-/// before it holds what it held then, however recent its list looks, so every watch relists.
+/// silence's start. After heartbeats that failed, every watch was turned to relisting at the
+/// first failure: one listed since the last answer before it listed during the outage, and
+/// keeps its store. After a silence no heartbeat saw fail (this process was frozen, or starved
+/// of CPU, between two of them), or one that came late, the silence began at some unknown
+/// instant after the last answer: a watch listed just before it holds what it held then,
+/// however recent its list looks, so every watch relists.
 pub(super) async fn heartbeat(cache: Weak<Cache>) {
     let mut answering = true;
-    // When the heartbeat last failed, while it has not answered since.
-    let mut failed_at = None;
+    // While the heartbeat fails: when it last answered before.
+    let mut answered_before_failures = None;
     loop {
         let Some((client, every)) = cache
             .upgrade()
@@ -81,21 +82,21 @@ pub(super) async fn heartbeat(cache: Weak<Cache>) {
                     tracing::warn!(error = %e, "API server unreachable; relisting every watch");
                     c.silences.fetch_add(1, Ordering::AcqRel);
                     c.watches.relist(&e, None);
+                    answered_before_failures = Some(*lock(&c.heard));
                 }
                 answering = false;
-                failed_at = Some(Instant::now());
             }
             None => {
                 if let Some(silence) = c.silence(None) {
-                    // A failure seen is a silence's latest known instant; none seen, none known.
-                    let stale_if_listed_before = failed_at.filter(|_| !late);
+                    // Failures seen bound the silence's start; none seen, nothing is known.
+                    let stale_if_listed_before = answered_before_failures.filter(|_| !late);
                     tracing::warn!(%silence, after_failures = stale_if_listed_before.is_some(), "API server answers again; relisting the watches that have not listed since");
                     c.silences.fetch_add(1, Ordering::AcqRel);
                     c.watches.relist(&silence, stale_if_listed_before);
                 }
                 *lock(&c.heard) = Instant::now();
                 answering = true;
-                failed_at = None;
+                answered_before_failures = None;
             }
         }
     }
