@@ -165,7 +165,7 @@ tests/browser/install.sh >"$TEST_OUTPUT/browser-install.log" 2>&1 &
 browser_install=$!
 
 # The lane's exit status, waited for once: a second `wait` on a reaped pid fails ("not a child
-# of this shell"), which once failed a run whose lane had passed before the e2e tests ended.
+# of this shell"), and the lane may well end before the e2e tests do.
 argocd_rc=
 argocd_lane_done() {
   if [[ -z "$argocd_rc" ]]; then

@@ -594,8 +594,8 @@ mod tests {
     /// killed pod) is nobody to ask, and a Lease of another name is no shard's.
     #[test]
     fn only_a_live_shard_lease_names_a_holder() {
-        // The Leases' names as a replica started with its settings names them (the merge of
-        // two branches once parsed them with another branch's prefix: no holder, ever).
+        // The Leases' names as a replica started with its settings names them: parsed with
+        // any other prefix, no holder is ever found and no read is forwarded.
         let s = settings(3, None);
         let leases = [
             lease(&s.rivals().shard_lease(1), "wavegate-1_7-a.r3", 0),
