@@ -104,12 +104,6 @@ impl Cache {
         feed
     }
 
-    /// As if the API server had not answered the heartbeat for a minute: reads are refused
-    /// until it answers again.
-    pub(crate) fn unheard(&self) {
-        *lock(&self.heard) = std::time::Instant::now() - Duration::from_secs(60);
-    }
-
     pub(super) fn fed_source<K>(&self, kind: &GroupResource) -> Option<Source<K>>
     where
         K: KubeResource + Clone + Send + Sync + 'static,

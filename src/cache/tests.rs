@@ -14,7 +14,7 @@ use axum::routing::{get, post};
 use futures::StreamExt;
 use serde_json::json;
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use tokio::sync::oneshot;
 
 const NS: &str = "shop";
@@ -53,6 +53,8 @@ struct Script {
     labels: Mutex<Vec<(String, String)>>,
     /// Requests for discovery (`/api`, `/apis` and below, but lists and reviews).
     discovery: AtomicUsize,
+    /// `/readyz` fails while lists are served, as after an etcd restart.
+    not_ready: AtomicBool,
 }
 
 impl Script {
@@ -63,6 +65,13 @@ impl Script {
 
 async fn readyz(State(s): State<Arc<Script>>) -> Response {
     s.unless_paused().await;
+    if s.not_ready.load(Ordering::SeqCst) {
+        return (
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "[-]etcd failed: reason withheld",
+        )
+            .into_response();
+    }
     "ok".into_response()
 }
 
@@ -545,6 +554,10 @@ async fn a_watch_listed_just_before_this_process_froze_relists_after_the_thaw() 
 
     // The watch stream stays quiet: the changes made during the freeze are only in a list.
     cache.freeze_for_test(Duration::from_secs(20));
+    assert!(
+        !cache.vouched(),
+        "a list made before the freeze vouched for the store after it"
+    );
     until("the heartbeat finds the silence", || {
         cache.silences() != silences
     })
@@ -561,6 +574,65 @@ async fn a_watch_listed_just_before_this_process_froze_relists_after_the_thaw() 
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    assert_eq!(script.lists_started.load(Ordering::SeqCst), 2);
+}
+
+/// After an etcd restart the API server lists again before its `/readyz` passes: what was
+/// judged from the new lists may be written, though the heartbeat still fails.
+#[tokio::test]
+async fn lists_completed_after_the_heartbeat_failed_vouch_for_the_stores_until_it_answers() {
+    let script = Arc::new(Script::default());
+    script.lists.lock().unwrap().extend([
+        ListReply {
+            pods: 1,
+            ready: true,
+            resource_version: "1",
+            hold: None,
+        },
+        ListReply {
+            pods: 1,
+            ready: false,
+            resource_version: "9",
+            hold: None,
+        },
+    ]);
+    // The heartbeat fails a second after it last answered and relists; the new list vouches
+    // until 2 s after it, the heartbeat alone until 2 s after its last answer.
+    let limits = WatchLimits {
+        heartbeat: Duration::from_secs(1),
+        ..WatchLimits::default()
+    };
+    let cache = cache_with(fake_api(script.clone()).await, limits);
+    assert_eq!(ready_of(&cache.pods(NS).await.unwrap()), [true]);
+    let before = cache.silences();
+
+    script.not_ready.store(true, Ordering::SeqCst);
+    until("the heartbeat fails and every watch relists", || {
+        cache.silences() != before
+    })
+    .await;
+    let failed = cache.silences();
+    assert!(
+        !cache.heard_throughout(before),
+        "what was judged before the failure may still be written"
+    );
+    let start = Instant::now();
+    loop {
+        match cache.pods(NS).await {
+            Ok(p) if ready_of(&p) == [false] => break,
+            Ok(p) => panic!("the list before the failure was served: {:?}", ready_of(&p)),
+            Err(e) => assert!(start.elapsed() < Duration::from_secs(5), "still {e}"),
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    until("the heartbeat's own window ends", || {
+        cache.silence(None).is_some()
+    })
+    .await;
+    assert!(
+        cache.heard_throughout(failed),
+        "what was judged from the lists made after the failure may not be written"
+    );
     assert_eq!(script.lists_started.load(Ordering::SeqCst), 2);
 }
 

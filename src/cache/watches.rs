@@ -347,6 +347,19 @@ impl WatchTable {
         phases
     }
 
+    /// Whether every watch is synced and its latest list completed within `within`: each store
+    /// is then as fresh as a heartbeat would make it. None is vouched for without a watch.
+    pub(super) fn all_listed_within(&self, within: Duration) -> bool {
+        let watches = lock(&self.watches);
+        !watches.is_empty()
+            && watches.values().all(|w| {
+                w.health.phase() == Phase::Synced
+                    && w.health
+                        .listed_at()
+                        .is_some_and(|at| at.elapsed() <= within)
+            })
+    }
+
     /// Every listed watch listed at `at` instead.
     #[cfg(test)]
     pub(super) fn listed_at_for_test(&self, at: Instant) {

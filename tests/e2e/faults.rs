@@ -209,7 +209,10 @@ impl Wavegate {
             .args(["serve", "--listen", &format!("127.0.0.1:{port}")])
             .args(["--namespaces", NS, "--resync", "2s"])
             .env("KUBECONFIG", kubeconfig)
-            .env("RUST_LOG", "info,wavegate::cache=debug")
+            .env(
+                "RUST_LOG",
+                "info,wavegate::cache=debug,wavegate::gate=debug",
+            )
             .stdin(Stdio::null())
             .stdout(out.try_clone().unwrap())
             .stderr(out)
@@ -694,6 +697,20 @@ async fn faults_never_make_wavegate_claim_healthy_or_degraded_falsely() {
         eprintln!(
             "faults: [{phase}] gate status left Healthy {lag:?} after the pod turned NotReady"
         );
+    }
+    if !(tally.false_healthy_verdicts.is_empty() && tally.false_healthy_gate.is_empty()) {
+        // CI keeps only this output: what wavegate did about its caches and the gate.
+        let log = std::fs::read_to_string(&scene.wg.log).unwrap_or_default();
+        let said = [
+            "written",
+            "answers again",
+            "unreachable",
+            "not written",
+            "not listed",
+        ];
+        for line in log.lines().filter(|l| said.iter().any(|s| l.contains(s))) {
+            eprintln!("wavegate: {line}");
+        }
     }
     assert!(
         tally.false_healthy_verdicts.is_empty(),
