@@ -16,7 +16,7 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio::sync::broadcast;
 
 /// Between a watch error and the next list: doubling from the first to the last delay. Short,
@@ -61,6 +61,7 @@ impl Cache {
             changes: self.changes.clone(),
             metrics: self.metrics.clone(),
             listed: Vec::new(),
+            list_began: Instant::now(),
             held: self.held.clone(),
             // What `serve` cannot do without (WaveGates) is never bounded: the bound keeps a
             // remote cluster's on-demand reads from filling memory, not its gate writer blind.
@@ -131,6 +132,9 @@ pub(super) struct Reflect<K: KubeResource + Clone + 'static, S> {
     /// this watch are refused, so whoever reacted at once would read nothing, judge "relisting"
     /// and wait for its retry backoff or the resync to hear of the object again.
     listed: Vec<(String, String)>,
+    /// When the list in progress was asked for: what it delivers is at least this fresh, and no
+    /// fresher (see [`WatchHealth::listed`]).
+    list_began: Instant,
     /// What every watch of this cache holds, and the bounds on it (`None`: unbounded).
     held: Arc<Held>,
     bounds: Option<Bounds>,
@@ -237,7 +241,9 @@ where
                 None
             }
             watcher::Event::Init => {
+                // kube-rs emits it before it sends the list request.
                 self.listed.clear();
+                self.list_began = Instant::now();
                 None
             }
             watcher::Event::InitDone => None,
@@ -283,7 +289,7 @@ where
             // Readable from here on: what the list delivered, and the objects deleted while
             // the watch was away (they vanish with the relist and get no event of their own),
             // are announced now, so what depends on them is judged at once on the new state.
-            self.health.listed();
+            self.health.listed(self.list_began);
             let listed = std::mem::take(&mut self.listed);
             for (namespace, name) in listed.into_iter().chain(gone) {
                 self.changed(namespace, name);

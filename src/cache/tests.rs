@@ -636,6 +636,55 @@ async fn lists_completed_after_the_heartbeat_failed_vouch_for_the_stores_until_i
     assert_eq!(script.lists_started.load(Ordering::SeqCst), 2);
 }
 
+/// A list vouches for its store as of when it was asked for: one that took longer than the
+/// heartbeat's window (a slow API server, a process starved meanwhile) may hold objects from
+/// before it, however recently it completed.
+#[tokio::test]
+async fn a_list_vouches_from_when_it_was_asked_for_not_when_it_completed() {
+    let script = Arc::new(Script::default());
+    let (release, held) = oneshot::channel();
+    script.lists.lock().unwrap().extend([
+        ListReply {
+            pods: 1,
+            ready: true,
+            resource_version: "1",
+            hold: None,
+        },
+        ListReply {
+            pods: 1,
+            ready: false,
+            resource_version: "9",
+            hold: Some(held),
+        },
+    ]);
+    let limits = WatchLimits {
+        heartbeat: Duration::from_secs(1),
+        ..WatchLimits::default()
+    };
+    let cache = cache_with(fake_api(script.clone()).await, limits);
+    assert_eq!(ready_of(&cache.pods(NS).await.unwrap()), [true]);
+    let before = cache.silences();
+    script.not_ready.store(true, Ordering::SeqCst);
+    until("the heartbeat fails and the watch relists", || {
+        cache.silences() != before && script.lists_started.load(Ordering::SeqCst) == 2
+    })
+    .await;
+    // Past 2 × the heartbeat since the list was asked for, then it completes.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    release.send(()).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    match cache.pods(NS).await {
+        Err(CacheError::Relisting { error, .. }) => {
+            assert!(error.contains("not heard from"), "{error}")
+        }
+        other => panic!(
+            "a list asked for 2.5 s ago vouched for its store: {:?}",
+            other.map(|p| ready_of(&p))
+        ),
+    }
+    assert!(!cache.vouched());
+}
+
 #[tokio::test]
 async fn on_demand_watches_are_bounded_and_the_refusal_says_why() {
     let script = Arc::new(Script::default());

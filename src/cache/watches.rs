@@ -28,7 +28,8 @@ pub(super) enum Phase {
 pub(super) struct WatchHealth {
     pub(super) phase: Mutex<Phase>,
     pub(super) listed: Notify,
-    /// When the latest list completed: proof, as good as a heartbeat, that the store was fresh.
+    /// When the latest completed list was asked for: proof, as good as a heartbeat, that the
+    /// store was fresh then.
     pub(super) listed_at: Mutex<Option<Instant>>,
     /// Wakes the watch's task to drop its stream and relist (a heartbeat's word).
     pub(super) relist_now: Notify,
@@ -87,9 +88,12 @@ impl WatchHealth {
         self.listed.notify_waiters();
     }
 
-    pub(super) fn listed(&self) {
+    /// The list asked for at `began` completed. It vouches for the store as of `began`, not of
+    /// its completion: a list that started before a silence, or long before a heartbeat's
+    /// window, may hold objects from then.
+    pub(super) fn listed(&self, began: Instant) {
         self.marks.phase_begins();
-        *lock(&self.listed_at) = Some(Instant::now());
+        *lock(&self.listed_at) = Some(began);
         *lock(&self.phase) = Phase::Synced;
         self.marks.phase_ends();
         self.bump();
