@@ -40,9 +40,10 @@ pub(crate) struct Judgement {
     /// is never grounds for Degraded: a gate's timeout does not fire on it (DESIGN.md: "Degraded
     /// needs evidence about the cluster, never about wavegate's own state").
     pub blind: Option<String>,
-    /// The read failed because a watch it needs has not listed yet (a kind read for the first
-    /// time, or every kind of a cluster this replica just gained): the verdict says nothing
-    /// about the cluster, not even that it changed since a verdict written before.
+    /// The read failed because a watch it needs has not listed yet, and no list of it has
+    /// failed (a kind read for the first time, or every kind of a cluster this replica just
+    /// gained): the verdict says nothing about the cluster, not even that it changed since a
+    /// verdict written before. A failed list is news about wavegate's sight, and is written.
     pub cold: bool,
     /// For a Service: the selector this verdict was judged with (`k=v,…` sorted by key, `""`
     /// for none), read from the same snapshot as the verdict. Annotation mode records it, and
@@ -507,6 +508,7 @@ fn cache_verdict(ask: &Ask, e: &CacheError) -> Verdict {
         // Transient blindness of wavegate's own cache: Progressing, never Unknown, which
         // fails a hook gate and with it the sync.
         CacheError::NotSynced(_)
+        | CacheError::ListFailing { .. }
         | CacheError::Relisting { .. }
         | CacheError::AccessReview { .. } => Verdict::progressing(msg),
         _ => Verdict::unknown(msg),

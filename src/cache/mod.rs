@@ -100,6 +100,11 @@ pub(crate) enum CacheError {
     NotInstalled(String),
     #[error("the cache of {0} has not synced yet")]
     NotSynced(String),
+    /// A watch that never listed, and whose list failed: unlike [`CacheError::NotSynced`], not
+    /// merely a list on its way (a verdict written before is not kept over it, see
+    /// `gate::decide`).
+    #[error("the cache of {what} has not synced yet: its list failed: {error}")]
+    ListFailing { what: String, error: String },
     /// Between a watch error and the completed relist that follows it: the store still holds
     /// what was listed before the error.
     #[error("the cache of {what} is relisting after {error}")]
@@ -377,7 +382,12 @@ impl Cache {
             loop {
                 let Some(c) = cache.upgrade() else { return };
                 let error = match c.objects(&kind, None).await {
-                    Ok(_) | Err(CacheError::NotSynced(_) | CacheError::Relisting { .. }) => None,
+                    Ok(_)
+                    | Err(
+                        CacheError::NotSynced(_)
+                        | CacheError::ListFailing { .. }
+                        | CacheError::Relisting { .. },
+                    ) => None,
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot start a required watch; retrying");
                         Some(e)
@@ -626,7 +636,13 @@ impl Cache {
                     error,
                 }),
             },
-            Phase::Listing => Err(CacheError::NotSynced(w.label.clone())),
+            Phase::Listing => Err(match w.health.list_failed() {
+                Some(error) => CacheError::ListFailing {
+                    what: w.label.clone(),
+                    error,
+                },
+                None => CacheError::NotSynced(w.label.clone()),
+            }),
             Phase::Relisting(error) => Err(CacheError::Relisting {
                 what: w.label.clone(),
                 error,

@@ -55,6 +55,8 @@ struct Script {
     discovery: AtomicUsize,
     /// `/readyz` fails while lists are served, as after an etcd restart.
     not_ready: AtomicBool,
+    /// Lists fail (500), as a broken aggregated API or conversion webhook makes them.
+    lists_fail: AtomicBool,
 }
 
 impl Script {
@@ -134,6 +136,11 @@ async fn pods(State(s): State<Arc<Script>>, Query(q): Query<HashMap<String, Stri
         return (StatusCode::FORBIDDEN, axum::Json(status)).into_response();
     }
     s.lists_started.fetch_add(1, Ordering::SeqCst);
+    if s.lists_fail.load(Ordering::SeqCst) {
+        let status = json!({"apiVersion": "v1", "kind": "Status", "status": "Failure",
+                            "reason": "InternalError", "code": 500, "message": "conversion webhook unreachable"});
+        return (StatusCode::INTERNAL_SERVER_ERROR, axum::Json(status)).into_response();
+    }
     // Each scripted list once, then the last one again for every later relist.
     let reply = {
         let mut lists = s.lists.lock().unwrap();
@@ -683,6 +690,32 @@ async fn a_list_vouches_from_when_it_was_asked_for_not_when_it_completed() {
         ),
     }
     assert!(!cache.vouched());
+}
+
+/// A watch whose first list failed says so: it is not a list on its way, over which a
+/// verdict written before may be kept (`gate::decide`'s cold rule).
+#[tokio::test]
+async fn a_first_list_that_failed_is_told_from_one_on_its_way() {
+    let script = Arc::new(Script::default());
+    one_pod(&script);
+    script.lists_fail.store(true, Ordering::SeqCst);
+    let cache = cache_with(fake_api(script.clone()).await, WatchLimits::default());
+    match cache.pods(NS).await {
+        Err(CacheError::ListFailing { what, error }) => {
+            assert_eq!(what, "pods in shop");
+            assert!(error.contains("conversion webhook unreachable"), "{error}");
+        }
+        other => panic!(
+            "a failed first list read as {:?}",
+            other.map(|p| ready_of(&p))
+        ),
+    }
+    script.lists_fail.store(false, Ordering::SeqCst);
+    let start = Instant::now();
+    while let Err(e) = cache.pods(NS).await {
+        assert!(start.elapsed() < Duration::from_secs(10), "still {e}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
 }
 
 #[tokio::test]

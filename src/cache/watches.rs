@@ -31,6 +31,8 @@ pub(super) struct WatchHealth {
     /// When the latest completed list was asked for: proof, as good as a heartbeat, that the
     /// store was fresh then.
     pub(super) listed_at: Mutex<Option<Instant>>,
+    /// Why the latest list failed while the watch had never listed.
+    list_failed: Mutex<Option<String>>,
     /// Wakes the watch's task to drop its stream and relist (a heartbeat's word).
     pub(super) relist_now: Notify,
     pub(super) last_read: Mutex<Instant>,
@@ -50,6 +52,7 @@ impl WatchHealth {
             phase: Mutex::new(Phase::Listing),
             listed: Notify::new(),
             listed_at: Mutex::new(None),
+            list_failed: Mutex::new(None),
             relist_now: Notify::new(),
             last_read: Mutex::new(Instant::now()),
         }
@@ -65,12 +68,14 @@ impl WatchHealth {
     }
 
     /// A watch error: a synced watch is relisting from now on; one that never listed is still
-    /// listing.
+    /// listing, and its reads say why its list failed.
     pub(super) fn failed(&self, error: String) {
         self.marks.phase_begins();
         {
             let mut phase = lock(&self.phase);
-            if *phase != Phase::Listing {
+            if *phase == Phase::Listing {
+                *lock(&self.list_failed) = Some(error);
+            } else {
                 *phase = Phase::Relisting(error);
             }
         }
@@ -98,6 +103,11 @@ impl WatchHealth {
         self.marks.phase_ends();
         self.bump();
         self.listed.notify_waiters();
+    }
+
+    /// Why the first list failed, while the watch has not listed yet.
+    pub(super) fn list_failed(&self) -> Option<String> {
+        lock(&self.list_failed).clone()
     }
 
     pub(super) fn listed_at(&self) -> Option<Instant> {
