@@ -487,6 +487,25 @@ impl LeaderArgs {
         Ok(election)
     }
 
+    /// The pod's own namespace (`POD_NAMESPACE`, else the ServiceAccount's), which
+    /// `--leader-elect-namespace` may move the Lease away from; else the Lease's.
+    fn pod_namespace(&self) -> Result<String, CliError> {
+        match std::env::var("POD_NAMESPACE") {
+            Ok(ns) if !ns.is_empty() => {
+                crate::resource::validate_namespace(&ns)?;
+                Ok(ns)
+            }
+            _ => match std::fs::read_to_string(SERVICE_ACCOUNT_NAMESPACE) {
+                Ok(ns) => {
+                    let ns = ns.trim().to_string();
+                    crate::resource::validate_namespace(&ns)?;
+                    Ok(ns)
+                }
+                Err(_) => self.lease_namespace(),
+            },
+        }
+    }
+
     /// The Lease's namespace: `--leader-elect-namespace`, else the pod's own.
     fn lease_namespace(&self) -> Result<String, CliError> {
         let namespace = match &self.leader_elect_namespace {
@@ -940,9 +959,15 @@ impl Server {
                         .into(),
                 ));
             }
-            (Some(s), true) => Some(
-                api::Forwarder::new(&args.peers, &args.leader.pod_name()?, &s.leases.0)
-                    .map_err(CliError::Usage)?,
+            (Some(_), true) => Some(
+                // The holders are pods of this one's StatefulSet: `{namespace}` is the pods'
+                // namespace, where the headless Service is, wherever the Leases live.
+                api::Forwarder::new(
+                    &args.peers,
+                    &args.leader.pod_name()?,
+                    &args.leader.pod_namespace()?,
+                )
+                .map_err(CliError::Usage)?,
             ),
         };
         let election = match election {

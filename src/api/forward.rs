@@ -74,8 +74,8 @@ const PASSED_BACK: [&str; 6] = [
 pub struct PeerArgs {
     /// With `--shard-like-argocd`: forward a read about a cluster another replica judges to
     /// that replica (one hop), at this address. `{holder}` is replaced by the pod name of the
-    /// shard Lease's holder (only a DNS label is accepted), `{namespace}` by the Lease's
-    /// namespace; e.g. `http://{holder}.wavegate-peers.{namespace}.svc:8080` with a headless
+    /// shard Lease's holder (only a DNS label is accepted), `{namespace}` by the pod's own
+    /// (`POD_NAMESPACE`, else the ServiceAccount's; else the Lease's); e.g. `http://{holder}.wavegate-peers.{namespace}.svc:8080` with a headless
     /// Service `wavegate-peers`. Unset (and no `--peer`): such a read is answered 421.
     #[arg(long, env = "WAVEGATE_PEER_URL")]
     pub peer_url: Option<String>,
