@@ -228,7 +228,9 @@ pub(crate) fn route(
     peers: &Peers,
     me: &str,
 ) -> Route {
-    if asked.method != Method::GET {
+    // HEAD too: axum answers it with the GET route, and a client checking an ETag or a
+    // status asks it like a GET.
+    if asked.method != Method::GET && asked.method != Method::HEAD {
         return Route::Stay("only reads are forwarded".into());
     }
     if let Some(by) = &asked.forwarded_by {
@@ -257,6 +259,13 @@ pub(crate) fn route(
         },
         None => Route::Stay(format!("no address for replica {pod} (--peer-url, --peer)")),
     }
+}
+
+/// Where one request is forwarded to, and how it was asked.
+struct Peer<'a> {
+    pod: &'a str,
+    url: &'a str,
+    method: Method,
 }
 
 /// Forwards 421s to the replica that judges the cluster.
@@ -360,20 +369,23 @@ impl Forwarder {
                     (self.timeout, Slot::Forward(slot))
                 }
             };
-            self.send(state, &cluster, &why, &pod, &url, asked.passed_on, timeout)
+            let to = Peer {
+                pod: &pod,
+                url: &url,
+                method: asked.method.clone(),
+            };
+            self.send(state, &cluster, &why, to, asked.passed_on, timeout)
                 .await
         };
         sent.await.unwrap_or_else(IntoResponse::into_response)
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn send(
         &self,
         state: &AppState,
         cluster: &str,
         why: &str,
-        pod: &str,
-        url: &str,
+        Peer { pod, url, method }: Peer<'_>,
         headers: HeaderMap,
         timeout: Duration,
     ) -> Result<Response, ApiError> {
@@ -398,7 +410,7 @@ impl Forwarder {
         };
         let mut answer = self
             .client
-            .get(url)
+            .request(method, url)
             .headers(headers)
             .header(FORWARDED_BY, self.me_header.clone())
             .timeout(timeout)
@@ -529,6 +541,21 @@ mod tests {
     /// One hop: a replica that gets a forwarded request about a cluster it does not judge
     /// (the cluster moved meanwhile) answers 421 itself, or two replicas that each think the
     /// other judges it would bounce the request between them.
+    #[test]
+    fn a_head_request_is_forwarded_like_a_get() {
+        let got = route(
+            &asked(Method::HEAD, None),
+            Some(&OWNED_BY_1),
+            Some("wavegate-1_42-18f3a.r3"),
+            &peers(TEMPLATE),
+            "wavegate-0",
+        );
+        assert!(
+            matches!(got, Route::Forward { ref pod, .. } if pod == "wavegate-1"),
+            "{got:?}"
+        );
+    }
+
     #[test]
     fn a_forwarded_request_is_never_forwarded_again() {
         let got = route(
@@ -743,8 +770,11 @@ mod tests {
                 &state,
                 "a",
                 "why",
-                "r1",
-                &format!("http://{at}/api/v1/gates"),
+                Peer {
+                    pod: "r1",
+                    url: &format!("http://{at}/api/v1/gates"),
+                    method: Method::GET,
+                },
                 headers,
                 args.peer_timeout,
             )
@@ -762,6 +792,28 @@ mod tests {
             .await
             .unwrap();
         assert_eq!(&body[..], b"Bearer t|W/\"abc\"|r0");
+        // HEAD is asked as HEAD: the same status and headers, no body.
+        let head = forwarder
+            .send(
+                &state,
+                "a",
+                "why",
+                Peer {
+                    pod: "r1",
+                    url: &format!("http://{at}/api/v1/gates"),
+                    method: Method::HEAD,
+                },
+                HeaderMap::new(),
+                args.peer_timeout,
+            )
+            .await
+            .unwrap();
+        assert_eq!(head.status(), StatusCode::ACCEPTED);
+        assert_eq!(head.headers()["etag"], "W/\"abc\"");
+        let body = axum::body::to_bytes(head.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert!(body.is_empty(), "{body:?}");
         served.abort();
     }
 
@@ -799,8 +851,11 @@ mod tests {
                 &state,
                 "a",
                 "cluster \"a\" is judged by wavegate replica 1",
-                "r1",
-                &format!("http://{silent_at}/api/v1/gates"),
+                Peer {
+                    pod: "r1",
+                    url: &format!("http://{silent_at}/api/v1/gates"),
+                    method: Method::GET,
+                },
                 HeaderMap::new(),
                 args.peer_timeout,
             )
@@ -818,8 +873,11 @@ mod tests {
                 &state,
                 "a",
                 "cluster \"a\" is judged by wavegate replica 2",
-                "r2",
-                &format!("http://{closed}/api/v1/gates"),
+                Peer {
+                    pod: "r2",
+                    url: &format!("http://{closed}/api/v1/gates"),
+                    method: Method::GET,
+                },
                 HeaderMap::new(),
                 args.peer_timeout,
             )
