@@ -40,6 +40,11 @@ pub(crate) struct ApplicationSummary {
     pub name: String,
     pub health: Verdict,
     pub blocking_wave: Option<i64>,
+    /// With shards, for an Application whose destination another replica judges: that
+    /// replica's pod, when a live holder of its shard's Lease names one. Such an Application is
+    /// not judged here (its health is Unknown, saying so); its waves view is that replica's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub judged_by: Option<String>,
 }
 
 impl ApplicationSummary {
@@ -49,6 +54,36 @@ impl ApplicationSummary {
             name: w.name,
             health: w.health,
             blocking_wave: w.blocking_wave,
+            judged_by: None,
+        }
+    }
+
+    /// `app`, whose destination `cluster` another replica judges (`why`).
+    fn elsewhere(state: &AppState, app: &serde_json::Value, cluster: &str, why: &str) -> Self {
+        let field = |k: &str| {
+            app.pointer(&format!("/metadata/{k}"))
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or_default()
+                .to_string()
+        };
+        let judged_by = state
+            .clusters
+            .sharding()
+            .and_then(|s| match s.owner(cluster)? {
+                crate::clusters::Owner::Replica { shard } => {
+                    let holder = s.holder(shard)?;
+                    crate::clusters::holder_pod(&holder)
+                        .ok()
+                        .map(str::to_string)
+                }
+                _ => None,
+            });
+        ApplicationSummary {
+            namespace: field("namespace"),
+            name: field("name"),
+            health: Verdict::unknown(format!("not judged by this wavegate replica: {why}")),
+            blocking_wave: None,
+            judged_by,
         }
     }
 }
@@ -241,20 +276,38 @@ pub(crate) async fn applications(
         apps.retain(|app| scope.allows_application(app));
     }
     let view_scope = scope.as_ref().map(|Extension(s)| s.view_scope());
+    // With shards, an Application another replica judges is named with that replica, not
+    // judged here resource by resource into a wall of Unknown.
+    let elsewhere = |app: &serde_json::Value| match state.clusters.destination_of(app) {
+        Err(crate::clusters::ClusterError::JudgedElsewhere { cluster, why }) => {
+            Some(ApplicationSummary::elsewhere(&state, app, &cluster, &why))
+        }
+        _ => None,
+    };
     // A few at a time, in order: each view judges every resource of its application.
     let views: Vec<_> = apps
         .iter()
-        .map(|app| waves::view(&state.clusters, &state.policy, app, view_scope.as_ref()))
+        .map(|app| async {
+            match elsewhere(app) {
+                Some(summary) => (summary, None),
+                None => {
+                    let w =
+                        waves::view(&state.clusters, &state.policy, app, view_scope.as_ref()).await;
+                    let valid_until = w.valid_until;
+                    (ApplicationSummary::of(w), valid_until)
+                }
+            }
+        })
         .collect();
-    let views: Vec<waves::Waves> = futures::stream::iter(views)
+    let views: Vec<(ApplicationSummary, _)> = futures::stream::iter(views)
         .buffered(state.limits.applications_concurrency())
         .collect()
         .await;
     let valid_until = views
         .iter()
-        .fold(None, |at, w| waves::earliest(at, w.valid_until));
+        .fold(None, |at, (_, until)| waves::earliest(at, *until));
     let listed = ApplicationList {
-        applications: views.into_iter().map(ApplicationSummary::of).collect(),
+        applications: views.into_iter().map(|(summary, _)| summary).collect(),
     };
     let answer = ViewAnswer::whole(serde_json::to_vec(&listed).map_err(internal)?, clusters);
     let valid_until = waves::earliest(valid_until, kept_at_most(&answer.read, now));

@@ -168,6 +168,29 @@ async fn a_read_about_another_replicas_cluster_is_answered_by_that_replica_throu
         "{listed}"
     );
 
+    // The Application list names r1 for the Application deployed to `a`, not judged by r0
+    // into a wall of Unknown.
+    let (_, apps) = r0.json("/api/v1/applications").await.unwrap();
+    let shop = apps["applications"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|a| a["name"] == "shop" && a["namespace"] == ns.as_str())
+        .unwrap_or_else(|| panic!("shop is not listed: {apps}"));
+    assert_eq!(shop["judgedBy"], "r1", "{shop}");
+    assert_eq!(shop["health"]["status"], "Unknown", "{shop}");
+    assert!(
+        shop["health"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("not judged by this wavegate replica")),
+        "{shop}"
+    );
+    let (_, apps) = r1.json("/api/v1/applications").await.unwrap();
+    assert!(
+        !apps.to_string().contains("judgedBy"),
+        "r1 judges shop itself: {apps}"
+    );
+
     // The waves view of an Application deployed to `a`: r1's, not one with every resource
     // Unknown for being judged elsewhere; a poll holding it gets 304 through r0 as well.
     let view = format!("/api/v1/applications/{ns}/shop/waves");
