@@ -28,7 +28,7 @@
 //! holds its own Lease before it looks at the other's, so when both start together at least
 //! one of them sees the other and stands back.
 
-use crate::metrics::{Metrics, StandBack};
+use crate::metrics::Metrics;
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::jiff::{SignedDuration, Timestamp};
 use kube::api::ListParams;
@@ -370,9 +370,9 @@ impl Fence {
                     .and_then(|()| {
                         let rival = rivals.check(&list.items, now);
                         let standing_back = rival.is_err();
-                        let was = fence.metrics.stand_back(StandBack::Fence, standing_back);
+                        let was = fence.metrics.shard_disagreement.set(i64::from(standing_back));
                         if let Err(why) = &rival
-                            && !was
+                            && was == 0
                         {
                             tracing::warn!(reason = %why, "writing nothing while another wavegate replica writes by another rule");
                         }

@@ -104,11 +104,7 @@ pub struct Metrics {
     /// 1 while this replica stands back because a live replica writes by another rule: one
     /// sharding by other inputs (a StatefulSet scaling, another algorithm), or the other mode
     /// (an unsharded leader beside `--shard-like-argocd` replicas).
-    /// Set through [`Metrics::stand_back`] only.
     pub shard_disagreement: Gauge,
-    /// Which of the two places that find this replica standing back do, now: the gauge is 1
-    /// while either does.
-    standing_back: [std::sync::atomic::AtomicBool; 2],
     /// Shards whose Lease has no live holder, as this replica last read the Leases
     /// (`--shard-like-argocd`): their clusters' gates are not written.
     pub shard_leases_unheld: Gauge,
@@ -166,30 +162,6 @@ pub struct Metrics {
     gates_shown: std::sync::Mutex<
         std::collections::HashMap<String, std::collections::HashSet<(String, String)>>,
     >,
-}
-
-/// Where a replica finds that it must stand back (see [`Metrics::stand_back`]).
-#[derive(Debug, Clone, Copy)]
-pub enum StandBack {
-    /// The assignment, from its read of the Secrets and the shard Leases: a live holder
-    /// shards by other inputs.
-    Assignment = 0,
-    /// The write fence, from its read of the Leases at each write: a live rival Lease (the
-    /// other mode) or a holder sharding otherwise.
-    Fence = 1,
-}
-
-impl Metrics {
-    /// Record whether `by` finds this replica standing back; `shard_disagreement` is 1 while
-    /// either place does. Each used to set the gauge alone, so that it flapped between two
-    /// reads that disagreed in time. Returns what `by` said before.
-    pub fn stand_back(&self, by: StandBack, now: bool) -> bool {
-        use std::sync::atomic::Ordering;
-        let was = self.standing_back[by as usize].swap(now, Ordering::AcqRel);
-        let any = self.standing_back.iter().any(|b| b.load(Ordering::Acquire));
-        self.shard_disagreement.set(i64::from(any));
-        was
-    }
 }
 
 impl Default for Metrics {
@@ -447,7 +419,6 @@ impl Default for Metrics {
             shard_clusters_unowned,
             shard_moves,
             shard_disagreement,
-            standing_back: Default::default(),
             shard_leases_unheld,
             shard_assignment_age,
             shard_assigned_at: Default::default(),
@@ -616,30 +587,6 @@ impl Metrics {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The fence finding no rival does not clear what the assignment found, nor the other way
-    /// round: the gauge is 1 until neither stands back.
-    #[test]
-    fn standing_back_is_shown_while_either_place_finds_it() {
-        let m = Metrics::default();
-        assert!(!m.stand_back(StandBack::Assignment, true));
-        assert_eq!(m.shard_disagreement.get(), 1);
-        assert!(!m.stand_back(StandBack::Fence, false));
-        assert_eq!(
-            m.shard_disagreement.get(),
-            1,
-            "the fence cleared the assignment's"
-        );
-        assert!(!m.stand_back(StandBack::Fence, true));
-        assert!(m.stand_back(StandBack::Assignment, false));
-        assert_eq!(
-            m.shard_disagreement.get(),
-            1,
-            "the assignment cleared the fence's"
-        );
-        assert!(m.stand_back(StandBack::Fence, false));
-        assert_eq!(m.shard_disagreement.get(), 0);
-    }
 
     /// A replica whose reads of the Secrets hang shows its assignment aging at every scrape,
     /// not the age it had at its last read; an unsharded one shows -1.

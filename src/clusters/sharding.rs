@@ -13,7 +13,7 @@ use super::shard::{self, Algorithm, Assignment, ShardedCluster};
 use super::{ClusterError, HOME_SERVER};
 use crate::leader::Rivals;
 use crate::locks;
-use crate::metrics::{Metrics, StandBack};
+use crate::metrics::Metrics;
 use blake2::{Blake2b512, Digest};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -252,15 +252,16 @@ impl Sharding {
             .as_ref()
             .err()
             .map(|why| format!("the wavegate replicas do not shard alike ({why})"));
-        let was = self
-            .metrics
-            .stand_back(StandBack::Assignment, held_back.is_some());
-        if let Some(why) = &held_back
-            && !was
-        {
-            tracing::warn!(reason = %why, inputs = %self.settings.inputs(),
-                "judging no cluster until every live replica shards by this replica's inputs");
+        match &held_back {
+            Some(why) if self.metrics.shard_disagreement.get() == 0 => {
+                tracing::warn!(reason = %why, inputs = %self.settings.inputs(),
+                    "judging no cluster until every live replica shards by this replica's inputs");
+            }
+            _ => {}
         }
+        self.metrics
+            .shard_disagreement
+            .set(i64::from(held_back.is_some()));
         let (replica, replicas) = (self.settings.replica, self.settings.replicas);
         let mine: BTreeSet<String> = assigned
             .iter()
