@@ -128,7 +128,7 @@ pub(crate) struct Peers {
 }
 
 impl Peers {
-    /// From the flags; `namespace` is the shard Leases' (a validated namespace).
+    /// From the flags; `namespace` is the pods' own (a validated namespace).
     pub(crate) fn new(args: &PeerArgs, namespace: &str) -> Result<Peers, String> {
         let template = match &args.peer_url {
             None => None,
@@ -281,7 +281,7 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    /// `me`: this replica's pod name; `namespace`: the shard Leases'.
+    /// `me`: this replica's pod name; `namespace`: the pods' own.
     pub fn new(args: &PeerArgs, me: &str, namespace: &str) -> Result<Forwarder, String> {
         let peers = Peers::new(args, namespace)?;
         let me_header = HeaderValue::from_str(me)
@@ -538,9 +538,6 @@ mod tests {
         );
     }
 
-    /// One hop: a replica that gets a forwarded request about a cluster it does not judge
-    /// (the cluster moved meanwhile) answers 421 itself, or two replicas that each think the
-    /// other judges it would bounce the request between them.
     #[test]
     fn a_head_request_is_forwarded_like_a_get() {
         let got = route(
@@ -556,6 +553,9 @@ mod tests {
         );
     }
 
+    /// One hop: a replica that gets a forwarded request about a cluster it does not judge
+    /// (the cluster moved meanwhile) answers 421 itself, or two replicas that each think the
+    /// other judges it would bounce the request between them.
     #[test]
     fn a_forwarded_request_is_never_forwarded_again() {
         let got = route(

@@ -7,7 +7,6 @@ use super::Cache;
 use crate::locks::lock;
 use kube::Client;
 use std::sync::Weak;
-use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 /// How often the heartbeat asks again while the API server does not answer, so that its return
@@ -60,6 +59,30 @@ pub(super) async fn heartbeat(cache: Weak<Cache>) {
         };
         let slept_at = Instant::now();
         tokio::time::sleep(pause).await;
+        // A sleep that overran by a whole heartbeat: this process was frozen (or starved) at
+        // some instant since the last tick. Counted before the API server is asked, which may
+        // take up to `every`: meanwhile lists made after the thaw could vouch for the stores,
+        // and a decision judged before the freeze would pass for one judged after the last
+        // silence. So after heartbeats that failed as much as after answers.
+        if slept_at.elapsed() > pause + every
+            && let Some(c) = cache.upgrade()
+        {
+            let why = format!(
+                "wavegate itself was frozen or starved (a {} heartbeat pause took {})",
+                humantime::format_duration(pause),
+                humantime::format_duration(Duration::from_millis(
+                    slept_at
+                        .elapsed()
+                        .as_millis()
+                        .try_into()
+                        .unwrap_or(u64::MAX)
+                ))
+            );
+            tracing::warn!(%why, "relisting every watch");
+            c.count_silence();
+            c.watches.relist(&why, None);
+            answered_before_failures = None;
+        }
         let answer = tokio::time::timeout(every, api_server_ready(&client)).await;
         // Longer than the pause, the longest answer and as much again: frozen meanwhile.
         let late = slept_at.elapsed() > pause + 2 * every;
@@ -80,9 +103,14 @@ pub(super) async fn heartbeat(cache: Weak<Cache>) {
             Some(e) => {
                 if answering {
                     tracing::warn!(error = %e, "API server unreachable; relisting every watch");
-                    c.silences.fetch_add(1, Ordering::AcqRel);
+                    c.count_silence();
                     c.watches.relist(&e, None);
                     answered_before_failures = Some(*lock(&c.heard));
+                } else if late {
+                    // Frozen while the request was under way, between two failures.
+                    c.count_silence();
+                    c.watches.relist(&e, None);
+                    answered_before_failures = None;
                 }
                 answering = false;
             }
@@ -91,7 +119,7 @@ pub(super) async fn heartbeat(cache: Weak<Cache>) {
                     // Failures seen bound the silence's start; none seen, nothing is known.
                     let stale_if_listed_before = answered_before_failures.filter(|_| !late);
                     tracing::warn!(%silence, after_failures = stale_if_listed_before.is_some(), "API server answers again; relisting the watches that have not listed since");
-                    c.silences.fetch_add(1, Ordering::AcqRel);
+                    c.count_silence();
                     c.watches.relist(&silence, stale_if_listed_before);
                 }
                 *lock(&c.heard) = Instant::now();

@@ -218,6 +218,9 @@ pub struct Cache {
     heard: Mutex<Instant>,
     /// How many silences the heartbeat has found (see [`Cache::silences`]).
     silences: AtomicU64,
+    /// When the heartbeat last counted one: only lists begun after it vouch for the stores in
+    /// the heartbeat's stead (see [`Cache::vouched`]).
+    silenced_at: Mutex<Option<Instant>>,
     changes: broadcast::Sender<Change>,
     /// Moved on by every change any read could see: an event applied to any store, a watch
     /// listed, failing, relisting, stopped or evicted (see [`Cache::epoch`]).
@@ -279,6 +282,7 @@ impl Cache {
             held: Arc::default(),
             heard: Mutex::new(Instant::now()),
             silences: AtomicU64::new(0),
+            silenced_at: Mutex::new(None),
             changes,
             epoch: Arc::default(),
             marks: Arc::default(),
@@ -323,7 +327,10 @@ impl Cache {
     /// right all along. A process frozen past the heartbeat's window has no such list, unless
     /// every watch relisted after the thaw.
     pub(crate) fn vouched(&self) -> bool {
-        self.silence(None).is_none() || self.watches.all_listed_within(2 * self.limits.heartbeat)
+        self.silence(None).is_none()
+            || self
+                .watches
+                .all_listed_within(2 * self.limits.heartbeat, *lock(&self.silenced_at))
     }
 
     /// How many times the heartbeat has found the API server silent, or answering again after
@@ -338,6 +345,13 @@ impl Cache {
     /// A silence as the heartbeat counts one, without waiting for it.
     #[cfg(test)]
     pub(crate) fn silence_for_test(&self) {
+        self.count_silence();
+    }
+
+    /// Count a silence: what was judged before it is not acted on after it, and only lists
+    /// begun after it vouch for the stores in the heartbeat's stead.
+    pub(super) fn count_silence(&self) {
+        *lock(&self.silenced_at) = Some(Instant::now());
         self.silences.fetch_add(1, Ordering::AcqRel);
     }
 

@@ -718,6 +718,61 @@ async fn a_first_list_that_failed_is_told_from_one_on_its_way() {
     }
 }
 
+/// The heartbeat's relist leaves a first list on its way as it is: not failed (its verdicts
+/// are still "cold", and a verdict written before is kept over them).
+#[tokio::test]
+async fn a_heartbeat_failure_does_not_fail_a_first_list_on_its_way() {
+    let script = Arc::new(Script::default());
+    let (release, held) = oneshot::channel();
+    script.lists.lock().unwrap().push_back(ListReply {
+        pods: 1,
+        ready: true,
+        resource_version: "1",
+        hold: Some(held),
+    });
+    let limits = WatchLimits {
+        heartbeat: Duration::from_millis(200),
+        ..WatchLimits::default()
+    };
+    let cache = cache_with(fake_api(script.clone()).await, limits);
+    let before = cache.silences();
+    script.not_ready.store(true, Ordering::SeqCst);
+    let reading = {
+        let cache = cache.clone();
+        tokio::spawn(async move { cache.pods(NS).await.map(|p| p.len()) })
+    };
+    until("the heartbeat fails", || cache.silences() != before).await;
+    assert_eq!(
+        reading.await.unwrap(),
+        Err(CacheError::NotSynced("pods in shop".into()))
+    );
+    release.send(()).unwrap();
+}
+
+/// A freeze of this process while the heartbeat already fails is a silence of its own: what
+/// was judged before it is not written after it, though lists made after the thaw vouch for
+/// the stores again.
+#[tokio::test]
+async fn a_freeze_between_two_failed_heartbeats_is_counted() {
+    let script = Arc::new(Script::default());
+    one_pod(&script);
+    let limits = WatchLimits {
+        heartbeat: Duration::from_millis(300),
+        ..WatchLimits::default()
+    };
+    let cache = cache_with(fake_api(script.clone()).await, limits);
+    cache.pods(NS).await.expect("the first list is served");
+    let before = cache.silences();
+    script.not_ready.store(true, Ordering::SeqCst);
+    until("the heartbeat fails", || cache.silences() != before).await;
+    let failing = cache.silences();
+    // This test's runtime runs everything here, the heartbeat included: blocking its thread
+    // freezes them all, as SIGSTOP would.
+    std::thread::sleep(Duration::from_secs(2));
+    until("the freeze is counted", || cache.silences() != failing).await;
+    assert!(!cache.heard_throughout(failing));
+}
+
 #[tokio::test]
 async fn on_demand_watches_are_bounded_and_the_refusal_says_why() {
     let script = Arc::new(Script::default());

@@ -83,6 +83,22 @@ impl WatchHealth {
         self.bump();
     }
 
+    /// The heartbeat's word: a synced watch relists from now on. A first list on its way is
+    /// left to go on (the watch task heeds the word only while relisting), and has not failed:
+    /// its reads still say it is on its way, not that it failed (see
+    /// [`super::CacheError::ListFailing`]).
+    pub(super) fn told_to_relist(&self, reason: String) {
+        self.marks.phase_begins();
+        {
+            let mut phase = lock(&self.phase);
+            if *phase != Phase::Listing {
+                *phase = Phase::Relisting(reason);
+            }
+        }
+        self.marks.phase_ends();
+        self.bump();
+    }
+
     /// Stopped for a reason that outlasts a list (the object bound): reads give it, even
     /// before the first list completed.
     pub(super) fn stopped(&self, error: String) {
@@ -361,16 +377,17 @@ impl WatchTable {
         phases
     }
 
-    /// Whether every watch is synced and its latest list completed within `within`: each store
-    /// is then as fresh as a heartbeat would make it. None is vouched for without a watch.
-    pub(super) fn all_listed_within(&self, within: Duration) -> bool {
+    /// Whether every watch is synced, its latest list begun within `within` and after `since`:
+    /// each store is then as fresh as a heartbeat would make it. None is vouched for without a
+    /// watch.
+    pub(super) fn all_listed_within(&self, within: Duration, since: Option<Instant>) -> bool {
         let watches = lock(&self.watches);
         !watches.is_empty()
             && watches.values().all(|w| {
                 w.health.phase() == Phase::Synced
-                    && w.health
-                        .listed_at()
-                        .is_some_and(|at| at.elapsed() <= within)
+                    && w.health.listed_at().is_some_and(|at| {
+                        at.elapsed() <= within && since.is_none_or(|since| at > since)
+                    })
             })
     }
 
@@ -393,7 +410,7 @@ impl WatchTable {
                 _ => true,
             };
             if stale {
-                w.health.failed(reason.to_string());
+                w.health.told_to_relist(reason.to_string());
                 w.health.relist_now.notify_one();
             }
         }
