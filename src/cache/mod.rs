@@ -327,10 +327,12 @@ impl Cache {
     /// right all along. A process frozen past the heartbeat's window has no such list, unless
     /// every watch relisted after the thaw.
     pub(crate) fn vouched(&self) -> bool {
-        self.silence(None).is_none()
-            || self
-                .watches
-                .all_listed_within(2 * self.limits.heartbeat, *lock(&self.silenced_at))
+        if self.silence(None).is_none() {
+            return true;
+        }
+        let since = *lock(&self.silenced_at);
+        self.watches
+            .all_listed_within(2 * self.limits.heartbeat, since)
     }
 
     /// How many times the heartbeat has found the API server silent, or answering again after
