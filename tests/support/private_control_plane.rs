@@ -42,15 +42,30 @@ fn free_port(with_peer: bool) -> u16 {
 impl PrivateControlPlane {
     /// `scripts/control-plane.sh up` in a fresh state directory on free ports.
     pub fn up(name: &str) -> PrivateControlPlane {
+        PrivateControlPlane::start_up(name, true)
+    }
+
+    /// Without the CRDs `up` applies for the tests (`tests/crds`: Argo CD's Application, CNPG's
+    /// and CockroachDB's kinds): a destination that needs only the WaveGate CRD its installer
+    /// brings. Establishing those CRDs is the longest step of a start on a loaded machine.
+    pub fn up_bare(name: &str) -> PrivateControlPlane {
+        PrivateControlPlane::start_up(name, false)
+    }
+
+    fn start_up(name: &str, test_crds: bool) -> PrivateControlPlane {
         let state = std::env::temp_dir().join(format!("wavegate-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&state);
         let apiserver_port = free_port(false);
-        let env = vec![
+        let mut env = vec![
             ("WAVEGATE_STATE", state.display().to_string()),
             ("WAVEGATE_APISERVER_PORT", apiserver_port.to_string()),
             ("WAVEGATE_ETCD_PORT", free_port(true).to_string()),
             ("WAVEGATE_KCM_PORT", free_port(false).to_string()),
         ];
+        if !test_crds {
+            // A directory that does not exist: the script applies no CRD.
+            env.push(("WAVEGATE_CRDS", state.join("no-crds").display().to_string()));
+        }
         let cp = PrivateControlPlane {
             kubeconfig: state.join("kubeconfig"),
             state,
