@@ -5,12 +5,13 @@
 //! ready or not. Three `wavegate serve --shard-like-argocd --shard-replicas 3` processes, one
 //! per shard.
 //!
-//! While the pods of `a`, `b`, `c` and `d` flip between ready and not ready (one flip every
-//! 3 s across them, each pod every 12 s, three times), shard 1's replica is SIGKILLed (no Lease
-//! released) a second after `c` flipped, and a new process with the same shard number starts,
-//! as a StatefulSet replaces its pod. `b` and `c` flip once more while shard 1 has no live
-//! holder, so its successor has a change to write, and once after it took over. `in-cluster` (not ready) and `e` (ready) do not change. Every gate is read every 200 ms
-//! and every status write is counted per replica and per cluster. Proven:
+//! While the pods of `a`, `d`, `b` and `c` flip in turn between ready and not ready (one flip
+//! every 5 s across them, each pod every 20 s, three times), shard 1's replica is SIGKILLed (no
+//! Lease released) 4 s after `d` flipped, and a new process with the same shard number starts,
+//! as a StatefulSet replaces its pod. `b` and `c` flip 1 s and 6 s after the kill, while shard
+//! 1 has no live holder, so its successor has a change to write for each (and no more flips
+//! until it wrote it), and again after it took over. `in-cluster` (not ready) and `e` (ready) do not change. Every gate is read
+//! about every 200 ms and every status write is counted per replica and per cluster. Proven:
 //!
 //! - each of `b` and `c` is first written by the successor within [`TAKEOVER_LIMIT`] of the
 //!   kill (the times are printed);
@@ -25,43 +26,46 @@
 //! - the other replicas' clusters saw no change: `in-cluster` and `e` were not written by anyone
 //!   and never changed; `a` and `d` were written by their own replica, at most once per flip.
 //!
-//! Five private control planes (~300 MiB each) are started at once, in parallel.
+//! Five private control planes (~300 MiB each) are started at once, without the tests' CRDs.
 
 use crate::cluster;
 use crate::clusters::{cluster_secret, gate, prepared};
 use crate::private_control_plane::PrivateControlPlane;
-use crate::shards::{LEASE, Replica, all, gate_health, lease_holder, writers_of};
+use crate::shards::{Replica, all, gate_health, lease_holder, writers_of};
 
 use cluster::{apply, eventually, pod, service, set_pod_ready};
 use serde_json::json;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// How long a live replica may take from a pod's change to a gate that shows it, read back:
-/// the endpoint slice controller, the watch, the judgement and the write, on a loaded 2-core
-/// machine.
-const LIVE_BOUND: Duration = Duration::from_secs(5);
+/// the endpoint slice controller, the watch, the judgement and the write. Usually under 1 s
+/// here; with two of these tests at once on the 2-core machine, a replica's read of the
+/// Secrets took up to 11 s, and a write waits for a fresh assignment (2 × [`RESYNC`]).
+const LIVE_BOUND: Duration = Duration::from_secs(10);
 /// Each churned pod flips once per period, longer than [`LIVE_BOUND`]: a stale verdict shows
 /// as one the pod did not have within the bound.
-const PERIOD: Duration = Duration::from_secs(12);
+const PERIOD: Duration = Duration::from_secs(20);
 /// How many times each churned pod flips.
 const FLIPS_EACH: usize = 3;
-/// The order in which the churned pods flip.
+/// The order in which the churned pods flip, one every PERIOD / 4.
 const CHURN: [&str; 4] = ["a", "d", "b", "c"];
-/// The kill comes this long after the churn starts: `a` and `d` flipped 5 s and 2 s before it
-/// (the write of `d` may still be in flight), `b` and `c` flip 1 s and 4 s after it, before
+/// The kill comes this long after the churn starts: `a` and `d` flipped 9 s and 4 s before it
+/// (the write of `d` may still be in flight), `b` and `c` flip 1 s and 6 s after it, before
 /// the successor can hold the Lease and have waited its handover.
-const KILL_AT: Duration = Duration::from_secs(5);
+const KILL_AT: Duration = Duration::from_secs(9);
 const WAIT: Duration = Duration::from_secs(60);
 /// How often each replica reads the cluster Secrets. Its assignment counts for two reads,
 /// and a read takes a few requests to home: at 1 s, a loaded 2-core machine (eight tests at
 /// once) can make every assignment stale before it is used, and no gate is written.
 const RESYNC: Duration = Duration::from_secs(2);
-/// A successor writes within the dead replica's Lease ([`LEASE`], counted from its last
+/// A successor writes within the dead replica's Lease (10 s, counted from its last
 /// renewal), the wait of a gained cluster (2 × [`RESYNC`] + 2 s), one read of the Secrets and
-/// a cache sync, after its predecessor's death.
-const TAKEOVER_LIMIT: Duration = Duration::from_secs(LEASE.as_secs() + 6 + 2 + 7);
+/// its caches' warming (Services, then Pods, then EndpointSlices, each listed once the check
+/// asks), after its predecessor's death: 7–12 s measured, 25 s once on a machine loaded by
+/// other tests, where warming took 10 s and the assignment went stale for 4 s more.
+const TAKEOVER_LIMIT: Duration = Duration::from_secs(40);
 
 /// A cluster of the test: its name (Argo CD's) and its shard.
 struct Cluster {
@@ -241,12 +245,22 @@ async fn a_replica_killed_mid_sync_hands_its_clusters_to_its_successor_alone() {
     let step = PERIOD / churned.len() as u32;
     let flips = FLIPS_EACH * churned.len();
     let churn_start = Instant::now();
+    // Shard 1's clusters the successor has written. Until then, each of them flips once after
+    // the kill and no more: a second flip would bring back the state its dead replica wrote,
+    // and leave the successor nothing to write.
+    let taken: Arc<Mutex<BTreeSet<usize>>> = Arc::default();
+    let killing = churn_start + KILL_AT;
     let churn = tokio::spawn({
         let (truth, clients, ns) = (truth.clone(), clients.clone(), ns.clone());
+        let taken = taken.clone();
         async move {
             for k in 0..flips {
                 tokio::time::sleep_until((churn_start + step * k as u32).into()).await;
                 let i = churned[k % churned.len()];
+                let flipped_since = truth.lock().unwrap()[i].0.last().unwrap().0 > killing;
+                if CLUSTERS[i].shard == 1 && flipped_since && !taken.lock().unwrap().contains(&i) {
+                    continue;
+                }
                 let ready = !truth.lock().unwrap()[i].last();
                 let sent = Instant::now();
                 set_pod_ready(&clients[i], &ns, "web-0", &ip(i), ready).await;
@@ -269,15 +283,25 @@ async fn a_replica_killed_mid_sync_hands_its_clusters_to_its_successor_alone() {
         .filter(|&i| CLUSTERS[i].shard == 1)
         .collect();
     let mut first_write: BTreeMap<usize, Duration> = BTreeMap::new();
-    while first_write.len() < moved.len() && killed.elapsed() < TAKEOVER_LIMIT + WAIT {
+    while first_write.len() < moved.len() && killed.elapsed() <= TAKEOVER_LIMIT {
         let writes = successor.writes().await;
         for &i in &moved {
             if writes.get(CLUSTERS[i].name).is_some_and(|n| *n > 0.0) {
                 first_write.entry(i).or_insert_with(|| killed.elapsed());
+                taken.lock().unwrap().insert(i);
             }
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let late: Vec<&str> = moved
+        .iter()
+        .filter(|i| !first_write.contains_key(i))
+        .map(|&i| CLUSTERS[i].name)
+        .collect();
+    assert!(
+        late.is_empty(),
+        "{late:?} not written by the successor within {TAKEOVER_LIMIT:?} of the kill"
+    );
     churn.await.unwrap();
     let churn_end = Instant::now();
 
@@ -300,7 +324,7 @@ async fn a_replica_killed_mid_sync_hands_its_clusters_to_its_successor_alone() {
          successor's first write |"
     );
     println!("| --- | --- | --- | --- | --- |");
-    let truth = truth.lock().unwrap();
+    let truth = std::mem::take(&mut *truth.lock().unwrap());
     for (i, c) in CLUSTERS.iter().enumerate() {
         let took = first_write
             .get(&i)
@@ -316,14 +340,6 @@ async fn a_replica_killed_mid_sync_hands_its_clusters_to_its_successor_alone() {
             .collect();
         let by = by.join(", ");
         println!("| {} | {} | {flips} | {by} | {took} |", c.name, c.shard);
-    }
-    for &i in &moved {
-        let took = first_write.get(&i).copied();
-        assert!(
-            took.is_some_and(|t| t <= TAKEOVER_LIMIT),
-            "{} first written by the successor after {took:?}",
-            CLUSTERS[i].name
-        );
     }
 
     let holder = lease_holder(&home, &ns, 1).await.unwrap_or_default();

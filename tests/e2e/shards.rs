@@ -35,7 +35,7 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// The Lease duration of every replica.
-pub(crate) const LEASE: Duration = Duration::from_secs(10);
+const LEASE: Duration = Duration::from_secs(10);
 /// A successor writes within the Lease, the handover of a gained cluster (2 × the 1 s resync
 /// of the Secrets + 2 s) and a cache sync, after its predecessor's death.
 const TAKEOVER_LIMIT: Duration = Duration::from_secs(20);
