@@ -37,6 +37,7 @@ mod generic;
 mod leader;
 mod notices;
 mod seeds;
+mod shard_failover;
 mod shard_reads;
 mod shards;
 mod timeline;

@@ -42,9 +42,9 @@ const TAKEOVER_LIMIT: Duration = Duration::from_secs(20);
 const WAIT: Duration = Duration::from_secs(40);
 
 /// One replica process and the shard it was started as.
-struct Replica {
-    serve: Serve,
-    label: String,
+pub(crate) struct Replica {
+    pub(crate) serve: Serve,
+    pub(crate) label: String,
 }
 
 impl Replica {
@@ -54,6 +54,18 @@ impl Replica {
 
     /// A replica that believes there are `replicas` of them.
     fn start_counting(ns: &str, shard: u32, replicas: u32, label: &str) -> Replica {
+        Replica::start_reading(ns, shard, replicas, "1s", label)
+    }
+
+    /// A replica that reads the cluster Secrets every `resync`: its assignment counts for two
+    /// of them, and a cluster it gains waits two of them and 2 s before its first write.
+    pub(crate) fn start_reading(
+        ns: &str,
+        shard: u32,
+        replicas: u32,
+        resync: &str,
+        label: &str,
+    ) -> Replica {
         let (shard, lease) = (shard.to_string(), format!("{}s", LEASE.as_secs()));
         let replicas = replicas.to_string();
         let args = [
@@ -67,7 +79,7 @@ impl Replica {
             "--clusters-namespace",
             ns,
             "--clusters-resync",
-            "1s",
+            resync,
             "--argocd-namespace",
             ns,
             "--namespaces",
@@ -115,7 +127,7 @@ impl Replica {
     }
 
     /// Status writes of this replica, by cluster.
-    async fn writes(&self) -> BTreeMap<String, f64> {
+    pub(crate) async fn writes(&self) -> BTreeMap<String, f64> {
         // A failed scrape read as "no writes" would pass for a replica that wrote nothing.
         let what = format!("{}'s metrics", self.label);
         let text = eventually(Duration::from_secs(10), &what, || async {
@@ -140,7 +152,7 @@ impl Replica {
         self.serve.terminate().await;
     }
 
-    async fn metric(&self, name: &str) -> Option<f64> {
+    pub(crate) async fn metric(&self, name: &str) -> Option<f64> {
         let (_, text) = self.serve.get("/metrics").await.ok()?;
         text.lines()
             .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
@@ -148,7 +160,7 @@ impl Replica {
 }
 
 /// Every replica's writes, by replica label and cluster.
-async fn all(replicas: &[Replica]) -> BTreeMap<(String, String), f64> {
+pub(crate) async fn all(replicas: &[Replica]) -> BTreeMap<(String, String), f64> {
     let mut all = BTreeMap::new();
     for r in replicas {
         for (cluster, n) in r.writes().await {
@@ -159,7 +171,7 @@ async fn all(replicas: &[Replica]) -> BTreeMap<(String, String), f64> {
 }
 
 /// Which replicas wrote for `cluster` between `before` and `after`.
-fn writers_of(
+pub(crate) fn writers_of(
     cluster: &str,
     before: &BTreeMap<(String, String), f64>,
     after: &BTreeMap<(String, String), f64>,
@@ -173,7 +185,7 @@ fn writers_of(
         .collect()
 }
 
-async fn gate_health(client: &kube::Client, ns: &str) -> String {
+pub(crate) async fn gate_health(client: &kube::Client, ns: &str) -> String {
     match gates(client, ns).get("web-up").await {
         Ok(g) => g.data["status"]["health"]["status"]
             .as_str()
@@ -191,7 +203,7 @@ async fn gate_becomes(client: &kube::Client, ns: &str, want: &str, within: Durat
     .await
 }
 
-async fn lease_holder(home: &kube::Client, ns: &str, shard: u32) -> Option<String> {
+pub(crate) async fn lease_holder(home: &kube::Client, ns: &str, shard: u32) -> Option<String> {
     let leases: Api<Lease> = Api::namespaced(home.clone(), ns);
     let lease = leases
         .get_opt(&format!("wavegate-shard-{shard}"))

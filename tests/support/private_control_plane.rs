@@ -21,18 +21,26 @@ fn repo() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// A loopback port nobody listens on (and, for etcd, its peer port 10 above).
+/// A loopback port nobody listens on (and, for etcd, its peer port 10 above), taken below the
+/// kernel's ephemeral range (Linux's `ip_local_port_range` starts at 32768 by default): a port
+/// from that range can be taken by any outgoing connection before the control plane binds it,
+/// tens of seconds later when several start at once. Never the same port twice in one test
+/// process, whose control planes start concurrently.
 fn free_port(with_peer: bool) -> u16 {
-    for _ in 0..200 {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
-        if port > 65000 {
-            continue;
-        }
-        if !with_peer || TcpListener::bind(("127.0.0.1", port + 10)).is_ok() {
+    use std::hash::{BuildHasher, Hasher};
+    static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
+        std::sync::Mutex::new(std::collections::BTreeSet::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|e| e.into_inner());
+    for _ in 0..1000 {
+        // RandomState is seeded per instance: a random number without a crate for it.
+        let random = std::collections::hash_map::RandomState::new()
+            .build_hasher()
+            .finish();
+        let port = 20000 + (random % 12700) as u16;
+        let peer = with_peer.then_some(port + 10);
+        let taken = |p: u16| given.contains(&p) || TcpListener::bind(("127.0.0.1", p)).is_err();
+        if !taken(port) && !peer.is_some_and(taken) {
+            given.extend([Some(port), peer].into_iter().flatten());
             return port;
         }
     }
@@ -42,15 +50,30 @@ fn free_port(with_peer: bool) -> u16 {
 impl PrivateControlPlane {
     /// `scripts/control-plane.sh up` in a fresh state directory on free ports.
     pub fn up(name: &str) -> PrivateControlPlane {
+        PrivateControlPlane::start_up(name, true)
+    }
+
+    /// Without the CRDs `up` applies for the tests (`tests/crds`: Argo CD's Application, CNPG's
+    /// and CockroachDB's kinds): a destination that needs only the WaveGate CRD its installer
+    /// brings. Establishing those CRDs is the longest step of a start on a loaded machine.
+    pub fn up_bare(name: &str) -> PrivateControlPlane {
+        PrivateControlPlane::start_up(name, false)
+    }
+
+    fn start_up(name: &str, test_crds: bool) -> PrivateControlPlane {
         let state = std::env::temp_dir().join(format!("wavegate-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&state);
         let apiserver_port = free_port(false);
-        let env = vec![
+        let mut env = vec![
             ("WAVEGATE_STATE", state.display().to_string()),
             ("WAVEGATE_APISERVER_PORT", apiserver_port.to_string()),
             ("WAVEGATE_ETCD_PORT", free_port(true).to_string()),
             ("WAVEGATE_KCM_PORT", free_port(false).to_string()),
         ];
+        if !test_crds {
+            // A directory that does not exist: the script applies no CRD.
+            env.push(("WAVEGATE_CRDS", state.join("no-crds").display().to_string()));
+        }
         let cp = PrivateControlPlane {
             kubeconfig: state.join("kubeconfig"),
             state,
