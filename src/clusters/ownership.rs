@@ -66,8 +66,8 @@ impl Owner {
         match self {
             Owner::ThisReplica => None,
             Owner::Replica { shard } => Some(format!(
-                "cluster {cluster:?} is judged by wavegate replica {shard} (shard {shard}, as \
-                 Argo CD's application-controller shards it); ask that replica"
+                "cluster {cluster:?} is judged by wavegate replica {shard} (shard {shard}); ask \
+                 that replica"
             )),
             Owner::Nobody { why } => Some(format!(
                 "cluster {cluster:?} is judged by no wavegate replica: {why}"
