@@ -39,6 +39,7 @@ mod notices;
 mod seeds;
 mod shard_reads;
 mod shards;
+mod shards_own;
 mod timeline;
 mod vap;
 mod waves;
