@@ -307,7 +307,7 @@ async fn own_ring_gives_each_cluster_one_writer_and_a_successor_takes_over() {
     let after_kill = all(&replicas).await;
     assert_eq!(
         writers_of("a", &before_kill, &after_kill),
-        [label.clone()],
+        std::slice::from_ref(&label),
         "{after_kill:?}"
     );
     // The others' clusters saw no change, so nobody wrote them.
