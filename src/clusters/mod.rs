@@ -344,8 +344,9 @@ impl Clusters {
     }
 
     /// With `--shards`, what each cluster this replica judges weighs, by server
-    /// ([`ring::measured_weight`]): its WaveGates and watches, once its caches are synced
-    /// (before, it would weigh too little and the ring could move it at the next publication).
+    /// ([`ring::measured_weight`]): its WaveGates and watches, once it has been judged here
+    /// for a while ([`Sharding::settled`]) and its caches are synced (before, it would weigh
+    /// too little and the ring could move it at the next publication).
     fn measured(&self, sharding: &Sharding) -> BTreeMap<String, u32> {
         if sharding.settings.mode != Mode::Own {
             return BTreeMap::new();
@@ -353,7 +354,7 @@ impl Clusters {
         let remotes = self.remotes();
         std::iter::once(&self.home)
             .chain(remotes.values())
-            .filter(|c| sharding.owner(&c.name) == Some(ownership::Owner::ThisReplica))
+            .filter(|c| sharding.settled(&c.name))
             .filter(|c| c.cache.readiness().is_ok())
             .map(|c| {
                 let (watches, gates) = c.cache.load();

@@ -521,6 +521,20 @@ impl Sharding {
         locks::read(&self.ownership).writes(cluster, Instant::now())
     }
 
+    /// Whether what judging `cluster` costs here can be measured: its handover over and its
+    /// gate controller judging for another two resyncs (`stale_after`), so that the watches
+    /// its checks start on their first judgement are running. Measured earlier, a cluster
+    /// would weigh only its WaveGates' watch, and that weight would stand for the
+    /// [`ring::REPUBLISH_AFTER`] until the next publication.
+    pub fn settled(&self, cluster: &str) -> bool {
+        let rules = self.settings.rules;
+        locks::read(&self.ownership).mine_for(
+            cluster,
+            rules.handover + rules.stale_after,
+            Instant::now(),
+        )
+    }
+
     /// When the next pending handover ends.
     pub fn next_handover(&self) -> Option<Instant> {
         locks::read(&self.ownership).next_handover(Instant::now())
