@@ -267,6 +267,18 @@ pub struct ShardArgs {
     /// Secrets.
     #[arg(long, env = "ARGOCD_CONTROLLER_SHARDING_ALGORITHM")]
     pub sharding_algorithm: Option<String>,
+    /// Share the clusters among this many replicas by wavegate's own assignment, whether or
+    /// not Argo CD shards its controller: a bounded-load consistent hash ring over the
+    /// clusters, weighted by each cluster's WaveGates and watches as the replicas publish them
+    /// on their shard Leases. This replica's number is --shard (else its pod's ordinal); it
+    /// writes only while holding its shard's Lease (`<--leader-elect-lease>-shard-<N>`). Needs
+    /// `--clusters-from argocd-secrets`; cannot be used with --shard-like-argocd.
+    #[arg(
+        long = "shards",
+        env = "WAVEGATE_SHARDS",
+        conflicts_with_all = ["shard_like_argocd", "sharding_algorithm"]
+    )]
+    pub own_shards: Option<u32>,
 }
 
 /// Where destination clusters come from (`--clusters-from`).
@@ -383,6 +395,11 @@ impl ShardArgs {
         argocd_namespace: &str,
         clusters: &ClustersArgs,
     ) -> Result<Option<crate::clusters::ShardSettings>, CliError> {
+        if let Some(replicas) = self.own_shards {
+            return self
+                .own(replicas, pod, argocd_namespace, clusters)
+                .map(Some);
+        }
         if !self.shard_like_argocd {
             return Ok(None);
         }
@@ -430,6 +447,7 @@ impl ShardArgs {
         Ok(Some(crate::clusters::ShardSettings {
             replica,
             replicas: self.shard_replicas,
+            mode: crate::clusters::Mode::LikeArgoCd,
             algorithm,
             argocd_namespace: argocd_namespace.to_string(),
             rules: crate::clusters::Rules::for_resync(
@@ -438,7 +456,74 @@ impl ShardArgs {
             clusters_namespace: clusters.clusters_namespace.clone(),
             // Set with the election (`Server::build`).
             leases: Default::default(),
+            identity: String::new(),
         }))
+    }
+
+    /// `--shards`: this replica's share of wavegate's own ring (`clusters::ring`).
+    fn own(
+        &self,
+        replicas: u32,
+        pod: &str,
+        argocd_namespace: &str,
+        clusters: &ClustersArgs,
+    ) -> Result<crate::clusters::ShardSettings, CliError> {
+        if replicas == 0 {
+            return Err(CliError::Usage(
+                "--shards must be at least 1 (the number of replicas sharing the clusters)".into(),
+            ));
+        }
+        if clusters.clusters_from != Some(ClustersFrom::ArgocdSecrets) {
+            return Err(CliError::Usage(
+                "--shards needs --clusters-from argocd-secrets: the ring is computed from every \
+                 replica's read of the cluster Secrets"
+                    .into(),
+            ));
+        }
+        if !clusters.clusters_secrets.is_empty() {
+            return Err(CliError::Usage(
+                "--shards cannot be used with --clusters-secrets: the ring places each cluster \
+                 by all the others, so every cluster Secret must be read"
+                    .into(),
+            ));
+        }
+        // Unlike Argo CD's `InferShard`, no fallback to 0: a replica numbered wrongly would
+        // leave a shard's clusters to nobody, or write beside the true shard 0.
+        let ordinal = pod
+            .rsplit('-')
+            .next()
+            .and_then(|last| last.parse::<i64>().ok());
+        let replica = match (self.shard.filter(|s| *s >= 0), ordinal) {
+            (Some(given), _) => given,
+            (None, _) if replicas == 1 => 0,
+            (None, Some(n)) => n,
+            (None, None) => {
+                return Err(CliError::Usage(format!(
+                    "--shards {replicas}: this replica's number is neither given (--shard) nor \
+                     at the end of its pod name {pod:?} (run wavegate as a StatefulSet, whose \
+                     pods are <name>-0, <name>-1, …)"
+                )));
+            }
+        };
+        if replica >= i64::from(replicas) {
+            return Err(CliError::Usage(format!(
+                "--shards {replicas}: this replica's number {replica} is not below it (shards \
+                 are numbered from 0)"
+            )));
+        }
+        Ok(crate::clusters::ShardSettings {
+            replica,
+            replicas,
+            mode: crate::clusters::Mode::Own,
+            algorithm: None,
+            argocd_namespace: argocd_namespace.to_string(),
+            rules: crate::clusters::Rules::for_resync(
+                clusters.clusters_resync.max(Duration::from_secs(1)),
+            ),
+            clusters_namespace: clusters.clusters_namespace.clone(),
+            leases: Default::default(),
+            identity: String::new(),
+        })
     }
 }
 
@@ -476,12 +561,14 @@ impl LeaderArgs {
             .duration_since(std::time::UNIX_EPOCH)
             .unwrap_or_default()
             .as_nanos();
-        args.leader_elect_identity = Some(format!(
+        let identity = format!(
             "{}_{}-{since:x}{}",
             self.pod_name()?,
             std::process::id(),
             settings.identity_suffix()
-        ));
+        );
+        settings.identity = identity.clone();
+        args.leader_elect_identity = Some(identity);
         let mut election = args.election()?.expect("leader_elect is set");
         election.rivals = rivals;
         Ok(election)
@@ -941,11 +1028,18 @@ impl Server {
         // With shards, each shard has its Lease: one replica writes for a shard's clusters.
         let election = match &mut sharding {
             Some(s) => {
-                tracing::info!(
-                    shard = s.replica,
-                    replicas = s.replicas,
-                    "judging one shard's clusters, as Argo CD's controller of the same number"
-                );
+                match s.mode {
+                    crate::clusters::Mode::LikeArgoCd => tracing::info!(
+                        shard = s.replica,
+                        replicas = s.replicas,
+                        "judging one shard's clusters, as Argo CD's controller of the same number"
+                    ),
+                    crate::clusters::Mode::Own => tracing::info!(
+                        shard = s.replica,
+                        replicas = s.replicas,
+                        "judging one shard's clusters, by wavegate's own weighted ring"
+                    ),
+                }
                 Some(args.leader.shard_election(s)?)
             }
             None => args.leader.election()?,
@@ -954,8 +1048,8 @@ impl Server {
             (_, false) => None,
             (None, true) => {
                 return Err(CliError::Usage(
-                    "--peer-url and --peer need --shard-like-argocd: only shards send reads \
-                     to another replica"
+                    "--peer-url and --peer need --shard-like-argocd or --shards: only shards \
+                     send reads to another replica"
                         .into(),
                 ));
             }
@@ -1525,6 +1619,87 @@ mod tests {
             Some(crate::clusters::shard::Algorithm::RoundRobin)
         );
         assert_eq!(sharded(&[], "wavegate-1").unwrap().map(|s| s.replica), None);
+    }
+
+    /// `--shards`: wavegate's own ring, the number from --shard or the pod's ordinal, and
+    /// never beside Argo CD's sharding flags.
+    #[test]
+    fn own_shards_take_a_number_below_their_count_and_exclude_argo_cds_sharding() {
+        let base = ["--shards", "3", "--clusters-from", "argocd-secrets"];
+        let s = sharded(&base, "wavegate-2").unwrap().unwrap();
+        assert_eq!(
+            (s.replica, s.replicas, s.mode),
+            (2, 3, crate::clusters::Mode::Own)
+        );
+        let s = sharded(&[&base[..], &["--shard", "1"]].concat(), "wavegate-2").unwrap();
+        assert_eq!(s.unwrap().replica, 1);
+        for (args, pod, why) in [
+            (
+                &[&base[..], &["--shard-like-argocd"]].concat(),
+                "w-0",
+                "cannot be used with",
+            ),
+            (
+                &[&base[..], &["--sharding-algorithm", "legacy"]].concat(),
+                "w-0",
+                "cannot be used with",
+            ),
+            (&base.to_vec(), "wavegate-7d9f8-abcde", "StatefulSet"),
+            (&base.to_vec(), "wavegate-3", "not below it"),
+            (
+                &base[..2].to_vec(),
+                "w-0",
+                "needs --clusters-from argocd-secrets",
+            ),
+            (
+                &["--shards", "0", "--clusters-from", "argocd-secrets"].to_vec(),
+                "w-0",
+                "at least 1",
+            ),
+        ] {
+            let e = sharded(args, pod).unwrap_err();
+            assert!(e.contains(why), "{args:?} {pod}: {e}");
+        }
+        // Argo CD's count is ignored here: the ring's replicas are --shards.
+        let both = [&base[..], &["--shard-replicas", "5"]].concat();
+        assert_eq!(sharded(&both, "w-1").unwrap().unwrap().replicas, 3);
+    }
+
+    /// The sharding inputs' digest names the mode and the ring: a replica of the ring and one
+    /// sharding like Argo CD, by the same count, stand back from each other.
+    #[test]
+    fn the_ring_and_argo_cds_sharding_have_different_digests() {
+        let own = sharded(
+            &["--shards", "3", "--clusters-from", "argocd-secrets"],
+            "w-1",
+        )
+        .unwrap()
+        .unwrap();
+        let argocd = sharded(
+            &[
+                "--shard-like-argocd",
+                "--shard-replicas",
+                "3",
+                "--clusters-from",
+                "argocd-secrets",
+            ],
+            "w-1",
+        )
+        .unwrap()
+        .unwrap();
+        assert!(
+            own.inputs().starts_with("mode=own replicas=3 ring="),
+            "{}",
+            own.inputs()
+        );
+        assert_ne!(own.identity_suffix(), argocd.identity_suffix());
+        let four = sharded(
+            &["--shards", "4", "--clusters-from", "argocd-secrets"],
+            "w-1",
+        )
+        .unwrap()
+        .unwrap();
+        assert_ne!(own.identity_suffix(), four.identity_suffix());
     }
 
     /// Round-robin and consistent hashing place each cluster by every other, so a replica that

@@ -20,8 +20,8 @@
 //! resourceVersion precondition still holds and a stale verdict would stand until the next
 //! reconcile. So every write first asks the [`Fence`], which reads the Lease.
 //!
-//! An unsharded leader holds `<lease>`; the replicas of `--shard-like-argocd` each hold
-//! `<lease>-shard-<N>`. Those are different Leases, so neither election keeps the other mode
+//! An unsharded leader holds `<lease>`; the replicas of `--shard-like-argocd` (or of
+//! `--shards`, wavegate's own ring) each hold `<lease>-shard-<N>`. Those are different Leases, so neither election keeps the other mode
 //! out, and replicas that shard by different inputs (replica count, algorithm, …) compute
 //! different owners for one cluster and hold different shard Leases too. Every write therefore
 //! also finds no live [`Rivals`] in the same read: of two replicas in different modes, each
@@ -116,9 +116,9 @@ impl Rivals {
                 }
                 (None, Some(_)) => {
                     return Err(format!(
-                        "the shard Lease {name} is held by {holder}: --shard-like-argocd \
-                         replicas write their shards' clusters, so the unsharded leader does \
-                         not write beside them"
+                        "the shard Lease {name} is held by {holder}: sharded replicas \
+                         (--shard-like-argocd or --shards) write their shards' clusters, so the \
+                         unsharded leader does not write beside them"
                     ));
                 }
                 (Some(suffix), Some(_)) if !holder.ends_with(suffix.as_str()) => {

@@ -242,8 +242,7 @@ mod tests {
     #[test]
     fn a_cluster_judged_by_another_replica_is_421_naming_it() {
         use crate::clusters::ClusterError;
-        let why = "cluster \"a\" is judged by wavegate replica 1 (shard 1, as Argo CD's \
-                   application-controller shards it); ask that replica";
+        let why = "cluster \"a\" is judged by wavegate replica 1 (shard 1); ask that replica";
         let elsewhere = ClusterError::JudgedElsewhere {
             cluster: "a".into(),
             why: why.into(),

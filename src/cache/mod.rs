@@ -463,6 +463,12 @@ impl Cache {
         }
     }
 
+    /// How many watches run, and how many objects the required ones (WaveGates) hold: what
+    /// judging this cluster costs, which weighs it on `serve --shards`' ring.
+    pub(crate) fn load(&self) -> (usize, usize) {
+        self.watches.load()
+    }
+
     /// Pods of one namespace, in name order (a check that names the first few pods must not
     /// reword an unchanged verdict).
     pub(crate) async fn pods(&self, namespace: &str) -> Result<Vec<Arc<PodView>>, CacheError> {

@@ -362,6 +362,20 @@ impl WatchTable {
 
     /// The phase of every required watch and when its latest list completed, by resource
     /// and scope.
+    /// How many watches run, and how many objects the required ones hold (see `Cache::load`).
+    pub(super) fn load(&self) -> (usize, usize) {
+        let watches = lock(&self.watches);
+        let required = watches
+            .values()
+            .filter(|w| w.required)
+            .map(|w| match &w.reader {
+                Reader::Objects(o) => o.names(None).len(),
+                _ => 0,
+            })
+            .sum();
+        (watches.len(), required)
+    }
+
     pub(super) fn required_phases(
         &self,
     ) -> HashMap<(String, Option<String>), (Phase, Option<Instant>)> {

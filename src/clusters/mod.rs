@@ -11,6 +11,7 @@
 
 mod cluster;
 mod ownership;
+pub mod ring;
 pub mod shard;
 mod sharding;
 mod source;
@@ -18,7 +19,7 @@ mod writers;
 
 pub use cluster::{Cluster, identity};
 pub use ownership::{Owner, Rules};
-pub use sharding::{ShardSettings, Sharding, holder_pod};
+pub use sharding::{Mode, ShardSettings, Sharding, holder_pod};
 pub use source::{
     Destination, FromSecret, SECRET_TYPE_CLUSTER, SECRET_TYPE_LABEL, SecretTrust, SourceError,
     from_argocd_secret, from_kubeconfig_file, normalize_server,
@@ -342,6 +343,29 @@ impl Clusters {
         }
     }
 
+    /// With `--shards`, what each cluster this replica judges weighs, by server
+    /// ([`ring::measured_weight`]): its WaveGates and watches, once it has been judged here
+    /// for a while ([`Sharding::settled`]) and its caches are synced (before, it would weigh
+    /// too little and the ring could move it at the next publication).
+    fn measured(&self, sharding: &Sharding) -> BTreeMap<String, u32> {
+        if sharding.settings.mode != Mode::Own {
+            return BTreeMap::new();
+        }
+        let remotes = self.remotes();
+        std::iter::once(&self.home)
+            .chain(remotes.values())
+            .filter(|c| sharding.settled(&c.name))
+            .filter(|c| c.cache.readiness().is_ok())
+            .map(|c| {
+                let (watches, gates) = c.cache.load();
+                (
+                    normalize_server(&c.server),
+                    ring::measured_weight(gates, watches),
+                )
+            })
+            .collect()
+    }
+
     /// Read the source and bring the running set in line with it. A source that cannot be
     /// read at all (the home API server down) leaves the set as it is.
     pub async fn refresh(&self, source: &Source, build: &Build) -> Result<(), ClusterError> {
@@ -352,7 +376,8 @@ impl Clusters {
         // never connected to beyond reading its identity.
         let assigned = match (&self.sharding, source) {
             (Some(sharding), Source::ArgoCdSecrets { client, .. }) => {
-                Some(sharding.assign(client, &sharded).await?)
+                let measured = self.measured(sharding);
+                Some(sharding.assign(client, &sharded, &measured).await?)
             }
             _ => None,
         };

@@ -66,8 +66,8 @@ impl Owner {
         match self {
             Owner::ThisReplica => None,
             Owner::Replica { shard } => Some(format!(
-                "cluster {cluster:?} is judged by wavegate replica {shard} (shard {shard}, as \
-                 Argo CD's application-controller shards it); ask that replica"
+                "cluster {cluster:?} is judged by wavegate replica {shard} (shard {shard}); ask \
+                 that replica"
             )),
             Owner::Nobody { why } => Some(format!(
                 "cluster {cluster:?} is judged by no wavegate replica: {why}"
@@ -204,6 +204,13 @@ impl Ownership {
             .is_some_and(|since| now.saturating_duration_since(*since) >= self.rules.handover)
     }
 
+    /// Whether `cluster` has been this replica's, continuously, for at least `long` at `now`.
+    pub fn mine_for(&self, cluster: &str, long: Duration, now: Instant) -> bool {
+        self.mine_since
+            .get(cluster)
+            .is_some_and(|since| now.saturating_duration_since(*since) >= long)
+    }
+
     /// When the next cluster's handover ends, if one is pending at `now`.
     pub fn next_handover(&self, now: Instant) -> Option<Instant> {
         self.mine_since
@@ -314,6 +321,23 @@ mod tests {
         }
         assert_eq!(o.admit("a", t0 + Duration::from_secs(4)), Ok(()));
         assert_eq!(o.next_handover(t0 + Duration::from_secs(4)), None);
+    }
+
+    /// What a cluster costs is measured only once it has been this replica's for a while
+    /// (`Sharding::settled`), and a move away and back starts that over.
+    #[test]
+    fn a_cluster_counts_as_settled_only_after_being_mine_continuously() {
+        let t0 = Instant::now();
+        let mut o = replica_1();
+        let long = Duration::from_secs(6);
+        o.update(assignment(&[("a", on(1))]), None, t0, t0);
+        assert!(!o.mine_for("a", long, t0 + Duration::from_secs(5)));
+        assert!(o.mine_for("a", long, t0 + long));
+        let t7 = t0 + Duration::from_secs(7);
+        o.update(assignment(&[("a", on(2))]), None, t7, t7);
+        o.update(assignment(&[("a", on(1))]), None, t7, t7);
+        assert!(!o.mine_for("a", long, t7 + Duration::from_secs(5)));
+        assert!(!o.mine_for("b", Duration::ZERO, t7));
     }
 
     /// The old owner of a cluster whose Secret moved it: once its assignment shows the move it

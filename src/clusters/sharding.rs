@@ -1,14 +1,16 @@
 //! `serve --shard-like-argocd`: this replica judges only the clusters Argo CD's
-//! application-controller of the same number reconciles. The inputs are Argo CD's own
+//! application-controller of the same number reconciles; `serve --shards N`: only those
+//! wavegate's own ring gives it ([`super::ring`]), Argo CD's settings not read. The inputs are Argo CD's own
 //! (controller/sharding, `GetClusterSharding`): the replica count (`ARGOCD_CONTROLLER_REPLICAS`),
 //! this replica's number (`ARGOCD_CONTROLLER_SHARD`, else the StatefulSet pod's ordinal), the
 //! algorithm (`controller.sharding.algorithm` in argocd-cmd-params-cm), argocd-cm's
 //! `cluster.inClusterEnabled`, and every cluster Secret's `shard` and `skip-reconcile`.
 //!
-//! The computation is [`super::shard`]'s; what this replica makes of it (and when it may
-//! write) is [`super::ownership`]'s.
+//! The computation is [`super::shard`]'s (or [`super::ring`]'s); what this replica makes of it
+//! (and when it may write) is [`super::ownership`]'s, the same for both.
 
 use super::ownership::{Owner, Ownership, Rules};
+use super::ring::{self, Published};
 use super::shard::{self, Algorithm, Assignment, ShardedCluster};
 use super::{ClusterError, HOME_SERVER};
 use crate::leader::Rivals;
@@ -18,7 +20,7 @@ use blake2::{Blake2b512, Digest};
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::ConfigMap;
 use k8s_openapi::jiff::Timestamp;
-use kube::api::{Api, DynamicObject, ListParams};
+use kube::api::{Api, DynamicObject, ListParams, Patch, PatchParams};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, RwLock};
 use std::time::Instant;
@@ -29,14 +31,25 @@ const ALGORITHM_KEY: &str = "controller.sharding.algorithm";
 const ARGOCD_CM: &str = "argocd-cm";
 const IN_CLUSTER_KEY: &str = "cluster.inClusterEnabled";
 
+/// Whose assignment the replicas follow.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Argo CD's (`--shard-like-argocd`, [`shard`]).
+    LikeArgoCd,
+    /// wavegate's own ring (`--shards`, [`ring`]): every cluster judged, none paused or pinned
+    /// (those are Argo CD's controller's settings), home a cluster of the ring like any other.
+    Own,
+}
+
 /// How this replica shards (`wavegate serve` flags).
 #[derive(Debug, Clone)]
 pub struct ShardSettings {
     /// The shard this replica runs as ([`shard::replica_shard`]).
     pub replica: i64,
     pub replicas: u32,
-    /// `--sharding-algorithm` (`ARGOCD_CONTROLLER_SHARDING_ALGORITHM`); `None`: read from
-    /// argocd-cmd-params-cm at every read of the Secrets.
+    pub mode: Mode,
+    /// With [`Mode::LikeArgoCd`]: `--sharding-algorithm` (`ARGOCD_CONTROLLER_SHARDING_ALGORITHM`);
+    /// `None`: read from argocd-cmd-params-cm at every read of the Secrets.
     pub algorithm: Option<Algorithm>,
     /// Where Argo CD's ConfigMaps and Applications are.
     pub argocd_namespace: String,
@@ -46,6 +59,9 @@ pub struct ShardSettings {
     /// Where the shards' Leases are, and the unsharded Lease's name (`--leader-elect-lease`),
     /// which the shards' names start with.
     pub leases: (String, String),
+    /// This process's identity in its shard's Lease (set with the election): with
+    /// [`Mode::Own`], it publishes its clusters' weights there while it holds it.
+    pub identity: String,
 }
 
 impl ShardSettings {
@@ -53,6 +69,25 @@ impl ShardSettings {
     /// cluster over safely, in words (logged, and named when replicas disagree). This
     /// replica's own number is not one: it differs by design.
     pub fn inputs(&self) -> String {
+        if self.mode == Mode::Own {
+            // Every parameter of the ring: replicas on another ring would compute other
+            // owners. (Argo CD's mode keeps its words as they were, so that a rolling upgrade
+            // does not make its replicas stand back.)
+            return format!(
+                "mode=own replicas={} ring=points:{},balance:{},weights:{}:every-{}s \
+                 clusters-namespace={} lease={}/{} stale-after={}ms handover={}ms",
+                self.replicas,
+                ring::POINTS,
+                ring::BALANCE,
+                ring::WEIGHTS_ANNOTATION,
+                ring::REPUBLISH_AFTER.as_secs(),
+                self.clusters_namespace,
+                self.leases.0,
+                self.leases.1,
+                self.rules.stale_after.as_millis(),
+                self.rules.handover.as_millis(),
+            );
+        }
         let algorithm = match self.algorithm {
             Some(a) => a.name().to_string(),
             None => format!("{CMD_PARAMS}:{ALGORITHM_KEY}"),
@@ -147,14 +182,62 @@ impl Sharding {
         }
     }
 
-    /// Compute the assignment from `secrets` (every cluster Secret just read, by origin) and
-    /// Argo CD's settings, read now with `client`. Fails rather than guess when a setting
-    /// cannot be read: the last assignment then goes stale and this replica stops writing.
+    /// Compute the assignment from `secrets` (every cluster Secret just read, by origin), the
+    /// shard Leases and, like Argo CD, Argo CD's settings, read now with `client`. Fails rather
+    /// than guess when a setting cannot be read: the last assignment then goes stale and this
+    /// replica stops writing. `measured`: with [`Mode::Own`], the weights of the clusters this
+    /// replica judges ([`ring::measured_weight`]), published on its Lease while it holds it.
     pub(super) async fn assign(
         &self,
         client: &kube::Client,
         secrets: &[(String, ShardedCluster)],
+        measured: &BTreeMap<String, u32>,
     ) -> Result<Assigned, ClusterError> {
+        let by_server = match self.settings.mode {
+            Mode::LikeArgoCd => Some(self.like_argocd(client, secrets).await?),
+            Mode::Own => None,
+        };
+        let leases: Api<Lease> = Api::namespaced(client.clone(), &self.settings.leases.0);
+        let held = leases.list(&ListParams::default()).await.map_err(|e| {
+            ClusterError::SourceUnreadable(format!(
+                "cannot list the shard Leases in {}: {e}",
+                self.settings.leases.0
+            ))
+        })?;
+        // Mixed replicas (scaling a StatefulSet rolls pods one by one, so old ones compute with
+        // the old count and new ones with the new; an unsharded Deployment left beside the
+        // StatefulSet) would each write clusters the others write too. Here every replica
+        // stops writing until the live ones agree: their verdicts expire (`validUntil`)
+        // rather than two replicas write one cluster.
+        let now = Timestamp::now();
+        let rivals = self.settings.rivals();
+        let agreement = rivals.check(&held.items, now);
+        let unheld = rivals.unheld_shards(&held.items, self.settings.replicas, now);
+        *locks::write(&self.holders) = rivals.shard_holders(&held.items, now);
+        let by_server = match by_server {
+            Some(b) => b,
+            None => self.own(&leases, &held.items, secrets, measured, now).await,
+        };
+        Ok(Assigned {
+            agreement,
+            unheld,
+            by_origin: secrets
+                .iter()
+                .filter_map(|(origin, c)| by_server.get(&c.server).map(|a| (origin.clone(), *a)))
+                .collect(),
+            home: by_server.get(HOME_SERVER).copied().unwrap_or(Assignment {
+                shard: 0,
+                paused: false,
+            }),
+        })
+    }
+
+    /// Argo CD's assignment, by server, from its settings read now.
+    async fn like_argocd(
+        &self,
+        client: &kube::Client,
+        secrets: &[(String, ShardedCluster)],
+    ) -> Result<BTreeMap<String, Assignment>, ClusterError> {
         let ns = &self.settings.argocd_namespace;
         let maps: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
         let read = |name: &'static str| {
@@ -190,42 +273,121 @@ impl Sharding {
             Algorithm::ConsistentHashing => application_servers(client, ns).await?,
             _ => Vec::new(),
         };
-        let leases: Api<Lease> = Api::namespaced(client.clone(), &self.settings.leases.0);
-        let held = leases.list(&ListParams::default()).await.map_err(|e| {
-            ClusterError::SourceUnreadable(format!(
-                "cannot list the shard Leases in {}: {e}",
-                self.settings.leases.0
-            ))
-        })?;
-        // Mixed replicas (scaling a StatefulSet rolls pods one by one, so old ones compute with
-        // the old count and new ones with the new; an unsharded Deployment left beside the
-        // StatefulSet) would each write clusters the others write too. Here every replica
-        // stops writing until the live ones agree: their verdicts expire (`validUntil`)
-        // rather than two replicas write one cluster.
-        let now = Timestamp::now();
-        let rivals = self.settings.rivals();
-        let agreement = rivals.check(&held.items, now);
-        let unheld = rivals.unheld_shards(&held.items, self.settings.replicas, now);
-        *locks::write(&self.holders) = rivals.shard_holders(&held.items, now);
         let list = shard::argocd_cluster_list(secrets.iter().map(|(_, c)| c.clone()), in_cluster);
-        let by_server = shard::distribute(
+        Ok(shard::distribute(
             algorithm,
             self.settings.replicas,
             &list,
             app_servers.iter().map(String::as_str),
-        );
-        Ok(Assigned {
-            agreement,
-            unheld,
-            by_origin: secrets
+        ))
+    }
+
+    /// wavegate's own assignment, by server: the ring over every Secret's cluster and home,
+    /// weighted as the shard Leases of `leases` publish it; and, while this replica holds its
+    /// shard's Lease, its own clusters' weights published there (see [`ring`]).
+    ///
+    /// Replicas read the Leases at different times, so for a moment one may weigh a cluster
+    /// by the weights before a publication and another by those after, and both take it for
+    /// theirs. That is the window a Secret's edited `shard` opens under Argo CD's rules, and
+    /// [`super::ownership`]'s rules close it the same way: the Leases are listed after the
+    /// read of the Secrets started (`read_at`, from which the old owner's assignment goes
+    /// stale), and the new owner waits `handover`, longer than `stale_after`, from the end
+    /// of its own read, which saw the publication; any later read of the old owner sees it
+    /// too (a list is a quorum read). Publications are at least [`ring::REPUBLISH_AFTER`]
+    /// apart, far longer than a handover, so a cluster cannot move back within one.
+    async fn own(
+        &self,
+        api: &Api<Lease>,
+        leases: &[Lease],
+        secrets: &[(String, ShardedCluster)],
+        measured: &BTreeMap<String, u32>,
+        now: Timestamp,
+    ) -> BTreeMap<String, Assignment> {
+        let rivals = self.settings.rivals();
+        let mut clusters: BTreeSet<String> = secrets
+            .iter()
+            .map(|(_, c)| super::normalize_server(&c.server))
+            .collect();
+        clusters.insert(HOME_SERVER.to_string());
+        // Only the shards of this count: a Lease left by a larger count (scaled down) is no
+        // shard's any more, and its old weights must not count.
+        let shard_lease = |shard: i64| {
+            let name = rivals.shard_lease(shard);
+            leases
                 .iter()
-                .filter_map(|(origin, c)| by_server.get(&c.server).map(|a| (origin.clone(), *a)))
-                .collect(),
-            home: by_server.get(HOME_SERVER).copied().unwrap_or(Assignment {
-                shard: 0,
-                paused: false,
-            }),
-        })
+                .find(|l| l.metadata.name.as_deref() == Some(name.as_str()))
+        };
+        let published_by = |lease: &Lease| {
+            let value = lease
+                .metadata
+                .annotations
+                .as_ref()?
+                .get(ring::WEIGHTS_ANNOTATION)?;
+            Published::parse(value)
+        };
+        let mut mine = None;
+        let mut others = Vec::new();
+        for shard in 0..i64::from(self.settings.replicas) {
+            let p = shard_lease(shard).and_then(published_by);
+            if shard == self.settings.replica {
+                mine = p;
+            } else {
+                others.extend(p);
+            }
+        }
+        let weights = ring::published_weights(others.iter().chain(mine.iter()));
+        let assigned = ring::assign(
+            self.settings.replicas,
+            &ring::weights_for(&clusters, &weights),
+        );
+        if let Some(lease) = shard_lease(self.settings.replica) {
+            let holds =
+                crate::leader::live_holder(lease, now) == Some(self.settings.identity.as_str());
+            let others = ring::published_weights(others.iter());
+            match ring::to_publish(measured, mine.as_ref(), &others, &clusters, now) {
+                Some(p) if holds => self.publish(api, lease, &p).await,
+                _ => {}
+            }
+        }
+        let on = |server: &str| Assignment {
+            shard: i64::from(
+                assigned
+                    .get(&super::normalize_server(server))
+                    .copied()
+                    .unwrap_or(0),
+            ),
+            paused: false,
+        };
+        let mut by_server: BTreeMap<String, Assignment> = secrets
+            .iter()
+            .map(|(_, c)| (c.server.clone(), on(&c.server)))
+            .collect();
+        by_server.insert(HOME_SERVER.to_string(), on(HOME_SERVER));
+        by_server
+    }
+
+    /// Write `published` on this replica's shard Lease `lease`, on the condition that it is
+    /// as listed (so still this replica's: a Lease taken over since has another
+    /// resourceVersion). A failure is logged; the next read tries again.
+    async fn publish(&self, api: &Api<Lease>, lease: &Lease, published: &Published) {
+        let name = lease.metadata.name.clone().unwrap_or_default();
+        let patch = serde_json::json!({
+            "metadata": {
+                "resourceVersion": lease.metadata.resource_version,
+                "annotations": { ring::WEIGHTS_ANNOTATION: published.render() },
+            }
+        });
+        match api
+            .patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => {
+                tracing::info!(lease = %name, weights = ?published.weights, "published this shard's cluster weights")
+            }
+            Err(e) => {
+                tracing::debug!(lease = %name, error = %e, "cannot publish the cluster weights; trying at the next read")
+            }
+        }
     }
 
     /// Whether a cluster with `assignment` is this replica's (none is while a live replica
@@ -359,6 +521,20 @@ impl Sharding {
         locks::read(&self.ownership).writes(cluster, Instant::now())
     }
 
+    /// Whether what judging `cluster` costs here can be measured: its handover over and its
+    /// gate controller judging for another two resyncs (`stale_after`), so that the watches
+    /// its checks start on their first judgement are running. Measured earlier, a cluster
+    /// would weigh only its WaveGates' watch, and that weight would stand for the
+    /// [`ring::REPUBLISH_AFTER`] until the next publication.
+    pub fn settled(&self, cluster: &str) -> bool {
+        let rules = self.settings.rules;
+        locks::read(&self.ownership).mine_for(
+            cluster,
+            rules.handover + rules.stale_after,
+            Instant::now(),
+        )
+    }
+
     /// When the next pending handover ends.
     pub fn next_handover(&self) -> Option<Instant> {
         locks::read(&self.ownership).next_handover(Instant::now())
@@ -452,11 +628,13 @@ mod tests {
         ShardSettings {
             replica: 1,
             replicas,
+            mode: Mode::LikeArgoCd,
             algorithm,
             argocd_namespace: "argocd".into(),
             rules: Rules::for_resync(std::time::Duration::from_secs(30)),
             clusters_namespace: "argocd".into(),
             leases: ("wavegate".into(), "wavegate".into()),
+            identity: String::new(),
         }
     }
 
@@ -550,11 +728,13 @@ mod tests {
         let settings = ShardSettings {
             replica: 1,
             replicas: 2,
+            mode: Mode::LikeArgoCd,
             algorithm: None,
             argocd_namespace: "argocd".into(),
             rules: Rules::for_resync(std::time::Duration::from_secs(1)),
             clusters_namespace: "argocd".into(),
             leases: ("wavegate".into(), "wavegate".into()),
+            identity: String::new(),
         };
         let metrics = Arc::new(Metrics::default());
         let sharding = Sharding::new(settings, metrics.clone());
@@ -588,6 +768,106 @@ mod tests {
         // Replicas that disagree on their count judge nothing: both are lost until they agree.
         sharding.update(assigned(1), &Err("r3".into()), now);
         assert_eq!(counts(), (1, 3));
+    }
+
+    /// `--shards`: replicas list the Leases at different moments, so around a publication of
+    /// new weights one may place a cluster by the old weights and another by the new, each
+    /// taking it for its own. Simulated over every 50 ms of 20 s, replicas reading every
+    /// second at their own phase, each read listing the Leases some time after it starts: no
+    /// cluster is ever admitted by two replicas less than a write's flight apart
+    /// ([`crate::leader::REQUEST_TIMEOUT`]), which is what Ownership's handover buys.
+    mod ring_views {
+        use super::*;
+        use crate::clusters::ownership::{Ownership, Rules};
+        use crate::clusters::ring;
+        use proptest::prelude::*;
+        use std::time::Duration;
+
+        const RESYNC: Duration = Duration::from_secs(1);
+
+        fn view(replicas: u32, heavy: bool) -> BTreeMap<String, Assignment> {
+            let weights: BTreeMap<String, u32> = (0..20)
+                .map(|i| (format!("c{i}"), if heavy && i < 2 { 16 } else { 1 }))
+                .collect();
+            ring::assign(replicas, &weights)
+                .into_iter()
+                .map(|(k, s)| {
+                    (
+                        k,
+                        Assignment {
+                            shard: i64::from(s),
+                            paused: false,
+                        },
+                    )
+                })
+                .collect()
+        }
+
+        proptest! {
+            #![proptest_config(crate::testing::proptest_config::config(64))]
+
+            #[test]
+            fn replicas_reading_the_leases_at_different_times_never_write_one_cluster_together(
+                phases in proptest::collection::vec(0u64..1000, 3),
+                delays in proptest::collection::vec(0u64..900, 3),
+                published_ms in 5000u64..9000,
+            ) {
+                let (old, new) = (view(3, false), view(3, true));
+                let moved: Vec<&String> = old.keys().filter(|k| old[*k] != new[*k]).collect();
+                prop_assert!(!moved.is_empty(), "the weights move some cluster");
+                let t0 = Instant::now();
+                let ms = |m: u64| t0 + Duration::from_millis(m);
+                let published = ms(published_ms);
+                let mut replicas: Vec<Ownership> = (0..3)
+                    .map(|r| Ownership::new(r, 3, Rules::for_resync(RESYNC)))
+                    .collect();
+                // (when the read ends, replica, when it started, what it saw)
+                let mut reads = Vec::new();
+                for r in 0..3 {
+                    let mut start = phases[r];
+                    while start < 20_000 {
+                        // The Leases are listed at the end of the read (after the Secrets).
+                        let listed = ms(start + delays[r]);
+                        let seen = if listed >= published { &new } else { &old };
+                        reads.push((start + delays[r], r, start, seen.clone()));
+                        start += RESYNC.as_millis() as u64;
+                    }
+                }
+                reads.sort_by_key(|(end, r, _, _)| (*end, *r));
+                let mut next = 0;
+                let mut admitted: BTreeMap<String, Vec<(u64, usize)>> = BTreeMap::new();
+                for t in (0..20_000).step_by(50) {
+                    while next < reads.len() && reads[next].0 <= t {
+                        let (end, r, start, seen) = reads[next].clone();
+                        replicas[r].update(seen, None, ms(start), ms(end));
+                        next += 1;
+                    }
+                    for (r, o) in replicas.iter().enumerate() {
+                        for c in old.keys() {
+                            if o.admit(c, ms(t)).is_ok() {
+                                admitted.entry(c.clone()).or_default().push((t, r));
+                            }
+                        }
+                    }
+                }
+                let flight = crate::leader::REQUEST_TIMEOUT.as_millis() as u64;
+                for (c, at) in &admitted {
+                    for (i, (t1, r1)) in at.iter().enumerate() {
+                        for (t2, r2) in &at[i + 1..] {
+                            prop_assert!(
+                                r1 == r2 || t2 - t1 >= flight,
+                                "{} admitted by {} at {}ms and by {} at {}ms", c, r1, t1, r2, t2
+                            );
+                        }
+                    }
+                }
+                // And the moved clusters are written by their new owner in the end.
+                for c in moved {
+                    let last = admitted.get(c).and_then(|a| a.last()).copied();
+                    prop_assert_eq!(last.map(|(_, r)| r as i64), Some(new[c].shard));
+                }
+            }
+        }
     }
 
     /// Where a read is forwarded comes from live shard Leases only: an expired holder (a

@@ -537,6 +537,7 @@ async fn a_cluster_reached_by_two_secrets_on_two_replicas_gets_one_writer() {
     let settings = ShardSettings {
         replica: 1,
         replicas: 2,
+        mode: crate::clusters::Mode::LikeArgoCd,
         algorithm: Some(shard::Algorithm::Legacy),
         argocd_namespace: "argocd".into(),
         // No handover wait here: what is shown is who writes, not when.
@@ -546,6 +547,7 @@ async fn a_cluster_reached_by_two_secrets_on_two_replicas_gets_one_writer() {
         },
         clusters_namespace: "argocd".into(),
         leases: ("wavegate".into(), "wavegate".into()),
+        identity: String::new(),
     };
     let sharding = Sharding::new(settings, Arc::new(Metrics::default()));
     let clusters = Clusters::sharded(Cluster::home(home()), sharding);

@@ -40,6 +40,7 @@ mod seeds;
 mod shard_failover;
 mod shard_reads;
 mod shards;
+mod shards_own;
 mod timeline;
 mod vap;
 mod waves;

@@ -440,6 +440,67 @@ fn shards_without_every_cluster_secret_are_refused() {
     );
 }
 
+/// wavegate's own ring (`shards.mode=own`): the same StatefulSet and shard Leases, run with
+/// `--shards=<replicas>` instead of Argo CD's sharding, and nothing of Argo CD's settings read.
+#[test]
+#[ignore = "needs Helm, built from its Go module by scripts/helm.sh"]
+fn shards_on_wavegates_own_ring() {
+    let objects = render_helm(
+        "shards-own",
+        &[
+            "--set",
+            "clusters.from=argocd-secrets",
+            "--set",
+            "shards.enabled=true",
+            "--set",
+            "shards.mode=own",
+            "--set",
+            "replicas=3",
+        ],
+    );
+    let set = objects
+        .iter()
+        .find(|o| o["kind"] == "StatefulSet")
+        .expect("a StatefulSet");
+    let container = &set["spec"]["template"]["spec"]["containers"][0];
+    let args = container["args"].to_string();
+    assert!(args.contains(r#""--shards=3""#), "{args}");
+    assert!(args.contains("--peer-url="), "{args}");
+    assert!(!args.contains("--shard-like-argocd"), "{args}");
+    assert!(
+        !container["env"]
+            .to_string()
+            .contains("ARGOCD_CONTROLLER_REPLICAS"),
+        "{}",
+        container["env"]
+    );
+    assert!(
+        !objects
+            .iter()
+            .any(|o| o["metadata"]["name"] == "wavegate-shards" && o["kind"] == "Role"),
+        "argocd-cmd-params-cm is not read by the ring"
+    );
+    let role = objects
+        .iter()
+        .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == "wavegate-leader")
+        .unwrap();
+    assert!(
+        role["rules"]
+            .to_string()
+            .contains(r#"["wavegate-shard-0","wavegate-shard-1","wavegate-shard-2"]"#),
+        "{role}"
+    );
+    let out = helm_template(&[
+        "--set",
+        "clusters.from=argocd-secrets",
+        "--set",
+        "shards.enabled=true",
+        "--set",
+        "shards.mode=hash",
+    ]);
+    assert!(!out.status.success(), "an unknown mode was accepted");
+}
+
 /// Narrowed to named Secrets: only `get` on exactly those (resourceNames), never `list`, and
 /// wavegate is told to read only them.
 #[test]
