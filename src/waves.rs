@@ -23,6 +23,8 @@ use serde::Serialize;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
+mod listing;
+
 /// Who judged a resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum JudgedBy {
@@ -287,9 +289,13 @@ pub(crate) struct Waves {
     pub valid_until: Option<Instant>,
 }
 
+/// A resource an Application manages: the resource, its wave, and the health Argo CD recorded
+/// (or its own, for kinds it never health-checks).
+pub(crate) type Managed = (ResourceRef, i64, Option<Verdict>);
+
 /// The resources of an Application with their waves, skipping hooks (they run during a sync
 /// phase and are not part of any wave's health).
-pub(crate) fn managed_resources(app: &Value) -> Vec<(ResourceRef, i64, Option<Verdict>)> {
+pub(crate) fn managed_resources(app: &Value) -> Vec<Managed> {
     let Some(list) = app.array_at("/status/resources") else {
         return Vec::new();
     };
@@ -564,25 +570,31 @@ pub(crate) async fn view_with_findings(
                     &scope.argocd_namespace,
                 ),
             });
-            let admitted = crate::live_lint::lint_resources(app).into_iter().map(|l| {
-                let (scoped, evaluator) = (scoped.as_ref(), &evaluator);
-                async move {
-                    match scoped {
-                        Some(scoped)
-                            if scoped.admits(evaluator, policy, &l.resource).await.is_err() =>
-                        {
-                            None
+            // Parsed once per version of the Application (`listing`).
+            let listing = listing::of(app);
+            let resources: std::borrow::Cow<'_, [crate::live_lint::Listed]> = match &scoped {
+                None => std::borrow::Cow::Borrowed(listing.linted.as_slice()),
+                Some(scoped) => {
+                    // Owned, as before: a future borrowing from the listing is not `Send` for
+                    // every lifetime the router asks of it.
+                    let admitted = listing.linted.iter().cloned().map(|l| {
+                        let evaluator = &evaluator;
+                        async move {
+                            let admitted = scoped.admits(evaluator, policy, &l.resource).await;
+                            admitted.is_ok().then_some(l)
                         }
-                        _ => Some(l),
-                    }
+                    });
+                    futures::stream::iter(admitted)
+                        .buffered(JUDGED_AT_ONCE)
+                        .filter_map(std::future::ready)
+                        .collect::<Vec<_>>()
+                        .await
+                        .into()
                 }
-            });
-            let resources: Vec<_> = futures::stream::iter(admitted)
-                .buffered(JUDGED_AT_ONCE)
-                .filter_map(std::future::ready)
-                .collect()
-                .await;
-            match crate::live_lint::read_input(&evaluator, policy, app, &resources).await {
+            };
+            let read =
+                crate::live_lint::read_input(&evaluator, policy, app, &resources, runs.kept());
+            match read.await {
                 Ok(input) => {
                     let viewed = crate::live_lint::Viewed {
                         namespace: s("/metadata/namespace").to_string(),
@@ -635,10 +647,12 @@ async fn view_in(
     // Argo CD's own record; only the rest is judged, each its own future (perf, 2,000
     // resources after one change: a future, a timeout and the metrics per resource were a
     // quarter of the view's CPU, for verdicts already at hand).
-    let listed = managed_resources(app);
+    // Parsed once per version of the Application (`listing`).
+    let listing = listing::of(app);
+    let listed = &listing.managed;
     let mut judged: Vec<Option<(i64, JudgedResource, Option<Instant>)>> =
         std::iter::repeat_with(|| None).take(listed.len()).collect();
-    let plans = plan(evaluator, policy, &listed, scoped.as_ref(), deadline).await;
+    let plans = plan(evaluator, policy, listed, scoped.as_ref(), deadline).await;
     let asks: Vec<&Ask> = plans
         .iter()
         .filter_map(|p| match p {
@@ -659,9 +673,9 @@ async fn view_in(
         };
         match now {
             Some((verdict, by, until)) => {
-                judged[i] = Some((wave, JudgedResource::new(r, verdict, by), until))
+                judged[i] = Some((*wave, JudgedResource::new(r.clone(), verdict, by), until))
             }
-            None => rest.push((i, r, wave, reported)),
+            None => rest.push((i, r.clone(), *wave, reported.clone())),
         }
     }
     let judging: Vec<_> = rest
@@ -716,7 +730,7 @@ enum Plan {
 async fn plan(
     evaluator: &Evaluator,
     policy: &CheckPolicy,
-    listed: &[(ResourceRef, i64, Option<Verdict>)],
+    listed: &[Managed],
     scoped: Option<&Scoped<'_>>,
     deadline: tokio::time::Instant,
 ) -> Vec<Plan> {
