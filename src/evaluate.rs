@@ -200,6 +200,59 @@ impl Evaluator {
         Box::pin(self.judge_cached(ask)).await
     }
 
+    /// The verdicts kept for `asks` whose reads still hold ([`Evaluator::judge_until`]'s
+    /// first step for each, counted alike), all at once and without awaiting anything: a view
+    /// serves these first, and judges only the rest (`None`s) one by one.
+    pub(crate) fn kept_verdicts(&self, asks: &[&Ask]) -> Vec<Option<(Verdict, Option<Instant>)>> {
+        #[cfg(test)]
+        if tests::KEEP_NOTHING.get() {
+            return vec![None; asks.len()];
+        }
+        let now = Instant::now();
+        let looked_up = asks.iter().copied().filter(|a| keepable(a));
+        let mut found = self
+            .memo
+            .get_all(looked_up, &self.cache, self.scripts(), now)
+            .into_iter();
+        let kept: Vec<Option<Judgement>> = asks
+            .iter()
+            .map(|a| {
+                if keepable(a) {
+                    found.next().flatten()
+                } else {
+                    None
+                }
+            })
+            .collect();
+        // The counters `judge_until` moves for a kept verdict, moved once per label.
+        let mut asked: Vec<(crate::resource::CheckKind, u64)> = Vec::new();
+        let mut statuses: Vec<(crate::health::HealthStatus, u64)> = Vec::new();
+        for (ask, j) in asks.iter().zip(&kept) {
+            let Some(j) = j else { continue };
+            let resource = ask.resource();
+            match asked.iter_mut().find(|(r, _)| *r == resource) {
+                Some((_, n)) => *n += 1,
+                None => asked.push((resource, 1)),
+            }
+            match statuses.iter_mut().find(|(s, _)| *s == j.verdict.status) {
+                Some((_, n)) => *n += 1,
+                None => statuses.push((j.verdict.status, 1)),
+            }
+        }
+        for (resource, n) in asked {
+            self.metrics
+                .asks
+                .get_or_create(&ResourceLabel::new(&resource.to_string()))
+                .inc_by(n);
+        }
+        for (status, n) in statuses {
+            self.metrics.record_verdicts(status, true, n);
+        }
+        kept.into_iter()
+            .map(|j| j.map(|j| (j.verdict, j.valid_until)))
+            .collect()
+    }
+
     /// The verdict kept for `ask`, if what it read still holds.
     fn kept(&self, ask: &Ask) -> Option<Judgement> {
         #[cfg(test)]

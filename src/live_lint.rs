@@ -32,7 +32,9 @@ use serde_json::{Map, Value, json};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
+mod kept;
 mod runs;
+pub(crate) use kept::{Kept, Sealed};
 pub(crate) use runs::{Runs, Viewed};
 
 /// One finding about a live Application.
@@ -82,7 +84,8 @@ pub(crate) struct LiveLint {
 /// namespace, and which objects were seen only in part.
 #[derive(Debug)]
 pub(crate) struct LintInput {
-    objects: Vec<Object>,
+    /// Each sealed once, when read, and kept while what it was read from holds (`kept`).
+    objects: Vec<Arc<Sealed>>,
     destination: String,
     unread: Vec<String>,
 }
@@ -90,7 +93,8 @@ pub(crate) struct LintInput {
 impl LintInput {
     /// The rules on this input: pure, and as costly as the input is large (see [`Runs`]).
     pub(crate) fn lint(self) -> LiveLint {
-        lint(&self.objects, &self.destination, self.unread)
+        let objects: Vec<Object> = self.objects.iter().map(|o| o.object.clone()).collect();
+        lint(&objects, &self.destination, self.unread)
     }
 }
 
@@ -411,19 +415,33 @@ const READ_AT_ONCE: usize = 32;
 
 /// Read what the rules need of the live objects of `app` in the cluster `evaluator` judges,
 /// within its patience: `resources` are the ones it manages ([`lint_resources`], hooks
-/// included). `Err` says why nothing can be linted.
+/// included); an object `kept` since its last read, while that read holds, is not read again.
+/// `Err` says why nothing can be linted.
 pub(crate) async fn read_input(
     evaluator: &Evaluator,
     policy: &CheckPolicy,
     app: &Value,
     resources: &[Listed],
+    kept: &Kept,
 ) -> Result<LintInput, LiveLint> {
     let destination = app
         .str_at("/spec/destination/namespace")
         .unwrap_or("")
         .to_string();
     let cache = evaluator.cache();
-    let reads: Vec<_> = resources
+    // What holds of the last reads first; only the rest is read.
+    let looked = kept.get_all(cache, resources);
+    let missed: Vec<&Listed> = resources
+        .iter()
+        .zip(&looked)
+        .filter_map(|(l, found)| found.is_none().then_some(l))
+        .collect();
+    // Taken before any read: a change while reading leaves what is kept stale, never served.
+    let taken: Vec<_> = missed
+        .iter()
+        .map(|l| kept::Taken::now(cache, policy, &l.resource))
+        .collect();
+    let reads: Vec<_> = missed
         .iter()
         .map(|l| Box::pin(read(cache, policy, l.resource.clone())))
         .collect();
@@ -439,26 +457,39 @@ pub(crate) async fn read_input(
             ..LiveLint::default()
         });
     };
+    let mut fresh = taken.into_iter().zip(seen);
     let mut unread = Vec::new();
-    let objects: Vec<Object> = resources
-        .iter()
-        .zip(seen)
-        .filter_map(|(l, mut seen)| {
-            if let Some(why) = seen.partly.take() {
-                unread.push(why);
+    let mut objects = Vec::with_capacity(resources.len());
+    for (l, found) in resources.iter().zip(looked) {
+        let part = match found {
+            Some(part) => part,
+            None => {
+                let Some((taken, mut seen)) = fresh.next() else {
+                    // One read per resource not found kept, in the same order.
+                    continue;
+                };
+                let partly = seen.partly.take();
+                if !phases_known(l, &seen) {
+                    unread.extend(partly);
+                    let r = &l.resource;
+                    unread.push(format!(
+                        "{} {}/{}: a hook whose phases neither the last sync nor its live object \
+                         shows, left out",
+                        r.kind, r.namespace, r.name
+                    ));
+                    continue;
+                }
+                let part = kept::Part {
+                    partly,
+                    object: Arc::new(Sealed::of(live_object(l, seen))),
+                };
+                kept.keep(cache, l, taken, &part);
+                part
             }
-            if !phases_known(l, &seen) {
-                let r = &l.resource;
-                unread.push(format!(
-                    "{} {}/{}: a hook whose phases neither the last sync nor its live object \
-                     shows, left out",
-                    r.kind, r.namespace, r.name
-                ));
-                return None;
-            }
-            Some(live_object(l, seen))
-        })
-        .collect();
+        };
+        unread.extend(part.partly);
+        objects.push(part.object);
+    }
     Ok(LintInput {
         objects,
         destination,
@@ -692,6 +723,68 @@ mod tests {
                 cli_findings(&manifests)
             );
         }
+    }
+
+    /// What a poll reads of an unchanged workload is what the last poll read (not read, copied
+    /// or fingerprinted again); a change of the workload is read at the next poll, and a
+    /// change elsewhere in its namespace leaves it kept.
+    #[tokio::test]
+    async fn a_workload_read_once_is_kept_until_it_changes() {
+        use crate::cache::fed::{self, Feed};
+        use kube::api::DynamicObject;
+        use kube::runtime::watcher::Event;
+        let cache = fed::cache("shop", &[("apps", "deployments", "Deployment")]).await;
+        let deployments: Arc<Feed<DynamicObject>> =
+            cache.feed(&GroupResource::new("apps", "deployments"));
+        let deployment = |name: &str, image: &str| -> DynamicObject {
+            serde_json::from_value(json!({"apiVersion": "apps/v1", "kind": "Deployment",
+                "metadata": {"name": name, "namespace": "shop"},
+                "spec": {"template": {"spec": {"containers": [{"name": "web", "image": image}]}}}}))
+            .unwrap()
+        };
+        deployments.list([deployment("web", "web:1"), deployment("api", "api:1")]);
+        let metrics = Arc::new(crate::metrics::Metrics::default());
+        let config = crate::evaluate::EvalConfig::default();
+        let evaluator = Evaluator::new(cache, config, metrics).unwrap();
+        let app = json!({"metadata": {"name": "shop", "namespace": "argocd"},
+            "spec": {"destination": {"namespace": "shop"}},
+            "status": {"resources": [
+                {"group": "apps", "version": "v1", "kind": "Deployment", "namespace": "shop",
+                 "name": "web", "syncWave": 1},
+                {"group": "", "version": "v1", "kind": "ConfigMap", "namespace": "shop",
+                 "name": "conf"}]}});
+        let listed = lint_resources(&app);
+        let (kept, policy) = (Kept::default(), CheckPolicy::default());
+        let read = || async {
+            fed::settle().await;
+            read_input(&evaluator, &policy, &app, &listed, &kept)
+                .await
+                .unwrap()
+        };
+        let image = |input: &LintInput| {
+            input.objects[0].object.body["spec"]["template"]["spec"]["containers"][0]["image"]
+                .clone()
+        };
+        // The first read starts the watch: a phase change, after which nothing read before
+        // it is kept.
+        read().await;
+        let first = read().await;
+        assert_eq!(image(&first), "web:1");
+        let same =
+            |a: &LintInput, b: &LintInput, i: usize| Arc::ptr_eq(&a.objects[i], &b.objects[i]);
+        deployments.send(Event::Apply(deployment("api", "api:2")));
+        let again = read().await;
+        assert!(same(&first, &again, 0), "read again, unchanged");
+        assert!(same(&first, &again, 1), "the ConfigMap's name built again");
+        assert_eq!(again.unread, first.unread);
+        deployments.send(Event::Apply(deployment("web", "web:2")));
+        let changed = read().await;
+        assert_eq!(
+            image(&changed),
+            "web:2",
+            "served as it was before it changed"
+        );
+        assert!(same(&first, &changed, 1));
     }
 
     #[test]

@@ -446,6 +446,21 @@ impl Metrics {
             .inc();
     }
 
+    /// [`Metrics::record_verdict`] and [`Metrics::record_cache`] of `n` verdicts at once.
+    pub(crate) fn record_verdicts(&self, status: HealthStatus, hit: bool, n: u64) {
+        self.verdicts
+            .get_or_create(&StatusLabel {
+                status: status.as_str().to_string(),
+            })
+            .inc_by(n);
+        let outcome = if hit { "hit" } else { "miss" };
+        self.verdict_cache
+            .get_or_create(&OutcomeLabel {
+                outcome: outcome.to_string(),
+            })
+            .inc_by(n);
+    }
+
     pub(crate) fn record_cache(&self, hit: bool) {
         let outcome = if hit { "hit" } else { "miss" };
         self.verdict_cache

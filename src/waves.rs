@@ -23,6 +23,8 @@ use serde::Serialize;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
+mod listing;
+
 /// Who judged a resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) enum JudgedBy {
@@ -287,9 +289,13 @@ pub(crate) struct Waves {
     pub valid_until: Option<Instant>,
 }
 
+/// A resource an Application manages: the resource, its wave, and the health Argo CD recorded
+/// (or its own, for kinds it never health-checks).
+pub(crate) type Managed = (ResourceRef, i64, Option<Verdict>);
+
 /// The resources of an Application with their waves, skipping hooks (they run during a sync
 /// phase and are not part of any wave's health).
-pub(crate) fn managed_resources(app: &Value) -> Vec<(ResourceRef, i64, Option<Verdict>)> {
+pub(crate) fn managed_resources(app: &Value) -> Vec<Managed> {
     let Some(list) = app.array_at("/status/resources") else {
         return Vec::new();
     };
@@ -446,33 +452,36 @@ async fn judge_kind(
 ) -> (Verdict, Option<Instant>) {
     let what = format!("{} {}/{}", r.kind, r.namespace, r.name);
     match Box::pin(evaluator.cache().plural_of(&r.group, &r.kind)).await {
-        Ok(plural) => {
-            // The health route's policy: a kind off `--generic-kinds` (pods, Secrets) is not
-            // read on an Application's behalf either — its manifests are not the installer's.
-            let resource = CheckKind::Generic {
-                group: r.group.clone(),
-                plural: plural.clone(),
-            };
-            // Never Healthy without reading it: existence is evidence wavegate lacks (the
-            // same kinds are off the shipped RBAC, whose access review refuses them alike).
-            if let Err(why) = policy.allows_kind(&resource) {
-                let verdict = Verdict::unknown(format!(
-                    "{what}: not judged, and Argo CD recorded no health for it: {why}"
-                ));
-                return (verdict, None);
-            }
-            let ask = Ask {
-                namespace: r.namespace.clone(),
-                name: r.name.clone(),
-                check: crate::ask::Check::defaults(CheckKind::Generic {
-                    group: r.group.clone(),
-                    plural,
-                }),
-            };
-            evaluator.judge_until(&ask).await
-        }
+        Ok(plural) => match generic_ask(policy, r, plural) {
+            Ok(ask) => evaluator.judge_until(&ask).await,
+            Err(verdict) => (verdict, None),
+        },
         Err(e) => (Verdict::unknown(format!("{what}: {e}")), unsure()),
     }
+}
+
+/// The generic rules' ask for `r`, of a kind served as `plural`; or, when the installer's
+/// policy refuses the kind, the verdict that says so.
+fn generic_ask(policy: &CheckPolicy, r: &ResourceRef, plural: String) -> Result<Ask, Verdict> {
+    // The health route's policy: a kind off `--generic-kinds` (pods, Secrets) is not read on
+    // an Application's behalf either — its manifests are not the installer's.
+    let resource = CheckKind::Generic {
+        group: r.group.clone(),
+        plural,
+    };
+    // Never Healthy without reading it: existence is evidence wavegate lacks (the same kinds
+    // are off the shipped RBAC, whose access review refuses them alike).
+    if let Err(why) = policy.allows_kind(&resource) {
+        return Err(Verdict::unknown(format!(
+            "{} {}/{}: not judged, and Argo CD recorded no health for it: {why}",
+            r.kind, r.namespace, r.name
+        )));
+    }
+    Ok(Ask {
+        namespace: r.namespace.clone(),
+        name: r.name.clone(),
+        check: crate::ask::Check::defaults(resource),
+    })
 }
 
 /// [`gate_verdict`], and until when it holds: a verdict wavegate wrote with a `validUntil`
@@ -561,25 +570,31 @@ pub(crate) async fn view_with_findings(
                     &scope.argocd_namespace,
                 ),
             });
-            let admitted = crate::live_lint::lint_resources(app).into_iter().map(|l| {
-                let (scoped, evaluator) = (scoped.as_ref(), &evaluator);
-                async move {
-                    match scoped {
-                        Some(scoped)
-                            if scoped.admits(evaluator, policy, &l.resource).await.is_err() =>
-                        {
-                            None
+            // Parsed once per version of the Application (`listing`).
+            let listing = listing::of(app);
+            let resources: std::borrow::Cow<'_, [crate::live_lint::Listed]> = match &scoped {
+                None => std::borrow::Cow::Borrowed(listing.linted.as_slice()),
+                Some(scoped) => {
+                    // Owned, as before: a future borrowing from the listing is not `Send` for
+                    // every lifetime the router asks of it.
+                    let admitted = listing.linted.iter().cloned().map(|l| {
+                        let evaluator = &evaluator;
+                        async move {
+                            let admitted = scoped.admits(evaluator, policy, &l.resource).await;
+                            admitted.is_ok().then_some(l)
                         }
-                        _ => Some(l),
-                    }
+                    });
+                    futures::stream::iter(admitted)
+                        .buffered(JUDGED_AT_ONCE)
+                        .filter_map(std::future::ready)
+                        .collect::<Vec<_>>()
+                        .await
+                        .into()
                 }
-            });
-            let resources: Vec<_> = futures::stream::iter(admitted)
-                .buffered(JUDGED_AT_ONCE)
-                .filter_map(std::future::ready)
-                .collect()
-                .await;
-            match crate::live_lint::read_input(&evaluator, policy, app, &resources).await {
+            };
+            let read =
+                crate::live_lint::read_input(&evaluator, policy, app, &resources, runs.kept());
+            match read.await {
                 Ok(input) => {
                     let viewed = crate::live_lint::Viewed {
                         namespace: s("/metadata/namespace").to_string(),
@@ -628,13 +643,48 @@ async fn view_in(
         scope,
         instance: instance_name(namespace, name, &scope.argocd_namespace),
     });
-    let judging: Vec<_> = managed_resources(app)
+    // First what needs no waiting: verdicts kept while what they read holds, and those of
+    // Argo CD's own record; only the rest is judged, each its own future (perf, 2,000
+    // resources after one change: a future, a timeout and the metrics per resource were a
+    // quarter of the view's CPU, for verdicts already at hand).
+    // Parsed once per version of the Application (`listing`).
+    let listing = listing::of(app);
+    let listed = &listing.managed;
+    let mut judged: Vec<Option<(i64, JudgedResource, Option<Instant>)>> =
+        std::iter::repeat_with(|| None).take(listed.len()).collect();
+    let plans = plan(evaluator, policy, listed, scoped.as_ref(), deadline).await;
+    let asks: Vec<&Ask> = plans
+        .iter()
+        .filter_map(|p| match p {
+            Plan::Ask(ask, _) => Some(ask),
+            _ => None,
+        })
+        .collect();
+    let mut kept = evaluator.kept_verdicts(&asks).into_iter();
+    let mut rest = Vec::new();
+    for (i, (plan, (r, wave, reported))) in plans.into_iter().zip(listed).enumerate() {
+        let now = match plan {
+            Plan::Done(verdict, by, until) => Some((verdict, by, until)),
+            Plan::Ask(_, by) => kept
+                .next()
+                .flatten()
+                .map(|(verdict, until)| (verdict, by, until)),
+            Plan::Judge => None,
+        };
+        match now {
+            Some((verdict, by, until)) => {
+                judged[i] = Some((*wave, JudgedResource::new(r.clone(), verdict, by), until))
+            }
+            None => rest.push((i, r.clone(), *wave, reported.clone())),
+        }
+    }
+    let judging: Vec<_> = rest
         .into_iter()
         // Boxed: a judgement's state machine is kilobytes, and unboxed the stream copies each
         // one as it is queued (perf: FuturesUnordered::push's memcpy, ~8% of a 2,000-resource
         // view's CPU).
-        .map(|(r, wave, reported)| {
-            Box::pin(judge_by(
+        .map(|(i, r, wave, reported)| {
+            let judging = judge_by(
                 evaluator,
                 policy,
                 r,
@@ -642,18 +692,100 @@ async fn view_in(
                 reported,
                 scoped.as_ref(),
                 deadline,
-            ))
+            );
+            Box::pin(async move { (i, judging.await) })
         })
         .collect();
-    let judged: Vec<_> = futures::stream::iter(judging)
+    let fresh: Vec<_> = futures::stream::iter(judging)
         .buffered(JUDGED_AT_ONCE)
         .collect()
         .await;
+    for (i, j) in fresh {
+        judged[i] = Some(j);
+    }
+    // Every slot is filled: each resource either served above or judged.
+    let judged: Vec<_> = judged.into_iter().flatten().collect();
     let valid_until = judged.iter().filter_map(|(_, _, until)| *until).min();
     let judged = judged.into_iter().map(|(w, r, _)| (w, r)).collect();
     Waves {
         valid_until,
         ..assemble(namespace, name, health, judged)
+    }
+}
+
+/// How one resource of a view is judged, decided without waiting for anything.
+enum Plan {
+    /// Known already: Argo CD's record, or not judged by the installer's policy.
+    Done(Verdict, JudgedBy, Option<Instant>),
+    /// Its verdict is this ask's: served if kept ([`Evaluator::kept_verdicts`]), else judged.
+    Ask(Ask, JudgedBy),
+    /// Judged by [`judge_by`]: a read is needed first (scope admission, a pod, a gate), or its
+    /// kind's plural is not known.
+    Judge,
+}
+
+/// The [`Plan`] of each of `listed`: [`judge_scoped`]'s and [`judge_one`]'s choices, made
+/// alike, where they need no read of an object. The plural of each generic kind is looked up
+/// once (within `deadline`), not once per resource.
+async fn plan(
+    evaluator: &Evaluator,
+    policy: &CheckPolicy,
+    listed: &[Managed],
+    scoped: Option<&Scoped<'_>>,
+    deadline: tokio::time::Instant,
+) -> Vec<Plan> {
+    let mut plurals: Vec<((&str, &str), Option<String>)> = Vec::new();
+    let mut plans = Vec::with_capacity(listed.len());
+    for (r, _, reported) in listed {
+        let ask = ask_for(r);
+        let reads = ask.is_some() || is_gate(r) || is_pod(r) || reported.is_none();
+        let plan = if scoped.is_some() && reads {
+            Plan::Judge
+        } else if let Some(ask) = ask {
+            Plan::Ask(ask, JudgedBy::Wavegate)
+        } else if is_pod(r) || is_gate(r) {
+            Plan::Judge
+        } else if let Some(v) = reported {
+            Plan::Done(v.clone(), JudgedBy::Argocd, None)
+        } else {
+            let key = (r.group.as_str(), r.kind.as_str());
+            let plural = match plurals.iter().find(|(k, _)| *k == key) {
+                Some((_, plural)) => plural.clone(),
+                None => {
+                    let looked_up = evaluator.cache().plural_of(&r.group, &r.kind);
+                    // A lookup that fails or waits too long: judged one by one, as before,
+                    // and its verdict says why.
+                    let plural = match tokio::time::timeout_at(deadline, Box::pin(looked_up)).await
+                    {
+                        Ok(Ok(plural)) => Some(plural),
+                        _ => None,
+                    };
+                    plurals.push((key, plural.clone()));
+                    plural
+                }
+            };
+            match plural {
+                None => Plan::Judge,
+                Some(plural) => match generic_ask(policy, r, plural) {
+                    Ok(ask) => Plan::Ask(ask, judged_by_rules(evaluator, r)),
+                    Err(verdict) => Plan::Done(verdict, judged_by_rules(evaluator, r), None),
+                },
+            }
+        };
+        plans.push(plan);
+    }
+    plans
+}
+
+/// Who judges a resource of a kind without a dedicated check: Argo CD's script for its kind,
+/// if there is one, else kstatus.
+fn judged_by_rules(evaluator: &Evaluator, r: &ResourceRef) -> JudgedBy {
+    let script = evaluator
+        .argocd_lua()
+        .and_then(|lua| lua.script_for(&r.group, &r.kind));
+    match script {
+        Some(script) => JudgedBy::ArgocdLua(script.key),
+        None => JudgedBy::Kstatus,
     }
 }
 
@@ -787,13 +919,7 @@ async fn judge_one(
     } else if let Some(v) = reported {
         (v, JudgedBy::Argocd, None)
     } else {
-        let script = evaluator
-            .argocd_lua()
-            .and_then(|lua| lua.script_for(&r.group, &r.kind));
-        let by = match script {
-            Some(script) => JudgedBy::ArgocdLua(script.key),
-            None => JudgedBy::Kstatus,
-        };
+        let by = judged_by_rules(evaluator, r);
         let (verdict, until) = judge_kind(evaluator, policy, r).await;
         (verdict, by, until)
     }

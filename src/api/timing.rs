@@ -48,7 +48,7 @@ fn application() -> DynamicObject {
         .collect();
     typed(
         json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
-        "metadata": {"name": "big", "namespace": NS, "uid": "app"},
+        "metadata": {"name": "big", "namespace": NS, "uid": "app", "resourceVersion": "1"},
         "spec": {"project": "default",
                  "source": {"repoURL": "https://example.invalid/repo.git", "path": "big", "targetRevision": "main"},
                  "destination": {"server": "https://kubernetes.default.svc", "namespace": NS}},

@@ -138,6 +138,24 @@ impl Inner {
     }
 }
 
+/// The marks held still for a while ([`Marks::look`]).
+pub(crate) struct Look<'a>(std::sync::MutexGuard<'a, Inner>);
+
+impl Look<'_> {
+    /// [`Marks::holds`], as of this look.
+    pub(crate) fn holds(&self, reads: &[Dep], stamp: &Stamp) -> bool {
+        let inner = &self.0;
+        inner.phase == stamp.phase
+            && inner.phase_changing == 0
+            && reads.iter().all(|d| !inner.changing.contains_key(d))
+            && reads.len() == stamp.reads.len()
+            && reads
+                .iter()
+                .zip(&stamp.reads)
+                .all(|(d, m)| inner.of(d) == *m)
+    }
+}
+
 /// The marks of a judgement's reads, taken before it read anything.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Stamp {
@@ -159,15 +177,14 @@ impl Marks {
     /// Whether nothing `reads` names began to change since `stamp` was taken of them, and
     /// nothing it names is changing now.
     pub(crate) fn holds(&self, reads: &[Dep], stamp: &Stamp) -> bool {
-        let inner = lock(&self.inner);
-        inner.phase == stamp.phase
-            && inner.phase_changing == 0
-            && reads.iter().all(|d| !inner.changing.contains_key(d))
-            && reads.len() == stamp.reads.len()
-            && reads
-                .iter()
-                .zip(&stamp.reads)
-                .all(|(d, m)| inner.of(d) == *m)
+        self.look().holds(reads, stamp)
+    }
+
+    /// The marks as they are now, for many [`Look::holds`] under one lock: a view's thousands
+    /// of kept verdicts looked at together, not each taking the lock (no change can begin
+    /// meanwhile, so they are all looked at as of one moment).
+    pub(crate) fn look(&self) -> Look<'_> {
+        Look(lock(&self.inner))
     }
 
     /// A watch's phase, or which watch serves which reads, is about to change: nothing holds

@@ -71,6 +71,30 @@ impl Memo {
         holds.then(|| k.judgement.clone())
     }
 
+    /// [`Memo::get`] of each of `asks`, all as of one moment: the memo and the marks are
+    /// locked once for all of them (a view asks for thousands).
+    pub(super) fn get_all<'a>(
+        &self,
+        asks: impl IntoIterator<Item = &'a Ask>,
+        cache: &Cache,
+        scripts: u64,
+        now: Instant,
+    ) -> Vec<Option<Judgement>> {
+        let kept = lock(&self.kept);
+        let vouched = cache.vouched();
+        let marks = cache.marks().look();
+        asks.into_iter()
+            .map(|ask| {
+                let k = kept.get(ask)?;
+                let holds = vouched
+                    && now < k.until
+                    && k.scripts == scripts
+                    && marks.holds(&k.reads, &k.marks);
+                holds.then(|| k.judgement.clone())
+            })
+            .collect()
+    }
+
     /// The marks of what judging `ask` reads, now: to be taken before it reads.
     pub(super) fn take(ask: &Ask, cache: &Cache, scripts: u64) -> Taken {
         let reads = super::reads(ask);

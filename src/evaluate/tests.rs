@@ -289,6 +289,11 @@ mod kept {
             (served, fresh)
         }
 
+        /// The verdict of ask `a` as a view serves it first: kept, without awaiting.
+        fn served_at_once(&self, a: usize) -> Option<(Verdict, Option<Instant>)> {
+            self.ev.kept_verdicts(&[&self.asks[a]]).pop().flatten()
+        }
+
         fn kept(&self, a: usize) -> Option<Judgement> {
             let ev = &self.ev;
             ev.memo
@@ -314,6 +319,13 @@ mod kept {
             j.judged_state.clone(),
             j.valid_until.is_some(),
         )
+    }
+
+    /// A verdict served at once ([`Evaluator::kept_verdicts`]), if any, is the fresh one.
+    fn at_once_agrees(at_once: Option<(Verdict, Option<Instant>)>, fresh: &Judgement) -> bool {
+        at_once.is_none_or(|(verdict, until)| {
+            (verdict, until.is_some()) == (fresh.verdict.clone(), fresh.valid_until.is_some())
+        })
     }
 
     #[derive(Debug, Clone)]
@@ -376,22 +388,28 @@ mod kept {
                         Step::Relist(k) => world.list(k),
                         Step::Judge(a) => {
                             fed::settle().await;
+                            let at_once = world.served_at_once(a);
                             let (served, fresh) = world.judge(a).await;
                             prop_assert_eq!(seen(&served), seen(&fresh), "{}", world.asks[a]);
+                            prop_assert!(at_once_agrees(at_once, &fresh), "{}", world.asks[a]);
                         }
                         Step::JudgeRacing(a) => {
                             world.ev.judge_kept(&world.asks[a]).await;
                             fed::settle().await;
+                            let at_once = world.served_at_once(a);
                             let (served, fresh) = world.judge(a).await;
                             prop_assert_eq!(seen(&served), seen(&fresh), "{}", world.asks[a]);
+                            prop_assert!(at_once_agrees(at_once, &fresh), "{}", world.asks[a]);
                         }
                     }
                 }
                 // And every ask at the end, once all is told.
                 fed::settle().await;
                 for a in 0..world.asks.len() {
+                    let at_once = world.served_at_once(a);
                     let (served, fresh) = world.judge(a).await;
                     prop_assert_eq!(seen(&served), seen(&fresh), "{}", world.asks[a]);
+                    prop_assert!(at_once_agrees(at_once, &fresh), "{}", world.asks[a]);
                 }
                 Ok(())
             })?;

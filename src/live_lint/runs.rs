@@ -10,7 +10,7 @@
 //! the caller stopped waiting for keeps its permit until it ends, so abandoned work cannot
 //! pile up past the permits; its findings are remembered for the next poll.
 
-use super::{LintInput, LiveLint};
+use super::{Kept, LintInput, LiveLint};
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::Arc;
 use std::time::Duration;
@@ -65,6 +65,8 @@ pub(crate) struct Runs {
     remembered: moka::future::Cache<Viewed, Remembered>,
     /// Keyed per process, so a tenant cannot craft two inputs with one fingerprint.
     fingerprints: RandomState,
+    /// The objects lint read, kept while what they were read from holds.
+    kept: Kept,
 }
 
 impl Default for Runs {
@@ -92,8 +94,14 @@ impl Runs {
                 .time_to_idle(Duration::from_secs(600))
                 .build(),
             fingerprints: RandomState::new(),
+            kept: Kept::default(),
             budget,
         }
+    }
+
+    /// The objects lint read, kept while what they were read from holds.
+    pub(crate) fn kept(&self) -> &Kept {
+        &self.kept
     }
 
     /// `rules` on `input`, or what was found in the same input before, or why not.
@@ -155,42 +163,15 @@ impl Runs {
     }
 }
 
-/// A fingerprint of everything the rules read, and how many bytes that is.
+/// A fingerprint of everything the rules read, and how many bytes that is: of each object's
+/// digest, computed once when it was read ([`super::Sealed`]).
 fn fingerprint(input: &LintInput, mut hasher: impl Hasher) -> (u64, usize) {
-    /// Feeds the JSON of a body to the hasher without keeping it.
-    struct Counted<'h, H> {
-        hasher: &'h mut H,
-        bytes: usize,
-    }
-    impl<H: Hasher> std::io::Write for Counted<'_, H> {
-        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-            self.hasher.write(buf);
-            self.bytes += buf.len();
-            Ok(buf.len())
-        }
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
-    }
     input.destination.hash(&mut hasher);
     input.unread.hash(&mut hasher);
     let mut bytes = 0;
     for o in &input.objects {
-        (&o.api_version, &o.kind, &o.name, &o.namespace).hash(&mut hasher);
-        (&o.labels, &o.annotations).hash(&mut hasher);
-        bytes += o
-            .labels
-            .iter()
-            .chain(&o.annotations)
-            .map(|(k, v)| k.len() + v.len())
-            .sum::<usize>();
-        let mut body = Counted {
-            hasher: &mut hasher,
-            bytes: 0,
-        };
-        // Writing to a hasher cannot fail, and a `Value` always serializes.
-        let _ = serde_json::to_writer(&mut body, &o.body);
-        bytes += body.bytes;
+        o.digest.hash(&mut hasher);
+        bytes += o.bytes;
     }
     (hasher.finish(), bytes)
 }
@@ -217,6 +198,22 @@ mod tests {
     /// The attack's shape: `databases` CNPG Databases of Cluster pg, and a Deployment whose
     /// env carries `env_bytes` of text besides its database host.
     fn app(databases: usize, env_bytes: usize) -> LintInput {
+        input(objects(databases, env_bytes))
+    }
+
+    /// The input of `objects`, each sealed as a read seals it.
+    fn input(objects: Vec<crate::lint::Object>) -> LintInput {
+        LintInput {
+            objects: objects
+                .into_iter()
+                .map(|o| Arc::new(crate::live_lint::Sealed::of(o)))
+                .collect(),
+            destination: "cicd".into(),
+            unread: Vec::new(),
+        }
+    }
+
+    fn objects(databases: usize, env_bytes: usize) -> Vec<crate::lint::Object> {
         let deployment = json!({"spec": {"template": {"spec": {"containers": [{
             "name": "forgejo", "image": "forgejo", "env": [
                 {"name": "FORGEJO__database__HOST", "value": "pg-rw.ddb.svc.cluster.local:5432"},
@@ -246,11 +243,7 @@ mod tests {
                 Seen::of(&database, &["name", "cluster"]),
             )
         }));
-        LintInput {
-            objects,
-            destination: "cicd".into(),
-            unread: Vec::new(),
-        }
+        objects
     }
 
     fn viewed(name: &str) -> Viewed {
@@ -394,11 +387,12 @@ mod tests {
             .await;
         assert_eq!(ran.load(Ordering::SeqCst), 2);
         // The same objects, one moved to another wave in the Application's status.
-        let mut moved = app(4, 10);
-        moved.objects[2]
+        let mut moved = objects(4, 10);
+        moved[2]
             .annotations
             .insert(crate::lint::sync_order::SYNC_WAVE.into(), "7".into());
-        runs.lint(viewed("forgejo"), moved, counted(&ran)).await;
+        runs.lint(viewed("forgejo"), input(moved), counted(&ran))
+            .await;
         assert_eq!(ran.load(Ordering::SeqCst), 3);
         // Another Application with the same objects has findings of its own.
         runs.lint(viewed("other"), app(4, 10), counted(&ran)).await;
