@@ -21,6 +21,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use thiserror::Error;
 
+/// The most replicas `--shards` may share the clusters among.
+const MAX_SHARDS: u32 = 1024;
 #[derive(Args, Debug, Clone)]
 pub struct ClusterArgs {
     /// Namespaces to watch (comma-separated). Empty: cluster-wide watches.
@@ -468,10 +470,13 @@ impl ShardArgs {
         argocd_namespace: &str,
         clusters: &ClustersArgs,
     ) -> Result<crate::clusters::ShardSettings, CliError> {
-        if replicas == 0 {
-            return Err(CliError::Usage(
-                "--shards must be at least 1 (the number of replicas sharing the clusters)".into(),
-            ));
+        // Each replica hashes 100 ring points per shard at every read of the Secrets: a typo
+        // (`--shards 4000000000`) would take the replica's memory, not start it.
+        if !(1..=MAX_SHARDS).contains(&replicas) {
+            return Err(CliError::Usage(format!(
+                "--shards must be 1 to {MAX_SHARDS} (the number of replicas sharing the clusters), \
+                 not {replicas}"
+            )));
         }
         if clusters.clusters_from != Some(ClustersFrom::ArgocdSecrets) {
             return Err(CliError::Usage(
@@ -1654,7 +1659,18 @@ mod tests {
             (
                 &["--shards", "0", "--clusters-from", "argocd-secrets"].to_vec(),
                 "w-0",
-                "at least 1",
+                "must be 1 to 1024",
+            ),
+            (
+                &[
+                    "--shards",
+                    "4000000000",
+                    "--clusters-from",
+                    "argocd-secrets",
+                ]
+                .to_vec(),
+                "w-0",
+                "must be 1 to 1024",
             ),
         ] {
             let e = sharded(args, pod).unwrap_err();

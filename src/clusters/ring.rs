@@ -35,6 +35,11 @@ pub const BALANCE: f64 = 1.25;
 /// Points per shard on the ring. Argo CD uses 1000; 100 already spreads 2–20 shards within a
 /// few percent of even before the bound applies, at a tenth of the hashing per read.
 pub const POINTS: u32 = 100;
+/// Moved on by any change of how the ring places clusters that its other parameters do not
+/// name (the hash key, heaviest first, the weights' clamp and merge, an unknown cluster's
+/// weight): it is part of the sharding inputs' digest, so replicas of two placements stand
+/// back rather than both write one cluster during a rolling upgrade.
+pub const VERSION: u32 = 1;
 /// Where a shard's Lease holder publishes its clusters' weights (JSON, [`Published`]).
 pub const WEIGHTS_ANNOTATION: &str = "wavegate.dev/shard-weights";
 /// A holder changes its published weights at most this often.
@@ -206,9 +211,12 @@ pub fn to_publish(
     match mine {
         Some(p) if p.weights == weights => None,
         None if weights.is_empty() => None,
+        // A publication dated ahead of this clock (a predecessor's clock ran ahead, or anyone
+        // who may patch Leases) does not hold the weights until that date.
         Some(p)
-            if now.duration_since(p.at)
-                < SignedDuration::try_from(REPUBLISH_AFTER).unwrap_or(SignedDuration::MAX) =>
+            if p.at <= now
+                && now.duration_since(p.at)
+                    < SignedDuration::try_from(REPUBLISH_AFTER).unwrap_or(SignedDuration::MAX) =>
         {
             None
         }
@@ -396,6 +404,21 @@ mod tests {
         );
         let second = to_publish(&doubled, Some(&first), &none, &clusters, at(300)).unwrap();
         assert_eq!(second.weights, doubled);
+    }
+
+    /// A publication dated ahead of this clock does not hold the weights until that date.
+    #[test]
+    fn a_publication_dated_in_the_future_is_replaced() {
+        let clusters: BTreeSet<String> = ["a"].map(String::from).into();
+        let planted = Published {
+            at: at(86_400 * 365),
+            weights: BTreeMap::from([("a".to_string(), MAX_WEIGHT)]),
+        };
+        let measured = BTreeMap::from([("a".to_string(), 2)]);
+        let none = BTreeMap::new();
+        let next = to_publish(&measured, Some(&planted), &none, &clusters, at(10))
+            .expect("the planted weights stood");
+        assert_eq!(next.weights, measured);
     }
 
     /// `a` moved to another shard: its old shard carries its weight until the new one

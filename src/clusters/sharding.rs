@@ -74,9 +74,10 @@ impl ShardSettings {
             // owners. (Argo CD's mode keeps its words as they were, so that a rolling upgrade
             // does not make its replicas stand back.)
             return format!(
-                "mode=own replicas={} ring=points:{},balance:{},weights:{}:every-{}s \
+                "mode=own replicas={} ring=v{}:points:{},balance:{},weights:{}:every-{}s \
                  clusters-namespace={} lease={}/{} stale-after={}ms handover={}ms",
                 self.replicas,
+                ring::VERSION,
                 ring::POINTS,
                 ring::BALANCE,
                 ring::WEIGHTS_ANNOTATION,
@@ -384,8 +385,10 @@ impl Sharding {
             Ok(_) => {
                 tracing::info!(lease = %name, weights = ?published.weights, "published this shard's cluster weights")
             }
+            // A warning: a publication that keeps failing (RBAC without `patch` on the Lease, an
+            // annotation past the API server's 256 KiB) leaves every weight at 1, unseen.
             Err(e) => {
-                tracing::debug!(lease = %name, error = %e, "cannot publish the cluster weights; trying at the next read")
+                tracing::warn!(lease = %name, error = %e, "cannot publish the cluster weights; trying at the next read")
             }
         }
     }

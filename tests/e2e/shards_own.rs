@@ -26,8 +26,9 @@ use std::time::{Duration, Instant};
 use wavegate::clusters::ring;
 
 const LEASE: Duration = Duration::from_secs(10);
-/// The Lease, the handover of a gained cluster (2 × the 1 s resync + 2 s) and a cache sync.
-const TAKEOVER_LIMIT: Duration = Duration::from_secs(20);
+/// The Lease, the handover of a gained cluster (2 × the 2 s resync + 2 s) and a cache sync, on
+/// a loaded 2-core machine (tests/e2e/shard_failover.rs measured 24.8 s once under load).
+const TAKEOVER_LIMIT: Duration = Duration::from_secs(40);
 const WAIT: Duration = Duration::from_secs(60);
 const HOME_SERVER: &str = "https://kubernetes.default.svc";
 
@@ -49,7 +50,7 @@ impl Replica {
             "--clusters-namespace",
             ns,
             "--clusters-resync",
-            "1s",
+            "2s",
             "--argocd-namespace",
             ns,
             "--namespaces",
