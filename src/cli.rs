@@ -269,6 +269,20 @@ pub struct ShardArgs {
     /// Secrets.
     #[arg(long, env = "ARGOCD_CONTROLLER_SHARDING_ALGORITHM")]
     pub sharding_algorithm: Option<String>,
+    /// Argo CD's dynamic cluster distribution (its controller run as a Deployment with
+    /// `ARGOCD_ENABLE_DYNAMIC_CLUSTER_DISTRIBUTION`): the replica count is that Deployment's
+    /// `spec.replicas`, read at start as Argo CD's controller reads it at its own, instead of
+    /// ARGOCD_CONTROLLER_REPLICAS. With --shard-like-argocd only.
+    #[arg(long, env = "ARGOCD_ENABLE_DYNAMIC_CLUSTER_DISTRIBUTION")]
+    pub argocd_dynamic_distribution: bool,
+    /// The application-controller Deployment that --argocd-dynamic-distribution reads, in
+    /// --argocd-namespace.
+    #[arg(
+        long,
+        env = "ARGOCD_APPLICATION_CONTROLLER_NAME",
+        default_value = "argocd-application-controller"
+    )]
+    pub argocd_controller_name: String,
     /// Share the clusters among this many replicas by wavegate's own assignment, whether or
     /// not Argo CD shards its controller: a bounded-load consistent hash ring over the
     /// clusters, weighted by each cluster's WaveGates and watches as the replicas publish them
@@ -386,10 +400,52 @@ fn public_url(text: &str) -> Result<String, String> {
     Ok(text.trim_end_matches('/').to_string())
 }
 
+/// The replica count of Argo CD's controller Deployment, as its controllers read it: a
+/// Deployment without `spec.replicas`, or with fewer than one, is refused (upstream refuses
+/// to start on the first, and its readiness fails on the second).
+fn dynamic_replica_count(
+    deployment: &k8s_openapi::api::apps::v1::Deployment,
+) -> Result<u32, String> {
+    match deployment.spec.replicas {
+        None => Err("it has no spec.replicas".into()),
+        Some(n) if n < 1 => Err(format!("its spec.replicas is {n}")),
+        Some(n) => Ok(n.unsigned_abs()),
+    }
+}
+
 /// Where a pod's ServiceAccount namespace is mounted.
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 impl ShardArgs {
+    /// With --argocd-dynamic-distribution: the replica count Argo CD's controllers shard by,
+    /// their Deployment's `spec.replicas` (argo-cd `controller/sharding/sharding.go`,
+    /// `GetClusterSharding`, which also refuses to start without it). Which controller pod
+    /// holds which shard (`argocd-app-controller-shard-cm`) does not matter here: wavegate's
+    /// replicas hold their own Leases, and the cluster -> shard assignment depends only on the
+    /// count.
+    async fn dynamic_replicas(
+        &self,
+        client: &kube::Client,
+        argocd_namespace: &str,
+    ) -> Result<u32, CliError> {
+        use k8s_openapi::api::apps::v1::Deployment;
+        if !self.shard_like_argocd {
+            return Err(CliError::Usage(
+                "--argocd-dynamic-distribution needs --shard-like-argocd".into(),
+            ));
+        }
+        let name = &self.argocd_controller_name;
+        let what = format!(
+            "Deployment {argocd_namespace}/{name} (--argocd-dynamic-distribution: Argo CD's \
+             controllers shard by its replica count)"
+        );
+        let deployment = kube::Api::<Deployment>::namespaced(client.clone(), argocd_namespace)
+            .get(name)
+            .await
+            .map_err(|e| CliError::Failed(format!("cannot read {what}: {e}")))?;
+        dynamic_replica_count(&deployment).map_err(|why| CliError::Failed(format!("{what}: {why}")))
+    }
+
     /// This replica's sharding, if `--shard-like-argocd`; `pod` is its pod (host) name.
     fn settings(
         &self,
@@ -441,7 +497,9 @@ impl ShardArgs {
             .is_some_and(|last| last.parse::<i64>().is_ok());
         if self.shard_replicas > 1 && self.shard.is_none_or(|s| s < 0) && !numbered {
             return Err(CliError::Usage(format!(
-                "--shard-like-argocd with {} replicas: this replica's number is neither given                  (--shard, ARGOCD_CONTROLLER_SHARD) nor at the end of its pod name {pod:?} (run                  wavegate as a StatefulSet, whose pods are <name>-0, <name>-1, …)",
+                "--shard-like-argocd with {} replicas: this replica's number is neither given \
+                 (--shard, ARGOCD_CONTROLLER_SHARD) nor at the end of its pod name {pod:?} (run \
+                 wavegate as a StatefulSet, whose pods are <name>-0, <name>-1, …)",
                 self.shard_replicas
             )));
         }
@@ -1025,7 +1083,13 @@ impl Server {
                 CliError::Failed(format!("cannot listen on {addr} (--metrics-listen): {e}"))
             })?),
         };
-        let mut sharding = args.shards.settings(
+        let mut shards = args.shards.clone();
+        if shards.argocd_dynamic_distribution {
+            shards.shard_replicas = shards
+                .dynamic_replicas(&kube_client().await?, &args.argocd_namespace)
+                .await?;
+        }
+        let mut sharding = shards.settings(
             &args.leader.pod_name().unwrap_or_default(),
             &args.argocd_namespace,
             &args.clusters,
@@ -1679,6 +1743,24 @@ mod tests {
         // Argo CD's count is ignored here: the ring's replicas are --shards.
         let both = [&base[..], &["--shard-replicas", "5"]].concat();
         assert_eq!(sharded(&both, "w-1").unwrap().unwrap().replicas, 3);
+    }
+
+    /// Argo CD's controllers shard by their Deployment's replicas; without a count, or with
+    /// none, nothing can be computed alike.
+    #[test]
+    fn the_dynamic_replica_count_is_the_deployments() {
+        use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
+        let with = |replicas: Option<i32>| Deployment {
+            spec: DeploymentSpec {
+                replicas,
+                ..DeploymentSpec::default()
+            },
+            ..Deployment::default()
+        };
+        assert_eq!(dynamic_replica_count(&with(Some(3))), Ok(3));
+        assert!(dynamic_replica_count(&with(None)).is_err());
+        assert!(dynamic_replica_count(&with(Some(0))).is_err());
+        assert!(dynamic_replica_count(&Deployment::default()).is_err());
     }
 
     /// The sharding inputs' digest names the mode and the ring: a replica of the ring and one

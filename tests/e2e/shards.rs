@@ -740,3 +740,88 @@ async fn the_shards_overlays_rbac_lets_a_replica_hold_its_lease_and_write() {
         "the assignment is {age} s old: a read is refused"
     );
 }
+
+/// Argo CD's dynamic cluster distribution: its controllers shard by their Deployment's
+/// `spec.replicas` (argo-cd `controller/sharding/sharding.go`, `GetClusterSharding`), not by
+/// `ARGOCD_CONTROLLER_REPLICAS`, and a replica started with that mode counts alike. One whose
+/// Deployment is missing does not start: it could not know the count.
+#[tokio::test]
+#[ignore = "needs the local control plane"]
+async fn with_dynamic_distribution_the_replica_count_is_the_controller_deployments() {
+    let home = cluster::client().await;
+    let ns = cluster::namespace(&home, "shards-dynamic").await;
+    apply(
+        &home,
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+               "metadata": {"name": "argocd-application-controller", "namespace": ns},
+               "spec": {"replicas": 3,
+                        "selector": {"matchLabels": {"app": "controller"}},
+                        "template": {"metadata": {"labels": {"app": "controller"}},
+                                     "spec": {"containers": [{"name": "c", "image": "example.invalid/c:1"}]}}}}),
+    )
+    .await;
+    let args = |controller: &'static str| {
+        [
+            "--shard-like-argocd",
+            "--argocd-dynamic-distribution",
+            "--argocd-controller-name",
+            controller,
+            "--shard",
+            "1",
+            "--clusters-from",
+            "argocd-secrets",
+            "--clusters-namespace",
+            &ns,
+            "--clusters-resync",
+            "1s",
+            "--argocd-namespace",
+            &ns,
+            "--namespaces",
+            &ns,
+            "--leader-elect-namespace",
+            &ns,
+            "--leader-elect-identity",
+            "dyn",
+        ]
+        .map(str::to_string)
+    };
+    let started = args("argocd-application-controller");
+    let serve = Serve::start(
+        "shards-dynamic",
+        &started.iter().map(String::as_str).collect::<Vec<_>>(),
+    );
+    let shard = eventually(WAIT, "the replica's shard", || async {
+        match serve.json("/api/v1/clusters").await? {
+            (200, v) if !v["shard"].is_null() => Ok(v["shard"].clone()),
+            (status, v) => Err(format!("{status} {v}")),
+        }
+    })
+    .await;
+    assert_eq!(
+        (&shard["replica"], &shard["replicas"]),
+        (&json!(1), &json!(3)),
+        "{shard}"
+    );
+
+    let missing = args("no-such-controller");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_wavegate"))
+        .arg("serve")
+        .args(["--listen", "127.0.0.1:0"])
+        .args(&missing)
+        .env(
+            "KUBECONFIG",
+            std::env::var("KUBECONFIG").unwrap_or_default(),
+        )
+        .env_remove("ARGOCD_CONTROLLER_REPLICAS")
+        .output()
+        .expect("wavegate binary");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "started without the Deployment: {stderr}"
+    );
+    assert!(
+        stderr.contains("no-such-controller") && stderr.contains("--argocd-dynamic-distribution"),
+        "{stderr}"
+    );
+}
