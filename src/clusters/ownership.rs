@@ -182,6 +182,16 @@ impl Ownership {
         }
     }
 
+    /// `cluster` stays this replica's but now points at another API server (its Secret's
+    /// `server` edited): its handover starts anew at `now`, as if it had just been gained. The
+    /// replica that judged that server until now may still write it until its own assignment
+    /// goes stale; an edited Secret keeps its UID, and Argo CD places a cluster by that.
+    pub fn renew(&mut self, cluster: &str, now: Instant) {
+        if let Some(since) = self.mine_since.get_mut(cluster) {
+            *since = now;
+        }
+    }
+
     /// Who judges `cluster`; `None` when the last assignment does not name it.
     pub fn owner(&self, cluster: &str) -> Option<Owner> {
         let a = self.assigned.get(cluster)?;
@@ -391,6 +401,24 @@ mod tests {
     /// A read that took 30 s (identities of unreachable clusters, a slow API server) is as old
     /// as its start for the replica that may have lost a cluster, and its handover starts at
     /// its end for the replica that gained one.
+    #[test]
+    fn a_cluster_whose_server_changed_waits_a_handover_again() {
+        let mut o = replica_1();
+        let h = o.rules().handover;
+        let t0 = Instant::now();
+        o.update(assignment(&[("a", on(1))]), None, t0, t0);
+        let later = t0 + h * 3;
+        o.update(assignment(&[("a", on(1))]), None, later, later);
+        assert!(o.writes("a", later), "owned for three handovers");
+        // Its Secret's server edited: the replica that judged that server may still write it.
+        o.renew("a", later);
+        assert!(!o.writes("a", later + h / 2));
+        assert!(o.writes("a", later + h));
+        // A cluster not this replica's is not made one.
+        o.renew("b", later);
+        assert!(!o.is_mine("b"));
+    }
+
     #[test]
     fn a_slow_read_shortens_freshness_and_lengthens_the_handover() {
         let t0 = Instant::now();

@@ -122,7 +122,7 @@ impl ShardedCluster {
 }
 
 /// `strconv.ParseBool`: `None` for a value it rejects (which does not pause the cluster).
-fn go_parse_bool(value: &str) -> Option<bool> {
+pub(crate) fn go_parse_bool(value: &str) -> Option<bool> {
     match value {
         "1" | "t" | "T" | "TRUE" | "true" | "True" => Some(true),
         "0" | "f" | "F" | "FALSE" | "false" | "False" => Some(false),

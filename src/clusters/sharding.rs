@@ -164,6 +164,13 @@ impl Assigned {
     pub fn of(&self, origin: &str) -> Option<Assignment> {
         self.by_origin.get(origin).copied()
     }
+
+    /// Whether `other` places every cluster (and home) as this does, under the same agreement.
+    pub fn assigns_as(&self, other: &Assigned) -> bool {
+        self.by_origin == other.by_origin
+            && self.home == other.home
+            && self.agreement == other.agreement
+    }
 }
 
 impl Sharding {
@@ -462,6 +469,17 @@ impl Sharding {
         Updated {
             changed: changes.mine_changed || !changes.moved.is_empty(),
             gained,
+        }
+    }
+
+    /// Clusters of this replica whose API server changed under the same name wait a handover
+    /// again ([`Ownership::renew`]).
+    pub(super) fn renew(&self, clusters: &BTreeSet<String>) {
+        let now = Instant::now();
+        let mut ownership = locks::write(&self.ownership);
+        for cluster in clusters {
+            tracing::info!(%cluster, "cluster's API server changed: its writes wait a handover");
+            ownership.renew(cluster, now);
         }
     }
 
