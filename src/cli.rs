@@ -271,9 +271,12 @@ pub struct ShardArgs {
     pub sharding_algorithm: Option<String>,
     /// Argo CD's dynamic cluster distribution (its controller run as a Deployment with
     /// `ARGOCD_ENABLE_DYNAMIC_CLUSTER_DISTRIBUTION`): the replica count is that Deployment's
-    /// `spec.replicas`, read at start as Argo CD's controller reads it at its own, instead of
-    /// ARGOCD_CONTROLLER_REPLICAS. With --shard-like-argocd only.
-    #[arg(long, env = "ARGOCD_ENABLE_DYNAMIC_CLUSTER_DISTRIBUTION")]
+    /// `spec.replicas` (read through its scale), read at start as Argo CD's controller reads it
+    /// at its own, instead of ARGOCD_CONTROLLER_REPLICAS; read again every --clusters-resync,
+    /// and when it changed this replica exits, to be restarted with the new count. With
+    /// --shard-like-argocd only (else ignored, with a warning: the variable is Argo CD's own).
+    /// Values as Go's strconv.ParseBool takes them (true, True, TRUE, t, 1; false, …).
+    #[arg(long, env = "ARGOCD_ENABLE_DYNAMIC_CLUSTER_DISTRIBUTION", value_parser = go_bool)]
     pub argocd_dynamic_distribution: bool,
     /// The application-controller Deployment that --argocd-dynamic-distribution reads, in
     /// --argocd-namespace.
@@ -400,16 +403,78 @@ fn public_url(text: &str) -> Result<String, String> {
     Ok(text.trim_end_matches('/').to_string())
 }
 
-/// The replica count of Argo CD's controller Deployment, as its controllers read it: a
-/// Deployment without `spec.replicas`, or with fewer than one, is refused (upstream refuses
-/// to start on the first, and its readiness fails on the second).
-fn dynamic_replica_count(
-    deployment: &k8s_openapi::api::apps::v1::Deployment,
-) -> Result<u32, String> {
-    match deployment.spec.replicas {
+/// A boolean as Argo CD reads its environment (argo-cd `util/env` `ParseBoolFromEnv`, Go's
+/// `strconv.ParseBool`). Where Argo CD falls back to false on anything else, wavegate refuses:
+/// a value one of them reads as true and the other as false would shard them apart.
+fn go_bool(value: &str) -> Result<bool, String> {
+    crate::clusters::shard::go_parse_bool(value).ok_or_else(|| {
+        format!("{value:?}: expected true or false (as Go's strconv.ParseBool: 1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False)")
+    })
+}
+
+/// The replica count of Argo CD's controller Deployment (its scale's `spec.replicas`, which
+/// is the Deployment's), as its controllers read it: none, fewer than one, or more than
+/// wavegate shards among is refused (upstream refuses to start on the first; on the second its
+/// readiness fails).
+fn dynamic_replica_count(replicas: Option<i32>) -> Result<u32, String> {
+    match replicas {
         None => Err("it has no spec.replicas".into()),
         Some(n) if n < 1 => Err(format!("its spec.replicas is {n}")),
+        Some(n) if n.unsigned_abs() > MAX_SHARDS => Err(format!(
+            "its spec.replicas is {n}, more than the {MAX_SHARDS} replicas wavegate shards among"
+        )),
         Some(n) => Ok(n.unsigned_abs()),
+    }
+}
+
+/// Where `--argocd-dynamic-distribution` reads the replica count, and the count this replica
+/// shards by.
+#[derive(Clone)]
+struct Recount {
+    client: kube::Client,
+    namespace: String,
+    name: String,
+    replicas: u32,
+}
+
+impl Recount {
+    /// The controller Deployment's replica count now. Read through `deployments/scale`, so
+    /// wavegate needs no read of the Deployment's pod template (its env may hold secrets).
+    async fn read(&self) -> Result<u32, CliError> {
+        use k8s_openapi::api::apps::v1::Deployment;
+        let what = format!(
+            "Deployment {}/{} (--argocd-dynamic-distribution: Argo CD's controllers shard by \
+             its replica count)",
+            self.namespace, self.name
+        );
+        let scale = kube::Api::<Deployment>::namespaced(self.client.clone(), &self.namespace)
+            .get_scale(&self.name)
+            .await
+            .map_err(|e| CliError::Failed(format!("cannot read the scale of {what}: {e}")))?;
+        dynamic_replica_count(scale.spec.and_then(|s| s.replicas))
+            .map_err(|why| CliError::Failed(format!("{what}: {why}")))
+    }
+
+    /// Resolves once the count is no longer the one this replica shards by. Argo CD's
+    /// controllers keep the count they started with (`ClusterSharding.Replicas` is set once in
+    /// `NewClusterSharding`; the heartbeat's `UpdateShard` changes only the shard), so after a
+    /// scale they disagree among themselves until restarted; wavegate's replicas would too, and
+    /// replicas counting differently stand back (every write stops). Exiting lets each replica
+    /// be restarted with the new count, within one `every` of the change.
+    async fn changed(self, every: Duration) -> u32 {
+        let mut failing = false;
+        loop {
+            tokio::time::sleep(every).await;
+            match self.read().await {
+                Ok(n) if n != self.replicas => return n,
+                Ok(_) => failing = false,
+                Err(e) if !failing => {
+                    failing = true;
+                    tracing::warn!(error = %e, "cannot read Argo CD's controller replica count again; sharding by the count read at start");
+                }
+                Err(_) => {}
+            }
+        }
     }
 }
 
@@ -417,35 +482,6 @@ fn dynamic_replica_count(
 const SERVICE_ACCOUNT_NAMESPACE: &str = "/var/run/secrets/kubernetes.io/serviceaccount/namespace";
 
 impl ShardArgs {
-    /// With --argocd-dynamic-distribution: the replica count Argo CD's controllers shard by,
-    /// their Deployment's `spec.replicas` (argo-cd `controller/sharding/sharding.go`,
-    /// `GetClusterSharding`, which also refuses to start without it). Which controller pod
-    /// holds which shard (`argocd-app-controller-shard-cm`) does not matter here: wavegate's
-    /// replicas hold their own Leases, and the cluster -> shard assignment depends only on the
-    /// count.
-    async fn dynamic_replicas(
-        &self,
-        client: &kube::Client,
-        argocd_namespace: &str,
-    ) -> Result<u32, CliError> {
-        use k8s_openapi::api::apps::v1::Deployment;
-        if !self.shard_like_argocd {
-            return Err(CliError::Usage(
-                "--argocd-dynamic-distribution needs --shard-like-argocd".into(),
-            ));
-        }
-        let name = &self.argocd_controller_name;
-        let what = format!(
-            "Deployment {argocd_namespace}/{name} (--argocd-dynamic-distribution: Argo CD's \
-             controllers shard by its replica count)"
-        );
-        let deployment = kube::Api::<Deployment>::namespaced(client.clone(), argocd_namespace)
-            .get(name)
-            .await
-            .map_err(|e| CliError::Failed(format!("cannot read {what}: {e}")))?;
-        dynamic_replica_count(&deployment).map_err(|why| CliError::Failed(format!("{what}: {why}")))
-    }
-
     /// This replica's sharding, if `--shard-like-argocd`; `pod` is its pod (host) name.
     fn settings(
         &self,
@@ -500,6 +536,15 @@ impl ShardArgs {
                 "--shard-like-argocd with {} replicas: this replica's number is neither given \
                  (--shard, ARGOCD_CONTROLLER_SHARD) nor at the end of its pod name {pod:?} (run \
                  wavegate as a StatefulSet, whose pods are <name>-0, <name>-1, …)",
+                self.shard_replicas
+            )));
+        }
+        // Each replica hashes up to 1000 points a shard at every read of the Secrets
+        // (consistent hashing): a typo in the count would take its memory, not start it.
+        if self.shard_replicas > MAX_SHARDS {
+            return Err(CliError::Usage(format!(
+                "--shard-replicas (ARGOCD_CONTROLLER_REPLICAS) {} is more than the {MAX_SHARDS} \
+                 replicas wavegate shards among",
                 self.shard_replicas
             )));
         }
@@ -1003,10 +1048,7 @@ fn timeouts_off(namespaces: Option<&BTreeSet<String>>, argocd_namespace: &str) -
 /// `wavegate serve`: build the server, then run it until SIGTERM.
 pub async fn serve(args: ServeArgs) -> u8 {
     match Server::build(args).await {
-        Ok(server) => {
-            server.run().await;
-            0
-        }
+        Ok(server) => server.run().await,
         Err(e) => fail(e),
     }
 }
@@ -1028,6 +1070,8 @@ pub struct Server {
     election: Option<(crate::leader::Election, kube::Client)>,
     /// With `--shard-like-argocd` and `--peer-url` (or `--peer`).
     forwarder: Option<api::Forwarder>,
+    /// With `--argocd-dynamic-distribution`: the count this replica shards by, read again.
+    recount: Option<Recount>,
 }
 
 impl Server {
@@ -1084,16 +1128,31 @@ impl Server {
             })?),
         };
         let mut shards = args.shards.clone();
-        if shards.argocd_dynamic_distribution {
-            shards.shard_replicas = shards
-                .dynamic_replicas(&kube_client().await?, &args.argocd_namespace)
-                .await?;
-        }
-        let mut sharding = shards.settings(
-            &args.leader.pod_name().unwrap_or_default(),
-            &args.argocd_namespace,
-            &args.clusters,
-        )?;
+        let pod = args.leader.pod_name().unwrap_or_default();
+        let recount = match (shards.argocd_dynamic_distribution, shards.shard_like_argocd) {
+            (false, _) => None,
+            (true, false) => {
+                tracing::warn!(
+                    "ARGOCD_ENABLE_DYNAMIC_CLUSTER_DISTRIBUTION (--argocd-dynamic-distribution) \
+                     is ignored: it changes only how --shard-like-argocd counts replicas"
+                );
+                None
+            }
+            (true, true) => {
+                // The flags first: a usage error is not hidden behind a failed read.
+                shards.settings(&pod, &args.argocd_namespace, &args.clusters)?;
+                let mut recount = Recount {
+                    client: kube_client().await?,
+                    namespace: args.argocd_namespace.clone(),
+                    name: shards.argocd_controller_name.clone(),
+                    replicas: 0,
+                };
+                recount.replicas = recount.read().await?;
+                shards.shard_replicas = recount.replicas;
+                Some(recount)
+            }
+        };
+        let mut sharding = shards.settings(&pod, &args.argocd_namespace, &args.clusters)?;
         // With shards, each shard has its Lease: one replica writes for a shard's clusters.
         let election = match &mut sharding {
             Some(s) => {
@@ -1148,12 +1207,14 @@ impl Server {
             monitoring,
             election,
             forwarder,
+            recount,
         })
     }
 
-    /// Start the writers (or the election that starts them) and serve until SIGTERM; then stop
-    /// the writers and release the Lease.
-    pub async fn run(self) {
+    /// Start the writers (or the election that starts them) and serve until SIGTERM (or, with
+    /// `--argocd-dynamic-distribution`, until Argo CD's controller count changes); then stop
+    /// the writers and release the Lease. The process's exit code.
+    pub async fn run(self) -> u8 {
         let Server {
             args,
             token,
@@ -1164,6 +1225,7 @@ impl Server {
             monitoring,
             election,
             forwarder,
+            recount,
         } = self;
         // The writers: a gate controller per cluster, and annotation mode if asked for. With
         // --leader-elect only the replica holding the Lease runs them; every replica serves reads.
@@ -1257,14 +1319,27 @@ impl Server {
         let app = api::router(state);
         let m = metrics.clone();
         let refused = move || m.record_refusal("connections");
-        api::serve(
-            listener,
-            app,
-            args.connections.clone(),
-            refused,
-            shutdown_signal(),
-        )
-        .await;
+        let recounted = Arc::new(std::sync::OnceLock::new());
+        let stop = {
+            let recounted = recounted.clone();
+            let every = args.clusters.clusters_resync.max(Duration::from_secs(1));
+            async move {
+                let Some(recount) = recount else {
+                    return shutdown_signal().await;
+                };
+                let was = recount.replicas;
+                tokio::select! {
+                    () = shutdown_signal() => {}
+                    now = recount.changed(every) => {
+                        tracing::error!(was, now, "Argo CD's application-controller Deployment \
+                            changed its replica count; exiting, to be restarted with the new \
+                            one (Argo CD's controllers keep theirs until they restart)");
+                        let _ = recounted.set(());
+                    }
+                }
+            }
+        };
+        api::serve(listener, app, args.connections.clone(), refused, stop).await;
         stopping.cancel();
         if let Some(task) = monitoring_task {
             let _ = task.await;
@@ -1272,6 +1347,10 @@ impl Server {
         if let Some(task) = election_task {
             // Bounded: a release the API server does not answer only means the lease expires.
             let _ = tokio::time::timeout(2 * crate::leader::REQUEST_TIMEOUT, task).await;
+        }
+        match recounted.get() {
+            Some(()) => EXIT_ERROR,
+            None => 0,
         }
     }
 }
@@ -1749,18 +1828,60 @@ mod tests {
     /// none, nothing can be computed alike.
     #[test]
     fn the_dynamic_replica_count_is_the_deployments() {
-        use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-        let with = |replicas: Option<i32>| Deployment {
-            spec: DeploymentSpec {
-                replicas,
-                ..DeploymentSpec::default()
-            },
-            ..Deployment::default()
-        };
-        assert_eq!(dynamic_replica_count(&with(Some(3))), Ok(3));
-        assert!(dynamic_replica_count(&with(None)).is_err());
-        assert!(dynamic_replica_count(&with(Some(0))).is_err());
-        assert!(dynamic_replica_count(&Deployment::default()).is_err());
+        assert_eq!(dynamic_replica_count(Some(3)), Ok(3));
+        assert!(dynamic_replica_count(None).is_err());
+        assert!(dynamic_replica_count(Some(0)).is_err());
+        assert!(dynamic_replica_count(Some(-2)).is_err());
+        assert_eq!(dynamic_replica_count(Some(1024)), Ok(1024));
+        assert!(dynamic_replica_count(Some(100_000)).is_err());
+    }
+
+    /// Argo CD reads its boolean variables with Go's strconv.ParseBool; anything else is
+    /// refused here (Argo CD would take it for false).
+    #[test]
+    fn the_dynamic_distribution_variable_reads_as_go_reads_it() {
+        for yes in ["1", "t", "T", "TRUE", "true", "True"] {
+            assert_eq!(go_bool(yes), Ok(true), "{yes}");
+        }
+        for no in ["0", "f", "F", "FALSE", "false", "False"] {
+            assert_eq!(go_bool(no), Ok(false), "{no}");
+        }
+        for refused in ["yes", "on", "", " true", "tRUE"] {
+            assert!(go_bool(refused).is_err(), "{refused:?}");
+        }
+    }
+
+    #[test]
+    fn argo_cds_replica_count_is_capped_as_the_rings() {
+        let err = sharded(
+            &[
+                "--shard-like-argocd",
+                "--clusters-from",
+                "argocd-secrets",
+                "--shard-replicas",
+                "4000000000",
+                "--shard",
+                "0",
+            ],
+            "wavegate-0",
+        )
+        .unwrap_err();
+        assert!(err.contains("more than the 1024"), "{err}");
+        assert!(
+            sharded(
+                &[
+                    "--shard-like-argocd",
+                    "--clusters-from",
+                    "argocd-secrets",
+                    "--shard-replicas",
+                    "1024",
+                    "--shard",
+                    "0",
+                ],
+                "wavegate-0"
+            )
+            .is_ok()
+        );
     }
 
     /// The sharding inputs' digest names the mode and the ring: a replica of the ring and one

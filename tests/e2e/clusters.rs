@@ -113,6 +113,11 @@ impl Serve {
         assert!(sent.success(), "kill -{signal} {pid}");
     }
 
+    /// Its exit status, once it has exited on its own (`None` while it runs).
+    pub(crate) fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().unwrap()
+    }
+
     /// SIGKILL: no Lease released, nothing cleaned up.
     pub(crate) fn kill(&mut self) {
         self.child.kill().unwrap();

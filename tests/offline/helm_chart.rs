@@ -394,6 +394,62 @@ fn shards_like_argocd() {
     );
 }
 
+/// With Argo CD's dynamic cluster distribution: the controller Deployment's count is read
+/// (its scale only, by name), in place of ARGOCD_CONTROLLER_REPLICAS.
+#[test]
+#[ignore = "needs Helm, built from its Go module by scripts/helm.sh"]
+fn shards_with_argo_cds_dynamic_distribution() {
+    let helmed = render_helm(
+        "shards-dynamic",
+        &[
+            "--include-crds",
+            "--set",
+            "clusters.from=argocd-secrets",
+            "--set",
+            "shards.enabled=true",
+            "--set",
+            "shards.argocdDynamicDistribution=true",
+        ],
+    );
+    let role = helmed
+        .iter()
+        .find(|o| o["kind"] == "Role" && o["metadata"]["name"] == "wavegate-shards-dynamic")
+        .expect("the dynamic distribution's Role");
+    assert_eq!(
+        role["rules"],
+        serde_json::json!([{"apiGroups": ["apps"], "resources": ["deployments/scale"],
+                            "resourceNames": ["argocd-application-controller"], "verbs": ["get"]}]),
+        "{role}"
+    );
+    let set = helmed.iter().find(|o| o["kind"] == "StatefulSet").unwrap();
+    let env = set["spec"]["template"]["spec"]["containers"][0]["env"].to_string();
+    assert!(
+        env.contains("ARGOCD_ENABLE_DYNAMIC_CLUSTER_DISTRIBUTION"),
+        "{env}"
+    );
+    assert!(!env.contains("ARGOCD_CONTROLLER_REPLICAS"), "{env}");
+    // Nothing else of Argo CD's Deployments is readable.
+    let rules: String = helmed
+        .iter()
+        .filter(|o| o["kind"] == "Role" || o["kind"] == "ClusterRole")
+        .map(|o| o["rules"].to_string())
+        .collect();
+    assert!(!rules.contains(r#""deployments""#), "{rules}");
+    assert_equivalent(
+        "shards-dynamic",
+        render_kustomize(
+            "shards-dynamic",
+            "deploy/base",
+            &[
+                "deploy/components/clusters",
+                "deploy/components/shards",
+                "deploy/components/shards-dynamic",
+            ],
+        ),
+        helmed,
+    );
+}
+
 /// A sharded install whose replicas cannot compute Argo CD's assignment is refused at render
 /// time, not at the pods' start.
 #[test]
