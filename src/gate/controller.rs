@@ -474,8 +474,10 @@ impl Gates {
             .get_or_create(&cluster)
             .inc();
         tracing::info!(
+            cluster = %self.context.cluster,
             gate = %format!("{}/{}", gate.namespace().unwrap_or_default(), gate.name_any()),
             health = %health_of(status),
+            message = %status.health.as_ref().map_or("", |h| h.message.as_str()),
             "gate status written"
         );
         let version = written.resource_version().unwrap_or_default();

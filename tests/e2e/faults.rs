@@ -663,10 +663,14 @@ async fn faults_never_make_wavegate_claim_healthy_or_degraded_falsely() {
 
     // 6. kube-apiserver paused (SIGSTOP) for longer than the watch timeout: no error reaches
     // the watches, only silence.
-    let pause = std::env::var("WAVEGATE_FAULTS_PAUSE")
-        .ok()
-        .and_then(|s| humantime::parse_duration(&s).ok())
-        .unwrap_or(Duration::from_secs(300));
+    // A value without a unit ("10") is refused, not read as the default: a run meant to take
+    // seconds silently took five minutes.
+    let pause = match std::env::var("WAVEGATE_FAULTS_PAUSE") {
+        Ok(s) => humantime::parse_duration(&s).unwrap_or_else(|e| {
+            panic!("WAVEGATE_FAULTS_PAUSE={s:?} is not a duration with a unit (e.g. 20s): {e}")
+        }),
+        Err(_) => Duration::from_secs(300),
+    };
     scene.phase("kube-apiserver paused (SIGSTOP)");
     scene.cp.signal("kube-apiserver", "STOP");
     scene.verdict_becomes("Progressing").await;
