@@ -602,7 +602,13 @@ impl Clusters {
             *locks::write(&self.remote) = Arc::new(next);
             self.changed.send_modify(|n| *n += 1);
         }
-        if !same || learnt || aliased || !same_elsewhere || reassigned {
+        // Another pod holding a shard changes no destination, but answers that name the
+        // holders (`judgedBy`) are kept by this stamp too.
+        let holders_moved = self
+            .sharding
+            .as_ref()
+            .is_some_and(|s| s.take_holders_moved());
+        if !same || learnt || aliased || !same_elsewhere || reassigned || holders_moved {
             self.resolved
                 .fetch_add(1, std::sync::atomic::Ordering::AcqRel);
         }

@@ -127,6 +127,10 @@ pub struct Sharding {
     /// The live holder of each shard's Lease, by shard, as the last read of the Secrets listed
     /// them: where a read about another replica's cluster is forwarded (`api::forward`).
     holders: RwLock<BTreeMap<i64, String>>,
+    /// Set when a read finds another pod (or none) holding a shard: answers kept with the
+    /// holders' names in them (`judgedBy` in `/api/v1/applications`) are then stale, though no
+    /// watched object changed. Taken by the refresh ([`Sharding::take_holders_moved`]).
+    holders_moved: std::sync::atomic::AtomicBool,
     /// The clusters this replica judged at the last update (`None` before the first): what a
     /// read gains and loses is counted against it.
     mine: RwLock<Option<BTreeSet<String>>>,
@@ -184,6 +188,7 @@ impl Sharding {
             settings,
             ownership: Arc::new(RwLock::new(ownership)),
             holders: RwLock::default(),
+            holders_moved: std::sync::atomic::AtomicBool::new(false),
             mine: RwLock::default(),
             warming: std::sync::Mutex::default(),
             metrics,
@@ -221,7 +226,17 @@ impl Sharding {
         let rivals = self.settings.rivals();
         let agreement = rivals.check(&held.items, now);
         let unheld = rivals.unheld_shards(&held.items, self.settings.replicas, now);
-        *locks::write(&self.holders) = rivals.shard_holders(&held.items, now);
+        let holders = rivals.shard_holders(&held.items, now);
+        let pods = |h: &BTreeMap<i64, String>| -> BTreeMap<i64, String> {
+            h.iter()
+                .map(|(shard, id)| (*shard, holder_pod(id).unwrap_or(id).to_string()))
+                .collect()
+        };
+        let before = std::mem::replace(&mut *locks::write(&self.holders), holders.clone());
+        if pods(&before) != pods(&holders) {
+            self.holders_moved
+                .store(true, std::sync::atomic::Ordering::Release);
+        }
         let by_server = match by_server {
             Some(b) => b,
             None => self.own(&leases, &held.items, secrets, measured, now).await,
@@ -528,6 +543,12 @@ impl Sharding {
     /// The identity holding shard `shard`'s Lease when the Leases were last listed, if it was
     /// live then. Whoever may write Leases in the namespace can write it: it is a claim to
     /// validate, never an address.
+    /// Whether a read since the last call found a shard held by another pod, or by none.
+    pub(super) fn take_holders_moved(&self) -> bool {
+        self.holders_moved
+            .swap(false, std::sync::atomic::Ordering::AcqRel)
+    }
+
     pub fn holder(&self, shard: i64) -> Option<String> {
         locks::read(&self.holders).get(&shard).cloned()
     }

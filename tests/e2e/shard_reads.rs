@@ -308,6 +308,17 @@ async fn a_read_about_another_replicas_cluster_is_answered_by_that_replica_throu
         .find_map(|l| l.strip_prefix("wavegate_forwards_total{outcome=\"forwarded\"} "))
         .and_then(|v| v.trim().parse::<f64>().ok());
     assert!(forwarded.is_some_and(|n| n >= 3.0), "{forwarded:?}");
+    // r1's Application list names r0 for shop now; kept, it must not outlive r0's Lease.
+    let judged_by = |apps: &Value| {
+        apps["applications"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|a| a["name"] == "shop" && a["namespace"] == ns.as_str())
+            .map(|a| a["judgedBy"].clone())
+    };
+    let (_, apps) = r1.json("/api/v1/applications").await.unwrap();
+    assert_eq!(judged_by(&apps), Some(json!("r0")), "{apps}");
     let mut r0 = r0;
     r0.kill();
     let (status, _, body) = ask(&r1, &gate_a, &[]).await.unwrap();
@@ -324,6 +335,9 @@ async fn a_read_about_another_replicas_cluster_is_answered_by_that_replica_throu
         }
     })
     .await;
+    // Nothing in the namespace changed, but the list no longer names the dead holder.
+    let (_, apps) = r1.json("/api/v1/applications").await.unwrap();
+    assert_eq!(judged_by(&apps), Some(Value::Null), "{apps}");
 }
 
 /// A metric of `serve` without labels.
