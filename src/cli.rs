@@ -407,6 +407,10 @@ fn public_url(text: &str) -> Result<String, String> {
 /// `strconv.ParseBool`). Where Argo CD falls back to false on anything else, wavegate refuses:
 /// a value one of them reads as true and the other as false would shard them apart.
 fn go_bool(value: &str) -> Result<bool, String> {
+    // An empty variable is unset for Argo CD (`ParseBoolFromEnv` returns the default, false).
+    if value.is_empty() {
+        return Ok(false);
+    }
     crate::clusters::shard::go_parse_bool(value).ok_or_else(|| {
         format!("{value:?}: expected true or false (as Go's strconv.ParseBool: 1, t, T, TRUE, true, True, 0, f, F, FALSE, false, False)")
     })
@@ -418,7 +422,7 @@ fn go_bool(value: &str) -> Result<bool, String> {
 /// readiness fails).
 fn dynamic_replica_count(replicas: Option<i32>) -> Result<u32, String> {
     match replicas {
-        None => Err("it has no spec.replicas".into()),
+        None => Err("its scale has no spec.replicas (0, or not set)".into()),
         Some(n) if n < 1 => Err(format!("its spec.replicas is {n}")),
         Some(n) if n.unsigned_abs() > MAX_SHARDS => Err(format!(
             "its spec.replicas is {n}, more than the {MAX_SHARDS} replicas wavegate shards among"
@@ -1846,9 +1850,10 @@ mod tests {
         for no in ["0", "f", "F", "FALSE", "false", "False"] {
             assert_eq!(go_bool(no), Ok(false), "{no}");
         }
-        for refused in ["yes", "on", "", " true", "tRUE"] {
+        for refused in ["yes", "on", " true", "tRUE"] {
             assert!(go_bool(refused).is_err(), "{refused:?}");
         }
+        assert_eq!(go_bool(""), Ok(false), "empty is unset, as for Argo CD");
     }
 
     #[test]

@@ -369,12 +369,12 @@ impl Clusters {
     /// Read the source and bring the running set in line with it. A source that cannot be
     /// read at all (the home API server down) leaves the set as it is.
     pub async fn refresh(&self, source: &Source, build: &Build) -> Result<(), ClusterError> {
-        let mut read_at = std::time::Instant::now();
+        let read_at = std::time::Instant::now();
         let (found, sharded) = source.read().await?;
         // With shards, the assignment is computed from this very read of the Secrets (and
         // Argo CD's settings read right after it): a cluster this replica does not judge is
         // never connected to beyond reading its identity.
-        let mut assigned = match (&self.sharding, source) {
+        let assigned = match (&self.sharding, source) {
             (Some(sharding), Source::ArgoCdSecrets { client, .. }) => {
                 let measured = self.measured(sharding);
                 Some(sharding.assign(client, &sharded, &measured).await?)
@@ -550,37 +550,6 @@ impl Clusters {
         *locks::write(&self.elsewhere) = Arc::new(elsewhere);
         // The assignment is this replica's only once every cluster it names is in place: a
         // cluster gained is connected above, a cluster lost is gone from `next`.
-        //
-        // The identities and connections above may have taken seconds (5 s for each
-        // unreachable cluster whose identity is not known yet). An assignment counted from the
-        // first read's start would then be stale on arrival, and a replica whose every refresh
-        // is that slow would never write. So when they took over half of `stale_after`, the
-        // assignment's inputs are read again, and if they assign every cluster as before, the
-        // assignment counts from that second read's start (what it says was then still so).
-        if let (Some(sharding), Some(first), Source::ArgoCdSecrets { client, .. }) =
-            (&self.sharding, &assigned, source)
-            && read_at.elapsed() > sharding.settings.rules.stale_after / 2
-        {
-            let again_at = std::time::Instant::now();
-            let again = match source.read().await {
-                Ok((_, sharded)) => {
-                    let measured = self.measured(sharding);
-                    sharding.assign(client, &sharded, &measured).await
-                }
-                Err(e) => Err(e),
-            };
-            match again {
-                Ok(again) if again.assigns_as(first) => {
-                    read_at = again_at;
-                    assigned = Some(again);
-                }
-                Ok(_) => tracing::debug!(
-                    "the shard assignment changed while the clusters were read; the next \
-                     refresh takes it"
-                ),
-                Err(e) => tracing::debug!(error = %e, "cannot confirm the shard assignment"),
-            }
-        }
         let mut reassigned = false;
         if let (Some(sharding), Some(assigned)) = (&self.sharding, &assigned) {
             by_name.insert(HOME.to_string(), assigned.home);

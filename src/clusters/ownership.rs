@@ -119,6 +119,8 @@ pub struct Changes {
     pub moved: Vec<String>,
     /// Whether the set of clusters this replica judges changed.
     pub mine_changed: bool,
+    /// Whether every replica started or stopped standing back (`held_back`).
+    pub held_back_changed: bool,
 }
 
 impl Ownership {
@@ -172,6 +174,7 @@ impl Ownership {
         }
         let mut after: Vec<String> = mine_since.keys().cloned().collect();
         after.sort();
+        let held_back_changed = self.held_back.is_some() != held_back.is_some();
         self.assigned = assigned;
         self.mine_since = mine_since;
         self.held_back = held_back;
@@ -179,6 +182,7 @@ impl Ownership {
         Changes {
             moved,
             mine_changed: before != after,
+            held_back_changed,
         }
     }
 
@@ -401,6 +405,21 @@ mod tests {
     /// A read that took 30 s (identities of unreachable clusters, a slow API server) is as old
     /// as its start for the replica that may have lost a cluster, and its handover starts at
     /// its end for the replica that gained one.
+    /// Standing back changes who judges every cluster even on a replica that judges none, so
+    /// answers kept with `judgedBy` are told (the waves of stamps move on it).
+    #[test]
+    fn standing_back_and_agreeing_again_are_changes_on_a_replica_that_judges_nothing() {
+        let mut o = replica_1();
+        let t0 = Instant::now();
+        let others = || assignment(&[("a", on(2))]);
+        assert!(!o.update(others(), None, t0, t0).held_back_changed);
+        let why = Some("a rival shards by other inputs".to_string());
+        let back = o.update(others(), why.clone(), t0, t0);
+        assert!(back.held_back_changed && !back.mine_changed && back.moved.is_empty());
+        assert!(!o.update(others(), why, t0, t0).held_back_changed);
+        assert!(o.update(others(), None, t0, t0).held_back_changed);
+    }
+
     #[test]
     fn a_cluster_whose_server_changed_waits_a_handover_again() {
         let mut o = replica_1();

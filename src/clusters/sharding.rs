@@ -168,13 +168,6 @@ impl Assigned {
     pub fn of(&self, origin: &str) -> Option<Assignment> {
         self.by_origin.get(origin).copied()
     }
-
-    /// Whether `other` places every cluster (and home) as this does, under the same agreement.
-    pub fn assigns_as(&self, other: &Assigned) -> bool {
-        self.by_origin == other.by_origin
-            && self.home == other.home
-            && self.agreement == other.agreement
-    }
 }
 
 impl Sharding {
@@ -482,7 +475,9 @@ impl Sharding {
         self.metrics.shard_clusters_owned.set(owned as i64);
         self.metrics.shard_clusters_unowned.set(unowned as i64);
         Updated {
-            changed: changes.mine_changed || !changes.moved.is_empty(),
+            // Standing back (or no longer) changes who judges every cluster, also on a replica
+            // that judges none: answers kept with `judgedBy` must not outlive it.
+            changed: changes.mine_changed || !changes.moved.is_empty() || changes.held_back_changed,
             gained,
         }
     }
@@ -540,15 +535,15 @@ impl Sharding {
         locks::read(&self.ownership).owner(cluster)
     }
 
-    /// The identity holding shard `shard`'s Lease when the Leases were last listed, if it was
-    /// live then. Whoever may write Leases in the namespace can write it: it is a claim to
-    /// validate, never an address.
     /// Whether a read since the last call found a shard held by another pod, or by none.
     pub(super) fn take_holders_moved(&self) -> bool {
         self.holders_moved
             .swap(false, std::sync::atomic::Ordering::AcqRel)
     }
 
+    /// The identity holding shard `shard`'s Lease when the Leases were last listed, if it was
+    /// live then. Whoever may write Leases in the namespace can write it: it is a claim to
+    /// validate, never an address.
     pub fn holder(&self, shard: i64) -> Option<String> {
         locks::read(&self.holders).get(&shard).cloned()
     }

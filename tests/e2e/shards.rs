@@ -745,57 +745,6 @@ async fn the_shards_overlays_rbac_lets_a_replica_hold_its_lease_and_write() {
 /// `spec.replicas` (argo-cd `controller/sharding/sharding.go`, `GetClusterSharding`), not by
 /// `ARGOCD_CONTROLLER_REPLICAS`, and a replica started with that mode counts alike. One whose
 /// Deployment is missing does not start: it could not know the count.
-/// A cluster Secret whose server accepts connections and never answers (a decommissioned
-/// cluster behind a firewall that drops): every read of the Secrets waits out its identity
-/// read (5 s), longer than an assignment counts at a 2 s resync (4 s). Counted from the first
-/// read's start, every assignment was stale on arrival and this replica never wrote again;
-/// confirmed by a second read, home's gate is written.
-#[tokio::test]
-#[ignore = "needs the local control plane"]
-async fn a_cluster_that_never_answers_does_not_stop_the_other_clusters_writes() {
-    let home = cluster::client().await;
-    let ns = cluster::namespace(&home, "shards-silent").await;
-    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let server = format!("https://{}", silent.local_addr().unwrap());
-    // Accepted and held open, never answered.
-    let held = tokio::spawn(async move {
-        let mut open = Vec::new();
-        while let Ok((socket, _)) = silent.accept().await {
-            open.push(socket);
-        }
-    });
-    // Any CA will do (the handshake never completes): the shared control plane's.
-    let kubeconfig = kube::config::Kubeconfig::read_from(std::env::var("KUBECONFIG").unwrap())
-        .expect("the control plane's kubeconfig");
-    let ca = kubeconfig.clusters[0]
-        .cluster
-        .as_ref()
-        .and_then(|c| c.certificate_authority_data.clone())
-        .expect("a CA in the kubeconfig");
-    let config = json!({"bearerToken": "unused", "tlsClientConfig": {"caData": ca}});
-    apply(
-        &home,
-        cluster_secret(&ns, "cluster-silent", "silent", &server, config),
-    )
-    .await;
-    service(&home, &ns, "web", "web").await;
-    pod(&home, &ns, "web-0", json!({"app": "web"})).await;
-    set_pod_ready(&home, &ns, "web-0", "10.98.7.1", false).await;
-    apply(&home, gate(&ns, "web-up", "web")).await;
-
-    let replica = Replica::start_reading(&ns, 0, 1, "2s", "silent0");
-    gate_becomes(&home, &ns, "Progressing", WAIT, "home's gate written").await;
-    set_pod_ready(&home, &ns, "web-0", "10.98.7.1", true).await;
-    gate_becomes(&home, &ns, "Healthy", WAIT, "home's gate written again").await;
-    // The Secret was taken (its identity unread), not refused for its form.
-    let (_, listed) = replica.serve.json("/api/v1/clusters").await.unwrap();
-    assert!(
-        listed.to_string().contains(r#""name":"silent""#),
-        "the silent cluster is listed: {listed}"
-    );
-    held.abort();
-}
-
 #[tokio::test]
 #[ignore = "needs the local control plane"]
 async fn with_dynamic_distribution_the_replica_count_is_the_controller_deployments() {

@@ -428,6 +428,26 @@ fn shards_with_argo_cds_dynamic_distribution() {
         "{env}"
     );
     assert!(!env.contains("ARGOCD_CONTROLLER_REPLICAS"), "{env}");
+    // Dynamic distribution is Argo CD's count: refused with wavegate's own ring.
+    let out = helm_template(&[
+        "--set",
+        "clusters.from=argocd-secrets",
+        "--set",
+        "shards.enabled=true",
+        "--set",
+        "shards.mode=own",
+        "--set",
+        "shards.argocdDynamicDistribution=true",
+    ]);
+    assert!(
+        !out.status.success(),
+        "own ring with dynamic distribution was accepted"
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("shards.mode=argocd"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     // Nothing else of Argo CD's Deployments is readable.
     let rules: String = helmed
         .iter()
