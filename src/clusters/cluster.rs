@@ -12,7 +12,7 @@ use kube::api::Api;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 pub struct Cluster {
@@ -33,6 +33,8 @@ pub struct Cluster {
     pub(super) identity: OnceLock<String>,
     /// Whether not reading it was logged (once, not at every resync).
     identity_warned: AtomicBool,
+    /// After a failed read, not before this: see [`IDENTITY_RETRY`].
+    identity_retry: std::sync::Mutex<Option<Instant>>,
 }
 
 impl Cluster {
@@ -50,6 +52,7 @@ impl Cluster {
             fingerprint: 0,
             identity: OnceLock::new(),
             identity_warned: AtomicBool::new(false),
+            identity_retry: std::sync::Mutex::new(None),
         }
     }
 
@@ -70,10 +73,16 @@ impl Cluster {
         if let Some(id) = identity {
             let _ = known.set(id);
         }
+        // Unknown here means the read made while connecting failed just now.
+        let retry = known
+            .get()
+            .is_none()
+            .then(|| Instant::now() + IDENTITY_RETRY);
         Cluster {
             fingerprint,
             identity_warned: AtomicBool::new(known.get().is_none()),
             identity: known,
+            identity_retry: std::sync::Mutex::new(retry),
             ..Cluster::new(name, server, evaluator)
         }
     }
@@ -122,14 +131,19 @@ impl Cluster {
         controller::run(context, settings)
     }
 
-    /// Read this cluster's [`identity`] unless known; whether it was learnt now.
+    /// Read this cluster's [`identity`] unless known, or failed less than [`IDENTITY_RETRY`]
+    /// ago; whether it was learnt now.
     pub(super) async fn identify(&self) -> bool {
         if self.identity.get().is_some() {
+            return false;
+        }
+        if crate::locks::lock(&self.identity_retry).is_some_and(|at| Instant::now() < at) {
             return false;
         }
         match identity(&self.client).await {
             Ok(id) => self.identity.set(id).is_ok(),
             Err(e) => {
+                *crate::locks::lock(&self.identity_retry) = Some(Instant::now() + IDENTITY_RETRY);
                 if self.identity_warned.swap(true, Ordering::Relaxed) {
                     return false;
                 }
@@ -189,5 +203,13 @@ pub enum IdentityError {
     NoUid,
 }
 
-/// How long reading a cluster's identity may take (once per cluster, or per resync until read).
+/// How long reading a cluster's identity may take (once per cluster, or per retry until read).
 const IDENTITY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// A cluster whose identity could not be read is asked again this long after, not at every
+/// read of the cluster list. A read of the Secrets waits for these reads before its shard
+/// assignment is installed, and that assignment counts only within 2 × `--clusters-resync` of
+/// the read's start: retried at every read, one server that never answers (5 s) left every
+/// assignment stale on arrival at a 2 s resync, and the replica wrote no cluster's gates at
+/// all. Now such a read is slow once a minute.
+pub(crate) const IDENTITY_RETRY: Duration = Duration::from_secs(60);

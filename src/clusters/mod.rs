@@ -172,6 +172,8 @@ pub struct Elsewhere {
     /// Its [`identity`], once read: two Secrets reaching one cluster must not get two writers
     /// on two replicas either ([`Clusters::writable`]).
     identity: Option<String>,
+    /// Unread: not asked again before this ([`cluster::IDENTITY_RETRY`]).
+    retry_at: Option<std::time::Instant>,
 }
 
 impl Clusters {
@@ -405,10 +407,13 @@ impl Clusters {
         // bounded): one unreachable cluster must not hold the reading of the others.
         let mut identities: HashMap<String, Option<String>> = HashMap::new();
         if let (Some(sharding), Some(assigned)) = (&self.sharding, &assigned) {
+            let now = std::time::Instant::now();
             let unread = usable.iter().filter(|(origin, d)| {
-                let known = before_elsewhere
-                    .get(&d.name)
-                    .is_some_and(|e| e.fingerprint == d.fingerprint && e.identity.is_some());
+                // Known, or failed a short while ago with this very Secret.
+                let known = before_elsewhere.get(&d.name).is_some_and(|e| {
+                    e.fingerprint == d.fingerprint
+                        && (e.identity.is_some() || e.retry_at.is_some_and(|at| now < at))
+                });
                 !known && !sharding.is_mine(assigned, assigned.of(origin))
             });
             let reads = unread.map(|(_, d)| {
@@ -433,11 +438,19 @@ impl Clusters {
             if let (Some(sharding), Some(assigned)) = (&self.sharding, &assigned) {
                 let assignment = assigned.of(&origin);
                 if !sharding.is_mine(assigned, assignment) {
-                    let id = match identities.remove(&d.name) {
-                        Some(read) => read,
-                        None => before_elsewhere
-                            .get(&d.name)
-                            .and_then(|e| e.identity.clone()),
+                    let before = before_elsewhere
+                        .get(&d.name)
+                        .filter(|e| e.fingerprint == d.fingerprint);
+                    let (id, retry_at) = match identities.remove(&d.name) {
+                        Some(None) => (
+                            None,
+                            Some(std::time::Instant::now() + cluster::IDENTITY_RETRY),
+                        ),
+                        Some(read) => (read, None),
+                        None => (
+                            before.and_then(|e| e.identity.clone()),
+                            before.and_then(|e| e.retry_at),
+                        ),
                     };
                     if id.is_some() && id.as_ref() == self.home.identity.get() {
                         home_names.insert(d.name.clone());
@@ -451,6 +464,7 @@ impl Clusters {
                         server: d.server.clone(),
                         fingerprint: d.fingerprint,
                         identity: id,
+                        retry_at,
                     };
                     learnt |=
                         before_elsewhere.get(&d.name).map(|e| &e.identity) != Some(&entry.identity);

@@ -567,6 +567,7 @@ async fn a_cluster_reached_by_two_secrets_on_two_replicas_gets_one_writer() {
         server: "https://a.test".into(),
         fingerprint: 1,
         identity: Some("x".into()),
+        retry_at: None,
     };
     *clusters.elsewhere.write().unwrap() = Arc::new([("a".to_string(), a)].into());
     let on = |shard| shard::Assignment {

@@ -745,6 +745,87 @@ async fn the_shards_overlays_rbac_lets_a_replica_hold_its_lease_and_write() {
 /// `spec.replicas` (argo-cd `controller/sharding/sharding.go`, `GetClusterSharding`), not by
 /// `ARGOCD_CONTROLLER_REPLICAS`, and a replica started with that mode counts alike. One whose
 /// Deployment is missing does not start: it could not know the count.
+/// A cluster Secret whose server accepts connections and never answers (a decommissioned
+/// cluster behind a firewall that drops): a read of the Secrets that asks its identity waits
+/// 5 s, longer than an assignment counts at a 2 s resync (4 s). Asked at every read, every
+/// assignment was stale on arrival and this replica never wrote any cluster's gates again;
+/// asked once a minute (`IDENTITY_RETRY`), home's gate is written.
+#[tokio::test]
+#[ignore = "needs the local control plane"]
+async fn a_cluster_that_never_answers_does_not_stop_the_other_clusters_writes() {
+    let home = cluster::client().await;
+    let ns = cluster::namespace(&home, "shards-silent").await;
+    let silent = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server = format!("https://{}", silent.local_addr().unwrap());
+    // Accepted and held open, never answered.
+    let held = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent.accept().await {
+            open.push(socket);
+        }
+    });
+    // Any CA will do (the handshake never completes): the shared control plane's.
+    let kubeconfig = kube::config::Kubeconfig::read_from(std::env::var("KUBECONFIG").unwrap())
+        .expect("the control plane's kubeconfig");
+    let ca = kubeconfig.clusters[0]
+        .cluster
+        .as_ref()
+        .and_then(|c| c.certificate_authority_data.clone())
+        .expect("a CA in the kubeconfig");
+    let config = json!({"bearerToken": "unused", "tlsClientConfig": {"caData": ca.clone()}});
+    let mut silent_secret = cluster_secret(&ns, "cluster-silent", "silent", &server, config);
+    silent_secret["stringData"]["shard"] = json!("0");
+    apply(&home, silent_secret).await;
+    service(&home, &ns, "web", "web").await;
+    pod(&home, &ns, "web-0", json!({"app": "web"})).await;
+    set_pod_ready(&home, &ns, "web-0", "10.98.7.1", false).await;
+    apply(&home, gate(&ns, "web-up", "web")).await;
+
+    // Replica 0 of 2 (replica 1 never runs): home and `silent` are shard 0's.
+    let replica = Replica::start_reading(&ns, 0, 2, "2s", "silent0");
+    gate_becomes(&home, &ns, "Progressing", WAIT, "home's gate written").await;
+    set_pod_ready(&home, &ns, "web-0", "10.98.7.1", true).await;
+    gate_becomes(&home, &ns, "Healthy", WAIT, "home's gate written again").await;
+    // A second silent Secret, of a shard this replica does not judge: its identity is asked
+    // (two Secrets reaching one cluster must not get two writers), with the same retry.
+    let silent_b = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let server_b = format!("https://{}", silent_b.local_addr().unwrap());
+    let held_b = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((socket, _)) = silent_b.accept().await {
+            open.push(socket);
+        }
+    });
+    let config = json!({"bearerToken": "unused", "tlsClientConfig": {"caData": ca}});
+    let mut elsewhere = cluster_secret(&ns, "cluster-silent-b", "silent-b", &server_b, config);
+    elsewhere["stringData"]["shard"] = json!("1");
+    apply(&home, elsewhere).await;
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    set_pod_ready(&home, &ns, "web-0", "10.98.7.1", false).await;
+    gate_becomes(
+        &home,
+        &ns,
+        "Progressing",
+        WAIT,
+        "home's gate written beside both",
+    )
+    .await;
+    // Both Secrets were taken (their identities unread), not refused for their form.
+    let (_, listed) = replica.serve.json("/api/v1/clusters").await.unwrap();
+    assert!(
+        listed.to_string().contains(r#""name":"silent""#) && listed["refused"] == json!([]),
+        "the silent cluster is listed: {listed}"
+    );
+    assert!(
+        listed["shard"]["elsewhere"]
+            .to_string()
+            .contains("silent-b"),
+        "silent-b is another shard's: {listed}"
+    );
+    held.abort();
+    held_b.abort();
+}
+
 #[tokio::test]
 #[ignore = "needs the local control plane"]
 async fn with_dynamic_distribution_the_replica_count_is_the_controller_deployments() {
