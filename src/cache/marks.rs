@@ -176,6 +176,7 @@ impl Marks {
 
     /// Whether nothing `reads` names began to change since `stamp` was taken of them, and
     /// nothing it names is changing now.
+    #[cfg(test)]
     pub(crate) fn holds(&self, reads: &[Dep], stamp: &Stamp) -> bool {
         self.look().holds(reads, stamp)
     }
