@@ -31,6 +31,7 @@
 //!   one.
 
 use crate::cache::{ARGOCD_MANAGER, Cache, CacheError};
+use crate::hashing::FastMap;
 use crate::health::HealthStatus;
 use crate::json::At;
 use crate::policy::CheckPolicy;
@@ -216,11 +217,11 @@ type ResultKey<'a> = (&'a str, &'a str, &'a str, &'a str);
 /// resource of the view finds its result in constant time (an Application of 2,000 resources
 /// would otherwise scan 2,000 results 2,000 times). The first entry for a resource wins, as a
 /// scan in order would find it.
-fn sync_results(results: &[Value]) -> HashMap<ResultKey<'_>, &Value> {
+fn sync_results(results: &[Value]) -> FastMap<ResultKey<'_>, &Value> {
     fn s<'v>(v: &'v Value, k: &str) -> &'v str {
         v.get(k).and_then(Value::as_str).unwrap_or("")
     }
-    let mut out = HashMap::with_capacity(results.len());
+    let mut out = FastMap::with_capacity_and_hasher(results.len(), Default::default());
     for x in results.iter().filter(|x| s(x, "hookType").is_empty()) {
         let key = (s(x, "group"), s(x, "kind"), s(x, "namespace"), s(x, "name"));
         out.entry(key).or_insert(x);
@@ -249,7 +250,7 @@ fn sync_window(app: &Value) -> Option<(SyncWindow, Timestamp, Option<Timestamp>)
 /// The last sync as `status.operationState` records it: its window and its results.
 pub(crate) struct LastSync<'a> {
     window: Option<(SyncWindow, Timestamp, Option<Timestamp>)>,
-    results: HashMap<ResultKey<'a>, &'a Value>,
+    results: FastMap<ResultKey<'a>, &'a Value>,
     running: bool,
 }
 

@@ -18,9 +18,9 @@ use super::Judgement;
 use crate::ask::Ask;
 use crate::cache::{Cache, MarkStamp};
 use crate::deps::Dep;
+use crate::hashing::FastMap;
 use crate::health::Verdict;
 use crate::locks::lock;
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -81,7 +81,7 @@ pub(super) struct Taken {
 
 #[derive(Default)]
 pub(super) struct Memo {
-    kept: Mutex<HashMap<Ask, Kept>>,
+    kept: Mutex<FastMap<Ask, Kept>>,
 }
 
 impl Memo {
