@@ -23,6 +23,7 @@
 //! expiry is that of the rows built afresh and of live lint, as before.
 
 use crate::evaluate::{Evaluator, Holding};
+use crate::hashing::FastMap;
 use crate::health::Verdict;
 use crate::policy::CheckPolicy;
 use crate::resource::ResourceRef;
@@ -68,13 +69,14 @@ pub(crate) struct Assembled {
 }
 
 impl Row {
-    /// Whether this row, built for `entry` (with `result` in the last sync), holds now.
+    /// Whether this row, found for `entry` (the same resource, with `result` in the last
+    /// sync), holds now.
     fn holds(
         &self,
         (r, wave, reported): &Managed,
         result: Option<Option<&str>>,
         holding: &Holding<'_>,
-        plurals: &HashMap<(&str, &str), Option<String>>,
+        plurals: &FastMap<(&str, &str), Option<String>>,
     ) -> bool {
         let rests = match &self.rests {
             None => return false,
@@ -92,7 +94,6 @@ impl Row {
             }
         };
         rests
-            && self.judged.resource == *r
             && self.wave == *wave
             && self.reported == *reported
             && self.result.as_ref().map(|s| s.as_deref()) == result
@@ -125,7 +126,7 @@ pub(crate) async fn assemble(
     });
     let plurals = match last {
         Some(last) => plurals(evaluator, &last.rows).await,
-        None => HashMap::new(),
+        None => FastMap::default(),
     };
     // The rows that hold, all as of one look at the marks.
     let mut kept: Vec<Option<Arc<Row>>> = Vec::with_capacity(listing.managed.len());
@@ -257,9 +258,9 @@ fn row_of(
 async fn plurals<'a>(
     evaluator: &Evaluator,
     rows: &'a [Arc<Row>],
-) -> HashMap<(&'a str, &'a str), Option<String>> {
+) -> FastMap<(&'a str, &'a str), Option<String>> {
     let deadline = tokio::time::Instant::now() + evaluator.patience();
-    let mut plurals = HashMap::new();
+    let mut plurals = FastMap::default();
     for row in rows {
         let Some(Rests::Kept {
             plural: Some(_), ..

@@ -145,9 +145,10 @@ impl Look<'_> {
     /// [`Marks::holds`], as of this look.
     pub(crate) fn holds(&self, reads: &[Dep], stamp: &Stamp) -> bool {
         let inner = &self.0;
+        // Nothing changing is the rule between events: no lookup per read for it then.
         inner.phase == stamp.phase
             && inner.phase_changing == 0
-            && reads.iter().all(|d| !inner.changing.contains_key(d))
+            && (inner.changing.is_empty() || reads.iter().all(|d| !inner.changing.contains_key(d)))
             && reads.len() == stamp.reads.len()
             && reads
                 .iter()
