@@ -23,6 +23,12 @@ mod memo;
 #[cfg(test)]
 pub(crate) mod tests;
 
+pub(crate) use memo::Grounds;
+
+/// A verdict served at once by [`Evaluator::kept_verdicts`], until when it holds, and what it
+/// rests on.
+pub(crate) type KeptVerdict = (Verdict, Option<Instant>, Arc<Grounds>);
+
 pub use crate::kinds::EvalConfig;
 
 /// What judging `ask` reads from the cache (its kind's declared reads), for whoever must be
@@ -203,7 +209,7 @@ impl Evaluator {
     /// The verdicts kept for `asks` whose reads still hold ([`Evaluator::judge_until`]'s
     /// first step for each, counted alike), all at once and without awaiting anything: a view
     /// serves these first, and judges only the rest (`None`s) one by one.
-    pub(crate) fn kept_verdicts(&self, asks: &[&Ask]) -> Vec<Option<(Verdict, Option<Instant>)>> {
+    pub(crate) fn kept_verdicts(&self, asks: &[&Ask]) -> Vec<Option<KeptVerdict>> {
         #[cfg(test)]
         if tests::KEEP_NOTHING.get() {
             return vec![None; asks.len()];
@@ -214,7 +220,7 @@ impl Evaluator {
             .memo
             .get_all(looked_up, &self.cache, self.scripts(), now)
             .into_iter();
-        let kept: Vec<Option<Judgement>> = asks
+        let kept: Vec<Option<(Judgement, Arc<Grounds>)>> = asks
             .iter()
             .map(|a| {
                 if keepable(a) {
@@ -228,7 +234,7 @@ impl Evaluator {
         let mut asked: Vec<(crate::resource::CheckKind, u64)> = Vec::new();
         let mut statuses: Vec<(crate::health::HealthStatus, u64)> = Vec::new();
         for (ask, j) in asks.iter().zip(&kept) {
-            let Some(j) = j else { continue };
+            let Some((j, _)) = j else { continue };
             let resource = ask.resource();
             match asked.iter_mut().find(|(r, _)| *r == resource) {
                 Some((_, n)) => *n += 1,
@@ -249,8 +255,34 @@ impl Evaluator {
             self.metrics.record_verdicts(status, true, n);
         }
         kept.into_iter()
-            .map(|j| j.map(|j| (j.verdict, j.valid_until)))
+            .map(|j| j.map(|(j, grounds)| (j.verdict, j.valid_until, grounds)))
             .collect()
+    }
+
+    /// What the verdict kept for `ask` rests on, if that verdict is `verdict` and still holds
+    /// (see `memo::Memo::grounds_of`): for a verdict just judged, which a view may then keep
+    /// built into its rows as long as these grounds hold.
+    pub(crate) fn grounds_of(&self, ask: &Ask, verdict: &Verdict) -> Option<Arc<Grounds>> {
+        #[cfg(test)]
+        if tests::KEEP_NOTHING.get() {
+            return None;
+        }
+        if !keepable(ask) {
+            return None;
+        }
+        let now = Instant::now();
+        (self.memo).grounds_of(ask, verdict, &self.cache, self.scripts(), now)
+    }
+
+    /// A look at what kept verdicts rest on, as of one moment ([`Holding::holds`]): for many
+    /// at once, under one lock of the marks.
+    pub(crate) fn holding(&self) -> Holding<'_> {
+        Holding {
+            marks: self.cache.marks().look(),
+            vouched: self.cache.vouched(),
+            scripts: self.scripts(),
+            now: Instant::now(),
+        }
     }
 
     /// The verdict kept for `ask`, if what it read still holds.
@@ -508,6 +540,25 @@ impl kinds::Probes for Evaluator {
         target: &cockroach::ProbeTarget,
     ) -> impl Future<Output = cockroach::PodProbe> + Send {
         Evaluator::probe(self, namespace, cluster, target)
+    }
+}
+
+/// See [`Evaluator::holding`].
+pub(crate) struct Holding<'a> {
+    marks: crate::cache::MarkLook<'a>,
+    vouched: bool,
+    scripts: u64,
+    now: Instant,
+}
+
+impl Holding<'_> {
+    /// Whether a verdict resting on `grounds` would be served kept now.
+    pub(crate) fn holds(&self, grounds: &Grounds) -> bool {
+        #[cfg(test)]
+        if tests::KEEP_NOTHING.get() {
+            return false;
+        }
+        grounds.hold(&self.marks, self.vouched, self.scripts, self.now)
     }
 }
 

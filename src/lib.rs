@@ -75,6 +75,7 @@ pub mod evaluate;
 pub mod events;
 pub mod gate;
 mod glob;
+pub(crate) mod hashing;
 pub mod health;
 mod json;
 mod kinds;

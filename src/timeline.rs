@@ -31,11 +31,12 @@
 //!   one.
 
 use crate::cache::{ARGOCD_MANAGER, Cache, CacheError};
+use crate::hashing::FastMap;
 use crate::health::HealthStatus;
 use crate::json::At;
 use crate::policy::CheckPolicy;
 use crate::resource::{GroupResource, ResourceRef};
-use crate::waves::{JudgedBy, Waves};
+use crate::waves::{JudgedBy, JudgedResource, Wave, Waves};
 use futures::StreamExt;
 use k8s_openapi::jiff::Timestamp;
 use schemars::JsonSchema;
@@ -50,10 +51,10 @@ use std::sync::Arc;
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "Waves")]
-pub(crate) struct WavesWithTimeline {
+pub(crate) struct WavesWithTimeline<R = JudgedResource, T = ResourceTimes> {
     #[serde(flatten)]
-    pub waves: Waves,
-    pub timeline: Timeline,
+    pub waves: Waves<R>,
+    pub timeline: Timeline<T>,
 }
 
 impl WavesWithTimeline {
@@ -80,13 +81,13 @@ pub(crate) struct Live {
 #[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "WaveTimeline")]
-pub(crate) struct Timeline {
+pub(crate) struct Timeline<T = ResourceTimes> {
     /// The sync `status.operationState` describes; `None` when Argo CD recorded none.
     pub sync: Option<SyncWindow>,
     /// When wavegate built this timeline: the right edge of a sync still running.
     #[schemars(extend("format" = "date-time"))]
     pub now: String,
-    pub waves: Vec<WaveTimes>,
+    pub waves: Vec<WaveTimes<T>>,
     /// The first wave that is not truly healthy (the waves view's `blockingWave`).
     pub blocking_wave: Option<i64>,
     pub blocking_reason: Option<String>,
@@ -142,7 +143,8 @@ pub(crate) enum HealthState {
 
 #[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct WaveTimes {
+#[schemars(rename = "WaveTimes")]
+pub(crate) struct WaveTimes<T = ResourceTimes> {
     pub wave: i64,
     pub status: HealthStatus,
     pub applied: ApplyState,
@@ -157,7 +159,7 @@ pub(crate) struct WaveTimes {
     /// For the blocking wave: what is not truly healthy in it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
-    pub resources: Vec<ResourceTimes>,
+    pub resources: Vec<T>,
 }
 
 #[derive(Debug, Clone, Serialize, PartialEq, JsonSchema)]
@@ -215,11 +217,11 @@ type ResultKey<'a> = (&'a str, &'a str, &'a str, &'a str);
 /// resource of the view finds its result in constant time (an Application of 2,000 resources
 /// would otherwise scan 2,000 results 2,000 times). The first entry for a resource wins, as a
 /// scan in order would find it.
-fn sync_results(results: &[Value]) -> HashMap<ResultKey<'_>, &Value> {
+fn sync_results(results: &[Value]) -> FastMap<ResultKey<'_>, &Value> {
     fn s<'v>(v: &'v Value, k: &str) -> &'v str {
         v.get(k).and_then(Value::as_str).unwrap_or("")
     }
-    let mut out = HashMap::with_capacity(results.len());
+    let mut out = FastMap::with_capacity_and_hasher(results.len(), Default::default());
     for x in results.iter().filter(|x| s(x, "hookType").is_empty()) {
         let key = (s(x, "group"), s(x, "kind"), s(x, "namespace"), s(x, "name"));
         out.entry(key).or_insert(x);
@@ -245,6 +247,232 @@ fn sync_window(app: &Value) -> Option<(SyncWindow, Timestamp, Option<Timestamp>)
     ))
 }
 
+/// The last sync as `status.operationState` records it: its window and its results.
+pub(crate) struct LastSync<'a> {
+    window: Option<(SyncWindow, Timestamp, Option<Timestamp>)>,
+    results: FastMap<ResultKey<'a>, &'a Value>,
+    running: bool,
+}
+
+impl<'a> LastSync<'a> {
+    pub(crate) fn of(app: &'a Value) -> LastSync<'a> {
+        let window = sync_window(app);
+        let results = app
+            .array_at("/status/operationState/syncResult/resources")
+            .map(|r| sync_results(r))
+            .unwrap_or_default();
+        let running = window.as_ref().is_some_and(|(w, ..)| w.phase == "Running");
+        LastSync {
+            window,
+            results,
+            running,
+        }
+    }
+
+    /// What a resource's times depend on of the sync as a whole: whether there is one, when
+    /// it started, whether it runs.
+    pub(crate) fn window_key(&self) -> Option<(Timestamp, bool)> {
+        self.window
+            .as_ref()
+            .map(|(_, started, _)| (*started, self.running))
+    }
+
+    /// `r`'s result in the sync, if any, with its status, if it has one.
+    pub(crate) fn result_of(&self, r: &ResourceRef) -> Option<Option<&'a str>> {
+        let key = (
+            r.group.as_str(),
+            r.kind.as_str(),
+            r.namespace.as_str(),
+            r.name.as_str(),
+        );
+        let x = self.results.get(&key)?;
+        Some(x.get("status").and_then(Value::as_str))
+    }
+}
+
+/// One resource's times in the last sync, and what its wave's notes say of it.
+#[derive(Debug, Clone)]
+pub(crate) struct Timed {
+    pub times: ResourceTimes,
+    /// Why its applied time is unknown, when it is.
+    note: Option<String>,
+    /// `<Kind> <name>`: how a wave's notes name it.
+    label: String,
+}
+
+/// The times of `j` in `sync`, from what was read of its live object (`facts`).
+pub(crate) fn time_one(sync: &LastSync<'_>, j: &JudgedResource, facts: &Live) -> Timed {
+    let r = &j.resource;
+    let label = format!("{} {}", r.kind, r.name);
+    let result = sync.result_of(r);
+    let mut note = None;
+    let (applied, applied_at) = match (&sync.window, result) {
+        (None, _) => (ApplyState::Unknown, None),
+        (Some(_), None) if sync.running => (ApplyState::Pending, None),
+        (Some(_), None) => (ApplyState::NotInSync, None),
+        // gitops-engine pkg/sync/common/types.go ResultCode.
+        (Some(_), Some(Some("SyncFailed"))) => (ApplyState::Failed, None),
+        (Some(_), Some(Some("Pruned" | "PruneSkipped"))) => (ApplyState::NotInSync, None),
+        (Some((_, started, _)), Some(_)) => match facts.argocd_changed_at {
+            Some(t) if t >= *started => (ApplyState::Applied, Some(t)),
+            Some(_) => (ApplyState::Unchanged, None),
+            None => {
+                note = Some(match &facts.unread {
+                    Some(why) => format!("{label}: {why}"),
+                    None => format!("{label} has no managedFields entry of {ARGOCD_MANAGER}"),
+                });
+                (ApplyState::Unknown, None)
+            }
+        },
+    };
+    let healthy_at = if j.status == HealthStatus::Healthy {
+        facts.healthy_since
+    } else {
+        None
+    };
+    Timed {
+        times: ResourceTimes {
+            kind: r.kind.clone(),
+            namespace: r.namespace.clone(),
+            name: r.name.clone(),
+            status: j.status,
+            sync_result: result.flatten().map(str::to_string),
+            applied,
+            applied_at: applied_at.map(rfc3339),
+            healthy_at: healthy_at.map(rfc3339),
+        },
+        note,
+        label,
+    }
+}
+
+/// One wave of the timeline, from its resources as judged and timed (each with what it
+/// serialises as, `T`), in the order the waves view lists them.
+fn wave_times<T>(
+    sync: &LastSync<'_>,
+    wave: i64,
+    status: HealthStatus,
+    blocking: bool,
+    members: Vec<(&JudgedResource, &Timed, T)>,
+) -> WaveTimes<T> {
+    let mut notes: Vec<&str> = Vec::new();
+    let mut failed: Vec<&str> = Vec::new();
+    let mut untimed_healthy: Vec<&str> = Vec::new();
+    for (j, t, _) in &members {
+        notes.extend(t.note.as_deref());
+        if t.times.applied == ApplyState::Failed {
+            failed.push(&t.label);
+        }
+        if j.status == HealthStatus::Healthy && t.times.healthy_at.is_none() {
+            untimed_healthy.push(&t.label);
+        }
+    }
+    // A wave counts as applied when Argo CD changed any of it in this sync (it applies a
+    // wave's resources together); otherwise the most informative state of its resources.
+    let first_applied = members
+        .iter()
+        .filter_map(|(_, t, _)| t.times.applied_at.as_ref())
+        .min()
+        .cloned();
+    let applied = members
+        .iter()
+        .map(|(_, t, _)| t.times.applied)
+        .min()
+        .unwrap_or(ApplyState::Unknown);
+    let applied_note = match (&sync.window, applied) {
+        (None, _) => "Argo CD has recorded no sync operation".to_string(),
+        (_, ApplyState::Failed) => format!(
+            "Argo CD's apply failed (SyncFailed) for {}",
+            failed.join(", ")
+        ),
+        (_, ApplyState::Applied) => {
+            format!("Argo CD ({ARGOCD_MANAGER}) changed it at this time (managedFields)")
+        }
+        (_, ApplyState::Pending) => "not applied yet: the sync has not reached this wave".into(),
+        (_, ApplyState::Unknown) => notes.join("; "),
+        (_, ApplyState::Unchanged) => {
+            "applied by the sync without changes (no new managedFields time)".into()
+        }
+        (_, ApplyState::NotInSync) => "not applied by the last sync".into(),
+    };
+    let (healthy, healthy_at, healthy_note) = if status != HealthStatus::Healthy {
+        (HealthState::NotHealthy, None, format!("{status}"))
+    } else if untimed_healthy.is_empty() {
+        let at = members
+            .iter()
+            .filter_map(|(_, t, _)| t.times.healthy_at.as_ref())
+            .max()
+            .cloned();
+        (
+            HealthState::Healthy,
+            at,
+            "WaveGate Ready condition lastTransitionTime".into(),
+        )
+    } else {
+        (
+            HealthState::TimeUnknown,
+            None,
+            format!(
+                "truly healthy now; wavegate records no transition time for {}",
+                untimed_healthy.join(", ")
+            ),
+        )
+    };
+    let reason = blocking.then(|| {
+        members
+            .iter()
+            .map(|(j, ..)| j)
+            .filter(|r| r.status != HealthStatus::Healthy)
+            .map(|r| {
+                format!(
+                    "{} {}/{} is {}: {}",
+                    r.resource.kind, r.resource.namespace, r.resource.name, r.status, r.message
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ")
+    });
+    WaveTimes {
+        wave,
+        status,
+        applied,
+        applied_at: first_applied,
+        applied_note,
+        healthy,
+        healthy_at,
+        healthy_note,
+        blocking,
+        reason,
+        resources: members.into_iter().map(|(.., t)| t).collect(),
+    }
+}
+
+/// The timeline of `waves`, whose rows `R` each hold a resource judged and timed (`row`
+/// says where, and what the row serialises as in the timeline), at `now`.
+pub(crate) fn assemble_by<'r, R: 'r, T>(
+    sync: &LastSync<'_>,
+    (waves, blocking_wave): (&'r [Wave<R>], Option<i64>),
+    row: impl Fn(&'r R) -> (&'r JudgedResource, &'r Timed, T),
+    now: Timestamp,
+) -> Timeline<T> {
+    let out: Vec<WaveTimes<T>> = waves
+        .iter()
+        .map(|wave| {
+            let blocking = blocking_wave == Some(wave.wave);
+            let members = wave.resources.iter().map(&row).collect();
+            wave_times(sync, wave.wave, wave.status, blocking, members)
+        })
+        .collect();
+    let blocking_reason = out.iter().find_map(|w| w.reason.clone());
+    Timeline {
+        sync: sync.window.as_ref().map(|(w, ..)| w.clone()),
+        now: rfc3339(now),
+        waves: out,
+        blocking_wave,
+        blocking_reason,
+    }
+}
+
 /// Build the timeline from the Application, its judged waves and what was read from each live
 /// object (`live`), at `now`. Pure: the clock and the cluster are inputs.
 pub(crate) fn build(
@@ -253,164 +481,26 @@ pub(crate) fn build(
     live: impl Fn(&ResourceRef) -> Live,
     now: Timestamp,
 ) -> Timeline {
-    let window = sync_window(app);
-    let results = app
-        .array_at("/status/operationState/syncResult/resources")
-        .map(|r| sync_results(r))
-        .unwrap_or_default();
-    let running = window.as_ref().is_some_and(|(w, ..)| w.phase == "Running");
-    let mut out = Vec::new();
-    for wave in &waves.waves {
-        let mut resources = Vec::new();
-        let mut notes: Vec<String> = Vec::new();
-        let mut failed: Vec<String> = Vec::new();
-        let mut untimed_healthy: Vec<String> = Vec::new();
-        for j in &wave.resources {
-            let r = &j.resource;
-            let facts = live(r);
-            let key = (
-                r.group.as_str(),
-                r.kind.as_str(),
-                r.namespace.as_str(),
-                r.name.as_str(),
-            );
-            let result = results.get(&key).copied();
-            let (applied, applied_at) = match (&window, result) {
-                (None, _) => (ApplyState::Unknown, None),
-                (Some(_), None) if running => (ApplyState::Pending, None),
-                (Some(_), None) => (ApplyState::NotInSync, None),
-                // gitops-engine pkg/sync/common/types.go ResultCode.
-                (Some(_), Some(x)) if x.get("status") == Some(&Value::from("SyncFailed")) => {
-                    failed.push(format!("{} {}", r.kind, r.name));
-                    (ApplyState::Failed, None)
-                }
-                (Some(_), Some(x))
-                    if matches!(
-                        x.get("status").and_then(Value::as_str),
-                        Some("Pruned" | "PruneSkipped")
-                    ) =>
-                {
-                    (ApplyState::NotInSync, None)
-                }
-                (Some((_, started, _)), Some(_)) => match facts.argocd_changed_at {
-                    Some(t) if t >= *started => (ApplyState::Applied, Some(t)),
-                    Some(_) => (ApplyState::Unchanged, None),
-                    None => {
-                        notes.push(match &facts.unread {
-                            Some(why) => format!("{} {}: {why}", r.kind, r.name),
-                            None => format!(
-                                "{} {} has no managedFields entry of {ARGOCD_MANAGER}",
-                                r.kind, r.name
-                            ),
-                        });
-                        (ApplyState::Unknown, None)
-                    }
-                },
-            };
-            let healthy_at = if j.status == HealthStatus::Healthy {
-                facts.healthy_since
-            } else {
-                None
-            };
-            if j.status == HealthStatus::Healthy && healthy_at.is_none() {
-                untimed_healthy.push(format!("{} {}", r.kind, r.name));
-            }
-            resources.push(ResourceTimes {
-                kind: r.kind.clone(),
-                namespace: r.namespace.clone(),
-                name: r.name.clone(),
-                status: j.status,
-                sync_result: result
-                    .and_then(|x| x.get("status"))
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
-                applied,
-                applied_at: applied_at.map(rfc3339),
-                healthy_at: healthy_at.map(rfc3339),
-            });
-        }
-        // A wave counts as applied when Argo CD changed any of it in this sync (it applies a
-        // wave's resources together); otherwise the most informative state of its resources.
-        let applied_times = resources.iter().filter_map(|r| r.applied_at.clone());
-        let first_applied = applied_times.min();
-        let applied = resources
-            .iter()
-            .map(|r| r.applied)
-            .min()
-            .unwrap_or(ApplyState::Unknown);
-        let applied_note = match (&window, applied) {
-            (None, _) => "Argo CD has recorded no sync operation".to_string(),
-            (_, ApplyState::Failed) => format!(
-                "Argo CD's apply failed (SyncFailed) for {}",
-                failed.join(", ")
-            ),
-            (_, ApplyState::Applied) => {
-                format!("Argo CD ({ARGOCD_MANAGER}) changed it at this time (managedFields)")
-            }
-            (_, ApplyState::Pending) => {
-                "not applied yet: the sync has not reached this wave".into()
-            }
-            (_, ApplyState::Unknown) => notes.join("; "),
-            (_, ApplyState::Unchanged) => {
-                "applied by the sync without changes (no new managedFields time)".into()
-            }
-            (_, ApplyState::NotInSync) => "not applied by the last sync".into(),
-        };
-        let (healthy, healthy_at, healthy_note) = if wave.status != HealthStatus::Healthy {
-            (HealthState::NotHealthy, None, format!("{}", wave.status))
-        } else if untimed_healthy.is_empty() {
-            let at = resources.iter().filter_map(|r| r.healthy_at.clone()).max();
-            (
-                HealthState::Healthy,
-                at,
-                "WaveGate Ready condition lastTransitionTime".into(),
-            )
-        } else {
-            (
-                HealthState::TimeUnknown,
-                None,
-                format!(
-                    "truly healthy now; wavegate records no transition time for {}",
-                    untimed_healthy.join(", ")
-                ),
-            )
-        };
-        let blocking = waves.blocking_wave == Some(wave.wave);
-        let reason = blocking.then(|| {
-            wave.resources
-                .iter()
-                .filter(|r| r.status != HealthStatus::Healthy)
-                .map(|r| {
-                    format!(
-                        "{} {}/{} is {}: {}",
-                        r.resource.kind, r.resource.namespace, r.resource.name, r.status, r.message
-                    )
-                })
-                .collect::<Vec<_>>()
-                .join("; ")
-        });
-        out.push(WaveTimes {
-            wave: wave.wave,
-            status: wave.status,
-            applied,
-            applied_at: first_applied,
-            applied_note,
-            healthy,
-            healthy_at,
-            healthy_note,
-            blocking,
-            reason,
-            resources,
-        });
-    }
-    let blocking_reason = out.iter().find_map(|w| w.reason.clone());
-    Timeline {
-        sync: window.map(|(w, ..)| w),
-        now: rfc3339(now),
-        waves: out,
-        blocking_wave: waves.blocking_wave,
-        blocking_reason,
-    }
+    let sync = LastSync::of(app);
+    let timed: Vec<Vec<Timed>> = waves
+        .waves
+        .iter()
+        .map(|w| {
+            (w.resources.iter())
+                .map(|j| time_one(&sync, j, &live(&j.resource)))
+                .collect()
+        })
+        .collect();
+    // Each wave's rows beside their times, found by position.
+    let rows: Vec<Wave<(&JudgedResource, &Timed)>> = (waves.waves.iter().zip(&timed))
+        .map(|(w, t)| Wave {
+            wave: w.wave,
+            status: w.status,
+            resources: w.resources.iter().zip(t).collect(),
+        })
+        .collect();
+    let rows = (rows.as_slice(), waves.blocking_wave);
+    assemble_by(&sync, rows, |&(j, t)| (j, t, t.times.clone()), now)
 }
 
 /// The timeline of `app`'s last sync, with its live objects read from the cache.
@@ -440,11 +530,24 @@ pub(crate) async fn gather(
     policy: &CheckPolicy,
     waves: &Waves,
 ) -> Vec<(ResourceRef, Live)> {
+    let judged: Vec<&JudgedResource> = waves.waves.iter().flat_map(|w| &w.resources).collect();
+    let read = read_each(cache, policy, &judged).await;
+    (judged.iter().zip(read))
+        .map(|(j, (live, _))| (j.resource.clone(), live))
+        .collect()
+}
+
+/// [`gather`] for each of `judged`, and whether what was read may be kept as long as the
+/// object's mark holds (`false`: a read that failed or waited too long, which may pass with
+/// time alone).
+pub(crate) async fn read_each(
+    cache: &Cache,
+    policy: &CheckPolicy,
+    judged: &[&JudgedResource],
+) -> Vec<(Live, bool)> {
     let deadline = tokio::time::Instant::now() + cache.sync_wait();
-    let reads: Vec<_> = waves
-        .waves
+    let reads: Vec<_> = judged
         .iter()
-        .flat_map(|w| &w.resources)
         .map(|j| {
             let read = matches!(
                 j.judged_by,
@@ -465,16 +568,18 @@ pub(crate) async fn gather(
         .await
 }
 
-/// What one read found, given up at `deadline`; `None`: not read (judged by Argo CD).
+/// What one read found, given up at `deadline`; `None`: not read (judged by Argo CD). And
+/// whether it is what the object says (see [`read_each`]).
 async fn live_of<Fut>(
     r: &ResourceRef,
     read: Option<Fut>,
     unread: &str,
     deadline: tokio::time::Instant,
-) -> (ResourceRef, Live)
+) -> (Live, bool)
 where
     Fut: std::future::Future<Output = Result<Option<Arc<Value>>, CacheError>>,
 {
+    let mut sound = true;
     let live = match read {
         None => Live {
             unread: Some(unread.into()),
@@ -492,17 +597,23 @@ where
                 unread: Some("does not exist".into()),
                 ..Live::default()
             },
-            Ok(Err(e)) => Live {
-                unread: Some(e.to_string()),
-                ..Live::default()
-            },
-            Err(_) => Live {
-                unread: Some("not read within --sync-wait (its watch is still listing)".into()),
-                ..Live::default()
-            },
+            Ok(Err(e)) => {
+                sound = false;
+                Live {
+                    unread: Some(e.to_string()),
+                    ..Live::default()
+                }
+            }
+            Err(_) => {
+                sound = false;
+                Live {
+                    unread: Some("not read within --sync-wait (its watch is still listing)".into()),
+                    ..Live::default()
+                }
+            }
         },
     };
-    (r.clone(), live)
+    (live, sound)
 }
 
 /// The metadata the timeline reads, from a compact view's record of Argo CD's latest change.
@@ -1009,7 +1120,8 @@ mod tests {
                     tokio::time::sleep(sync_wait * 2).await;
                     Ok(None)
                 };
-                live_of(&j.resource, Some(read), "", started + sync_wait)
+                let live = live_of(&j.resource, Some(read), "", started + sync_wait);
+                async move { (&j.resource, live.await) }
             })
             .collect();
         let live: Vec<_> = futures::stream::iter(reads)
@@ -1022,10 +1134,11 @@ mod tests {
             started.elapsed()
         );
         assert_eq!(live.len(), 200);
-        assert!(live.iter().all(|(_, l)| {
-            l.unread
-                .as_deref()
-                .is_some_and(|u| u.contains("not read within --sync-wait"))
+        assert!(live.iter().all(|(_, (l, sound))| {
+            !sound
+                && l.unread
+                    .as_deref()
+                    .is_some_and(|u| u.contains("not read within --sync-wait"))
         }));
         // In the view's order, each with its own answer.
         let names: Vec<&str> = live.iter().map(|(r, _)| r.name.as_str()).collect();

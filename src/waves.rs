@@ -11,7 +11,7 @@ use crate::clusters::Clusters;
 use crate::evaluate::{Evaluator, RECHECK_UNSURE};
 use crate::gate::crd::WaveGate;
 use crate::gate::view::Gate;
-use crate::health::{HealthStatus, Verdict, worst_of};
+use crate::health::{HealthStatus, Verdict};
 use crate::json::At;
 use crate::live_lint::LiveLint;
 use crate::policy::CheckPolicy;
@@ -23,7 +23,7 @@ use serde::Serialize;
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
-mod listing;
+pub(crate) mod listing;
 
 /// Who judged a resource.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -116,7 +116,7 @@ pub(crate) fn instance_name(namespace: &str, name: &str, argocd_namespace: &str)
 }
 
 /// [`ViewScope`] for the view of one application.
-struct Scoped<'a> {
+pub(crate) struct Scoped<'a> {
     scope: &'a ViewScope,
     /// The viewed application's `InstanceName`.
     instance: String,
@@ -259,25 +259,29 @@ impl JudgedResource {
     }
 }
 
-/// One sync wave of an Application: its resources and the worst of their statuses.
+/// One sync wave of an Application: its resources and the worst of their statuses. Each
+/// resource is a [`JudgedResource`], or what it serialises to where an answer is assembled
+/// from kept rows (`rows`).
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Wave {
+#[schemars(rename = "Wave")]
+pub(crate) struct Wave<R = JudgedResource> {
     pub wave: i64,
     pub status: HealthStatus,
-    pub resources: Vec<JudgedResource>,
+    pub resources: Vec<R>,
 }
 
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
-pub(crate) struct Waves {
+#[schemars(rename = "Waves")]
+pub(crate) struct Waves<R = JudgedResource> {
     pub namespace: String,
     pub name: String,
     pub health: Verdict,
     /// The first wave that is not truly healthy.
     pub blocking_wave: Option<i64>,
     pub message: String,
-    pub waves: Vec<Wave>,
+    pub waves: Vec<Wave<R>>,
     /// `wavegate lint`'s findings on the live objects, when asked for one Application (the
     /// per-application waves endpoints).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -372,10 +376,20 @@ pub(crate) fn assemble(
     health: Verdict,
     judged: Vec<(i64, JudgedResource)>,
 ) -> Waves {
-    let mut waves: Vec<Wave> = Vec::new();
-    let mut judged = judged;
-    judged.sort_by_key(|(w, _)| *w);
-    for (w, r) in judged {
+    assemble_by(namespace, name, health, judged, |r| r)
+}
+
+/// [`assemble`] of rows that each hold a judged resource (`judged` says where).
+pub(crate) fn assemble_by<R>(
+    namespace: &str,
+    name: &str,
+    health: Verdict,
+    mut rows: Vec<(i64, R)>,
+    judged: impl Fn(&R) -> &JudgedResource,
+) -> Waves<R> {
+    let mut waves: Vec<Wave<R>> = Vec::new();
+    rows.sort_by_key(|(w, _)| *w);
+    for (w, r) in rows {
         match waves.last_mut() {
             Some(last) if last.wave == w => last.resources.push(r),
             _ => waves.push(Wave {
@@ -386,17 +400,9 @@ pub(crate) fn assemble(
         }
     }
     for wave in &mut waves {
-        let verdicts: Vec<(String, Verdict)> = wave
-            .resources
-            .iter()
-            .map(|r| {
-                (
-                    format!("{} {}", r.resource.kind, r.resource.name),
-                    Verdict::new(r.status, r.message.clone()),
-                )
-            })
-            .collect();
-        wave.status = worst_of(verdicts.iter().map(|(n, v)| (n.as_str(), v))).status;
+        // `worst_of`'s status (a wave has a resource at least), without the message it
+        // would write and nobody reads: a string per resource of a view.
+        wave.status = HealthStatus::worst(wave.resources.iter().map(|r| judged(r).status));
     }
     let blocking = waves.iter().find(|w| w.status != HealthStatus::Healthy);
     let message = match blocking {
@@ -408,6 +414,7 @@ pub(crate) fn assemble(
             let reasons: Vec<String> = w
                 .resources
                 .iter()
+                .map(&judged)
                 .filter(|r| r.status != HealthStatus::Healthy)
                 .map(|r| {
                     format!(
@@ -558,8 +565,23 @@ pub(crate) async fn view_with_findings(
     scope: Option<&ViewScope>,
 ) -> Waves {
     let mut waves = view(clusters, policy, app, scope).await;
+    let (lint, until) = findings(clusters, policy, runs, app, scope).await;
+    waves.lint = Some(lint);
+    waves.valid_until = earliest(waves.valid_until, until);
+    waves
+}
+
+/// `wavegate lint`'s findings on `app`'s live objects (see [`view_with_findings`]), and when
+/// they may change with time alone.
+pub(crate) async fn findings(
+    clusters: &Clusters,
+    policy: &CheckPolicy,
+    runs: &crate::live_lint::Runs,
+    app: &Value,
+    scope: Option<&ViewScope>,
+) -> (LiveLint, Option<Instant>) {
     let mut unsure_lint = false;
-    waves.lint = Some(match clusters.of_application(app) {
+    let lint = match clusters.of_application(app) {
         Ok(evaluator) => {
             let s = |p: &str| app.str_at(p).unwrap_or("");
             let scoped = scope.map(|scope| Scoped {
@@ -614,12 +636,10 @@ pub(crate) async fn view_with_findings(
             note: Some(format!("not linted: {why}")),
             ..LiveLint::default()
         },
-    });
+    };
     // Rules that did not run at this poll (busy, out of time) may run at the next.
-    if unsure_lint || waves.lint.as_ref().is_some_and(|l| l.passing) {
-        waves.valid_until = earliest(waves.valid_until, unsure());
-    }
-    waves
+    let until = (unsure_lint || lint.passing).then(unsure).flatten();
+    (lint, until)
 }
 
 /// Resources judged at once for one view. Most verdicts come from the watch cache or the
@@ -627,8 +647,7 @@ pub(crate) async fn view_with_findings(
 /// check for its probes: those waits overlap instead of adding up.
 pub(crate) const JUDGED_AT_ONCE: usize = 32;
 
-/// [`view`] in one cluster. All judgements together wait at most the evaluator's patience
-/// (`--sync-wait` plus a probe timeout); a resource not judged by then is Unknown, saying so.
+/// [`view`] in one cluster.
 async fn view_in(
     evaluator: &Evaluator,
     policy: &CheckPolicy,
@@ -638,21 +657,79 @@ async fn view_in(
     let namespace = app.str_at("/metadata/namespace").unwrap_or("");
     let name = app.str_at("/metadata/name").unwrap_or("");
     let health = crate::checks::application::check(namespace, name, Some(app));
-    let deadline = tokio::time::Instant::now() + evaluator.patience();
     let scoped = scope.map(|scope| Scoped {
         scope,
         instance: instance_name(namespace, name, &scope.argocd_namespace),
     });
+    // Parsed once per version of the Application (`listing`).
+    let listing = listing::of(app);
+    let listed: Vec<&Managed> = listing.managed.iter().collect();
+    let judged = judge_listed(evaluator, policy, &listed, scoped.as_ref()).await;
+    let valid_until = judged.iter().filter_map(|j| j.until).min();
+    let judged = judged.into_iter().map(|j| (j.wave, j.resource)).collect();
+    Waves {
+        valid_until,
+        ..assemble(namespace, name, health, judged)
+    }
+}
+
+/// One listed resource judged for a view.
+pub(crate) struct JudgedRow {
+    pub wave: i64,
+    pub resource: JudgedResource,
+    /// When its verdict may change with time alone ([`Waves::valid_until`]).
+    pub until: Option<Instant>,
+    /// What it rests on, when what is built of it may be kept until that changes (`rows`);
+    /// `None`: judged again at every view.
+    pub rests: Option<Rests>,
+}
+
+/// What a judged resource rests on, besides its entry in the Application's listing.
+pub(crate) enum Rests {
+    /// Argo CD's record in that entry alone.
+    Record,
+    /// A kept verdict: its grounds, the object it is of (read by the judgement, so that a
+    /// change of it lets the verdict go), and for a kind without a dedicated check the plural
+    /// its ask was made with (discovery's, looked up again at every view).
+    Kept {
+        grounds: std::sync::Arc<crate::evaluate::Grounds>,
+        object: crate::cache::Dep,
+        plural: Option<String>,
+    },
+}
+
+impl Rests {
+    fn kept(ask: &Ask, grounds: std::sync::Arc<crate::evaluate::Grounds>) -> Rests {
+        let resource = ask.resource();
+        let object = crate::cache::Dep::object(resource.kind(), &ask.namespace, &ask.name);
+        let plural = match resource {
+            CheckKind::Generic { plural, .. } => Some(plural),
+            _ => None,
+        };
+        Rests::Kept {
+            grounds,
+            object,
+            plural,
+        }
+    }
+}
+
+/// Judge each of `listed`. All judgements together wait at most the evaluator's patience
+/// (`--sync-wait` plus a probe timeout); a resource not judged by then is Unknown, saying so.
+pub(crate) async fn judge_listed(
+    evaluator: &Evaluator,
+    policy: &CheckPolicy,
+    listed: &[&Managed],
+    scoped: Option<&Scoped<'_>>,
+) -> Vec<JudgedRow> {
+    let deadline = tokio::time::Instant::now() + evaluator.patience();
     // First what needs no waiting: verdicts kept while what they read holds, and those of
     // Argo CD's own record; only the rest is judged, each its own future (perf, 2,000
     // resources after one change: a future, a timeout and the metrics per resource were a
     // quarter of the view's CPU, for verdicts already at hand).
-    // Parsed once per version of the Application (`listing`).
-    let listing = listing::of(app);
-    let listed = &listing.managed;
-    let mut judged: Vec<Option<(i64, JudgedResource, Option<Instant>)>> =
+    let mut judged: Vec<Option<JudgedRow>> =
         std::iter::repeat_with(|| None).take(listed.len()).collect();
-    let plans = plan(evaluator, policy, listed, scoped.as_ref(), deadline).await;
+    let plans = plan(evaluator, policy, listed, scoped, deadline).await;
     let asks: Vec<&Ask> = plans
         .iter()
         .filter_map(|p| match p {
@@ -662,55 +739,69 @@ async fn view_in(
         .collect();
     let mut kept = evaluator.kept_verdicts(&asks).into_iter();
     let mut rest = Vec::new();
-    for (i, (plan, (r, wave, reported))) in plans.into_iter().zip(listed).enumerate() {
-        let now = match plan {
-            Plan::Done(verdict, by, until) => Some((verdict, by, until)),
-            Plan::Ask(_, by) => kept
-                .next()
-                .flatten()
-                .map(|(verdict, until)| (verdict, by, until)),
-            Plan::Judge => None,
+    for (i, (plan, &(r, wave, reported))) in plans.into_iter().zip(listed).enumerate() {
+        let (now, ask) = match plan {
+            Plan::Done(verdict, by, until) => {
+                let rests = (by == JudgedBy::Argocd).then_some(Rests::Record);
+                (Some((verdict, by, until, rests)), None)
+            }
+            Plan::Ask(ask, by) => match kept.next().flatten() {
+                Some((verdict, until, grounds)) => {
+                    let rests = Some(Rests::kept(&ask, grounds));
+                    (Some((verdict, by, until, rests)), None)
+                }
+                None => (None, Some(ask)),
+            },
+            Plan::Judge => (None, None),
         };
         match now {
-            Some((verdict, by, until)) => {
-                judged[i] = Some((*wave, JudgedResource::new(r.clone(), verdict, by), until))
+            Some((verdict, by, until, rests)) => {
+                judged[i] = Some(JudgedRow {
+                    wave: *wave,
+                    resource: JudgedResource::new(r.clone(), verdict, by),
+                    until,
+                    rests,
+                })
             }
-            None => rest.push((i, r.clone(), *wave, reported.clone())),
+            None => rest.push((i, r.clone(), *wave, reported.clone(), ask)),
         }
     }
-    let judging: Vec<_> = rest
+    let (judging, asked): (Vec<_>, Vec<_>) = rest
         .into_iter()
         // Boxed: a judgement's state machine is kilobytes, and unboxed the stream copies each
         // one as it is queued (perf: FuturesUnordered::push's memcpy, ~8% of a 2,000-resource
         // view's CPU).
-        .map(|(i, r, wave, reported)| {
-            let judging = judge_by(
-                evaluator,
-                policy,
-                r,
-                wave,
-                reported,
-                scoped.as_ref(),
-                deadline,
-            );
-            Box::pin(async move { (i, judging.await) })
+        .map(|(i, r, wave, reported, ask)| {
+            let judging = judge_by(evaluator, policy, r, wave, reported, scoped, deadline);
+            (Box::pin(async move { (i, judging.await) }), ask)
         })
-        .collect();
+        .unzip();
     let fresh: Vec<_> = futures::stream::iter(judging)
         .buffered(JUDGED_AT_ONCE)
         .collect()
         .await;
-    for (i, j) in fresh {
-        judged[i] = Some(j);
+    for ((i, (wave, resource, until)), ask) in fresh.into_iter().zip(asked) {
+        // Judged just now and kept: its grounds, if the kept verdict is this one.
+        let rests = match (ask, until) {
+            (Some(ask), None) => {
+                let verdict = Verdict {
+                    status: resource.status,
+                    message: resource.message.clone(),
+                    argo_status: resource.argo_status.clone(),
+                };
+                (evaluator.grounds_of(&ask, &verdict)).map(|g| Rests::kept(&ask, g))
+            }
+            _ => None,
+        };
+        judged[i] = Some(JudgedRow {
+            wave,
+            resource,
+            until,
+            rests,
+        });
     }
     // Every slot is filled: each resource either served above or judged.
-    let judged: Vec<_> = judged.into_iter().flatten().collect();
-    let valid_until = judged.iter().filter_map(|(_, _, until)| *until).min();
-    let judged = judged.into_iter().map(|(w, r, _)| (w, r)).collect();
-    Waves {
-        valid_until,
-        ..assemble(namespace, name, health, judged)
-    }
+    judged.into_iter().flatten().collect()
 }
 
 /// How one resource of a view is judged, decided without waiting for anything.
@@ -730,13 +821,13 @@ enum Plan {
 async fn plan(
     evaluator: &Evaluator,
     policy: &CheckPolicy,
-    listed: &[Managed],
+    listed: &[&Managed],
     scoped: Option<&Scoped<'_>>,
     deadline: tokio::time::Instant,
 ) -> Vec<Plan> {
     let mut plurals: Vec<((&str, &str), Option<String>)> = Vec::new();
     let mut plans = Vec::with_capacity(listed.len());
-    for (r, _, reported) in listed {
+    for &(r, _, reported) in listed {
         let ask = ask_for(r);
         let reads = ask.is_some() || is_gate(r) || is_pod(r) || reported.is_none();
         let plan = if scoped.is_some() && reads {

@@ -335,6 +335,8 @@ pub(crate) struct ViewAnswer {
     head: Vec<u8>,
     tail: Vec<u8>,
     read: Vec<Arc<crate::clusters::Cluster>>,
+    /// The rows it was assembled from, for the next answer of its view (`rows`).
+    rows: Option<Arc<super::rows::Rows>>,
     /// Names the answer but for the time it is served: a poll that sends it back in
     /// `If-None-Match` and finds it unchanged is answered 304, with the time in
     /// [`WAVEGATE_NOW`] only (the UIs poll megabytes that rarely change).
@@ -369,6 +371,7 @@ impl ViewAnswer {
             head,
             tail,
             read,
+            rows: None,
             etag,
         }
     }
@@ -554,41 +557,100 @@ async fn waves_of(
     {
         return Err(ApiError::JudgedElsewhere { cluster, why });
     }
+    // The live objects are in the Application's destination cluster.
+    let mut read = vec![state.clusters.home().clone()];
+    let destination = state.clusters.destination_of(&app);
+    if let Ok(cluster) = &destination {
+        read.push(cluster.clone());
+    }
+    let (body, valid_until, rows) = match (&view_scope, &destination) {
+        // Unscoped, from the rows of the last answer that still hold (`rows`); through Argo
+        // CD's proxy every resource is first checked to be the application's own, each time.
+        (None, Ok(cluster)) => {
+            let last = state.views.latest(&key).and_then(|a| a.rows.clone());
+            let assembled = super::rows::assemble(
+                &state.clusters,
+                &cluster.evaluator,
+                &state.policy,
+                &state.live_lint,
+                &app,
+                last.as_deref(),
+                &NOW,
+            )
+            .await
+            .map_err(internal)?;
+            (assembled.body, assembled.valid_until, Some(assembled.rows))
+        }
+        _ => {
+            let scope = view_scope.as_ref();
+            let (view, valid_until) = judged_afresh(state, &app, scope, &destination).await;
+            (
+                serde_json::to_vec(&view).map_err(internal)?,
+                valid_until,
+                None,
+            )
+        }
+    };
+    let served_at = k8s_openapi::jiff::Timestamp::now();
+    let valid_until = waves::earliest(valid_until, kept_at_most(&read, now));
+    let stamp = stamp.only(read.iter().map(|c| &**c));
+    let mut answer = ViewAnswer::with_now(body, read);
+    answer.rows = rows;
+    let answer = Arc::new(answer);
+    state
+        .views
+        .put(key, (stamp, read_at), valid_until, answer.clone());
+    Ok(answer.respond(Some(served_at), known))
+}
+
+/// The waves view and timeline of `app`, every resource judged and timed for this answer,
+/// with [`NOW`] for the time it is served; and when it may change with time alone.
+async fn judged_afresh(
+    state: &AppState,
+    app: &serde_json::Value,
+    view_scope: Option<&waves::ViewScope>,
+    destination: &Result<Arc<crate::clusters::Cluster>, crate::clusters::ClusterError>,
+) -> (WavesWithTimeline, Option<std::time::Instant>) {
     let waves = waves::view_with_findings(
         &state.clusters,
         &state.policy,
         &state.live_lint,
-        &app,
-        view_scope.as_ref(),
+        app,
+        view_scope,
     )
     .await;
     let served_at = k8s_openapi::jiff::Timestamp::now();
-    // The live objects are in the Application's destination cluster.
-    let mut read = vec![state.clusters.home().clone()];
-    let timeline = match state.clusters.destination_of(&app) {
+    let timeline = match destination {
         Ok(cluster) => {
             let ev = &cluster.evaluator;
-            read.push(cluster.clone());
-            timeline::of(ev.cache(), &state.policy, &app, &waves, served_at).await
+            timeline::of(ev.cache(), &state.policy, app, &waves, served_at).await
         }
         Err(why) => {
             let unread = |_: &_| timeline::Live {
                 unread: Some(why.to_string()),
                 ..timeline::Live::default()
             };
-            timeline::build(&app, &waves, unread, served_at)
+            timeline::build(app, &waves, unread, served_at)
         }
     };
-    let valid_until = waves::earliest(waves.valid_until, kept_at_most(&read, now));
+    let valid_until = waves.valid_until;
     let mut view = WavesWithTimeline::new(waves, timeline);
     view.timeline.now = NOW.clone();
-    let body = serde_json::to_vec(&view).map_err(internal)?;
-    let stamp = stamp.only(read.iter().map(|c| &**c));
-    let answer = Arc::new(ViewAnswer::with_now(body, read));
-    state
-        .views
-        .put(key, (stamp, read_at), valid_until, answer.clone());
-    Ok(answer.respond(Some(served_at), known))
+    (view, valid_until)
+}
+
+/// [`judged_afresh`], serialised: what a view's answer is, whatever rows were kept.
+#[cfg(test)]
+pub(crate) async fn afresh(state: &AppState, app: &serde_json::Value) -> Vec<u8> {
+    let destination = state.clusters.destination_of(app);
+    let (view, _) = judged_afresh(state, app, None, &destination).await;
+    serde_json::to_vec(&view).unwrap()
+}
+
+/// The JSON string [`NOW`] is in an answer before it is served.
+#[cfg(test)]
+pub(crate) fn now_marker() -> Vec<u8> {
+    serde_json::to_vec(&*NOW).unwrap()
 }
 
 #[derive(serde::Deserialize)]

@@ -105,6 +105,12 @@ impl<K: Hash + Eq, V> Kept<K, V> {
         (stamp_of(&value)? == stamp).then_some(value)
     }
 
+    /// The answer last kept for `key`, whether it holds or not: what the next one may be
+    /// built from in part (see `rows`).
+    pub(crate) fn latest(&self, key: &K) -> Option<Arc<V>> {
+        lock(&self.entries).get(key).map(|e| e.value.clone())
+    }
+
     /// Wait for the turn to compute the answer of `key`; whoever had it may have kept it, so
     /// look again before computing.
     pub(crate) async fn turn(&self, key: &K) -> Turn<'_, K, V>

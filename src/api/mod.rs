@@ -18,6 +18,7 @@ mod headers;
 mod kept;
 mod limits;
 pub mod openapi;
+mod rows;
 mod scope;
 mod serve;
 mod state;

@@ -53,7 +53,7 @@ mod strip;
 mod tests;
 mod watches;
 
-pub(crate) use marks::{Dep, Marks, Stamp as MarkStamp};
+pub(crate) use marks::{Dep, Look as MarkLook, Marks, Stamp as MarkStamp};
 pub(crate) use strip::ARGOCD_MANAGER;
 
 use crate::locks::lock;

@@ -18,9 +18,10 @@ use super::Judgement;
 use crate::ask::Ask;
 use crate::cache::{Cache, MarkStamp};
 use crate::deps::Dep;
+use crate::hashing::FastMap;
+use crate::health::Verdict;
 use crate::locks::lock;
-use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 /// More verdicts than this and those past their time are dropped, then all if that is not
@@ -34,10 +35,40 @@ pub(super) const KEEP_AT_MOST: Duration = Duration::from_secs(60);
 
 struct Kept {
     judgement: Judgement,
+    grounds: Arc<Grounds>,
+}
+
+/// What a kept verdict rests on: the marks of its reads, taken before it read, the generation
+/// of the scripts it was judged with, and when it is judged again at the latest. Shared with
+/// whoever keeps something built from the verdict (a view's rows), so that they can tell
+/// whether it still holds without the ask, and by the same rule as the memo.
+#[derive(Debug)]
+pub(crate) struct Grounds {
     reads: Vec<Dep>,
     marks: MarkStamp,
     scripts: u64,
     until: Instant,
+}
+
+impl Grounds {
+    /// Whether the verdict still holds at `now`, by `marks` looked at once for many.
+    pub(super) fn hold(
+        &self,
+        marks: &crate::cache::MarkLook<'_>,
+        vouched: bool,
+        scripts: u64,
+        now: Instant,
+    ) -> bool {
+        vouched
+            && now < self.until
+            && self.scripts == scripts
+            && marks.holds(&self.reads, &self.marks)
+    }
+
+    /// Whether judging read `dep` (so that its mark moving lets the verdict go).
+    pub(crate) fn read(&self, dep: &Dep) -> bool {
+        self.reads.contains(dep)
+    }
 }
 
 /// The marks of an ask's reads, taken before it reads anything.
@@ -50,7 +81,7 @@ pub(super) struct Taken {
 
 #[derive(Default)]
 pub(super) struct Memo {
-    kept: Mutex<HashMap<Ask, Kept>>,
+    kept: Mutex<FastMap<Ask, Kept>>,
 }
 
 impl Memo {
@@ -64,10 +95,9 @@ impl Memo {
     ) -> Option<Judgement> {
         let kept = lock(&self.kept);
         let k = kept.get(ask)?;
-        let holds = now < k.until
-            && k.scripts == scripts
-            && cache.vouched()
-            && cache.marks().holds(&k.reads, &k.marks);
+        let holds = k
+            .grounds
+            .hold(&cache.marks().look(), cache.vouched(), scripts, now);
         holds.then(|| k.judgement.clone())
     }
 
@@ -79,20 +109,37 @@ impl Memo {
         cache: &Cache,
         scripts: u64,
         now: Instant,
-    ) -> Vec<Option<Judgement>> {
+    ) -> Vec<Option<(Judgement, Arc<Grounds>)>> {
         let kept = lock(&self.kept);
         let vouched = cache.vouched();
         let marks = cache.marks().look();
         asks.into_iter()
             .map(|ask| {
                 let k = kept.get(ask)?;
-                let holds = vouched
-                    && now < k.until
-                    && k.scripts == scripts
-                    && marks.holds(&k.reads, &k.marks);
-                holds.then(|| k.judgement.clone())
+                let holds = k.grounds.hold(&marks, vouched, scripts, now);
+                holds.then(|| (k.judgement.clone(), k.grounds.clone()))
             })
             .collect()
+    }
+
+    /// The grounds of the verdict kept for `ask`, if it is `verdict` and holds forever unless
+    /// what it read changes: a verdict served another way (the verdict cache's, coalesced) is
+    /// then the one these grounds vouch for, since a kept verdict is a function of its reads.
+    pub(super) fn grounds_of(
+        &self,
+        ask: &Ask,
+        verdict: &Verdict,
+        cache: &Cache,
+        scripts: u64,
+        now: Instant,
+    ) -> Option<Arc<Grounds>> {
+        let kept = lock(&self.kept);
+        let k = kept.get(ask)?;
+        let holds = k.judgement.verdict == *verdict
+            && k.judgement.valid_until.is_none()
+            && k.grounds
+                .hold(&cache.marks().look(), cache.vouched(), scripts, now);
+        holds.then(|| k.grounds.clone())
     }
 
     /// The marks of what judging `ask` reads, now: to be taken before it reads.
@@ -110,7 +157,7 @@ impl Memo {
     pub(super) fn keep(&self, ask: &Ask, taken: Taken, judgement: &Judgement, at_most: Duration) {
         let mut kept = lock(&self.kept);
         if kept.len() >= MAX_KEPT && !kept.contains_key(ask) {
-            kept.retain(|_, k| k.until > taken.at);
+            kept.retain(|_, k| k.grounds.until > taken.at);
             if kept.len() >= MAX_KEPT {
                 kept.clear();
             }
@@ -119,10 +166,12 @@ impl Memo {
             ask.clone(),
             Kept {
                 judgement: judgement.clone(),
-                reads: taken.reads,
-                marks: taken.marks,
-                scripts: taken.scripts,
-                until: taken.at + at_most,
+                grounds: Arc::new(Grounds {
+                    reads: taken.reads,
+                    marks: taken.marks,
+                    scripts: taken.scripts,
+                    until: taken.at + at_most,
+                }),
             },
         );
     }

@@ -291,7 +291,8 @@ mod kept {
 
         /// The verdict of ask `a` as a view serves it first: kept, without awaiting.
         fn served_at_once(&self, a: usize) -> Option<(Verdict, Option<Instant>)> {
-            self.ev.kept_verdicts(&[&self.asks[a]]).pop().flatten()
+            let kept = self.ev.kept_verdicts(&[&self.asks[a]]).pop().flatten();
+            kept.map(|(verdict, until, _)| (verdict, until))
         }
 
         fn kept(&self, a: usize) -> Option<Judgement> {

@@ -11,12 +11,12 @@
 
 use super::{Hook, Listed, WORKLOADS};
 use crate::cache::{Cache, Dep, MarkStamp};
+use crate::hashing::FastMap;
 use crate::lint::Object;
 use crate::lint::references::CNPG;
 use crate::locks::lock;
 use crate::policy::CheckPolicy;
 use crate::resource::{CheckKind, GroupResource, ResourceRef};
-use std::collections::HashMap;
 use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
@@ -152,10 +152,11 @@ struct Entry {
     part: Part,
 }
 
-/// Lint's objects kept, by the cache they were read from (its address) and the resource.
+/// Lint's objects kept, by the cache they were read from (its address), then by the resource:
+/// looked up by a borrowed resource, thousands per view.
 #[derive(Default)]
 pub(crate) struct Kept {
-    kept: Mutex<HashMap<(usize, ResourceRef), Entry>>,
+    kept: Mutex<FastMap<usize, FastMap<ResourceRef, Entry>>>,
 }
 
 impl Kept {
@@ -165,16 +166,15 @@ impl Kept {
         let at = Arc::as_ptr(cache) as usize;
         let now = Instant::now();
         let kept = lock(&self.kept);
-        if kept.is_empty() {
+        let Some(kept) = kept.get(&at).filter(|k| !k.is_empty()) else {
             return vec![None; listed.len()];
-        }
+        };
         let vouched = cache.vouched();
         let marks = cache.marks().look();
         listed
             .iter()
             .map(|l| {
-                // The key is built per lookup: a map keyed by a borrowed form would save it.
-                let e = kept.get(&(at, l.resource.clone()))?;
+                let e = kept.get(&l.resource)?;
                 let holds = vouched
                     && now < e.until
                     && e.wave == l.wave
@@ -192,15 +192,22 @@ impl Kept {
         }
         let at_most = KEEP_AT_MOST.min(cache.watch_idle() / 2);
         let mut kept = lock(&self.kept);
-        let key = (Arc::as_ptr(cache) as usize, listed.resource.clone());
-        if kept.len() >= MAX_KEPT && !kept.contains_key(&key) {
-            kept.retain(|_, e| e.until > taken.at);
-            if kept.len() >= MAX_KEPT {
+        let at = Arc::as_ptr(cache) as usize;
+        let all: usize = kept.values().map(FastMap::len).sum();
+        let known = kept
+            .get(&at)
+            .is_some_and(|k| k.contains_key(&listed.resource));
+        if all >= MAX_KEPT && !known {
+            for of_cache in kept.values_mut() {
+                of_cache.retain(|_, e| e.until > taken.at);
+            }
+            kept.retain(|_, of_cache| !of_cache.is_empty());
+            if kept.values().map(FastMap::len).sum::<usize>() >= MAX_KEPT {
                 kept.clear();
             }
         }
-        kept.insert(
-            key,
+        kept.entry(at).or_default().insert(
+            listed.resource.clone(),
             Entry {
                 _cache: Arc::downgrade(cache),
                 wave: listed.wave,
