@@ -18,8 +18,10 @@
 //! of the machine was meanwhile.
 //!
 //! Usage: `bigapps --wavegate http://127.0.0.1:PORT --pid PID [--old URL --old-pid PID]
-//! [--namespace NS] [--keep true]` (`--namespace`: a new namespace of that name instead of a
-//! random one); prints `BENCH bigapps.<shape>.<old|new> …` lines. With `--keep true` the
+//! [--namespace NS] [--keep true] [--shapes LIST]` (`--namespace`: a new namespace of that name
+//! instead of a random one; `--shapes`: only the shapes whose names start with one of these,
+//! comma-separated, e.g. `waves-timeline.2000,dashboard`, or `none` to build the Applications
+//! and measure nothing); prints `BENCH bigapps.<shape>.<old|new> …` lines. With `--keep true` the
 //! Applications stay (for tests/browser/render-bench.mjs) and their namespace is printed as
 //! `BENCH bigapps.namespace`.
 
@@ -686,7 +688,14 @@ async fn main() {
         ),
         ("dashboard".to_string(), Ask::Refresh, refreshes, everything),
     ];
-    for (shape, ask, count, resources) in &shapes {
+    // Only the shapes asked for (all by default): a run for one row need not take ten minutes.
+    let only: Option<Vec<String>> =
+        support::arg("--shapes").map(|s| s.split(',').map(|p| p.trim().to_string()).collect());
+    let chosen = |shape: &str| {
+        only.as_ref()
+            .is_none_or(|o| o.iter().any(|p| !p.is_empty() && shape.starts_with(p.as_str())))
+    };
+    for (shape, ask, count, resources) in shapes.iter().filter(|s| chosen(&s.0)) {
         for server in &servers {
             measure(shape, server, ask, *count, &admin, *resources).await;
         }

@@ -22,7 +22,13 @@
 # `git worktree` under target/bench/ and built into BENCH_OLD_TARGET_DIR (default
 # <target dir>/bench-old; seeded with this tree's built dependencies); BENCH_PORT (18190; this
 # uses +3 and +4); BENCH_ASKS (50) warm requests per view, BENCH_REFRESHES (10) per list,
-# dashboard refresh and round of pollers; BENCH_BROWSER (1; 0 leaves chromium out).
+# dashboard refresh and round of pollers; BENCH_BROWSER (1; 0 leaves chromium out);
+# BENCH_SHAPES (all) — only the rows of benches/bigapps.rs whose shape names start with one of
+# these, comma-separated (`waves-timeline.2000,dashboard`; `none`: build the Applications and go
+# straight to chromium); rows left out read "not run" in the section, so a partial run is for
+# your own numbers, not for committing the section; BENCH_DOC (1; 0 prints the section and leaves
+# docs/benchmarks.md as it is). RENDER_PROFILE=1 (tests/browser/render-bench.mjs)
+# also prints where chromium's time went.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/.." && pwd)
 cd "$here"
@@ -128,7 +134,7 @@ fi
 
 step "benches/bigapps.rs"
 "$bigapps_bin" --wavegate "http://127.0.0.1:$((port + 1))" --pid "$pid" "${old_args[@]}" --namespace "$ns" \
-  --asks "$asks" --refreshes "$refreshes" --keep true | tee "$out/bigapps.txt" >&2
+  --asks "$asks" --refreshes "$refreshes" --keep true ${BENCH_SHAPES:+--shapes "$BENCH_SHAPES"} | tee "$out/bigapps.txt" >&2
 bench_line() { # file name key → value from "BENCH name key=value …"
   awk -v n="$2" -v k="$3" '$1 == "BENCH" && $2 == n {for (i = 3; i <= NF; i++) {split($i, kv, "="); if (kv[1] == k) print substr($i, length(k) + 2)}}' "$1" | tail -1
 }
@@ -235,5 +241,5 @@ SECTION_TEXT=$section awk '
   !replacing { print }
   END { if (!done) { print ""; print section } }
 ' "$doc" >"$out/benchmarks.md"
-cp "$out/benchmarks.md" "$doc"
+[ "${BENCH_DOC:-1}" = 0 ] || cp "$out/benchmarks.md" "$doc"
 printf '%s\n' "$section"
