@@ -692,8 +692,10 @@ async fn main() {
     let only: Option<Vec<String>> =
         support::arg("--shapes").map(|s| s.split(',').map(|p| p.trim().to_string()).collect());
     let chosen = |shape: &str| {
-        only.as_ref()
-            .is_none_or(|o| o.iter().any(|p| !p.is_empty() && shape.starts_with(p.as_str())))
+        only.as_ref().is_none_or(|o| {
+            o.iter()
+                .any(|p| !p.is_empty() && shape.starts_with(p.as_str()))
+        })
     };
     for (shape, ask, count, resources) in shapes.iter().filter(|s| chosen(&s.0)) {
         for server in &servers {
