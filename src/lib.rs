@@ -76,6 +76,7 @@ pub mod events;
 pub mod gate;
 mod glob;
 pub mod health;
+pub mod heap;
 mod json;
 mod kinds;
 pub mod leader;
