@@ -15,7 +15,8 @@
 //! (`/proc/PID/task/*/schedstat`), its RSS after, the API-server requests the warm requests
 //! caused (`apiserver_flowcontrol_dispatched_requests_total` of FlowSchema `wgbench-wavegate`,
 //! which scripts/bench-bigapps.sh makes match only wavegate's identity), and how busy the rest
-//! of the machine was meanwhile.
+//! of the machine was meanwhile; at the end, each build's RSS 3 s after the last request
+//! (`BENCH bigapps.settled.<build> rss_kib=…`).
 //!
 //! Usage: `bigapps --wavegate http://127.0.0.1:PORT --pid PID [--old URL --old-pid PID]
 //! [--namespace NS] [--keep true] [--shapes LIST]` (`--namespace`: a new namespace of that name
@@ -701,6 +702,16 @@ async fn main() {
         for server in &servers {
             measure(shape, server, ask, *count, &admin, *resources).await;
         }
+    }
+    // RSS once the requests have paused: what an idle replica holds after the bench, when
+    // memory the views freed has been given back (`wavegate::heap`, a second after the last
+    // answer), beside the RSS read right after each shape's last request.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for server in &servers {
+        report(
+            &format!("bigapps.settled.{}", server.build),
+            &[("rss_kib", rss_kib(server.pid).to_string())],
+        );
     }
     eprintln!("bigapps: {applications} Applications in {ns}");
     if support::arg("--keep").is_some_and(|k| k == "true") {

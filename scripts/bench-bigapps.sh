@@ -198,6 +198,11 @@ per_poller() { # build → % of a core one poller costs at one poll per 5 s
 per_poller_changed() {
   awk -v c="$(v "pollers-changed.${pollers}x$n" "$1" cpu_ms_per_request)" 'BEGIN {if (c != "") printf "%.1f", 100 * c / 5000; else print "?"}'
 }
+settled() { # build → its RSS 3 s after the bench
+  local k
+  k=$(bench_line "$b" "bigapps.settled.$1" rss_kib)
+  [ -n "$k" ] && echo "**$(mib "$k") MiB**" || echo "not run"
+}
 section=$(
   cat <<SECTION
 ## Big applications: waves view, timeline, dashboard
@@ -219,6 +224,7 @@ $(row parent.200x10 "parent of $(bench_line "$b" bigapps.parent.200x10.new resou
 $(row parent.100x10 "parent of $(bench_line "$b" bigapps.parent.100x10.new resources) child Applications" "—" "" "" "" "p50 ×$(ratio "$(v parent.200x10 old p50_ms)" "$(v parent.100x10 old p50_ms)"), CPU ×$(ratio "$(v parent.200x10 old cpu_ms_per_request)" "$(v parent.100x10 old cpu_ms_per_request)") from 100 to 200 children on old")
 $(row applications "\`GET /api/v1/applications\`, $(bench_line "$b" bigapps.applications.new resources) resources in all Applications, nothing changed" "≤ 25 ms p95" p95_ms '<=' 25 "every Application's health and blocking wave; $refreshes requests")
 $(row dashboard "dashboard refresh, the same" "≤ 50 ms p95; RSS after the whole bench ≤ 64 MiB" p95_ms '<=' 50 "what the dashboard does every 2 s: gates and applications, then the waves view of each Application on its page (20 per page, by name: \`big\` and 19 children) 6 at a time (a browser's connections per host); the time until the last answer; $refreshes refreshes; the last row measured, so its RSS is the one after the whole bench")
+| RSS 3 s after the whole bench, requests paused | $(settled old) | $(settled new) | ≤ 64 MiB $(ok "$(awk -v k="$(bench_line "$b" bigapps.settled.new rss_kib)" 'BEGIN {if (k != "") printf "%.1f", k / 1024}')" '<=' 64) | \`BENCH bigapps.settled\`: VmRSS once memory the views freed has been given back (wavegate gives it back a second after the last request: src/heap.rs); the RSS of the row above is read right after its last request |
 $(render_row dashboard "chromium: the dashboard, first page (new)" "headless chromium (Debian's) on the dashboard: 20 Applications a page; over 200 resources on the page, each table lists its waves and draws the rows of the open ones (each blocking wave, at first); per refresh, the main thread's busy time (CDP \`Performance.getMetrics\` TaskDuration: parsing, script, style, layout) between the starts of two refreshes, and the longest task (\`longtask\` observer: what a click waits at worst); tests/browser/render-bench.mjs")
 $(render_row extension "chromium: the extension's Waves tab, the 2,000-resource Application (new)" "argocd/extension/extension-wavegate.js in the harness (React 18), polled every 5 s (the status panel polls the same view); rows of the open waves only, as on the dashboard; the same counters per poll")
 
