@@ -238,11 +238,12 @@ Raw output of the run: \`target/bench/$(basename "$out")/\`.
 SECTION
 )
 doc=docs/benchmarks.md
-# This section replaces its previous version, in place; the rest of the file is left alone.
+# This section replaces its previous version, in place; the rest of the file is left alone (the
+# hand-written "Big applications: …" sections after it too: only this heading is matched).
 SECTION_TEXT=$section awk '
   BEGIN { section = ENVIRON["SECTION_TEXT"] }
   /^## / && replacing { replacing = 0 }
-  /^## Big applications/ { replacing = 1; if (!done) { print section; print ""; done = 1 } ; next }
+  /^## Big applications: waves view, timeline, dashboard$/ { replacing = 1; if (!done) { print section; print ""; done = 1 } ; next }
   /^## (Peers side by side|Real Argo CD)/ && !done { print section; print ""; done = 1 }
   !replacing { print }
   END { if (!done) { print ""; print section } }
