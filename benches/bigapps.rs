@@ -15,11 +15,14 @@
 //! (`/proc/PID/task/*/schedstat`), its RSS after, the API-server requests the warm requests
 //! caused (`apiserver_flowcontrol_dispatched_requests_total` of FlowSchema `wgbench-wavegate`,
 //! which scripts/bench-bigapps.sh makes match only wavegate's identity), and how busy the rest
-//! of the machine was meanwhile.
+//! of the machine was meanwhile; at the end, each build's RSS 3 s after the last request
+//! (`BENCH bigapps.settled.<build> rss_kib=…`).
 //!
 //! Usage: `bigapps --wavegate http://127.0.0.1:PORT --pid PID [--old URL --old-pid PID]
-//! [--namespace NS] [--keep true]` (`--namespace`: a new namespace of that name instead of a
-//! random one); prints `BENCH bigapps.<shape>.<old|new> …` lines. With `--keep true` the
+//! [--namespace NS] [--keep true] [--shapes LIST]` (`--namespace`: a new namespace of that name
+//! instead of a random one; `--shapes`: only the shapes whose names start with one of these,
+//! comma-separated, e.g. `waves-timeline.2000,dashboard`, or `none` to build the Applications
+//! and measure nothing); prints `BENCH bigapps.<shape>.<old|new> …` lines. With `--keep true` the
 //! Applications stay (for tests/browser/render-bench.mjs) and their namespace is printed as
 //! `BENCH bigapps.namespace`.
 
@@ -686,10 +689,29 @@ async fn main() {
         ),
         ("dashboard".to_string(), Ask::Refresh, refreshes, everything),
     ];
-    for (shape, ask, count, resources) in &shapes {
+    // Only the shapes asked for (all by default): a run for one row need not take ten minutes.
+    let only: Option<Vec<String>> =
+        support::arg("--shapes").map(|s| s.split(',').map(|p| p.trim().to_string()).collect());
+    let chosen = |shape: &str| {
+        only.as_ref().is_none_or(|o| {
+            o.iter()
+                .any(|p| !p.is_empty() && shape.starts_with(p.as_str()))
+        })
+    };
+    for (shape, ask, count, resources) in shapes.iter().filter(|s| chosen(&s.0)) {
         for server in &servers {
             measure(shape, server, ask, *count, &admin, *resources).await;
         }
+    }
+    // RSS once the requests have paused: what an idle replica holds after the bench, when
+    // memory the views freed has been given back (`wavegate::heap`, a second after the last
+    // answer), beside the RSS read right after each shape's last request.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    for server in &servers {
+        report(
+            &format!("bigapps.settled.{}", server.build),
+            &[("rss_kib", rss_kib(server.pid).to_string())],
+        );
     }
     eprintln!("bigapps: {applications} Applications in {ns}");
     if support::arg("--keep").is_some_and(|k| k == "true") {

@@ -1231,6 +1231,7 @@ impl Server {
             forwarder,
             recount,
         } = self;
+        crate::heap::start_trimming();
         // The writers: a gate controller per cluster, and annotation mode if asked for. With
         // --leader-elect only the replica holding the Lease runs them; every replica serves reads.
         let validity = (!args.status_validity.is_zero()).then_some(args.status_validity);

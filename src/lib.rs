@@ -77,6 +77,7 @@ pub mod gate;
 mod glob;
 pub(crate) mod hashing;
 pub mod health;
+pub mod heap;
 mod json;
 mod kinds;
 pub mod leader;

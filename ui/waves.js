@@ -96,47 +96,59 @@ function findingsOf(w, wave) {
   return all.filter(function (f) { return wave === null ? waves.indexOf(f.wave) < 0 : f.wave === wave; });
 }
 
+// Where the server's clock (`timeline.now`) is in an answer's text: [start, end) of its value,
+// or null unless the key occurs exactly once and its value is a plain string. `"now":"` with
+// bare quotes can only be a key (quotes inside strings are escaped), and the answer has no `now`
+// key but the timeline's; the key occurring once makes sure of both.
+function clockOf(text) {
+  var key = '"now":"', at = text.indexOf(key);
+  if (at < 0 || text.indexOf(key, at + 1) >= 0) return null;
+  var start = at + key.length, end = text.indexOf('"', start);
+  return end > 0 && text.slice(start, end).indexOf('\\') < 0 ? [start, end] : null;
+}
+
+// `value` with its timeline's `now` replaced; `value` itself is left as it was.
+function withNow(value, now) {
+  var copy = {}, timeline = {};
+  for (var k in value) copy[k] = value[k];
+  for (var j in value.timeline) timeline[j] = value.timeline[j];
+  timeline.now = now;
+  copy.timeline = timeline;
+  return copy;
+}
+
 // A waves answer's text as a value, reusing `prev` (the last one read for the same path:
-// { text, value }) when little changed. wavegate stamps every answer with the server's clock
-// (`timeline.now`), so two polls of an idle Application differ in those bytes alone; then the
-// previous value is kept but for a fresh `timeline` carrying the new `now`, so a UI can tell by
-// identity that `waves`, `lint` and the rest are unchanged and redraw nothing but the timeline.
-// `"now":"` with bare quotes can only be a key (quotes inside strings are escaped), and the
-// answer has no `now` key but the timeline's; the check below makes sure of both before reusing.
+// { text, value, clock }) when little changed. wavegate stamps every answer with the server's
+// clock (`timeline.now`), so two polls of an idle Application differ in those bytes alone; then
+// the previous value is kept but for a fresh `timeline` carrying the new `now`, so a UI can tell
+// by identity that `waves`, `lint` and the rest are unchanged and redraw nothing but the timeline.
 function readAnswer(text, prev) {
   if (prev && text === prev.text) return prev;
-  var key = '"now":"';
-  var at = prev ? text.indexOf(key) : -1, was = prev ? prev.text.indexOf(key) : -1;
+  var at = clockOf(text), was = prev && prev.clock;
   var t = prev && prev.value && prev.value.timeline;
-  if (at >= 0 && at === was && text.indexOf(key, at + 1) < 0 && prev.text.indexOf(key, was + 1) < 0 && t &&
-      text.slice(0, at) === prev.text.slice(0, was)) {
-    var end = text.indexOf('"', at + key.length), wasEnd = prev.text.indexOf('"', was + key.length);
-    var now = text.slice(at + key.length, end);
-    if (end > 0 && wasEnd > 0 && now.indexOf('\\') < 0 && text.slice(end) === prev.text.slice(wasEnd) &&
-        t.now === prev.text.slice(was + key.length, wasEnd)) {
-      var value = {}, timeline = {};
-      for (var k in prev.value) value[k] = prev.value[k];
-      for (var j in t) timeline[j] = t[j];
-      timeline.now = now;
-      value.timeline = timeline;
-      return { text: text, value: value };
-    }
+  if (at && was && t && at[0] === was[0] && t.now === prev.text.slice(was[0], was[1]) &&
+      text.slice(0, at[0]) === prev.text.slice(0, was[0]) && text.slice(at[1]) === prev.text.slice(was[1])) {
+    return { text: text, value: withNow(prev.value, text.slice(at[0], at[1])), clock: at };
   }
-  return { text: text, value: JSON.parse(text) };
+  return { text: text, value: JSON.parse(text), clock: at };
 }
 
 // The answer `prev` (readAnswer's) served again at `now`: what a 304 means. A poll sends the
 // answer's ETag back (If-None-Match) and, when nothing but the time changed, wavegate answers
 // 304 without a body and with the time in Wavegate-Now, so megabytes that did not change are not
-// sent, read or compared again. A time that is not a plain timestamp leaves `prev` as it was.
+// sent, read or compared again: the new text is spliced where `prev.clock` says (no search of
+// the megabyte), and compared only when a later answer comes with a body. A time that is not a
+// plain timestamp leaves `prev` as it was.
 function answerAt(prev, now) {
-  var key = '"now":"', at = prev.text.indexOf(key);
-  if (at < 0 || !/^[0-9A-Za-z:.+-]{1,64}$/.test(now || '')) return prev;
-  var end = prev.text.indexOf('"', at + key.length);
-  if (end < 0) return prev;
-  var next = readAnswer(prev.text.slice(0, at + key.length) + now + prev.text.slice(end), prev);
-  if (next !== prev) next.etag = prev.etag;
-  return next;
+  var c = prev.clock, t = prev.value && prev.value.timeline;
+  if (!c || !t || !/^[0-9A-Za-z:.+-]{1,64}$/.test(now || '') || t.now !== prev.text.slice(c[0], c[1])) return prev;
+  if (now === t.now) return prev;
+  return {
+    text: prev.text.slice(0, c[0]) + now + prev.text.slice(c[1]),
+    value: withNow(prev.value, now),
+    clock: [c[0], c[0] + now.length],
+    etag: prev.etag
+  };
 }
 
 // The timeline of a waves answer, when it has waves to draw.

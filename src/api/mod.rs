@@ -97,7 +97,19 @@ pub fn router(state: AppState) -> Router {
     app.fallback(handlers::not_found)
         .layer(from_fn(scope::api_only))
         .layer(from_fn(headers::security_headers))
+        .layer(from_fn(answered))
         .with_state(state)
+}
+
+/// Marks every answer of the API port for `crate::heap`: what building it freed is given back
+/// to the system once the requests pause.
+async fn answered(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let response = next.run(request).await;
+    crate::heap::worked();
+    response
 }
 
 /// The monitoring port (`--metrics-listen`): `/metrics` without a token, for the Prometheus

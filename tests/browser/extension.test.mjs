@@ -149,8 +149,17 @@ describe('Argo CD UI extension', () => {
                      '/extensions/wavegate/api/v1/waves']) {
       const hits = proxied.filter(r => r.path === p);
       assert.ok(hits.length > 0, `no request for ${p}`);
-      assert.ok(hits.every(r => r.status === 200 && r.app === 'argocd:platform' && r.project === 'default'), JSON.stringify(hits));
+      assert.equal(hits[0].status, 200, JSON.stringify(hits));
+      assert.ok(hits.every(r => [200, 304].includes(r.status) && r.app === 'argocd:platform' && r.project === 'default'), JSON.stringify(hits));
     }
+    // A poll of a waves answer that did not change is answered 304 through the proxy, as through
+    // argocd-server, which passes If-None-Match on and ETag / Wavegate-Now back: the tab sends
+    // the tag it was given, and 2,000 resources' megabyte is neither sent nor read again.
+    const wavesPath = '/extensions/wavegate/api/v1/applications/argocd/platform/waves';
+    await eventually(async () => proxied.some(r => r.path === wavesPath && r.status === 304),
+      { ms: 15000, what: 'a poll of the unchanged waves answer through the proxy answered 304 Not Modified' });
+    await eventually(async () => sameWaves(await readWaves(page, WAVES_TAB), await json(`api/v1/applications/${APP.namespace}/${APP.name}/waves`)),
+      { ms: 15000, what: 'the Waves tab to still match wavegate\'s waves after a 304' });
 
     // The flyout, opened from the status panel with the keyboard, holds the full waves table.
     await page.getByTestId('wavegate-panel-details').focus();

@@ -12,7 +12,10 @@
 // (a `longtask` PerformanceObserver): the time a click or a key waits at worst.
 //
 // Knobs: BIGAPPS_APP (big) — the extension's Application; RENDER_CYCLES (8) — warm cycles
-// measured after the first.
+// measured after the first; RENDER_PROFILE (0; 1: where the warm cycles' time went, on stderr:
+// the renderer main thread's trace events by self time, and V8's sampled JS functions by self
+// time — tracing and sampling cost time themselves, so their cycles are not the ones reported);
+// RENDER_PAGES (dashboard,extension) — which pages.
 import { launch, wavegateUrl, guardNetwork, WAVEGATE_TOKEN } from './lib/common.mjs';
 import { startHarness } from './lib/harness-server.mjs';
 
@@ -21,6 +24,8 @@ const NS = process.env.BIGAPPS_NS;
 if (!NS) throw new Error('BIGAPPS_NS is not set: the namespace benches/bigapps.rs --keep left its Applications in');
 const APP = { namespace: NS, name: process.env.BIGAPPS_APP || 'big', project: 'default' };
 const CYCLES = Number(process.env.RENDER_CYCLES || 8);
+const PROFILE = process.env.RENDER_PROFILE === '1';
+const PAGES = (process.env.RENDER_PAGES || 'dashboard,extension').split(',');
 
 const LONG_TASKS = `
   window.__longTasks = [];
@@ -33,6 +38,44 @@ const pct = (xs, p) => {
   return s[Math.min(s.length, Math.max(1, Math.ceil(p * s.length))) - 1];
 };
 const fmt = v => (v == null ? '' : v.toFixed(1));
+
+// Self time per trace event name on the renderer's main thread: each complete event's duration
+// less its children's (events nest on a thread), summed by name.
+function traceBreakdown(buf) {
+  const events = JSON.parse(buf.toString()).traceEvents || [];
+  const main = new Set(events.filter(e => e.ph === 'M' && e.name === 'thread_name' && e.args && e.args.name === 'CrRendererMain')
+    .map(e => e.pid + ':' + e.tid));
+  const byThread = {};
+  for (const e of events) {
+    if (e.ph !== 'X' || !main.has(e.pid + ':' + e.tid) || !(e.dur >= 0)) continue;
+    (byThread[e.pid + ':' + e.tid] ||= []).push(e);
+  }
+  const self = {};
+  for (const list of Object.values(byThread)) {
+    list.sort((a, b) => a.ts - b.ts || b.dur - a.dur);
+    const stack = [];
+    for (const e of list) {
+      while (stack.length && stack[stack.length - 1].ts + stack[stack.length - 1].dur <= e.ts) stack.pop();
+      if (stack.length) stack[stack.length - 1].kids += e.dur;
+      stack.push({ ts: e.ts, dur: e.dur, kids: 0, e });
+      e.__frame = stack[stack.length - 1];
+    }
+    for (const e of list) self[e.name] = (self[e.name] || 0) + (e.dur - e.__frame.kids) / 1000;
+  }
+  return Object.entries(self).sort((a, b) => b[1] - a[1]);
+}
+
+// Self time per JS function of a CDP Profiler profile.
+function profileBreakdown(profile) {
+  const byId = new Map(profile.nodes.map(n => [n.id, n]));
+  const self = {};
+  profile.samples.forEach((id, i) => {
+    const f = byId.get(id).callFrame;
+    const key = `${f.functionName || '(anonymous)'} ${f.url ? f.url.replace(/^.*\//, '') + ':' + (f.lineNumber + 1) : ''}`.trim();
+    self[key] = (self[key] || 0) + (profile.timeDeltas[i] || 0) / 1000;
+  });
+  return Object.entries(self).sort((a, b) => b[1] - a[1]);
+}
 
 // Opens `url`, treating each request matching `cycleStart` as the start of an update cycle;
 // waits for `rowsSelector` to show rows, then for CYCLES more cycles.
@@ -56,11 +99,37 @@ async function measure(browser, name, url, cycleStart, rowsSelector) {
   await page.goto(url);
   await page.waitForFunction(sel => document.querySelectorAll(sel).length > 0, rowsSelector, { timeout: 120000 });
   const shown = Date.now() - opened;
-  const longBefore = (await page.evaluate(() => window.__longTasks.length));
+  let longBefore = (await page.evaluate(() => window.__longTasks.length));
   // The first cycle built the page; the next CYCLES + 1 starts close CYCLES warm cycles.
   const deadline = Date.now() + 600000;
-  while (samples.length < CYCLES + 2 && Date.now() < deadline) await new Promise(r => setTimeout(r, 200));
-  await pending;
+  const until = async n => {
+    while (samples.length < n && Date.now() < deadline) await new Promise(r => setTimeout(r, 200));
+    await pending;
+  };
+  if (PROFILE) {
+    await until(2);
+    const from = samples.length;
+    await browser.startTracing(page, { categories: ['devtools.timeline', 'disabled-by-default-devtools.timeline', 'v8', 'blink'] });
+    await cdp.send('Profiler.enable');
+    await cdp.send('Profiler.setSamplingInterval', { interval: 200 });
+    await cdp.send('Profiler.start');
+    await until(from + CYCLES);
+    const { profile } = await cdp.send('Profiler.stop');
+    const trace = await browser.stopTracing();
+    const n = samples.length - from;
+    const show = (title, rows) => {
+      console.error(`${name}: ${title}, ms per cycle over ${n} cycles`);
+      for (const [k, v] of rows.slice(0, 25)) console.error(`  ${(v / n).toFixed(2).padStart(8)}  ${k}`);
+    };
+    show('main-thread trace events by self time', traceBreakdown(trace));
+    show('JS functions by self time (sampled)', profileBreakdown(profile));
+    // Measured afresh from here: the first sample closes a partial cycle, dropped as the first.
+    samples.length = 0;
+    pending = pending.then(async () => samples.push(await busy()));
+    await pending;
+    longBefore = await page.evaluate(() => window.__longTasks.length);
+  }
+  await until(CYCLES + 2);
   const rows = await page.evaluate(sel => document.querySelectorAll(sel).length, rowsSelector);
   const cycles = samples.slice(1).map((s, i) => s - samples[i]).slice(0, CYCLES);
   const first = samples.length > 1 ? samples[1] - samples[0] : null;
@@ -94,10 +163,10 @@ const results = [];
 try {
   // The dashboard: every Application's card (the bench's 200 children, big, half, tenth, the
   // parents), one refresh every 2 s after the previous one finished.
-  results.push(await measure(browser, 'dashboard', new URL('./', BASE).href,
+  if (PAGES.includes('dashboard')) results.push(await measure(browser, 'dashboard', new URL('./', BASE).href,
     u => /\/api\/v1\/applications$/.test(new URL(u).pathname), '#apps tr[data-testid^="resource-"]'));
   // The extension's Waves tab on the big Application, polled every 5 s.
-  const harness = await startHarness({
+  const harness = PAGES.includes('extension') && await startHarness({
     backend: BASE, token: WAVEGATE_TOKEN, app: APP,
     fixtures: {
       'application.json': {
@@ -107,7 +176,7 @@ try {
       },
     },
   });
-  try {
+  if (harness) try {
     const tab = `/applications/${APP.namespace}/${APP.name}/waves`;
     results.push(await measure(browser, 'extension', harness.url,
       u => new URL(u).pathname.endsWith(tab), '[data-testid="wavegate-waves-tab"] tr[data-testid^="wavegate-resource-"]'));

@@ -157,6 +157,16 @@ test('a poll that differs from the last only in the server clock keeps every par
   assert.equal(served.value.waves, held.value.waves, 'the waves are kept');
   assert.equal(served.etag, 'W/"a"');
   assert.equal(held.value.timeline.now, '2026-12-06T01:00:00Z', 'the held value is left as it was');
+  // 304 after 304, with a time of another length: each spliced where the last one put it, and
+  // a 200 of the same answer after them is taken as the same answer.
+  const twiceHeld = answerAt(answerAt(held, '2026-12-06T01:00:05.250Z'), '2026-12-06T01:00:10Z');
+  assert.equal(twiceHeld.text, answer('2026-12-06T01:00:10Z'));
+  assert.deepEqual(twiceHeld.value, JSON.parse(answer('2026-12-06T01:00:10Z')));
+  assert.equal(twiceHeld.value.waves, held.value.waves);
+  const thenBody = readAnswer(answer('2026-12-06T01:00:12Z'), twiceHeld);
+  assert.equal(thenBody.value.waves, held.value.waves, 'a body differing only in the time keeps the waves');
+  assert.equal(thenBody.value.timeline.now, '2026-12-06T01:00:12Z');
+  assert.equal(answerAt(held, '2026-12-06T01:00:00Z'), held, 'the same time: the same answer');
   // A time that is not a plain timestamp (a proxy's header, a forged one) changes nothing.
   for (const bad of [null, '', '2026"},"waves":[],"x":{"a":"', '01:00\\u0022', 'x'.repeat(65)]) {
     assert.equal(answerAt(held, bad), held, String(bad));

@@ -6,13 +6,17 @@
 //   * "/extensions/wavegate" is stripped, the rest of the path and the query are forwarded;
 //   * Cookie and Authorization from the browser are dropped; the configured backend headers
 //     (here Authorization from WAVEGATE_TOKEN, like `value: '$wavegate.token'`) are added;
-//   * the Argocd-* headers travel on to the backend.
+//   * every other request header (the Argocd-* ones, If-None-Match) travels on to the backend,
+//     and every response header (ETag, Wavegate-Now) back, but hop-by-hop ones.
 import http from 'node:http';
 import fs from 'node:fs';
 import path from 'node:path';
 import { BROWSER_DIR, REPO } from './common.mjs';
 
 const EXTENSION = 'wavegate';
+// RFC 9110 §7.6.1's connection-specific headers, as Go's net/http/httputil lists them.
+const HOP_BY_HOP = new Set(['connection', 'proxy-connection', 'keep-alive', 'proxy-authenticate', 'proxy-authorization',
+  'te', 'trailer', 'transfer-encoding', 'upgrade']);
 const TYPES = { '.html': 'text/html; charset=utf-8', '.js': 'text/javascript; charset=utf-8', '.json': 'application/json' };
 
 // argocd-server builds /extensions.js by walking /tmp/extensions: regular files (symlinks are
@@ -72,12 +76,26 @@ export async function startHarness({ backend, token = '', app, fixtures: replace
         if (state.backendDown) return send(502, 'proxy error: backend unavailable');
 
         const target = new URL(url.pathname.slice(prefix.length) + url.search, backend);
-        const headers = { accept: req.headers.accept || '*/*', 'argocd-application-name': appHeader, 'argocd-project-name': project };
+        // The browser's headers travel on but for Authorization and Cookie (argo-cd
+        // server/extension NewProxy's Director deletes those two, then sets the configured ones),
+        // so a poll's If-None-Match reaches wavegate; hop-by-hop headers stop here, as Go's
+        // httputil.ReverseProxy drops them both ways.
+        const headers = {};
+        for (const [k, v] of Object.entries(req.headers)) {
+          if (!HOP_BY_HOP.has(k) && !['authorization', 'cookie', 'host', 'accept-encoding'].includes(k)) headers[k] = v;
+        }
         if (token) headers.authorization = 'Bearer ' + token;
         const upstream = await fetch(target, { headers });
         const body = Buffer.from(await upstream.arrayBuffer());
         state.proxied.push({ path: url.pathname, target: target.href, status: upstream.status, app: appHeader, project });
-        res.writeHead(upstream.status, { 'content-type': upstream.headers.get('content-type') || 'application/octet-stream' });
+        // wavegate's answer headers come back whole (ETag, Wavegate-Now, the content type): the
+        // reverse proxy copies a response's headers but the hop-by-hop ones. The body is sent as
+        // read, so its own length, not upstream's encoding.
+        const out = {};
+        upstream.headers.forEach((v, k) => {
+          if (!HOP_BY_HOP.has(k) && k !== 'content-length' && k !== 'content-encoding') out[k] = v;
+        });
+        res.writeHead(upstream.status, out);
         return res.end(body);
       }
       return send(404, 'not found');
