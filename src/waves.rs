@@ -259,9 +259,9 @@ impl JudgedResource {
     }
 }
 
-/// One sync wave of an Application: its resources and the worst of their statuses. Each
-/// resource is a [`JudgedResource`], or what it serialises to where an answer is assembled
-/// from kept rows (`rows`).
+// Each resource is a [`JudgedResource`], or what it serialises to where an answer is
+// assembled from kept rows (`api::rows`); the doc comment below is the API's description.
+/// One sync wave of an Application: its resources and the worst of their statuses.
 #[derive(Debug, Clone, Serialize, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "Wave")]

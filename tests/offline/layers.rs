@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 /// Bottom first. Same layer: no imports between them.
 const LAYERS: &[&[&str]] = &[
     &[
-        "health", "resource", "views", "locks", "json", "testing", "glob",
+        "health", "resource", "views", "locks", "json", "testing", "glob", "hashing", "heap",
     ],
     &["argocd_lua"],
     &["metrics", "checks", "table", "store_index"],
