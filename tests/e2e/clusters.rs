@@ -21,7 +21,6 @@ use kube::api::{Api, DeleteParams, DynamicObject};
 use private_control_plane::PrivateControlPlane;
 use serde_json::{Value, json};
 use std::fs::File;
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -44,11 +43,7 @@ impl Serve {
         kubeconfig: Option<&std::path::Path>,
         args: &[&str],
     ) -> Serve {
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = private_control_plane::free_port(false);
         Serve::start_on(label, port, kubeconfig, args)
     }
 

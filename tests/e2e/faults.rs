@@ -480,11 +480,7 @@ async fn faults_never_make_wavegate_claim_healthy_or_degraded_falsely() {
     )
     .await;
 
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
-        .unwrap()
-        .local_addr()
-        .unwrap()
-        .port();
+    let port = crate::private_control_plane::free_port(false);
     let wg = Wavegate::start(&sa_kubeconfig, &cp.state.join("wavegate.log"), port);
     let observer = Arc::new(Observer {
         truth: Mutex::new(Truth {

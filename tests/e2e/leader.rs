@@ -10,7 +10,6 @@ use cluster::{apply, eventually, pod, set_pod_ready};
 use kube::api::{Api, DynamicObject};
 use serde_json::{Value, json};
 use std::fs::File;
-use std::net::TcpListener;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -30,12 +29,8 @@ struct Replica {
 
 impl Replica {
     fn start(ns: &str, identity: &str) -> Replica {
-        // A free loopback port: bind, read it, release.
-        let port = TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        // A free loopback port below the ephemeral range.
+        let port = crate::private_control_plane::free_port(false);
         let out = std::env::var("TEST_OUTPUT")
             .unwrap_or_else(|_| std::env::temp_dir().display().to_string());
         let log = File::create(format!("{out}/e2e-leader-{identity}.log")).unwrap();

@@ -113,10 +113,8 @@ async fn a_read_about_another_replicas_cluster_is_answered_by_that_replica_throu
     )
     .await;
 
-    // Both taken before either is freed: two ports asked one after the other may be one.
-    let held = [0, 1].map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap());
-    let [p0, p1] = held.each_ref().map(|l| l.local_addr().unwrap().port());
-    drop(held);
+    // Never the same port twice, and below the ephemeral range.
+    let [p0, p1] = [0, 1].map(|_| crate::private_control_plane::free_port(false));
     let peers = format!("r0=http://127.0.0.1:{p0},r1=http://127.0.0.1:{p1}");
     let r0 = replica(&ns, 0, "r0", p0, &peers);
     let r1 = replica(&ns, 1, "r1", p1, &peers);

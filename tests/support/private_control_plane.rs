@@ -25,8 +25,10 @@ fn repo() -> &'static Path {
 /// kernel's ephemeral range (Linux's `ip_local_port_range` starts at 32768 by default): a port
 /// from that range can be taken by any outgoing connection before the control plane binds it,
 /// tens of seconds later when several start at once. Never the same port twice in one test
-/// process, whose control planes start concurrently.
-fn free_port(with_peer: bool) -> u16 {
+/// process, whose control planes (and `wavegate serve` processes) start concurrently: a port
+/// from `bind(0)` once went to another test's process first, and the test read that process's
+/// metrics as its own replica's.
+pub fn free_port(with_peer: bool) -> u16 {
     use std::hash::{BuildHasher, Hasher};
     static GIVEN: std::sync::Mutex<std::collections::BTreeSet<u16>> =
         std::sync::Mutex::new(std::collections::BTreeSet::new());
