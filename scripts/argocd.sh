@@ -245,7 +245,10 @@ wait_for() { # component match timeout check-command...
   local name="$1" match="$2" timeout="$3"; shift 3
   local deadline=$(( $(date +%s) + timeout ))
   until "$@" >/dev/null 2>&1; do
-    pid_of "$name" "$match" >/dev/null || fail_component "$name" "process exited"
+    # Asked twice: a process in the middle of its exec chain (setsid, nohup, env) can show an
+    # empty /proc/PID/cmdline for an instant, which once read as "exited" for a live server.
+    pid_of "$name" "$match" >/dev/null || { sleep 0.5; pid_of "$name" "$match" >/dev/null; } ||
+      fail_component "$name" "process exited"
     (( $(date +%s) < deadline )) || fail_component "$name" "not healthy after ${timeout}s"
     sleep 0.2
   done
