@@ -354,7 +354,7 @@ impl Evaluator {
     }
 
     /// The generation of Argo CD's health scripts judged with (0 without any).
-    fn scripts(&self) -> u64 {
+    pub(crate) fn scripts(&self) -> u64 {
         self.config
             .argocd_lua
             .as_ref()

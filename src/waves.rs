@@ -699,18 +699,30 @@ pub(crate) enum Rests {
 }
 
 impl Rests {
-    fn kept(ask: &Ask, grounds: std::sync::Arc<crate::evaluate::Grounds>) -> Rests {
+    /// What a row with a kept verdict rests on, if that verdict was judged with the scripts of
+    /// generation `scripts`: the one taken before the row's judge was named
+    /// ([`judged_by_rules`]). A verdict judged with scripts that changed after that has a
+    /// label (`judgedBy`) from the old scripts; its row is built again at the next answer
+    /// instead of being kept with the wrong label.
+    fn kept(
+        ask: &Ask,
+        grounds: std::sync::Arc<crate::evaluate::Grounds>,
+        scripts: u64,
+    ) -> Option<Rests> {
+        if grounds.scripts() != scripts {
+            return None;
+        }
         let resource = ask.resource();
         let object = crate::cache::Dep::object(resource.kind(), &ask.namespace, &ask.name);
         let plural = match resource {
             CheckKind::Generic { plural, .. } => Some(plural),
             _ => None,
         };
-        Rests::Kept {
+        Some(Rests::Kept {
             grounds,
             object,
             plural,
-        }
+        })
     }
 }
 
@@ -723,6 +735,8 @@ pub(crate) async fn judge_listed(
     scoped: Option<&Scoped<'_>>,
 ) -> Vec<JudgedRow> {
     let deadline = tokio::time::Instant::now() + evaluator.patience();
+    // Before any judge is named: see `Rests::kept`.
+    let scripts = evaluator.scripts();
     // First what needs no waiting: verdicts kept while what they read holds, and those of
     // Argo CD's own record; only the rest is judged, each its own future (perf, 2,000
     // resources after one change: a future, a timeout and the metrics per resource were a
@@ -747,7 +761,7 @@ pub(crate) async fn judge_listed(
             }
             Plan::Ask(ask, by) => match kept.next().flatten() {
                 Some((verdict, until, grounds)) => {
-                    let rests = Some(Rests::kept(&ask, grounds));
+                    let rests = Rests::kept(&ask, grounds, scripts);
                     (Some((verdict, by, until, rests)), None)
                 }
                 None => (None, Some(ask)),
@@ -789,7 +803,7 @@ pub(crate) async fn judge_listed(
                     message: resource.message.clone(),
                     argo_status: resource.argo_status.clone(),
                 };
-                (evaluator.grounds_of(&ask, &verdict)).map(|g| Rests::kept(&ask, g))
+                (evaluator.grounds_of(&ask, &verdict)).and_then(|g| Rests::kept(&ask, g, scripts))
             }
             _ => None,
         };

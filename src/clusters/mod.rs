@@ -133,8 +133,11 @@ pub struct Clusters {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Stamp {
     resolved: u64,
-    /// (which cache, its epoch).
-    epochs: Vec<(usize, u64)>,
+    /// (which cache, its epoch, the generation of the health scripts its evaluator judges
+    /// with). The scripts are argocd-cm's, followed by a watch of their own
+    /// (`argocd_lua::argocd_cm`), not the cache's: a kept answer judged before they changed
+    /// would otherwise be served until the cache's next event, on a quiet cluster for ever.
+    epochs: Vec<(usize, u64, u64)>,
 }
 
 impl Stamp {
@@ -149,7 +152,7 @@ impl Stamp {
             epochs: self
                 .epochs
                 .iter()
-                .filter(|(cache, _)| kept.contains(cache))
+                .filter(|(cache, ..)| kept.contains(cache))
                 .copied()
                 .collect(),
         }
@@ -159,7 +162,7 @@ impl Stamp {
     pub(crate) fn test(epoch: u64) -> Stamp {
         Stamp {
             resolved: 0,
-            epochs: vec![(0, epoch)],
+            epochs: vec![(0, epoch, 0)],
         }
     }
 }
@@ -264,18 +267,22 @@ impl Clusters {
     /// epoch of each cache (home first). Equal stamps: every read would answer the same.
     pub(crate) fn stamp<'a>(&self, clusters: impl IntoIterator<Item = &'a Cluster>) -> Stamp {
         let resolved = self.resolved.load(std::sync::atomic::Ordering::Acquire);
-        let mut epochs: Vec<(usize, u64)> = clusters
+        let mut epochs: Vec<(usize, u64, u64)> = clusters
             .into_iter()
             .map(|c| {
                 let cache = c.evaluator.cache();
-                (Arc::as_ptr(cache) as usize, cache.epoch())
+                (
+                    Arc::as_ptr(cache) as usize,
+                    cache.epoch(),
+                    c.evaluator.scripts(),
+                )
             })
             .collect();
         // One entry per cache, in one order: a view reads home twice when the Application
         // deploys to home (its own cluster, then its destination's), and a stamp of
         // [home, home] must equal the kept [home], or such a view is never served kept.
         epochs.sort_unstable();
-        epochs.dedup_by_key(|(cache, _)| *cache);
+        epochs.dedup_by_key(|(cache, ..)| *cache);
         Stamp { resolved, epochs }
     }
 

@@ -65,6 +65,11 @@ impl Grounds {
             && marks.holds(&self.reads, &self.marks)
     }
 
+    /// The generation of the scripts the verdict was judged with ([`crate::evaluate::Evaluator::scripts`]).
+    pub(crate) fn scripts(&self) -> u64 {
+        self.scripts
+    }
+
     /// Whether judging read `dep` (so that its mark moving lets the verdict go).
     pub(crate) fn read(&self, dep: &Dep) -> bool {
         self.reads.contains(dep)
