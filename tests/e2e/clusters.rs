@@ -28,8 +28,10 @@ const WAIT: Duration = Duration::from_secs(30);
 
 /// `wavegate serve` as a process, stopped when dropped.
 pub(crate) struct Serve {
-    child: Child,
+    /// Locked to ask whether it still runs before an answer is trusted (see [`Serve::get`]).
+    child: std::sync::Mutex<Child>,
     pub(crate) url: String,
+    log: String,
 }
 
 impl Serve {
@@ -60,7 +62,8 @@ impl Serve {
     ) -> Serve {
         let out = std::env::var("TEST_OUTPUT")
             .unwrap_or_else(|_| std::env::temp_dir().display().to_string());
-        let log = File::create(format!("{out}/e2e-clusters-{label}.log")).unwrap();
+        let log_path = format!("{out}/e2e-clusters-{label}.log");
+        let log = File::create(&log_path).unwrap();
         let mut command = Command::new(env!("CARGO_BIN_EXE_wavegate"));
         if let Some(kubeconfig) = kubeconfig {
             command.env("KUBECONFIG", kubeconfig);
@@ -81,18 +84,37 @@ impl Serve {
             .spawn()
             .expect("wavegate binary");
         Serve {
-            child,
+            child: std::sync::Mutex::new(child),
             url: format!("http://127.0.0.1:{port}"),
+            log: log_path,
+        }
+    }
+
+    fn child(&mut self) -> &mut Child {
+        self.child.get_mut().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// An error if it has exited: whatever answers on its port then is another process (a
+    /// port freed by a wavegate that died can be taken by another test's).
+    fn still_running(&self) -> Result<(), String> {
+        let mut child = self.child.lock().unwrap_or_else(|e| e.into_inner());
+        match child.try_wait() {
+            Ok(None) => Ok(()),
+            Ok(Some(status)) => Err(format!(
+                "wavegate at {} exited ({status}); see {}",
+                self.url, self.log
+            )),
+            Err(e) => Err(format!("wavegate at {}: {e}", self.url)),
         }
     }
 
     /// SIGTERM, and wait until it exits (within 10 s).
     pub(crate) async fn terminate(&mut self) {
-        let pid = self.child.id().to_string();
+        let pid = self.child().id().to_string();
         let sent = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
         assert!(sent.success());
         let start = std::time::Instant::now();
-        while self.child.try_wait().unwrap().is_none() {
+        while self.child().try_wait().unwrap().is_none() {
             assert!(start.elapsed() < Duration::from_secs(10), "SIGTERM ignored");
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -100,7 +122,7 @@ impl Serve {
 
     /// Send `signal` (`STOP`, `CONT`).
     pub(crate) fn signal(&self, signal: &str) {
-        let pid = self.child.id().to_string();
+        let pid = self.child.lock().unwrap().id().to_string();
         let sent = Command::new("kill")
             .args([&format!("-{signal}"), &pid])
             .status()
@@ -110,21 +132,25 @@ impl Serve {
 
     /// Its exit status, once it has exited on its own (`None` while it runs).
     pub(crate) fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().unwrap()
+        self.child().try_wait().unwrap()
     }
 
     /// SIGKILL: no Lease released, nothing cleaned up.
     pub(crate) fn kill(&mut self) {
-        self.child.kill().unwrap();
-        self.child.wait().unwrap();
+        self.child().kill().unwrap();
+        self.child().wait().unwrap();
     }
 
+    /// An answer of this wavegate's: an error if it has exited, before or while it answered.
     pub(crate) async fn get(&self, path: &str) -> Result<(u16, String), String> {
+        self.still_running()?;
         let r = reqwest::get(format!("{}{path}", self.url))
             .await
             .map_err(|e| e.to_string())?;
         let status = r.status().as_u16();
-        Ok((status, r.text().await.map_err(|e| e.to_string())?))
+        let body = r.text().await.map_err(|e| e.to_string())?;
+        self.still_running()?;
+        Ok((status, body))
     }
 
     pub(crate) async fn json(&self, path: &str) -> Result<(u16, Value), String> {
@@ -168,8 +194,9 @@ impl Serve {
 
 impl Drop for Serve {
     fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
+        let child = self.child();
+        let _ = child.kill();
+        let _ = child.wait();
     }
 }
 
