@@ -980,12 +980,20 @@ fn evaluator_of(
 
 /// How `serve` builds the evaluator of each remote cluster its source names: judged as
 /// [`crate::clusters::remote_eval_config`] says, over a cache bounded by --max-cluster-objects
-/// and --max-cluster-bytes.
+/// and --max-cluster-bytes, with `scripts`: home's Argo CD health scripts, the ones argocd-cm
+/// is followed into. Argo CD's one application controller judges every cluster with the one
+/// argocd-cm (argo-cd v3.5.1 `controller/cache/cache.go`: `liveStateCache.loadCacheSettings`
+/// reads the resource overrides once, for the caches of all clusters); scripts loaded apart
+/// for a remote cluster would never see argocd-cm.
 pub fn remote_build(
     cluster: &ClusterArgs,
+    scripts: Option<Arc<crate::argocd_lua::LuaHealth>>,
     metrics: Arc<Metrics>,
 ) -> Result<Box<crate::clusters::Build>, CliError> {
-    let config = crate::clusters::remote_eval_config(cluster.eval_config()?);
+    let mut config = crate::clusters::remote_eval_config(cluster.eval_config()?);
+    if scripts.is_some() {
+        config.argocd_lua = scripts;
+    }
     let cluster_args = cluster.clone();
     Ok(Box::new(move |d, client| {
         let ev = evaluator_of(
@@ -1014,6 +1022,8 @@ async fn clusters(
     metrics: Arc<Metrics>,
 ) -> Result<Arc<Clusters>, CliError> {
     let source = args.clusters.source(&home.client)?;
+    // Home's scripts, which argocd-cm is followed into, judge every cluster.
+    let scripts = home.evaluator.argocd_lua().cloned();
     let clusters = match sharding {
         Some(settings) => {
             let sharding = crate::clusters::Sharding::new(settings, metrics.clone());
@@ -1024,7 +1034,7 @@ async fn clusters(
     let Some(source) = source else {
         return Ok(clusters);
     };
-    let build = remote_build(&args.cluster, metrics)?;
+    let build = remote_build(&args.cluster, scripts, metrics)?;
     if let Err(e) = clusters.refresh(&source, &build).await {
         tracing::warn!(error = %e, "cannot read the cluster list yet; retrying");
     }
@@ -1691,6 +1701,35 @@ async fn wait_gate(args: &WaitArgs, name: &str) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The flags of a cluster as `serve` parses them.
+    #[derive(clap::Parser)]
+    struct Flags {
+        #[command(flatten)]
+        cluster: ClusterArgs,
+    }
+
+    /// A remote cluster's evaluator judges with home's scripts, so that argocd-cm, followed
+    /// into home's, reaches every cluster (a review found remotes with scripts of their own,
+    /// which never saw argocd-cm's custom health checks).
+    #[tokio::test]
+    async fn a_remote_cluster_judges_with_homes_scripts() {
+        use clap::Parser;
+        let flags = Flags::parse_from(["wavegate"]);
+        let home = Arc::new(crate::argocd_lua::LuaHealth::default());
+        let build = remote_build(&flags.cluster, Some(home.clone()), Arc::default()).unwrap();
+        let destination = crate::clusters::Destination {
+            name: "east".into(),
+            server: "https://127.0.0.1:9".into(),
+            namespaces: None,
+            kubeconfig: Default::default(),
+            fingerprint: 0,
+        };
+        let config = kube::Config::new("https://127.0.0.1:9".parse().unwrap());
+        let remote = build(&destination, kube::Client::try_from(config).unwrap()).unwrap();
+        let scripts = remote.argocd_lua().expect("a remote judges with scripts");
+        assert!(Arc::ptr_eq(scripts, &home));
+    }
 
     #[test]
     fn a_public_url_is_an_http_base_address() {

@@ -769,7 +769,7 @@ async fn a_remote_api_server_sending_huge_labels_is_stopped_at_the_byte_bound() 
         Evaluator::new(cache, EvalConfig::default(), metrics.clone()).unwrap()
     };
     let clusters = Clusters::new(Cluster::home(home));
-    let build = wavegate::cli::remote_build(&flags.cluster, metrics.clone()).unwrap();
+    let build = wavegate::cli::remote_build(&flags.cluster, None, metrics.clone()).unwrap();
     clusters
         .refresh(&Source::kubeconfig_dir(dir.clone()), &build)
         .await

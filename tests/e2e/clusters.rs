@@ -321,6 +321,59 @@ async fn each_cluster_is_judged_in_itself_and_one_down_leaves_the_others_right()
     })
     .await;
 
+    // argocd-cm's health scripts judge in every cluster, as Argo CD's one controller does: a
+    // CNPG Cluster in the second cluster is kstatus's, until argocd-cm gives its kind a script
+    // (a review found remote clusters judged with scripts of their own, which never saw it).
+    // A wavegate of its own follows the test namespace's argocd-cm (the one above keeps
+    // Argo CD's namespace elsewhere, for the proxy's rules below); gone before any gate exists.
+    let following = Serve::start(
+        "argocd-cm",
+        &[
+            &from_secrets[..],
+            &["--clusters-namespace", &ns, "--argocd-namespace", &ns],
+        ]
+        .concat(),
+    );
+    following.clusters_ready(&["in-cluster", "second"]).await;
+    apply(
+        &remote,
+        json!({"apiVersion": "postgresql.cnpg.io/v1", "kind": "Cluster",
+               "metadata": {"name": "forgejo", "namespace": ns}, "spec": {"instances": 1}}),
+    )
+    .await;
+    let forgejo =
+        format!("/api/v1/clusters/second/health/clusters.postgresql.cnpg.io/{ns}/forgejo");
+    let judged = |want: &'static str| {
+        let forgejo = forgejo.clone();
+        let following = &following;
+        async move {
+            eventually(WAIT, &format!("second's forgejo {want}"), || async {
+                let (_, v) = following.json(&forgejo).await?;
+                if v["status"] == want {
+                    Ok(v)
+                } else {
+                    Err(v.to_string())
+                }
+            })
+            .await
+        }
+    };
+    judged("Healthy").await;
+    let held = "return {status = \"Progressing\", message = \"held by argocd-cm\"}";
+    apply(
+        &home,
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": "argocd-cm", "namespace": ns},
+               "data": {"resource.customizations.health.postgresql.cnpg.io_Cluster": held}}),
+    )
+    .await;
+    let v = judged("Progressing").await;
+    assert!(
+        v["message"].to_string().contains("held by argocd-cm"),
+        "{v}"
+    );
+    drop(following);
+
     // Unknown cluster: 404 with a message, for verdicts and gates alike.
     for path in [
         format!("/api/v1/clusters/nope/health/services/{ns}/web"),
