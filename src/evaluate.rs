@@ -104,10 +104,15 @@ struct Observed {
     last: Instant,
 }
 
+/// See [`Evaluator::reads_at`].
+type ReadsAt = (u64, u64);
+
 pub struct Evaluator {
     cache: Arc<Cache>,
     config: EvalConfig,
-    verdicts: moka::future::Cache<Ask, Judgement>,
+    /// Verdicts coalesced for `--verdict-ttl`, each with the [`Evaluator::reads_at`] it was
+    /// judged at: served only to an ask made at the same (see [`Evaluator::judge_cached`]).
+    verdicts: moka::future::Cache<Ask, (ReadsAt, Judgement)>,
     /// Verdicts kept until what they read changes (`memo`).
     memo: memo::Memo,
     probes: moka::future::Cache<String, cockroach::PodProbe>,
@@ -298,18 +303,40 @@ impl Evaluator {
         self.memo.get(ask, &self.cache, self.scripts(), now)
     }
 
-    /// [`Evaluator::judge_until`] through the verdict cache.
+    /// What the reads of a judgement would answer, and the scripts it would run: the cache's
+    /// epoch and the scripts' generation, both taken before judging.
+    fn reads_at(&self) -> ReadsAt {
+        (self.cache.epoch(), self.scripts())
+    }
+
+    /// [`Evaluator::judge_until`] through the verdict cache. Asks made together wait on one
+    /// judgement; an ask made after anything it may read changed is judged again. A view kept
+    /// under the clusters' stamp taken after a change would otherwise keep a verdict judged
+    /// before it, coalesced within `--verdict-ttl`, until the next event (a review found the
+    /// last status write of a rollout shown Progressing after it was Available).
     async fn judge_cached(&self, ask: &Ask) -> (Verdict, Option<Instant>) {
         let mut computed = false;
-        let judged = self
+        let at = self.reads_at();
+        let (judged_at, judged) = self
             .verdicts
             // Boxed: the evaluation's state machine (probe futures included) is large, and
             // would otherwise be moved around on every ask, cache hit or not.
             .get_with_by_ref(ask, async {
                 computed = true;
-                Box::pin(self.judge_kept(ask)).await
+                (at, Box::pin(self.judge_kept(ask)).await)
             })
             .await;
+        // Judged at these reads, or after them (by an ask made later): as fresh as this ask.
+        let judged = if judged_at.0 >= at.0 && judged_at.1 >= at.1 {
+            judged
+        } else {
+            computed = true;
+            let judged = Box::pin(self.judge_kept(ask)).await;
+            self.verdicts
+                .insert(ask.clone(), (at, judged.clone()))
+                .await;
+            judged
+        };
         self.metrics.record_cache(!computed);
         self.metrics.record_verdict(judged.verdict.status);
         (judged.verdict, judged.valid_until)
@@ -318,8 +345,9 @@ impl Evaluator {
     /// Evaluate now, bypassing the verdict cache (probes stay cached). For the gate controller,
     /// which runs on change events and must see the change that woke it.
     pub(crate) async fn judge_fresh(&self, ask: &Ask) -> Judgement {
+        let at = self.reads_at();
         let j = self.judge_and_keep(ask).await;
-        self.verdicts.insert(ask.clone(), j.clone()).await;
+        self.verdicts.insert(ask.clone(), (at, j.clone())).await;
         j
     }
 
