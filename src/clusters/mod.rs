@@ -179,6 +179,17 @@ pub struct Elsewhere {
     retry_at: Option<std::time::Instant>,
 }
 
+/// Whether two sets of clusters judged elsewhere name the same clusters at the same servers:
+/// [`Clusters::destination_of`] answers by either (a cluster's server edited moves an
+/// Application deploying to the new address from "not a cluster wavegate judges" to "judged
+/// elsewhere", and answers kept with the old must go).
+fn same_places(a: &BTreeMap<String, Elsewhere>, b: &BTreeMap<String, Elsewhere>) -> bool {
+    a.len() == b.len()
+        && a.iter()
+            .zip(b.iter())
+            .all(|((n, x), (m, y))| n == m && x.server == y.server)
+}
+
 impl Clusters {
     /// The home cluster alone (and, once refreshed from a source, the remote ones).
     pub fn new(home: Arc<Cluster>) -> Arc<Clusters> {
@@ -560,8 +571,7 @@ impl Clusters {
                 .iter()
                 .zip(next.iter())
                 .all(|((a, x), (b, y))| a == b && Arc::ptr_eq(x, y));
-        let same_elsewhere = before_elsewhere.len() == elsewhere.len()
-            && before_elsewhere.keys().eq(elsewhere.keys());
+        let same_elsewhere = same_places(&before_elsewhere, &elsewhere);
         *locks::write(&self.refused) = refused;
         let aliased = **locks::read(&self.home_names) != home_names
             || **locks::read(&self.home_servers) != home_servers;

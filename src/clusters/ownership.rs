@@ -174,7 +174,8 @@ impl Ownership {
         }
         let mut after: Vec<String> = mine_since.keys().cloned().collect();
         after.sort();
-        let held_back_changed = self.held_back.is_some() != held_back.is_some();
+        // Its reason too: kept Unknown answers quote it.
+        let held_back_changed = self.held_back != held_back;
         self.assigned = assigned;
         self.mine_since = mine_since;
         self.held_back = held_back;
@@ -417,6 +418,9 @@ mod tests {
         let back = o.update(others(), why.clone(), t0, t0);
         assert!(back.held_back_changed && !back.mine_changed && back.moved.is_empty());
         assert!(!o.update(others(), why, t0, t0).held_back_changed);
+        // Another reason: answers that quote the first must not be kept.
+        let other = Some("a rival counts replicas otherwise".to_string());
+        assert!(o.update(others(), other, t0, t0).held_back_changed);
         assert!(o.update(others(), None, t0, t0).held_back_changed);
     }
 

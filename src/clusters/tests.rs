@@ -601,3 +601,29 @@ async fn a_cluster_reached_by_two_secrets_on_two_replicas_gets_one_writer() {
     // Home is read everywhere.
     assert!(clusters.find(HOME).is_ok());
 }
+
+/// A cluster judged elsewhere whose Secret's server is edited is a change of what
+/// `destination_of` answers (a review found only names compared), and the same names at the
+/// same servers are not.
+#[test]
+fn an_edited_server_of_a_cluster_judged_elsewhere_is_a_change() {
+    let at = |server: &str| Elsewhere {
+        server: server.into(),
+        fingerprint: 1,
+        identity: None,
+        retry_at: None,
+    };
+    let places = |server: &str| BTreeMap::from([("a".to_string(), at(server))]);
+    assert!(super::same_places(
+        &places("https://a.test"),
+        &places("https://a.test")
+    ));
+    assert!(!super::same_places(
+        &places("https://a.test"),
+        &places("https://a2.test")
+    ));
+    assert!(!super::same_places(
+        &places("https://a.test"),
+        &BTreeMap::new()
+    ));
+}
