@@ -65,6 +65,22 @@ pub(crate) async fn security_headers(req: Request, next: Next) -> Response {
     );
     // For browsers that predate CSP's frame-ancestors.
     h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    // No cache between wavegate and its reader may keep an answer for another: through Argo
+    // CD's proxy one URL (`/api/v1/waves`) answers for whichever Application the headers name,
+    // and the answers are what the caller's token may see. A reader's own cache revalidates
+    // (the UIs send `If-None-Match` themselves).
+    if !h.contains_key(header::CACHE_CONTROL) {
+        h.insert(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-cache, private"),
+        );
+    }
+    if !h.contains_key(header::VARY) {
+        h.insert(
+            header::VARY,
+            HeaderValue::from_static("Authorization, Argocd-Application-Name, Argocd-Project-Name"),
+        );
+    }
     if !h.contains_key(header::CONTENT_SECURITY_POLICY) {
         h.insert(
             header::CONTENT_SECURITY_POLICY,

@@ -6,8 +6,9 @@
 //!
 //! Layers of `/api/*`, outermost first: bearer token (`token`) → bounds (`limits`) → forward to
 //! the replica that judges the cluster, for a read answered 421 here (`forward`) → proxy scope
-//! (`scope`) → handler. Every response carries `X-Content-Type-Options: nosniff` and a
-//! Content-Security-Policy (`headers`).
+//! (`scope`) → handler. Every response carries `X-Content-Type-Options: nosniff`, a
+//! Content-Security-Policy, and `Cache-Control: no-cache, private` with a `Vary` on the headers
+//! that choose what is answered (`headers`).
 
 mod cluster;
 mod error;

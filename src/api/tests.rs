@@ -172,6 +172,14 @@ async fn every_response_is_nosniff_and_unframeable_and_the_dashboard_runs_only_i
     for path in ["/api/v1/nothing", "/healthz", "/api/v1/health/x/Bad/y"] {
         let (_, headers, _) = call(&app, get(path)).await;
         assert_eq!(headers[header::X_CONTENT_TYPE_OPTIONS], "nosniff", "{path}");
+        // Kept by no shared cache, and never for another Application or caller.
+        assert_eq!(
+            headers[header::CACHE_CONTROL],
+            "no-cache, private",
+            "{path}"
+        );
+        let vary = headers[header::VARY].to_str().unwrap();
+        assert!(vary.contains("Argocd-Application-Name"), "{path}: {vary}");
         let csp = headers[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
         assert!(csp.contains("frame-ancestors 'none'"), "{path}: {csp}");
     }
