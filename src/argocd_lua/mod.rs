@@ -157,6 +157,15 @@ impl LuaHealth {
         for problem in &custom.problems {
             tracing::warn!("argocd-cm: {problem}");
         }
+        // The same scripts again (any other key of argocd-cm edited, a relist of its watch):
+        // no new generation, which would let every kept verdict, row and answer go.
+        let unchanged = self
+            .scripts
+            .read()
+            .is_ok_and(|scripts| scripts.custom == custom);
+        if unchanged {
+            return;
+        }
         use std::sync::atomic::Ordering::AcqRel;
         self.generation.fetch_add(1, AcqRel);
         if let Ok(mut scripts) = self.scripts.write() {
@@ -191,6 +200,32 @@ impl LuaHealth {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    /// argocd-cm written again with the same scripts (another key edited, a relist) is no new
+    /// generation: kept verdicts and answers stay. Other scripts are.
+    #[test]
+    fn the_same_scripts_again_are_no_new_generation() {
+        let lua = LuaHealth::default();
+        let data = |script: &str| {
+            std::collections::BTreeMap::from([
+                (
+                    "resource.customizations.health.example.com_Widget".to_string(),
+                    script.to_string(),
+                ),
+                ("url".to_string(), "https://argocd.example.com".to_string()),
+            ])
+        };
+        lua.set_argocd_cm(Some(&data("return {status = \"Healthy\"}")));
+        let first = lua.generation();
+        let mut again = data("return {status = \"Healthy\"}");
+        again.insert("url".into(), "https://cd.example.com".into());
+        lua.set_argocd_cm(Some(&again));
+        assert_eq!(lua.generation(), first);
+        lua.set_argocd_cm(Some(&data("return {status = \"Degraded\"}")));
+        assert_ne!(lua.generation(), first);
+        lua.set_argocd_cm(None);
+        assert!(lua.script_for("example.com", "Widget").is_none());
+    }
 
     fn lua_with(script: &str) -> LuaHealth {
         let lua = LuaHealth::default();

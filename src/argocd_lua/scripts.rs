@@ -191,7 +191,7 @@ fn name(p: &Path) -> Option<&str> {
 }
 
 /// The health customizations of an `argocd-cm`'s `data`.
-#[derive(Debug, Default, Clone)]
+#[derive(Debug, Default, Clone, PartialEq)]
 pub struct Customizations {
     /// By override key (`group/Kind`, `Kind`, or a wildcard pattern).
     health: BTreeMap<String, (Arc<str>, Libraries)>,
