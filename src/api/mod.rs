@@ -9,6 +9,7 @@
 //! (`scope`) → handler. Every response carries `X-Content-Type-Options: nosniff` and a
 //! Content-Security-Policy (`headers`).
 
+mod batch;
 mod cluster;
 mod error;
 mod extract;
@@ -56,6 +57,7 @@ pub fn router(state: AppState) -> Router {
                 "/api/v1/applications/{namespace}/{name}/waves",
                 get(handlers::application_waves),
             )
+            .route("/api/v1/applications/waves", get(batch::waves))
             .route("/api/v1/waves", get(handlers::header_waves))
             .route("/api/v1/clusters", get(cluster::list))
             .merge(in_cluster(
