@@ -171,14 +171,15 @@ row() { # shape what target(text, each part marked by target()) how
   echo "| $2 | $(cell "$1" old) | $(cell "$1" new) | $3 | $4 |"
 }
 render_row() { # page what how
-  local n=render.$1 p95 long
+  local n=render.$1 p95 long click
   p95=$(bench_line "$r" "$n" p95_ms)
   long=$(bench_line "$r" "$n" longest_task_ms)
+  click=$(bench_line "$r" "$n" open_wave_longest_task_ms)
   if [ -z "$p95" ]; then
     echo "| $2 | — | not run (BENCH_BROWSER=0) | ≤ 50 ms per update, longest task ≤ 50 ms | $3 |"
     return
   fi
-  echo "| $2 | — | per update p95 **$p95 ms** $(ok "$p95" '<=' 50) (p50 $(bench_line "$r" "$n" p50_ms), max $(bench_line "$r" "$n" max_ms); n=$(bench_line "$r" "$n" n)); longest task **$long ms** $(ok "$long" '<=' 50); $(bench_line "$r" "$n" rows) resource rows drawn; first update $(bench_line "$r" "$n" first_cycle_ms) ms, rows shown $(bench_line "$r" "$n" shown_ms) ms after opening the page; opening a closed wave $(bench_line "$r" "$n" open_wave_ms) ms to the next frame | ≤ 50 ms per update, longest task ≤ 50 ms | $3 |"
+  echo "| $2 | — | per update p95 **$p95 ms** $(ok "$p95" '<=' 50) (p50 $(bench_line "$r" "$n" p50_ms), max $(bench_line "$r" "$n" max_ms); n=$(bench_line "$r" "$n" n)); longest task of the updates **$long ms** $(ok "$long" '<=' 50); opening a closed wave ($(bench_line "$r" "$n" open_waves) clicks, apart from the updates): its first rows at the next frame $(bench_line "$r" "$n" open_wave_ms) ms and all $(bench_line "$r" "$n" open_wave_all_rows_ms) ms after the click (p50), main thread busy ≤ $(bench_line "$r" "$n" open_wave_busy_ms) ms, longest task **$click ms** $(ok "$click" '<=' 50); $(bench_line "$r" "$n" rows) resource rows drawn; first update $(bench_line "$r" "$n" first_cycle_ms) ms, rows shown $(bench_line "$r" "$n" shown_ms) ms after opening the page | ≤ 50 ms per update, longest task ≤ 50 ms | $3 |"
 }
 n=$(bench_line "$b" bigapps.waves-timeline.2000.new resources)
 big=waves-timeline.2000
