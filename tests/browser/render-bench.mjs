@@ -31,7 +31,7 @@ const OPEN_CLICKS = Number(process.env.RENDER_OPEN_CLICKS || 3);
 
 const LONG_TASKS = `
   window.__longTasks = [];
-  new PerformanceObserver(list => list.getEntries().forEach(e => window.__longTasks.push(e.duration)))
+  new PerformanceObserver(list => list.getEntries().forEach(e => window.__longTasks.push({ d: e.duration, t: e.startTime })))
     .observe({ type: 'longtask', buffered: true });
 `;
 
@@ -123,7 +123,11 @@ async function measure(browser, name, url, cycleStart, rowsSelector) {
   await page.goto(url);
   await page.waitForFunction(sel => document.querySelectorAll(sel).length > 0, rowsSelector, { timeout: 120000 });
   const shown = Date.now() - opened;
-  let longBefore = (await page.evaluate(() => window.__longTasks.length));
+  // Long tasks are told apart by when they started: the observer reports a task some time after
+  // it ended, so counting the entries seen so far would give the page's first drawing to the
+  // warm cycles.
+  const now = () => page.evaluate(() => performance.now());
+  let warmFrom = await now();
   // The first cycle built the page; the next CYCLES + 1 starts close CYCLES warm cycles.
   const deadline = Date.now() + 600000;
   const until = async n => {
@@ -151,15 +155,17 @@ async function measure(browser, name, url, cycleStart, rowsSelector) {
     samples.length = 0;
     pending = pending.then(async () => samples.push(await busy()));
     await pending;
-    longBefore = await page.evaluate(() => window.__longTasks.length);
+    warmFrom = await now();
   }
   await until(CYCLES + 2);
   const rows = await page.evaluate(sel => document.querySelectorAll(sel).length, rowsSelector);
   const cycles = samples.slice(1).map((s, i) => s - samples[i]).slice(0, CYCLES);
   const first = samples.length > 1 ? samples[1] - samples[0] : null;
   const warm = cycles.slice(1);
+  const clicksFrom = await now();
+  await new Promise(r => setTimeout(r, 300));
   const longTasks = await page.evaluate(() => window.__longTasks);
-  const warmLong = longTasks.slice(longBefore);
+  const warmLong = longTasks.filter(e => e.t >= warmFrom && e.t < clicksFrom).map(e => e.d);
   // Opening a closed wave, apart from the polls: the click until the next frame is painted with
   // its first rows, until every row of the wave is drawn, the main thread's busy time from the
   // click to 300 ms later (an update may fall in it), and the longest task from the click on
@@ -182,13 +188,13 @@ async function measure(browser, name, url, cycleStart, rowsSelector) {
   }
   const clicks = [];
   for (let i = 0; i < OPEN_CLICKS; i++) {
-    const before = await page.evaluate(() => window.__longTasks.length);
+    const from = await now();
     const busy0 = await busy();
     const opened = await openWave(page);
     if (!opened) break;
     await new Promise(r => setTimeout(r, 300)); // the longtask observer reports after the task
     const busy1 = await busy();
-    const long = (await page.evaluate(() => window.__longTasks)).slice(before);
+    const long = (await page.evaluate(() => window.__longTasks)).filter(e => e.t >= from).map(e => e.d);
     clicks.push({ ...opened, busy: busy1 - busy0, long: long.length ? Math.max(...long) : 0 });
   }
   await context.close();
@@ -204,7 +210,7 @@ async function measure(browser, name, url, cycleStart, rowsSelector) {
     open_wave_all_rows_ms: clicks.length ? pct(clicks.map(c => c.all), 0.5) : null,
     open_wave_busy_ms: clicks.length ? Math.max(...clicks.map(c => c.busy)) : null,
     open_wave_longest_task_ms: clicks.length ? Math.max(...clicks.map(c => c.long)) : null,
-    first_longest_task_ms: longTasks.length ? Math.max(...longTasks.slice(0, longBefore || longTasks.length)) : 0,
+    first_longest_task_ms: Math.max(0, ...longTasks.filter(e => e.t < warmFrom).map(e => e.d)),
   };
 }
 
