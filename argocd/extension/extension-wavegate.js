@@ -585,6 +585,9 @@
     return React.useMemo(function () { return l ? timelineFigure(l, t.sync, id) : null; }, [drawn]);
   }
 
+  // Drawn again only for another answer (a poll), not when a wave is opened or closed.
+  var TimelineKept = React.memo(Timeline);
+
   function timelineFigure(l, sync, id) {
     return h('figure', { 'data-testid': 'wavegate-timeline', style: { margin: '0.5em 0 1em', overflowX: 'auto' } },
       h('svg', { viewBox: '0 0 ' + l.width + ' ' + l.height, width: l.width, height: l.height, role: 'img',
@@ -603,28 +606,29 @@
     // rows, which React then has nothing to compare.
     var table = React.useMemo(function () {
       var t = wavesTable(w, resourceCount(w) > ROWS_AT_ONCE, function (wave) { return wave in opened ? opened[wave] : undefined; });
-      return WavesTable(t, setOpened);
+      return WavesTable(t, setOpened, w.waves || []);
     }, [w.waves, w.lint, w.blockingWave, opened]);
     return h('div', { 'data-testid': 'wavegate-waves', 'data-status': statusOf((w.health || {}).status) },
       h('h3', { style: { margin: '0 0 0.3em', fontSize: '16px' } }, 'Waves of ', h('span', { style: S.mono }, w.namespace + '/' + w.name), ' ', h(Badge, { status: (w.health || {}).status, testid: 'wavegate-app-status' })),
       h(BlockingLine, { waves: w }),
-      h(Timeline, { waves: w }),
+      h(TimelineKept, { waves: w }),
       table);
   }
 
-  function WavesTable(t, setOpened) {
+  // `source`: the answer's waves, whose resources each wave's rows are made from.
+  function WavesTable(t, setOpened, source) {
     function toggle(wave) { setOpened(function (o) { var n = Object.assign({}, o); n[wave.wave] = !wave.open; return n; }); }
     return t.empty ? h('p', { style: S.muted }, t.empty) :
       h('table', { style: S.table },
         h('caption', { style: { textAlign: 'left', ...S.muted } }, 'Resources by sync wave'),
         h('thead', null, h('tr', null, Th('Resource'), Th('Status'), Th('Message'), Th('Judged by'))),
-        t.waves.map(function (wave) {
+        t.waves.map(function (wave, i) {
           return h('tbody', { key: 'w' + wave.wave, 'data-testid': 'wavegate-wave-' + wave.wave, 'data-status': statusOf(wave.status), 'data-open': String(wave.open) },
             h('tr', null, h('th', { scope: 'rowgroup', colSpan: 4, style: wave.blocking ? { ...S.groupTh, ...S.blocking, borderRadius: 0, margin: 0 } : S.groupTh },
               'Wave ' + wave.wave + ' ', h(Badge, { status: wave.status, testid: 'wavegate-wave-status' }), wave.blocking ? ' \u2014 blocking' : '',
               h('span', { style: { ...S.muted, fontWeight: 'normal' } }, wave.count),
               wave.toggle ? h('button', { type: 'button', 'aria-expanded': String(wave.open), 'data-testid': 'wavegate-wave-toggle', onClick: function () { toggle(wave); }, style: { marginLeft: '0.6em', fontSize: '12px' } }, wave.toggle) : null)),
-            wave.resources.length ? h(ResourceRows, { key: 'rows', rows: wave.resources }) : null,
+            wave.resources.length ? h(ResourceRowsKept, { key: 'rows', rows: wave.resources, source: (source[i] || {}).resources }) : null,
             wave.findings.map(FindingRow));
         }),
         t.findings.length || t.skipped || t.note ? h('tbody', { key: 'lint', 'data-testid': 'wavegate-lint-other' },
@@ -654,6 +658,12 @@
     }, [drawn, rows.length]);
     return rows.slice(0, drawn).map(ResourceTr);
   }
+
+  // A click that opens one wave leaves the others' rows alone: they are made from the same
+  // resources of the same answer (resourceRow in ui/waves.js is a function of the resource alone).
+  var ResourceRowsKept = React.memo(ResourceRows, function (was, now) {
+    return was.source !== undefined && was.source === now.source && was.rows.length === now.rows.length;
+  });
 
   function ResourceTr(r) {
     return h('tr', { key: r.key, 'data-testid': 'wavegate-resource-' + r.id },
