@@ -171,14 +171,15 @@ row() { # shape what target(text, each part marked by target()) how
   echo "| $2 | $(cell "$1" old) | $(cell "$1" new) | $3 | $4 |"
 }
 render_row() { # page what how
-  local n=render.$1 p95 long
+  local n=render.$1 p95 long click
   p95=$(bench_line "$r" "$n" p95_ms)
   long=$(bench_line "$r" "$n" longest_task_ms)
+  click=$(bench_line "$r" "$n" open_wave_longest_task_ms)
   if [ -z "$p95" ]; then
     echo "| $2 | — | not run (BENCH_BROWSER=0) | ≤ 50 ms per update, longest task ≤ 50 ms | $3 |"
     return
   fi
-  echo "| $2 | — | per update p95 **$p95 ms** $(ok "$p95" '<=' 50) (p50 $(bench_line "$r" "$n" p50_ms), max $(bench_line "$r" "$n" max_ms); n=$(bench_line "$r" "$n" n)); longest task **$long ms** $(ok "$long" '<=' 50); $(bench_line "$r" "$n" rows) resource rows drawn; first update $(bench_line "$r" "$n" first_cycle_ms) ms, rows shown $(bench_line "$r" "$n" shown_ms) ms after opening the page; opening a closed wave $(bench_line "$r" "$n" open_wave_ms) ms to the next frame | ≤ 50 ms per update, longest task ≤ 50 ms | $3 |"
+  echo "| $2 | — | per update p95 **$p95 ms** $(ok "$p95" '<=' 50) (p50 $(bench_line "$r" "$n" p50_ms), max $(bench_line "$r" "$n" max_ms); n=$(bench_line "$r" "$n" n)); longest task of the updates **$long ms** $(ok "$long" '<=' 50); opening a closed wave ($(bench_line "$r" "$n" open_waves) clicks, apart from the updates): its first rows at the next frame $(bench_line "$r" "$n" open_wave_ms) ms and all $(bench_line "$r" "$n" open_wave_all_rows_ms) ms after the click (p50), main thread busy ≤ $(bench_line "$r" "$n" open_wave_busy_ms) ms, longest task **$click ms** $(ok "$click" '<=' 50); $(bench_line "$r" "$n" rows) resource rows drawn; first update $(bench_line "$r" "$n" first_cycle_ms) ms, rows shown $(bench_line "$r" "$n" shown_ms) ms after opening the page | ≤ 50 ms per update, longest task ≤ 50 ms | $3 |"
 }
 n=$(bench_line "$b" bigapps.waves-timeline.2000.new resources)
 big=waves-timeline.2000
@@ -226,7 +227,7 @@ $(row parent.100x10 "parent of $(bench_line "$b" bigapps.parent.100x10.new resou
 $(row applications "\`GET /api/v1/applications\`, $(bench_line "$b" bigapps.applications.new resources) resources in all Applications, nothing changed" "$(target applications "≤ 25 ms p95" p95_ms '<=' 25)" "every Application's health and blocking wave; $refreshes requests")
 $(row dashboard "dashboard refresh, the same" "$(target dashboard "≤ 50 ms p95" p95_ms '<=' 50) (RSS: the row below)" "what the dashboard does every 2 s: gates and applications, then the waves view of each Application on its page (20 per page, by name: \`big\` and 19 children) 6 at a time (a browser's connections per host); the time until the last answer; $refreshes refreshes; the last row measured, so its RSS is the one after the whole bench")
 | RSS 3 s after the whole bench, requests paused | $(settled old) | $(settled new) | ≤ 64 MiB $(ok "$(awk -v k="$(bench_line "$b" bigapps.settled.new rss_kib)" 'BEGIN {if (k != "") printf "%.1f", k / 1024}')" '<=' 64) | \`BENCH bigapps.settled\`: VmRSS once memory the views freed has been given back (wavegate gives it back a second after the last request: src/heap.rs); the RSS of the row above is read right after its last request |
-$(render_row dashboard "chromium: the dashboard, first page (new)" "headless chromium (Debian's) on the dashboard: 20 Applications a page; over 200 resources on the page, each table lists its waves and draws the rows of the open ones (each blocking wave, at first); per refresh, the main thread's busy time (CDP \`Performance.getMetrics\` TaskDuration: parsing, script, style, layout) between the starts of two refreshes, and the longest task (\`longtask\` observer: what a click waits at worst); tests/browser/render-bench.mjs")
+$(render_row dashboard "chromium: the dashboard, first page (new)" "headless chromium (Debian's) on the dashboard: 20 Applications a page, their views asked in one request (\`GET /api/v1/applications/waves\`, unchanged ones 304 by ETag); over 200 resources on the page, each table lists its waves and draws the rows of the open ones (each blocking wave, at first); per refresh, the main thread's busy time (CDP \`Performance.getMetrics\` TaskDuration: parsing, script, style, layout) between the starts of two refreshes, and the longest task (\`longtask\` observer: what a click waits at worst); then 3 clicks that each open a closed wave (rows drawn a slice a frame), measured apart; tests/browser/render-bench.mjs")
 $(render_row extension "chromium: the extension's Waves tab, the 2,000-resource Application (new)" "argocd/extension/extension-wavegate.js in the harness (React 18), polled every 5 s (the status panel polls the same view); rows of the open waves only, as on the dashboard; the same counters per poll")
 
 Reading it: the targets are for a release build; rows from another profile show the ratio

@@ -140,6 +140,7 @@
     rowTh: { textAlign: 'left', padding: '6px 8px', borderBottom: '1px solid #d0d7de', fontFamily: 'monospace', fontWeight: 600, whiteSpace: 'nowrap', verticalAlign: 'top' },
     groupTh: { textAlign: 'left', padding: '6px 8px', borderBottom: '1px solid #d0d7de', background: '#eef1f4', fontWeight: 600 },
     td: { padding: '6px 8px', borderBottom: '1px solid #d0d7de', verticalAlign: 'top', wordBreak: 'break-word' },
+    tdNoWrap: { padding: '6px 8px', borderBottom: '1px solid #d0d7de', verticalAlign: 'top', wordBreak: 'break-word', whiteSpace: 'nowrap' },
     mono: { fontFamily: 'monospace' },
     muted: { color: '#57606a', fontSize: '12px' },
     error: { color: '#8a1712', background: '#fde0de', border: '1px solid #cf222e', borderRadius: '4px', padding: '6px 10px', margin: '0.5em 0' },
@@ -584,6 +585,9 @@
     return React.useMemo(function () { return l ? timelineFigure(l, t.sync, id) : null; }, [drawn]);
   }
 
+  // Drawn again only for another answer (a poll), not when a wave is opened or closed.
+  var TimelineKept = React.memo(Timeline);
+
   function timelineFigure(l, sync, id) {
     return h('figure', { 'data-testid': 'wavegate-timeline', style: { margin: '0.5em 0 1em', overflowX: 'auto' } },
       h('svg', { viewBox: '0 0 ' + l.width + ' ' + l.height, width: l.width, height: l.height, role: 'img',
@@ -602,41 +606,72 @@
     // rows, which React then has nothing to compare.
     var table = React.useMemo(function () {
       var t = wavesTable(w, resourceCount(w) > ROWS_AT_ONCE, function (wave) { return wave in opened ? opened[wave] : undefined; });
-      return WavesTable(t, setOpened);
+      return WavesTable(t, setOpened, w.waves || []);
     }, [w.waves, w.lint, w.blockingWave, opened]);
     return h('div', { 'data-testid': 'wavegate-waves', 'data-status': statusOf((w.health || {}).status) },
       h('h3', { style: { margin: '0 0 0.3em', fontSize: '16px' } }, 'Waves of ', h('span', { style: S.mono }, w.namespace + '/' + w.name), ' ', h(Badge, { status: (w.health || {}).status, testid: 'wavegate-app-status' })),
       h(BlockingLine, { waves: w }),
-      h(Timeline, { waves: w }),
+      h(TimelineKept, { waves: w }),
       table);
   }
 
-  function WavesTable(t, setOpened) {
+  // `source`: the answer's waves, whose resources each wave's rows are made from.
+  function WavesTable(t, setOpened, source) {
     function toggle(wave) { setOpened(function (o) { var n = Object.assign({}, o); n[wave.wave] = !wave.open; return n; }); }
     return t.empty ? h('p', { style: S.muted }, t.empty) :
       h('table', { style: S.table },
         h('caption', { style: { textAlign: 'left', ...S.muted } }, 'Resources by sync wave'),
         h('thead', null, h('tr', null, Th('Resource'), Th('Status'), Th('Message'), Th('Judged by'))),
-        t.waves.map(function (wave) {
+        t.waves.map(function (wave, i) {
           return h('tbody', { key: 'w' + wave.wave, 'data-testid': 'wavegate-wave-' + wave.wave, 'data-status': statusOf(wave.status), 'data-open': String(wave.open) },
             h('tr', null, h('th', { scope: 'rowgroup', colSpan: 4, style: wave.blocking ? { ...S.groupTh, ...S.blocking, borderRadius: 0, margin: 0 } : S.groupTh },
               'Wave ' + wave.wave + ' ', h(Badge, { status: wave.status, testid: 'wavegate-wave-status' }), wave.blocking ? ' \u2014 blocking' : '',
               h('span', { style: { ...S.muted, fontWeight: 'normal' } }, wave.count),
               wave.toggle ? h('button', { type: 'button', 'aria-expanded': String(wave.open), 'data-testid': 'wavegate-wave-toggle', onClick: function () { toggle(wave); }, style: { marginLeft: '0.6em', fontSize: '12px' } }, wave.toggle) : null)),
-            wave.resources.map(function (r) {
-              return h('tr', { key: r.key, 'data-testid': 'wavegate-resource-' + r.id },
-                h('th', { scope: 'row', style: S.rowTh }, r.name),
-                h('td', { style: S.td }, h(Badge, { status: r.status, testid: 'wavegate-resource-status' })),
-                h('td', { style: S.td }, r.message,
-                  r.argo ? h('div', { style: S.muted, 'data-testid': 'wavegate-argo-status' }, r.argo) : null),
-                h('td', { style: { ...S.td, whiteSpace: 'nowrap' } }, r.judgedBy));
-            }),
+            wave.resources.length ? h(ResourceRowsKept, { key: 'rows', rows: wave.resources, source: (source[i] || {}).resources }) : null,
             wave.findings.map(FindingRow));
         }),
         t.findings.length || t.skipped || t.note ? h('tbody', { key: 'lint', 'data-testid': 'wavegate-lint-other' },
           t.findings.map(FindingRow),
           t.skipped ? h('tr', { key: 'skipped' }, h('td', { colSpan: 4, style: { ...S.td, ...S.muted }, 'data-testid': 'wavegate-lint-skipped' }, t.skipped)) : null,
           t.note ? h('tr', null, h('td', { colSpan: 4, style: { ...S.td, ...S.muted }, 'data-testid': 'wavegate-lint-note' }, t.note)) : null) : null);
+  }
+
+  // A wave's rows, drawn a few at a time: the first FIRST_ROWS at once, then MORE_ROWS a frame.
+  // Opening a wave of the 2,000-resource Application drew its 100 rows in one task of 81 ms
+  // (React's render and commit, the table's layout and a garbage collection landing in it), over
+  // the 50 ms a click may wait (issue 32); in slices each task stays small and the first rows
+  // show at the next frame. Mounted when the wave opens (a closed wave has no rows), so opening
+  // it again starts from the first slice; a poll that changes the rows keeps what was drawn.
+  var FIRST_ROWS = 30, MORE_ROWS = 30;
+  function ResourceRows(props) {
+    var rows = props.rows;
+    var st = React.useState(FIRST_ROWS), drawn = st[0], setDrawn = st[1];
+    React.useEffect(function () {
+      if (drawn >= rows.length) return undefined;
+      // A frame later, so the browser paints what is drawn before the next slice; React renders
+      // an update from outside an event in a task of its own (React 18 and 19 alike).
+      var frame = window.requestAnimationFrame || function (f) { return window.setTimeout(f, 16); };
+      var cancel = window.cancelAnimationFrame || window.clearTimeout;
+      var id = frame(function () { setDrawn(function (d) { return d + MORE_ROWS; }); });
+      return function () { cancel(id); };
+    }, [drawn, rows.length]);
+    return rows.slice(0, drawn).map(ResourceTr);
+  }
+
+  // A click that opens one wave leaves the others' rows alone: they are made from the same
+  // resources of the same answer (resourceRow in ui/waves.js is a function of the resource alone).
+  var ResourceRowsKept = React.memo(ResourceRows, function (was, now) {
+    return was.source !== undefined && was.source === now.source && was.rows.length === now.rows.length;
+  });
+
+  function ResourceTr(r) {
+    return h('tr', { key: r.key, 'data-testid': 'wavegate-resource-' + r.id },
+      h('th', { scope: 'row', style: S.rowTh }, r.name),
+      h('td', { style: S.td }, h(Badge, { status: r.status, testid: 'wavegate-resource-status' })),
+      h('td', { style: S.td }, r.message,
+        r.argo ? h('div', { style: S.muted, 'data-testid': 'wavegate-argo-status' }, r.argo) : null),
+      h('td', { style: S.tdNoWrap }, r.judgedBy));
   }
 
   function FindingRow(f, i) {

@@ -392,6 +392,24 @@ impl ViewAnswer {
         }
     }
 
+    /// Its entity tag: the same for every time it is served at.
+    pub(crate) fn etag(&self) -> &HeaderValue {
+        &self.etag
+    }
+
+    /// Whether `known` (an `If-None-Match` value) names this answer: served again, it would be 304.
+    pub(crate) fn named_by(&self, known: &HeaderValue) -> bool {
+        names(known, &self.etag)
+    }
+
+    /// Appends the answer's bytes as served at `now` (the time as a JSON string) to `out`.
+    pub(crate) fn write_at(&self, now: &[u8], out: &mut Vec<u8>) {
+        out.reserve(self.head.len() + now.len() + self.tail.len());
+        out.extend_from_slice(&self.head);
+        out.extend_from_slice(now);
+        out.extend_from_slice(&self.tail);
+    }
+
     /// The answer as served at `now` (when it has a place for the time); 304 without a body
     /// when `known` (the request's `If-None-Match`) names it.
     fn respond(
@@ -409,11 +427,8 @@ impl ViewAnswer {
             return (StatusCode::NOT_MODIFIED, headers).into_response();
         }
         let now = now.map(|t| serde_json::to_vec(&t).unwrap_or_default());
-        let now = now.unwrap_or_default();
-        let mut body = Vec::with_capacity(self.head.len() + now.len() + self.tail.len());
-        body.extend_from_slice(&self.head);
-        body.extend_from_slice(&now);
-        body.extend_from_slice(&self.tail);
+        let mut body = Vec::new();
+        self.write_at(&now.unwrap_or_default(), &mut body);
         headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
@@ -503,9 +518,7 @@ pub(crate) async fn header_waves(
     .await
 }
 
-/// The waves view and timeline of one application, kept until what it read changes or one of
-/// its verdicts expires (see `kept`); through Argo CD's proxy, reading only what the
-/// application really manages (`waves::ViewScope`).
+/// The waves view and timeline of one application as served now; 304 when `known` names it.
 async fn waves_of(
     state: &AppState,
     namespace: &str,
@@ -513,8 +526,23 @@ async fn waves_of(
     scope: Scope,
     known: Option<&HeaderValue>,
 ) -> Result<Response, ApiError> {
+    let scope = scope.as_ref().map(|Extension(s)| &**s);
+    let answer = view_answer(state, namespace, name, scope).await?;
+    Ok(answer.respond(Some(k8s_openapi::jiff::Timestamp::now()), known))
+}
+
+/// The waves view and timeline of one application, kept until what it read changes or one of
+/// its verdicts expires (see `kept`); through Argo CD's proxy, reading only what the
+/// application really manages (`waves::ViewScope`). What `waves_of` serves, and each part of a
+/// batch (`batch`).
+pub(crate) async fn view_answer(
+    state: &AppState,
+    namespace: &str,
+    name: &str,
+    scope: Option<&AppScope>,
+) -> Result<Arc<ViewAnswer>, ApiError> {
     let target = Target::new(CheckKind::APPLICATION, namespace, name)?;
-    let view_scope = scope.as_ref().map(|Extension(s)| s.view_scope());
+    let view_scope = scope.map(AppScope::view_scope);
     let key = ViewKey {
         namespace: namespace.to_string(),
         name: name.to_string(),
@@ -528,14 +556,14 @@ async fn waves_of(
         Clusters::vouched(read.clone()).then(|| state.clusters.stamp(read))
     };
     if let Some(kept) = state.views.get_by(&key, stamp_of, now) {
-        return Ok(kept.respond(Some(k8s_openapi::jiff::Timestamp::now()), known));
+        return Ok(kept);
     }
     let asked = now;
     let _turn = state.views.turn(&key).await;
     let now = std::time::Instant::now();
     let kept = state.views.get_by(&key, stamp_of, now);
     if let Some(kept) = kept.or_else(|| state.views.read_since(&key, asked, now)) {
-        return Ok(kept.respond(Some(k8s_openapi::jiff::Timestamp::now()), known));
+        return Ok(kept);
     }
     // Taken before any read: a change while judging leaves what is kept stale, never newer.
     let clusters = state.clusters.all();
@@ -591,7 +619,6 @@ async fn waves_of(
             )
         }
     };
-    let served_at = k8s_openapi::jiff::Timestamp::now();
     let valid_until = waves::earliest(valid_until, kept_at_most(&read, now));
     let stamp = stamp.only(read.iter().map(|c| &**c));
     let mut answer = ViewAnswer::with_now(body, read);
@@ -600,7 +627,7 @@ async fn waves_of(
     state
         .views
         .put(key, (stamp, read_at), valid_until, answer.clone());
-    Ok(answer.respond(Some(served_at), known))
+    Ok(answer)
 }
 
 /// The waves view and timeline of `app`, every resource judged and timed for this answer,

@@ -10,6 +10,7 @@
 //! Content-Security-Policy, and `Cache-Control: no-cache, private` with a `Vary` on the headers
 //! that choose what is answered (`headers`).
 
+mod batch;
 mod cluster;
 mod error;
 mod extract;
@@ -57,6 +58,7 @@ pub fn router(state: AppState) -> Router {
                 "/api/v1/applications/{namespace}/{name}/waves",
                 get(handlers::application_waves),
             )
+            .route("/api/v1/applications/waves", get(batch::waves))
             .route("/api/v1/waves", get(handlers::header_waves))
             .route("/api/v1/clusters", get(cluster::list))
             .merge(in_cluster(

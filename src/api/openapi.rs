@@ -4,6 +4,7 @@
 //! name it is sent as. `tests/offline/openapi.rs` fails when the committed document drifts from
 //! them; `wavegate openapi > docs/openapi.yaml` writes it again.
 
+use super::batch::WavesBatch;
 use super::cluster::ClusterList;
 use super::error::ErrorBody;
 use super::handlers::{ApplicationList, GateList};
@@ -42,6 +43,7 @@ fn schemas() -> serde_json::Map<String, Value> {
     generator.subschema_for::<GateList>();
     generator.subschema_for::<WavesWithTimeline>();
     generator.subschema_for::<ApplicationList>();
+    generator.subschema_for::<WavesBatch>();
     generator.subschema_for::<ClusterList>();
     generator.subschema_for::<ErrorBody>();
     generator.take_definitions(true)

@@ -212,7 +212,7 @@ impl AppScope {
     }
 
     /// [`AppScope::allows_application`] for an Application named by the request.
-    async fn allows_application_named(&self, namespace: &str, name: &str) -> bool {
+    pub(crate) async fn allows_application_named(&self, namespace: &str, name: &str) -> bool {
         if namespace == self.namespace && name == self.name {
             return true;
         }
@@ -312,7 +312,7 @@ impl AppScope {
         }
     }
 
-    fn refuse(&self, what: &str) -> ApiError {
+    pub(crate) fn refuse(&self, what: &str) -> ApiError {
         ApiError::Forbidden(format!(
             "Argo CD authorized this request for Application {}/{} only, and {what} is not one \
              of its resources",
@@ -328,8 +328,13 @@ impl AppScope {
             self.destination()?;
         }
         match route {
-            // Lists are filtered by their handlers; the header's own application is in scope.
-            "/api/v1/waves" | "/api/v1/applications" | "/api/v1/gates" => Ok(()),
+            // Lists are filtered by their handlers, and each part of a batch of views is
+            // admitted by it as its own route would be (`batch`); the header's own application
+            // is in scope.
+            "/api/v1/waves"
+            | "/api/v1/applications"
+            | "/api/v1/gates"
+            | "/api/v1/applications/waves" => Ok(()),
             "/api/v1/applications/{namespace}/{name}/waves" => {
                 if self
                     .allows_application_named(p("namespace"), p("name"))

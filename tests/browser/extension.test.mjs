@@ -197,6 +197,53 @@ describe('Argo CD UI extension', () => {
     await context.close();
   });
 
+  test('a wave of a big application opens with all its rows, the first at the next frame', async () => {
+    // Over ROWS_AT_ONCE resources only open waves have rows; a wave opened by a click is drawn a
+    // slice a frame (ResourceRows). The view is made up here (three waves of 100), so this needs
+    // no big application in the cluster.
+    const resources = wave => Array.from({ length: 100 }, (_, i) => ({
+      group: '', version: 'v1', kind: 'ConfigMap', namespace: 'shop', name: `cm-${wave}-${String(i).padStart(3, '0')}`,
+      status: 'Healthy', message: `row ${i} of wave ${wave}`, judgedBy: 'wavegate',
+    }));
+    const view = {
+      namespace: APP.namespace, name: APP.name, health: { status: 'Progressing', message: 'wave 1' },
+      blockingWave: 1, message: 'made up for the test',
+      waves: [0, 1, 2].map(w => ({ wave: w, status: w === 0 ? 'Healthy' : 'Progressing', resources: resources(w) })),
+    };
+    const { context, page } = await open();
+    await page.route(`**/extensions/wavegate/api/v1/applications/${APP.namespace}/${APP.name}/waves`,
+      route => route.fulfill({ status: 200, contentType: 'application/json', body: JSON.stringify(view) }));
+    await page.reload();
+    await page.waitForFunction(() => window.__harnessReady === true);
+    const rowsOf = wave => page.evaluate(([root, wave]) =>
+      [...document.querySelectorAll(`${root} tbody[data-testid="wavegate-wave-${wave}"] tr[data-testid^="wavegate-resource-"]`)]
+        .map(tr => tr.querySelector('th').textContent), [WAVES_TAB, wave]);
+    const names = wave => resources(wave).map(r => `ConfigMap shop/${r.name}`);
+    await eventually(async () => JSON.stringify(await rowsOf(1)) === JSON.stringify(names(1)),
+      { ms: 15000, what: 'the blocking wave 1 open with its 100 rows in order' });
+    assert.deepEqual([await rowsOf(0), await rowsOf(2)], [[], []], 'the other waves are closed');
+
+    const toggle = `${WAVES_TAB} tbody[data-testid="wavegate-wave-2"] [data-testid="wavegate-wave-toggle"]`;
+    const atNextFrame = await page.evaluate(async ([sel, rows]) => {
+      document.querySelector(sel).click();
+      await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
+      return document.querySelectorAll(rows).length;
+    }, [toggle, `${WAVES_TAB} tbody[data-testid="wavegate-wave-2"] tr[data-testid^="wavegate-resource-"]`]);
+    assert.ok(atNextFrame > 0, 'no row of the opened wave at the next frame');
+    await eventually(async () => JSON.stringify(await rowsOf(2)) === JSON.stringify(names(2)),
+      { ms: 5000, what: 'wave 2 opened with all its 100 rows in order' });
+    assert.equal(await page.locator(toggle).getAttribute('aria-expanded'), 'true');
+    assert.deepEqual(await rowsOf(1), names(1), 'wave 1 is left as it was');
+
+    // Closed, and opened again: all its rows again.
+    await page.locator(toggle).click();
+    await eventually(async () => (await rowsOf(2)).length === 0, { ms: 5000, what: 'wave 2 closed' });
+    await page.locator(toggle).click();
+    await eventually(async () => JSON.stringify(await rowsOf(2)) === JSON.stringify(names(2)),
+      { ms: 5000, what: 'wave 2 opened again with all its rows' });
+    await context.close();
+  });
+
   test('loads nothing from other hosts and throws no script errors', () => {
     assert.deepEqual(foreign, [], 'requests to non-local hosts');
     assert.deepEqual(pageErrors, [], 'uncaught errors in the page');

@@ -15,7 +15,8 @@
 // measured after the first; RENDER_PROFILE (0; 1: where the warm cycles' time went, on stderr:
 // the renderer main thread's trace events by self time, and V8's sampled JS functions by self
 // time — tracing and sampling cost time themselves, so their cycles are not the ones reported);
-// RENDER_PAGES (dashboard,extension) — which pages.
+// RENDER_PAGES (dashboard,extension) — which pages; RENDER_OPEN_CLICKS (3) — closed waves opened
+// after the warm cycles, one at a time (reported apart from the cycles).
 import { launch, wavegateUrl, guardNetwork, WAVEGATE_TOKEN } from './lib/common.mjs';
 import { startHarness } from './lib/harness-server.mjs';
 
@@ -26,10 +27,11 @@ const APP = { namespace: NS, name: process.env.BIGAPPS_APP || 'big', project: 'd
 const CYCLES = Number(process.env.RENDER_CYCLES || 8);
 const PROFILE = process.env.RENDER_PROFILE === '1';
 const PAGES = (process.env.RENDER_PAGES || 'dashboard,extension').split(',');
+const OPEN_CLICKS = Number(process.env.RENDER_OPEN_CLICKS || 3);
 
 const LONG_TASKS = `
   window.__longTasks = [];
-  new PerformanceObserver(list => list.getEntries().forEach(e => window.__longTasks.push(e.duration)))
+  new PerformanceObserver(list => list.getEntries().forEach(e => window.__longTasks.push({ d: e.duration, t: e.startTime })))
     .observe({ type: 'longtask', buffered: true });
 `;
 
@@ -77,6 +79,28 @@ function profileBreakdown(profile) {
   return Object.entries(self).sort((a, b) => b[1] - a[1]);
 }
 
+// Clicks the first closed wave's toggle: the time until the next frame is painted (with the
+// first of its rows), and until every row its heading counts is drawn (null: no closed wave).
+async function openWave(page) {
+  return page.evaluate(async () => {
+    const b = [...document.querySelectorAll('button[aria-expanded="false"]')]
+      .find(x => x.hasAttribute('data-wave-toggle') || x.getAttribute('data-testid') === 'wavegate-wave-toggle');
+    if (!b) return null;
+    // The dashboard draws the card anew: its wave is found again by the toggle's key.
+    const key = b.getAttribute('data-wave-toggle');
+    const body = () => (key ? document.querySelector(`button[data-wave-toggle="${CSS.escape(key)}"]`) : b).closest('tbody');
+    const count = Number((/(\d+) resources?/.exec(body().textContent) || [])[1] || 0);
+    const rows = () => body().querySelectorAll('tr[data-testid^="resource-"], tr[data-testid^="wavegate-resource-"]').length;
+    const frame = () => new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
+    const t0 = performance.now();
+    b.click();
+    await frame();
+    const first = performance.now() - t0;
+    while (rows() < count && performance.now() - t0 < 10000) await frame();
+    return { frame: first, all: performance.now() - t0 };
+  });
+}
+
 // Opens `url`, treating each request matching `cycleStart` as the start of an update cycle;
 // waits for `rowsSelector` to show rows, then for CYCLES more cycles.
 async function measure(browser, name, url, cycleStart, rowsSelector) {
@@ -99,7 +123,11 @@ async function measure(browser, name, url, cycleStart, rowsSelector) {
   await page.goto(url);
   await page.waitForFunction(sel => document.querySelectorAll(sel).length > 0, rowsSelector, { timeout: 120000 });
   const shown = Date.now() - opened;
-  let longBefore = (await page.evaluate(() => window.__longTasks.length));
+  // Long tasks are told apart by when they started: the observer reports a task some time after
+  // it ended, so counting the entries seen so far would give the page's first drawing to the
+  // warm cycles.
+  const now = () => page.evaluate(() => performance.now());
+  let warmFrom = await now();
   // The first cycle built the page; the next CYCLES + 1 starts close CYCLES warm cycles.
   const deadline = Date.now() + 600000;
   const until = async n => {
@@ -127,25 +155,48 @@ async function measure(browser, name, url, cycleStart, rowsSelector) {
     samples.length = 0;
     pending = pending.then(async () => samples.push(await busy()));
     await pending;
-    longBefore = await page.evaluate(() => window.__longTasks.length);
+    warmFrom = await now();
   }
   await until(CYCLES + 2);
   const rows = await page.evaluate(sel => document.querySelectorAll(sel).length, rowsSelector);
   const cycles = samples.slice(1).map((s, i) => s - samples[i]).slice(0, CYCLES);
   const first = samples.length > 1 ? samples[1] - samples[0] : null;
   const warm = cycles.slice(1);
-  // Opening a closed wave: the click until the next frame is painted with its rows.
-  const open_ms = await page.evaluate(async () => {
-    const b = [...document.querySelectorAll('button[aria-expanded="false"]')]
-      .find(x => x.hasAttribute('data-wave-toggle') || x.getAttribute('data-testid') === 'wavegate-wave-toggle');
-    if (!b) return null;
-    const t0 = performance.now();
-    b.click();
-    await new Promise(r => requestAnimationFrame(() => setTimeout(r, 0)));
-    return performance.now() - t0;
-  });
+  const clicksFrom = await now();
+  await new Promise(r => setTimeout(r, 300));
   const longTasks = await page.evaluate(() => window.__longTasks);
-  const warmLong = longTasks.slice(longBefore);
+  const warmLong = longTasks.filter(e => e.t >= warmFrom && e.t < clicksFrom).map(e => e.d);
+  // Opening a closed wave, apart from the polls: the click until the next frame is painted with
+  // its first rows, until every row of the wave is drawn, the main thread's busy time from the
+  // click to 300 ms later (an update may fall in it), and the longest task from the click on
+  // (what the click itself cost the page). OPEN_CLICKS waves, one after the other.
+  if (PROFILE) {
+    await browser.startTracing(page, { categories: ['devtools.timeline', 'disabled-by-default-devtools.timeline', 'v8', 'blink'] });
+    await cdp.send('Profiler.enable');
+    await cdp.send('Profiler.setSamplingInterval', { interval: 100 });
+    await cdp.send('Profiler.start');
+    await openWave(page);
+    await new Promise(r => setTimeout(r, 300));
+    const { profile } = await cdp.send('Profiler.stop');
+    const trace = await browser.stopTracing();
+    const show = (title, rows) => {
+      console.error(`${name}: ${title}, ms for the click that opens a wave (profiled)`);
+      for (const [k, v] of rows.slice(0, 25)) console.error(`  ${v.toFixed(2).padStart(8)}  ${k}`);
+    };
+    show('main-thread trace events by self time', traceBreakdown(trace));
+    show('JS functions by self time (sampled)', profileBreakdown(profile));
+  }
+  const clicks = [];
+  for (let i = 0; i < OPEN_CLICKS; i++) {
+    const from = await now();
+    const busy0 = await busy();
+    const opened = await openWave(page);
+    if (!opened) break;
+    await new Promise(r => setTimeout(r, 300)); // the longtask observer reports after the task
+    const busy1 = await busy();
+    const long = (await page.evaluate(() => window.__longTasks)).filter(e => e.t >= from).map(e => e.d);
+    clicks.push({ ...opened, busy: busy1 - busy0, long: long.length ? Math.max(...long) : 0 });
+  }
   await context.close();
   if (errors.length) throw new Error(`${name}: page errors: ${errors.join('; ')}`);
   if (foreign.length) throw new Error(`${name}: requests left the machine: ${foreign.join(', ')}`);
@@ -153,8 +204,13 @@ async function measure(browser, name, url, cycleStart, rowsSelector) {
   return {
     name, rows, shown_ms: shown, first_cycle_ms: first, n: warm.length,
     p50_ms: pct(warm, 0.5), p95_ms: pct(warm, 0.95), max_ms: Math.max(...warm),
-    longest_task_ms: warmLong.length ? Math.max(...warmLong) : 0, open_wave_ms: open_ms,
-    first_longest_task_ms: longTasks.length ? Math.max(...longTasks.slice(0, longBefore || longTasks.length)) : 0,
+    longest_task_ms: warmLong.length ? Math.max(...warmLong) : 0,
+    open_waves: clicks.length,
+    open_wave_ms: clicks.length ? pct(clicks.map(c => c.frame), 0.5) : null,
+    open_wave_all_rows_ms: clicks.length ? pct(clicks.map(c => c.all), 0.5) : null,
+    open_wave_busy_ms: clicks.length ? Math.max(...clicks.map(c => c.busy)) : null,
+    open_wave_longest_task_ms: clicks.length ? Math.max(...clicks.map(c => c.long)) : null,
+    first_longest_task_ms: Math.max(0, ...longTasks.filter(e => e.t < warmFrom).map(e => e.d)),
   };
 }
 
@@ -191,8 +247,8 @@ for (const r of results) {
   console.log(`BENCH render.${r.name} ` + Object.entries(r).filter(([k]) => k !== 'name')
     .map(([k, v]) => `${k}=${typeof v === 'number' && !Number.isInteger(v) ? v.toFixed(1) : v}`).join(' '));
 }
-console.error('| page | rows drawn | shown after | first cycle | warm cycle p50 / p95 / max | longest warm task | open a wave |');
-console.error('| --- | --- | --- | --- | --- | --- | --- |');
+console.error('| page | rows drawn | shown after | first cycle | warm cycle p50 / p95 / max | longest task of the warm cycles | open a wave: first frame / all rows (p50) | its busy time / longest task (max) |');
+console.error('| --- | --- | --- | --- | --- | --- | --- | --- |');
 for (const r of results) {
-  console.error(`| ${r.name} | ${r.rows} | ${r.shown_ms} ms | ${fmt(r.first_cycle_ms)} ms | ${fmt(r.p50_ms)} / ${fmt(r.p95_ms)} / ${fmt(r.max_ms)} ms (n=${r.n}) | ${fmt(r.longest_task_ms)} ms | ${fmt(r.open_wave_ms)} ms |`);
+  console.error(`| ${r.name} | ${r.rows} | ${r.shown_ms} ms | ${fmt(r.first_cycle_ms)} ms | ${fmt(r.p50_ms)} / ${fmt(r.p95_ms)} / ${fmt(r.max_ms)} ms (n=${r.n}) | ${fmt(r.longest_task_ms)} ms | ${fmt(r.open_wave_ms)} / ${fmt(r.open_wave_all_rows_ms)} ms | ${fmt(r.open_wave_busy_ms)} / ${fmt(r.open_wave_longest_task_ms)} ms (n=${r.open_waves}) |`);
 }

@@ -44,5 +44,6 @@ mod shards_own;
 mod timeline;
 mod vap;
 mod waves;
+mod waves_batch;
 mod waves_lint;
 mod waves_lint_load;

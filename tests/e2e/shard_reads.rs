@@ -214,6 +214,29 @@ async fn a_read_about_another_replicas_cluster_is_answered_by_that_replica_throu
     assert_eq!(status, 304, "{seen}");
     assert_eq!(seen["judgedBy"], "r1");
     assert!(seen["now"].is_string(), "{seen}");
+    // The views of a dashboard page in one answer (`api::batch`) are never forwarded: r0 answers
+    // shop as a 421 part, for the page to ask its own endpoint (forwarded, as above); r1, which
+    // judges it, answers the view whose ETag r0 passed on.
+    let batch = format!("/api/v1/applications/waves?app={ns}/shop");
+    let part = |body: &str| serde_json::from_str::<Value>(body).unwrap()["applications"][0].clone();
+    let (status, _, body) = ask(&r0, &batch, &[]).await.unwrap();
+    let far = part(&body);
+    assert_eq!(
+        (status, &far["status"], far.get("waves")),
+        (200, &json!(421), None),
+        "{body}"
+    );
+    assert!(
+        far["error"].as_str().is_some_and(|e| e.contains("shard")),
+        "{body}"
+    );
+    let (status, _, body) = ask(&r1, &batch, &[]).await.unwrap();
+    let near = part(&body);
+    assert_eq!(
+        (status, &near["status"], &near["etag"]),
+        (200, &json!(200), &json!(etag)),
+        "{body}"
+    );
 
     // Through Argo CD's proxy (its headers passed on, the scope checked again by r1), and a
     // gate wait, a read that ends when its own timeout does (408, the gate as it stands).

@@ -98,6 +98,7 @@ fn path() -> impl Strategy<Value = String> {
         2 => (seg(), seg()).prop_map(|(n, m)| format!("/api/v1/applications/{n}/{m}/waves")),
         1 => prop_oneof![
             Just("/api/v1/applications".to_string()),
+            Just("/api/v1/applications/waves".to_string()),
             Just("/api/v1/gates".to_string()),
             Just("/api/v1/waves".to_string()),
             Just("/readyz".to_string()),
@@ -117,6 +118,7 @@ fn query() -> impl Strategy<Value = String> {
         Just("degraded".to_string()),
         Just("timeout".to_string()),
         Just("requireClusterReady".to_string()),
+        Just("app".to_string()),
         "[A-Za-z%]{0,10}",
     ];
     let value = prop_oneof![

@@ -1,0 +1,303 @@
+//! `GET /api/v1/applications/waves?app=<namespace>/<name>[@<etag>]&app=…`: the waves views of
+//! several Applications in one answer, for the dashboard's page of Applications.
+//!
+//! A page of 20 Applications asked its views one request each, and 23 fetches a refresh (most of
+//! them 304s) cost headless chromium 40–60 ms of main-thread time on their own, over the 50 ms
+//! an update may take (issue 32; docs/benchmarks.md, "the browser and memory"). Here each part
+//! is exactly what the Application's own endpoint (`GET /api/v1/applications/{namespace}/{name}
+//! /waves`) would answer the same caller, from the same kept answers (`handlers::view_answer`):
+//! its status, its ETag, and with 200 its view, or 304 with no view when the tag the caller sent
+//! for it still names it. The time every part is served at is the answer's `now`, so a page can
+//! move the clock of a view it kept (ui/waves.js `withNow`).
+//!
+//! Through Argo CD's proxy each part is admitted as the single route would be
+//! (`AppScope::allows_application_named`), with the same 403 and message: a part says no more
+//! about an Application than asking for it alone does.
+//!
+//! With shards, an Application whose destination another replica judges is a 421 part ("ask it
+//! alone"), not forwarded from here: the single endpoint forwards it (`forward`), with its own
+//! deadline, peer failures and `Wavegate-Judged-By`, which one answer of many parts could only
+//! mix with the others'. Such Applications are few on a page and move only with a shard, so the
+//! page's extra request for each costs little.
+
+use super::handlers::view_answer;
+use super::scope::AppScope;
+use super::{ApiError, AppState};
+use crate::timeline::WavesWithTimeline;
+use axum::extract::{Extension, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use schemars::JsonSchema;
+use serde::Serialize;
+use std::sync::Arc;
+
+/// More Applications than this in one request is a 400: each may be judged afresh, within the
+/// one request's `--request-timeout`. The dashboard asks for a page of 20.
+pub(crate) const MAX_APPS: usize = 50;
+
+/// The answer: every Application asked for, in the order asked.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+#[schemars(rename = "WavesBatch")]
+pub(crate) struct WavesBatch {
+    /// The time every part is served at: each 200 part's `timeline.now`, and what a 304 part's
+    /// view, held by the caller, would now say.
+    pub now: String,
+    pub applications: Vec<WavesPart>,
+}
+
+/// One Application's part: what its own waves endpoint would have answered.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct WavesPart {
+    pub namespace: String,
+    pub name: String,
+    /// The status `GET /api/v1/applications/{namespace}/{name}/waves` would have answered
+    /// (with `If-None-Match` the tag sent for it): 200 with `waves`, 304 without (the view the
+    /// caller holds is current), or an error status with `error`. 421: another replica judges
+    /// it; ask its own endpoint, which forwards the request there.
+    pub status: u16,
+    /// The view's entity tag (200 and 304), to send back for it next time.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub etag: Option<String>,
+    /// Why there is no view (any status but 200 and 304).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// The view (200 only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waves: Option<WavesWithTimeline>,
+}
+
+/// One `app` parameter: `<namespace>/<name>`, optionally `@` and the ETag the caller holds for
+/// it (neither a namespace nor a name can hold `/` or `@`).
+#[derive(Debug, PartialEq)]
+struct Asked {
+    namespace: String,
+    name: String,
+    known: Option<HeaderValue>,
+}
+
+/// The `app` parameters of a query, in order; any other parameter, a malformed or repeated
+/// Application, none or more than [`MAX_APPS`] is a 400 saying which.
+fn asked(query: &[(String, String)]) -> Result<Vec<Asked>, ApiError> {
+    let mut apps: Vec<Asked> = Vec::new();
+    for (key, value) in query {
+        if key != "app" {
+            return Err(ApiError::BadRequest(format!(
+                "unknown parameter {key} (allowed: app=<namespace>/<name>[@<etag>], repeated)"
+            )));
+        }
+        let (app, known) = match value.split_once('@') {
+            Some((app, tag)) => (app, Some(tag)),
+            None => (value.as_str(), None),
+        };
+        let bad = |why: String| {
+            ApiError::BadRequest(format!(
+                "app={value:?}: {why} (expected <namespace>/<name>[@<etag>])"
+            ))
+        };
+        let (namespace, name) = app
+            .split_once('/')
+            .ok_or_else(|| bad("no '/' between namespace and name".into()))?;
+        crate::resource::validate_namespace(namespace).map_err(|e| bad(e.to_string()))?;
+        crate::resource::validate_name(name).map_err(|e| bad(e.to_string()))?;
+        let known = known
+            .map(|t| HeaderValue::from_str(t).map_err(|_| bad("the entity tag is not text".into())))
+            .transpose()?;
+        if apps
+            .iter()
+            .any(|a| a.namespace == namespace && a.name == name)
+        {
+            return Err(bad("asked for twice".into()));
+        }
+        apps.push(Asked {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            known,
+        });
+        if apps.len() > MAX_APPS {
+            return Err(ApiError::BadRequest(format!(
+                "more than {MAX_APPS} applications in one request; ask for them in pages"
+            )));
+        }
+    }
+    if apps.is_empty() {
+        return Err(ApiError::BadRequest(
+            "no application asked for: app=<namespace>/<name>[@<etag>], repeated".into(),
+        ));
+    }
+    Ok(apps)
+}
+
+/// What one part resolved to, before it is written at the answer's time.
+enum Resolved {
+    View(Arc<super::handlers::ViewAnswer>, Option<HeaderValue>),
+    Refused(ApiError),
+}
+
+/// `GET /api/v1/applications/waves`.
+pub(crate) async fn waves(
+    State(state): State<AppState>,
+    scope: Option<Extension<Arc<AppScope>>>,
+    query: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
+) -> Result<Response, ApiError> {
+    let Query(query) = query?;
+    let apps = asked(&query)?;
+    let scope = scope.as_ref().map(|Extension(s)| &**s);
+    let state = &state;
+    // A few at a time, in order, as the list of applications judges them.
+    let parts: Vec<(Asked, Resolved)> = futures::stream::iter(apps)
+        .map(|a| async move {
+            let resolved = match resolve(state, scope, &a).await {
+                Ok(answer) => Resolved::View(answer, a.known.clone()),
+                Err(e) => Resolved::Refused(e),
+            };
+            (a, resolved)
+        })
+        .buffered(state.limits.applications_concurrency())
+        .collect()
+        .await;
+    let served_at = crate::timeline::rfc3339(k8s_openapi::jiff::Timestamp::now());
+    let body = write(&served_at, parts)
+        .map_err(|e| ApiError::Unavailable(format!("cannot serialise the answer: {e}")))?;
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    if let Ok(now) = HeaderValue::from_str(&served_at) {
+        headers.insert(super::handlers::WAVEGATE_NOW, now);
+    }
+    Ok((StatusCode::OK, headers, body).into_response())
+}
+
+/// One Application's view as its own route would serve it: through Argo CD's proxy, admitted
+/// as `scope::AppScope::admit` admits that route first.
+async fn resolve(
+    state: &AppState,
+    scope: Option<&AppScope>,
+    a: &Asked,
+) -> Result<Arc<super::handlers::ViewAnswer>, ApiError> {
+    if let Some(scope) = scope
+        && !scope.allows_application_named(&a.namespace, &a.name).await
+    {
+        state.metrics.record_refusal("out_of_scope");
+        return Err(scope.refuse(&format!("Application {}/{}", a.namespace, a.name)));
+    }
+    view_answer(state, &a.namespace, &a.name, scope).await
+}
+
+/// The answer's bytes: each part's fields from serde, and a 200 part's view copied from its kept
+/// bytes with the time spliced in (never parsed or serialised again).
+fn write(served_at: &str, parts: Vec<(Asked, Resolved)>) -> Result<Vec<u8>, serde_json::Error> {
+    let now = serde_json::to_vec(served_at)?;
+    let mut out = Vec::new();
+    out.extend_from_slice(b"{\"now\":");
+    out.extend_from_slice(&now);
+    out.extend_from_slice(b",\"applications\":[");
+    for (i, (a, resolved)) in parts.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        let mut part = WavesPart {
+            namespace: a.namespace,
+            name: a.name,
+            status: 200,
+            etag: None,
+            error: None,
+            waves: None,
+        };
+        let view = match resolved {
+            Resolved::View(answer, known) => {
+                part.etag = answer.etag().to_str().ok().map(str::to_string);
+                if known.is_some_and(|k| answer.named_by(&k)) {
+                    part.status = StatusCode::NOT_MODIFIED.as_u16();
+                    None
+                } else {
+                    Some(answer)
+                }
+            }
+            Resolved::Refused(e) => {
+                part.status = e.status().as_u16();
+                part.error = Some(e.to_string());
+                None
+            }
+        };
+        let head = serde_json::to_vec(&part)?;
+        match view {
+            Some(answer) => {
+                // `{…}` of the fields, then `,"waves":<view>}`.
+                out.extend_from_slice(&head[..head.len() - 1]);
+                out.extend_from_slice(b",\"waves\":");
+                answer.write_at(&now, &mut out);
+                out.push(b'}');
+            }
+            None => out.extend_from_slice(&head),
+        }
+    }
+    out.extend_from_slice(b"]}");
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn query(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn refused(pairs: &[(&str, &str)]) -> String {
+        match asked(&query(pairs)) {
+            Err(ApiError::BadRequest(why)) => why,
+            other => panic!("{pairs:?}: expected a 400, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn apps_are_read_in_order_with_the_tags_held() {
+        let apps = asked(&query(&[
+            ("app", "argocd/web"),
+            ("app", "team-a/db.primary@W/\"0123\""),
+        ]))
+        .unwrap();
+        assert_eq!(
+            apps,
+            vec![
+                Asked {
+                    namespace: "argocd".into(),
+                    name: "web".into(),
+                    known: None
+                },
+                Asked {
+                    namespace: "team-a".into(),
+                    name: "db.primary".into(),
+                    known: Some(HeaderValue::from_static("W/\"0123\""))
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn malformed_repeated_or_too_many_apps_are_a_400_saying_which() {
+        assert!(refused(&[]).contains("no application"));
+        assert!(refused(&[("apps", "argocd/web")]).contains("unknown parameter apps"));
+        assert!(refused(&[("app", "argocd")]).contains("no '/'"));
+        assert!(refused(&[("app", "Argocd/web")]).contains("\"Argocd/web\""));
+        assert!(refused(&[("app", "argocd/web/x")]).contains("argocd/web/x"));
+        assert!(refused(&[("app", "argocd/")]).contains("argocd/"));
+        assert!(refused(&[("app", "argocd/web@\u{7f}")]).contains("not text"));
+        assert!(refused(&[("app", "argocd/web"), ("app", "argocd/web@W/\"1\"")]).contains("twice"));
+        let many: Vec<String> = (0..=MAX_APPS).map(|i| format!("argocd/app-{i}")).collect();
+        let pairs: Vec<(&str, &str)> = many.iter().map(|a| ("app", a.as_str())).collect();
+        assert!(refused(&pairs).contains(&format!("more than {MAX_APPS}")));
+        assert!(
+            asked(&query(&pairs[..MAX_APPS])).is_ok(),
+            "{MAX_APPS} is allowed"
+        );
+    }
+}
