@@ -279,6 +279,21 @@ async fn get(http: &reqwest::Client, url: &str) -> (Duration, axum::body::Bytes)
     (started.elapsed(), body)
 }
 
+/// Whether the wavegate at `base` answers the dashboard's one request for a page's views
+/// (`GET /api/v1/applications/waves`; builds before it do not), asked once per server and
+/// outside any measured time.
+async fn answers_batches(http: &reqwest::Client, base: &str) -> bool {
+    static KNOWN: std::sync::Mutex<Vec<(String, bool)>> = std::sync::Mutex::new(Vec::new());
+    if let Some((_, b)) = KNOWN.lock().unwrap().iter().find(|(k, _)| k == base) {
+        return *b;
+    }
+    let url = format!("{base}/api/v1/applications/waves?app=default/none");
+    let status = http.get(&url).send().await.expect("request").status();
+    let batches = status.is_success();
+    KNOWN.lock().unwrap().push((base.to_string(), batches));
+    batches
+}
+
 /// A `wavegate serve` under measurement: the build it is (`old`, `new`), where it answers, its
 /// process.
 struct Server {
@@ -292,8 +307,10 @@ enum Ask {
     /// One GET of a path.
     Get(String),
     /// What the dashboard (src/api/dashboard.html `load`) does every 2 s: the gates and the
-    /// applications, then the waves view of each application on its first page (20, by name),
-    /// as many at a time as a browser opens connections to one host over HTTP/1.1 (6).
+    /// applications, then the waves views of the applications on its first page (20, by name):
+    /// in one request where the build answers `GET /api/v1/applications/waves` (src/api/
+    /// batch.rs), else one request each, as many at a time as a browser opens connections to
+    /// one host over HTTP/1.1 (6). No entity tags are sent: every view is answered whole.
     Refresh,
     /// `pollers` GETs of a path at once: that many open Waves tabs of the UI extension whose
     /// 5-second polls come due together.
@@ -382,6 +399,7 @@ impl Ask {
                 Box::pin(ask.run(http, base)).await
             }
             Ask::Refresh => {
+                let batches = answers_batches(http, base).await;
                 let started = Instant::now();
                 let (gates_url, list_url) = (
                     format!("{base}/api/v1/gates"),
@@ -402,6 +420,17 @@ impl Ask {
                     })
                     .unwrap_or_default();
                 names.sort();
+                if batches {
+                    let apps: Vec<String> = names
+                        .iter()
+                        .take(APPS_PER_PAGE)
+                        .map(|(ns, name)| format!("app={ns}/{name}"))
+                        .collect();
+                    let url = format!("{base}/api/v1/applications/waves?{}", apps.join("&"));
+                    let (_, views) = get(http, &url).await;
+                    let bytes = gates.len() + list.len() + views.len();
+                    return (vec![started.elapsed()], bytes);
+                }
                 let urls: Vec<String> = names
                     .iter()
                     .take(APPS_PER_PAGE)
