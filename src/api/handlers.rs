@@ -12,6 +12,7 @@ use crate::resource::{CheckKind, Target};
 use crate::timeline::{self, WavesWithTimeline};
 use crate::waves;
 use axum::Json;
+use axum::body::Bytes;
 use axum::extract::{Extension, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::middleware::Next;
@@ -332,8 +333,10 @@ pub(crate) struct ViewKey {
 /// A serialised answer, split where the time it is served goes (`timeline.now`), and the
 /// clusters whose caches it read.
 pub(crate) struct ViewAnswer {
-    head: Vec<u8>,
-    tail: Vec<u8>,
+    /// Shared with every response that serves it: a poll sends these bytes, it does not copy
+    /// them (a megabyte per poll of a 2,000-resource view, freed again after each).
+    head: Bytes,
+    tail: Bytes,
     read: Vec<Arc<crate::clusters::Cluster>>,
     /// The rows it was assembled from, for the next answer of its view (`rows`).
     rows: Option<Arc<super::rows::Rows>>,
@@ -365,11 +368,18 @@ impl ViewAnswer {
         ViewAnswer::split(body, Vec::new(), read)
     }
 
-    fn split(head: Vec<u8>, tail: Vec<u8>, read: Vec<Arc<crate::clusters::Cluster>>) -> ViewAnswer {
+    fn split(
+        mut head: Vec<u8>,
+        tail: Vec<u8>,
+        read: Vec<Arc<crate::clusters::Cluster>>,
+    ) -> ViewAnswer {
         let etag = entity_tag(&head, &tail);
+        // Kept as long as the view: without the room it grew into while it was serialised (up
+        // to as much again).
+        head.shrink_to_fit();
         ViewAnswer {
-            head,
-            tail,
+            head: Bytes::from(head),
+            tail: Bytes::from(tail),
             read,
             rows: None,
             etag,
@@ -427,13 +437,54 @@ impl ViewAnswer {
             return (StatusCode::NOT_MODIFIED, headers).into_response();
         }
         let now = now.map(|t| serde_json::to_vec(&t).unwrap_or_default());
-        let mut body = Vec::new();
-        self.write_at(&now.unwrap_or_default(), &mut body);
+        let now = Bytes::from(now.unwrap_or_default());
+        let body = Pieces::of([self.head.clone(), now, self.tail.clone()]);
         headers.insert(
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/json"),
         );
-        (headers, body).into_response()
+        (headers, axum::body::Body::new(body)).into_response()
+    }
+}
+
+/// A body sent as the pieces it is kept in (a kept answer's shared bytes and the time between
+/// them), its length known: a response with a `Content-Length`, as one of a single buffer.
+struct Pieces {
+    pieces: std::collections::VecDeque<Bytes>,
+    length: u64,
+}
+
+impl Pieces {
+    fn of(pieces: impl IntoIterator<Item = Bytes>) -> Pieces {
+        let pieces: std::collections::VecDeque<Bytes> =
+            pieces.into_iter().filter(|p| !p.is_empty()).collect();
+        let length = pieces.iter().map(|p| p.len() as u64).sum();
+        Pieces { pieces, length }
+    }
+}
+
+impl http_body::Body for Pieces {
+    type Data = Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Bytes>, Self::Error>>> {
+        let this = self.get_mut();
+        let piece = this.pieces.pop_front();
+        if let Some(p) = &piece {
+            this.length -= p.len() as u64;
+        }
+        std::task::Poll::Ready(piece.map(|p| Ok(http_body::Frame::data(p))))
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.pieces.is_empty()
+    }
+
+    fn size_hint(&self) -> http_body::SizeHint {
+        http_body::SizeHint::with_exact(self.length)
     }
 }
 
@@ -850,6 +901,14 @@ mod tests {
         let tag = full.headers()[header::ETAG].clone();
         assert!(tag.to_str().unwrap().starts_with("W/\""), "{tag:?}");
         assert_eq!(full.headers()[WAVEGATE_NOW], "2026-12-03T18:00:00Z");
+        // Sent in pieces, with its length known (a `Content-Length`, not chunks).
+        use http_body::Body as _;
+        let whole = r#"{"a":1,"now":"2026-12-03T18:00:00Z"}"#;
+        assert_eq!(full.body().size_hint().exact(), Some(whole.len() as u64));
+        let body = axum::body::to_bytes(full.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert_eq!(body, whole.as_bytes());
 
         let later: k8s_openapi::jiff::Timestamp = "2026-12-03T18:00:05Z".parse().unwrap();
         let same = answer(r#"{"a":1,"now":"#, "}").respond(Some(later), Some(&tag));
