@@ -412,12 +412,10 @@ impl ViewAnswer {
         names(known, &self.etag)
     }
 
-    /// Appends the answer's bytes as served at `now` (the time as a JSON string) to `out`.
-    pub(crate) fn write_at(&self, now: &[u8], out: &mut Vec<u8>) {
-        out.reserve(self.head.len() + now.len() + self.tail.len());
-        out.extend_from_slice(&self.head);
-        out.extend_from_slice(now);
-        out.extend_from_slice(&self.tail);
+    /// The answer's pieces as served at `now` (the time as a JSON string): its shared bytes,
+    /// not a copy of them.
+    pub(crate) fn pieces_at(&self, now: &Bytes) -> [Bytes; 3] {
+        [self.head.clone(), now.clone(), self.tail.clone()]
     }
 
     /// The answer as served at `now` (when it has a place for the time); 304 without a body
@@ -449,13 +447,13 @@ impl ViewAnswer {
 
 /// A body sent as the pieces it is kept in (a kept answer's shared bytes and the time between
 /// them), its length known: a response with a `Content-Length`, as one of a single buffer.
-struct Pieces {
+pub(crate) struct Pieces {
     pieces: std::collections::VecDeque<Bytes>,
     length: u64,
 }
 
 impl Pieces {
-    fn of(pieces: impl IntoIterator<Item = Bytes>) -> Pieces {
+    pub(crate) fn of(pieces: impl IntoIterator<Item = Bytes>) -> Pieces {
         let pieces: std::collections::VecDeque<Bytes> =
             pieces.into_iter().filter(|p| !p.is_empty()).collect();
         let length = pieces.iter().map(|p| p.len() as u64).sum();
