@@ -70,12 +70,33 @@ pub(crate) fn look(worked: bool, was: Trimming, free: impl FnOnce() -> usize) ->
     (free >= was.floor.saturating_add(GROWN), settled)
 }
 
+/// glibc's `mallinfo2` (2.33 and later), looked up when the process runs: linked by name, the
+/// binary would not start on an older glibc (Debian 11, Ubuntu 20.04, RHEL 8), `wavegate lint`
+/// included, for a statistic only the trimming thread reads (a review found it).
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+fn mallinfo2() -> Option<libc::mallinfo2> {
+    type Mallinfo2 = unsafe extern "C" fn() -> libc::mallinfo2;
+    static FOUND: std::sync::OnceLock<Option<Mallinfo2>> = std::sync::OnceLock::new();
+    let found = FOUND.get_or_init(|| {
+        // SAFETY: dlsym with glibc's RTLD_DEFAULT (a null handle) looks a name up in the
+        // process's libraries; the name is NUL-terminated.
+        let symbol = unsafe { libc::dlsym(std::ptr::null_mut(), c"mallinfo2".as_ptr()) };
+        // SAFETY: the symbol glibc exports under that name is that function.
+        (!symbol.is_null())
+            .then(|| unsafe { std::mem::transmute::<*mut libc::c_void, Mallinfo2>(symbol) })
+    });
+    // SAFETY: mallinfo2 only reads malloc's statistics, taking each arena's lock.
+    found.map(|f| unsafe { f() })
+}
+
 /// Bytes resident in the process's anonymous memory but not in use by malloc: what a trim could
 /// give back, and a little more that no trim can (thread stacks, pieces of pages).
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn free_bytes() -> usize {
-    // SAFETY: mallinfo2 only reads malloc's statistics, taking each arena's lock.
-    let info = unsafe { libc::mallinfo2() };
+    // Without it: as much as may be free, so that a pause after work still trims (as before).
+    let Some(info) = mallinfo2() else {
+        return usize::MAX;
+    };
     let in_use = info.uordblks + info.hblkhd;
     // statm: pages resident, then those of them shared (file-backed): the rest is anonymous.
     let anonymous = std::fs::read_to_string("/proc/self/statm")
@@ -130,6 +151,21 @@ pub fn start_trimming() {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Looked up at run time, mallinfo2 is found where glibc has it (2.33 and later, as on the
+    /// machines the tests run on) and reads malloc's statistics.
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[test]
+    fn mallinfo2_is_found_at_run_time() {
+        let kept = vec![0u8; 1 << 20];
+        let info = mallinfo2().expect("glibc 2.33 or later exports mallinfo2");
+        assert!(
+            info.uordblks + info.hblkhd >= kept.len(),
+            "{}",
+            info.uordblks
+        );
+        assert!(free_bytes() < usize::MAX);
+    }
 
     const MIB: usize = 1 << 20;
 
