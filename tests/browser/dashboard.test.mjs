@@ -198,6 +198,27 @@ describe('dashboard', () => {
     await context.close();
   });
 
+  // A batch that fails as a whole (no answer in time, a replica without the route during an
+  // upgrade) must not blank the applications: each view is asked alone, as before the batch.
+  test('asks each view alone when the batch of a page fails, and shows no error for it', async () => {
+    const context = await newContext(browser);
+    const page = await open(context);
+    await page.locator(APP).waitFor();
+    const alone = [];
+    page.on('response', r => {
+      if (/\/api\/v1\/applications\/[^/]+\/[^/]+\/waves$/.test(new URL(r.url()).pathname) && r.status() < 400) alone.push(r.url());
+    });
+    await page.route(/\/api\/v1\/applications\/waves\?/, route => route.abort('connectionrefused'));
+    await eventually(async () => alone.some(u => /\/argocd\/platform\/waves$/.test(u)),
+      { ms: 8000, what: 'the platform view asked alone' });
+    await page.waitForTimeout(2500);
+    const error = page.getByTestId('error');
+    assert.ok(!(await error.isVisible()), 'no error line while the views are asked alone: ' + await error.textContent());
+    assert.equal(await page.locator(APP).count(), 1, 'the application card stays');
+    assert.match(await page.locator(APP).textContent(), /forgejo/i, 'its waves are still drawn');
+    await context.close();
+  });
+
   test('asks for a token when the API answers 401 and sends it as a bearer token', async () => {
     const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
     await guardNetwork(context, foreign);
