@@ -312,8 +312,8 @@ impl Evaluator {
     /// [`Evaluator::judge_until`] through the verdict cache. Asks made together wait on one
     /// judgement; an ask made after anything it may read changed is judged again. A view kept
     /// under the clusters' stamp taken after a change would otherwise keep a verdict judged
-    /// before it, coalesced within `--verdict-ttl`, until the next event (a review found the
-    /// last status write of a rollout shown Progressing after it was Available).
+    /// before it, coalesced within `--verdict-ttl`, until the next event (a rollout's last status write shown Progressing after it was
+    /// Available).
     async fn judge_cached(&self, ask: &Ask) -> (Verdict, Option<Instant>) {
         let mut computed = false;
         let at = self.reads_at();

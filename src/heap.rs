@@ -72,7 +72,7 @@ pub(crate) fn look(worked: bool, was: Trimming, free: impl FnOnce() -> usize) ->
 
 /// glibc's `mallinfo2` (2.33 and later), looked up when the process runs: linked by name, the
 /// binary would not start on an older glibc (Debian 11, Ubuntu 20.04, RHEL 8), `wavegate lint`
-/// included, for a statistic only the trimming thread reads (a review found it).
+/// included, for a statistic only the trimming thread reads.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn mallinfo2() -> Option<libc::mallinfo2> {
     type Mallinfo2 = unsafe extern "C" fn() -> libc::mallinfo2;

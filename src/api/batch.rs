@@ -3,7 +3,7 @@
 //!
 //! A page of 20 Applications asked its views one request each, and 23 fetches a refresh (most of
 //! them 304s) cost headless chromium 40–60 ms of main-thread time on their own, over the 50 ms
-//! an update may take (issue 32; docs/benchmarks.md, "the browser and memory"). Here each part
+//! an update may take (docs/benchmarks.md, "the browser and memory"). Here each part
 //! is exactly what the Application's own endpoint (`GET /api/v1/applications/{namespace}/{name}
 //! /waves`) would answer the same caller, from the same kept answers (`handlers::view_answer`):
 //! its status, its ETag, and with 200 its view, or 304 with no view when the tag the caller sent
@@ -191,9 +191,8 @@ async fn resolve(
 }
 
 /// The answer's pieces: each part's fields from serde, and a 200 part's view as its kept bytes
-/// with the time between them, shared, not copied (a review found a batch of 50 big views
-/// copied into one buffer: 16 such requests at once were gigabytes; the single endpoint
-/// copies nothing).
+/// with the time between them, shared, not copied: 50 big views copied into one buffer per request made 16 such
+/// requests at once gigabytes, where the single endpoint copies nothing.
 fn write(served_at: &str, parts: Vec<(Asked, Resolved)>) -> Result<Vec<Bytes>, serde_json::Error> {
     let now = Bytes::from(serde_json::to_vec(served_at)?);
     let mut pieces = Vec::new();
