@@ -14,6 +14,14 @@
 //! (`AppScope::allows_application_named`), with the same 403 and message: a part says no more
 //! about an Application than asking for it alone does.
 //!
+//! Each Application judged at once beyond the first holds a place in its caller's share
+//! (`--max-requests-per-caller`) and among the requests served at once, as its own request
+//! would: otherwise each of a caller's batches, one request to the bounds, would judge
+//! `--applications-concurrency` Applications at a time, several times what the caller's share
+//! lets its single requests judge. The batch's own place carries its first Application, so a
+//! batch whose caller has no place left is still answered, one Application at a time, rather
+//! than in refused parts.
+//!
 //! With shards, an Application whose destination another replica judges is a 421 part ("ask it
 //! alone"), not forwarded from here: the single endpoint forwards it (`forward`), with its own
 //! deadline, peer failures and `Wavegate-Judged-By`, which one answer of many parts could only
@@ -21,6 +29,7 @@
 //! page's extra request for each costs little.
 
 use super::handlers::view_answer;
+use super::limits::Peer;
 use super::scope::AppScope;
 use super::{ApiError, AppState};
 use crate::timeline::WavesWithTimeline;
@@ -141,13 +150,20 @@ enum Resolved {
 pub(crate) async fn waves(
     State(state): State<AppState>,
     scope: Option<Extension<Arc<AppScope>>>,
+    headers: HeaderMap,
+    peer: Option<Extension<Peer>>,
     query: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query?;
     let apps = asked(&query)?;
     let scope = scope.as_ref().map(|Extension(s)| &**s);
     let state = &state;
-    // A few at a time, in order, as the list of applications judges them.
+    let caller = super::limits::caller(&headers, peer.as_ref().map(|Extension(p)| p));
+    let beside: Vec<_> = (1..state.limits.applications_concurrency().min(apps.len()))
+        .map_while(|_| state.limits.request(&caller).ok())
+        .collect();
+    // A few at a time, in order, as the list of applications judges them: as many as the
+    // request's own place and those taken beside it.
     let parts: Vec<(Asked, Resolved)> = futures::stream::iter(apps)
         .map(|a| async move {
             let resolved = match resolve(state, scope, &a).await {
@@ -156,9 +172,10 @@ pub(crate) async fn waves(
             };
             (a, resolved)
         })
-        .buffered(state.limits.applications_concurrency())
+        .buffered(1 + beside.len())
         .collect()
         .await;
+    drop(beside);
     let served_at = crate::timeline::rfc3339(k8s_openapi::jiff::Timestamp::now());
     let body = write(&served_at, parts)
         .map(super::handlers::Pieces::of)
