@@ -14,13 +14,22 @@
 //! (`AppScope::allows_application_named`), with the same 403 and message: a part says no more
 //! about an Application than asking for it alone does.
 //!
+//! Each Application judged at once beyond the first holds a place in its caller's share
+//! (`--max-requests-per-caller`) and among the requests served at once, as its own request
+//! would: otherwise each of a caller's batches, one request to the bounds, would judge
+//! `--applications-concurrency` Applications at a time, several times what the caller's share
+//! lets its single requests judge. The batch's own place carries its first Application, so a
+//! batch whose caller has no place left is still answered, one Application at a time, rather
+//! than in refused parts.
+//!
 //! With shards, an Application whose destination another replica judges is a 421 part ("ask it
 //! alone"), not forwarded from here: the single endpoint forwards it (`forward`), with its own
 //! deadline, peer failures and `Wavegate-Judged-By`, which one answer of many parts could only
 //! mix with the others'. Such Applications are few on a page and move only with a shard, so the
 //! page's extra request for each costs little.
 
-use super::handlers::view_answer;
+use super::handlers::{ViewAnswer, view_answer};
+use super::limits::Peer;
 use super::scope::AppScope;
 use super::{ApiError, AppState};
 use crate::timeline::WavesWithTimeline;
@@ -131,36 +140,29 @@ fn asked(query: &[(String, String)]) -> Result<Vec<Asked>, ApiError> {
     Ok(apps)
 }
 
-/// What one part resolved to, before it is written at the answer's time.
-enum Resolved {
-    View(Arc<super::handlers::ViewAnswer>, Option<HeaderValue>),
-    Refused(ApiError),
-}
-
 /// `GET /api/v1/applications/waves`.
 pub(crate) async fn waves(
     State(state): State<AppState>,
     scope: Option<Extension<Arc<AppScope>>>,
+    headers: HeaderMap,
+    peer: Option<Extension<Peer>>,
     query: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
     let Query(query) = query?;
     let apps = asked(&query)?;
     let scope = scope.as_ref().map(|Extension(s)| &**s);
     let state = &state;
-    // A few at a time, in order, as the list of applications judges them.
-    let parts: Vec<(Asked, Resolved)> = futures::stream::iter(apps)
-        .map(|a| async move {
-            let resolved = match resolve(state, scope, &a).await {
-                Ok(answer) => Resolved::View(answer, a.known.clone()),
-                Err(e) => Resolved::Refused(e),
-            };
-            (a, resolved)
-        })
-        .buffered(state.limits.applications_concurrency())
-        .collect()
-        .await;
-    let served_at = crate::timeline::rfc3339(k8s_openapi::jiff::Timestamp::now());
-    let body = write(&served_at, parts)
+    let caller = super::limits::caller(&headers, peer.as_ref().map(|Extension(p)| p));
+    let beside: Vec<_> = (1..state.limits.applications_concurrency().min(apps.len()))
+        .map_while(|_| state.limits.request(&caller).ok())
+        .collect();
+    // A few at a time, in order, as the list of applications judges them: as many as the
+    // request's own place and those taken beside it.
+    let in_flight = 1 + beside.len();
+    let (served_at, parts) = resolved(&apps, in_flight, |a| resolve(state, scope, a)).await;
+    drop(beside);
+    let served_at = crate::timeline::rfc3339(served_at);
+    let body = write(&served_at, apps, parts)
         .map(super::handlers::Pieces::of)
         .map_err(|e| ApiError::Unavailable(format!("cannot serialise the answer: {e}")))?;
     let mut headers = HeaderMap::new();
@@ -174,13 +176,65 @@ pub(crate) async fn waves(
     Ok((StatusCode::OK, headers, axum::body::Body::new(body)).into_response())
 }
 
+/// How many times a batch resolves the parts that no longer hold at the time it is served at.
+/// A part still past its time after that stopped holding as soon as it was judged (its
+/// judging outlasted its verdicts), and is served as its own endpoint serves such an answer.
+const ROUNDS: usize = 3;
+
+/// A part: its Application's view as its own endpoint would serve it, or why not.
+type Part = Result<Arc<ViewAnswer>, ApiError>;
+
+/// Every part, resolved `in_flight` at a time, and the time they are all served at.
+///
+/// The time is taken once every part is resolved, as the single endpoint takes it after its
+/// view, so that no part is newer than `now`. A kept answer resolved early may by then have
+/// passed the time one of its verdicts changes by itself (a grace period ending, a probe answer
+/// ageing; `kept`): served at `now`, it would show what was true before `now` as true at it.
+/// Such parts are resolved again (judged afresh), and the time taken again.
+async fn resolved<'a, F, Fut>(
+    apps: &'a [Asked],
+    in_flight: usize,
+    resolve: F,
+) -> (k8s_openapi::jiff::Timestamp, Vec<Part>)
+where
+    F: Fn(&'a Asked) -> Fut,
+    Fut: std::future::Future<Output = Part>,
+{
+    let resolve = &resolve;
+    let each = |which: Vec<usize>| {
+        futures::stream::iter(which)
+            .map(move |i| {
+                let part = resolve(&apps[i]);
+                async move { (i, part.await) }
+            })
+            .buffered(in_flight)
+            .collect::<Vec<_>>()
+    };
+    let mut parts: Vec<Part> = (each((0..apps.len()).collect()).await)
+        .into_iter()
+        .map(|(_, part)| part)
+        .collect();
+    let mut round = 1;
+    loop {
+        let at = std::time::Instant::now();
+        let served_at = k8s_openapi::jiff::Timestamp::now();
+        let stale: Vec<usize> = (parts.iter().enumerate())
+            .filter(|(_, part)| part.as_ref().is_ok_and(|answer| !answer.holds_at(at)))
+            .map(|(i, _)| i)
+            .collect();
+        if stale.is_empty() || round == ROUNDS {
+            return (served_at, parts);
+        }
+        for (i, part) in each(stale).await {
+            parts[i] = part;
+        }
+        round += 1;
+    }
+}
+
 /// One Application's view as its own route would serve it: through Argo CD's proxy, admitted
 /// as `scope::AppScope::admit` admits that route first.
-async fn resolve(
-    state: &AppState,
-    scope: Option<&AppScope>,
-    a: &Asked,
-) -> Result<Arc<super::handlers::ViewAnswer>, ApiError> {
+async fn resolve(state: &AppState, scope: Option<&AppScope>, a: &Asked) -> Part {
     if let Some(scope) = scope
         && !scope.allows_application_named(&a.namespace, &a.name).await
     {
@@ -193,14 +247,18 @@ async fn resolve(
 /// The answer's pieces: each part's fields from serde, and a 200 part's view as its kept bytes
 /// with the time between them, shared, not copied: 50 big views copied into one buffer per request made 16 such
 /// requests at once gigabytes, where the single endpoint copies nothing.
-fn write(served_at: &str, parts: Vec<(Asked, Resolved)>) -> Result<Vec<Bytes>, serde_json::Error> {
+fn write(
+    served_at: &str,
+    apps: Vec<Asked>,
+    parts: Vec<Part>,
+) -> Result<Vec<Bytes>, serde_json::Error> {
     let now = Bytes::from(serde_json::to_vec(served_at)?);
     let mut pieces = Vec::new();
     let mut out = Vec::new();
     out.extend_from_slice(b"{\"now\":");
     out.extend_from_slice(&now);
     out.extend_from_slice(b",\"applications\":[");
-    for (i, (a, resolved)) in parts.into_iter().enumerate() {
+    for (i, (a, resolved)) in apps.into_iter().zip(parts).enumerate() {
         if i > 0 {
             out.push(b',');
         }
@@ -213,16 +271,16 @@ fn write(served_at: &str, parts: Vec<(Asked, Resolved)>) -> Result<Vec<Bytes>, s
             waves: None,
         };
         let view = match resolved {
-            Resolved::View(answer, known) => {
+            Ok(answer) => {
                 part.etag = answer.etag().to_str().ok().map(str::to_string);
-                if known.is_some_and(|k| answer.named_by(&k)) {
+                if a.known.is_some_and(|k| answer.named_by(&k)) {
                     part.status = StatusCode::NOT_MODIFIED.as_u16();
                     None
                 } else {
                     Some(answer)
                 }
             }
-            Resolved::Refused(e) => {
+            Err(e) => {
                 part.status = e.status().as_u16();
                 part.error = Some(e.to_string());
                 None
@@ -262,6 +320,43 @@ mod tests {
             Err(ApiError::BadRequest(why)) => why,
             other => panic!("{pairs:?}: expected a 400, got {other:?}"),
         }
+    }
+
+    /// The first Application's kept view turns (a grace period ends) while the second is
+    /// judged: served as it was, it would say at the answer's `now` what was true before it.
+    /// It is resolved again, and the view served is the one that holds at `now`.
+    #[tokio::test]
+    async fn a_view_that_turned_while_others_were_judged_is_resolved_again() {
+        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
+        use std::time::{Duration, Instant};
+        let apps = asked(&query(&[("app", "argocd/kept"), ("app", "argocd/slow")])).unwrap();
+        let kept_resolved = AtomicUsize::new(0);
+        let resolve = |a: &Asked| {
+            let kept = (a.name == "kept").then(|| kept_resolved.fetch_add(1, SeqCst));
+            async move {
+                let answer = match kept {
+                    // Its first view holds for 50 ms more, the next for good.
+                    Some(n) => ViewAnswer::test(
+                        format!("\"kept {n}\"").as_bytes(),
+                        (n == 0).then(|| Instant::now() + Duration::from_millis(50)),
+                    ),
+                    None => {
+                        tokio::time::sleep(Duration::from_millis(300)).await;
+                        ViewAnswer::test(b"\"slow\"", None)
+                    }
+                };
+                Ok(Arc::new(answer))
+            }
+        };
+        let (_, parts) = resolved(&apps, 1, resolve).await;
+        let view = |part: &Part| {
+            let answer = part.as_ref().expect("a view");
+            let [head, ..] = answer.pieces_at(&Bytes::new());
+            String::from_utf8(head.to_vec()).unwrap()
+        };
+        assert_eq!(view(&parts[0]), "\"kept 1\"", "served past its time");
+        assert_eq!(view(&parts[1]), "\"slow\"");
+        assert_eq!(kept_resolved.load(SeqCst), 2);
     }
 
     #[test]

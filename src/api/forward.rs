@@ -5,7 +5,8 @@
 //! with three replicas, two polls in three would land where the cluster is not judged and get
 //! 421. So a replica that answers 421 for a `GET` forwards it to the replica that judges the
 //! cluster and passes its answer through (status, body, `ETag`, `Wavegate-Now`,
-//! `Content-Type`, `Retry-After`), with `Wavegate-Judged-By` naming the replica that answered.
+//! `Content-Type`, `Retry-After`, and a HEAD's `Content-Length`), with `Wavegate-Judged-By`
+//! naming the replica that answered.
 //!
 //! Bounded on every side:
 //! - **One hop.** A forwarded request carries `Wavegate-Forwarded-By`; one that lands on a
@@ -31,7 +32,7 @@ use super::{ApiError, AppState};
 use crate::clusters::{Owner, holder_pod};
 use crate::resource::is_dns_label as dns_label;
 use axum::extract::{OriginalUri, Request, State};
-use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode};
+use axum::http::{HeaderMap, HeaderName, HeaderValue, Method, StatusCode, header};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use std::collections::BTreeMap;
@@ -408,6 +409,7 @@ impl Forwarder {
                 ))
             }
         };
+        let head = method == Method::HEAD;
         let mut answer = self
             .client
             .request(method, url)
@@ -423,6 +425,12 @@ impl Forwarder {
             if let Some(v) = answer.headers().get(name) {
                 passed.insert(HeaderName::from_static(name), v.clone());
             }
+        }
+        // A HEAD's answer has no body but may give the length a GET's would have (RFC 9110
+        // §9.3.2), as the peer's does: only the peer knows it, and without it the empty body
+        // here would be answered `Content-Length: 0`, a length no GET has.
+        if head && let Some(length) = answer.headers().get(header::CONTENT_LENGTH) {
+            passed.insert(header::CONTENT_LENGTH, length.clone());
         }
         // A peer that does not say who answered (one without peer addresses of its own) is
         // the pod it was sent to, unless it did not judge it either.
@@ -810,6 +818,66 @@ mod tests {
             .unwrap();
         assert_eq!(head.status(), StatusCode::ACCEPTED);
         assert_eq!(head.headers()["etag"], "W/\"abc\"");
+        let body = axum::body::to_bytes(head.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        assert!(body.is_empty(), "{body:?}");
+        served.abort();
+    }
+
+    /// A HEAD forwarded to a peer answers what the peer's does: no body, and the length the
+    /// GET's body has, never a `Content-Length: 0` that no GET of it answers.
+    #[tokio::test]
+    async fn a_forwarded_head_gives_the_length_of_the_get() {
+        use axum::routing::get;
+        use tower::ServiceExt;
+        let peer = axum::Router::new().route("/api/v1/gates", get(|| async { "{\"gates\":[]}" }));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let at = listener.local_addr().unwrap();
+        let served = tokio::spawn(async move { axum::serve(listener, peer).await });
+        let args = PeerArgs {
+            peers: vec![format!("r1=http://{at}")],
+            peer_timeout: Duration::from_secs(5),
+            ..PeerArgs::default()
+        };
+        let forwarder = Arc::new(Forwarder::new(&args, "r0", "ns").unwrap());
+        let state = crate::api::tests::state(Duration::from_millis(10));
+        // Answered through a router, as a forwarded read is: axum fills in a length only where
+        // the answer gives none.
+        let local = axum::Router::new().route(
+            "/api/v1/gates",
+            get(move |method: Method| async move {
+                let to = Peer {
+                    pod: "r1",
+                    url: &format!("http://{at}/api/v1/gates"),
+                    method,
+                };
+                forwarder
+                    .send(&state, "a", "why", to, HeaderMap::new(), args.peer_timeout)
+                    .await
+                    .unwrap()
+            }),
+        );
+        let ask = |method: Method| {
+            let request = axum::http::Request::builder()
+                .method(method)
+                .uri("/api/v1/gates")
+                .body(axum::body::Body::empty())
+                .unwrap();
+            local.clone().oneshot(request)
+        };
+        let got = ask(Method::GET).await.unwrap();
+        let got = axum::body::to_bytes(got.into_body(), usize::MAX)
+            .await
+            .unwrap();
+        let head = ask(Method::HEAD).await.unwrap();
+        assert_eq!(head.status(), StatusCode::OK);
+        assert_eq!(
+            head.headers().get(header::CONTENT_LENGTH),
+            Some(&HeaderValue::from(got.len())),
+            "{:?}",
+            head.headers()
+        );
         let body = axum::body::to_bytes(head.into_body(), usize::MAX)
             .await
             .unwrap();

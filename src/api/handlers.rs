@@ -340,6 +340,9 @@ pub(crate) struct ViewAnswer {
     read: Vec<Arc<crate::clusters::Cluster>>,
     /// The rows it was assembled from, for the next answer of its view (`rows`).
     rows: Option<Arc<super::rows::Rows>>,
+    /// When one of its verdicts may change by itself, as it is kept until (see `kept`): served
+    /// at that time or later it would say what was true before.
+    valid_until: Option<std::time::Instant>,
     /// Names the answer but for the time it is served: a poll that sends it back in
     /// `If-None-Match` and finds it unchanged is answered 304, with the time in
     /// [`WAVEGATE_NOW`] only (the UIs poll megabytes that rarely change).
@@ -382,8 +385,23 @@ impl ViewAnswer {
             tail: Bytes::from(tail),
             read,
             rows: None,
+            valid_until: None,
             etag,
         }
+    }
+
+    /// An answer of `body` (no place for the time) that holds until `valid_until`.
+    #[cfg(test)]
+    pub(crate) fn test(body: &[u8], valid_until: Option<std::time::Instant>) -> ViewAnswer {
+        let mut answer = ViewAnswer::whole(body.to_vec(), Vec::new());
+        answer.valid_until = valid_until;
+        answer
+    }
+
+    /// Whether it is still what a fresh judgement would say at `at`, but for what changed in
+    /// the clusters since it was read.
+    pub(crate) fn holds_at(&self, at: std::time::Instant) -> bool {
+        self.valid_until.is_none_or(|until| at < until)
     }
 
     /// `body` with [`NOW`] in it, split there.
@@ -672,6 +690,7 @@ pub(crate) async fn view_answer(
     let stamp = stamp.only(read.iter().map(|c| &**c));
     let mut answer = ViewAnswer::with_now(body, read);
     answer.rows = rows;
+    answer.valid_until = valid_until;
     let answer = Arc::new(answer);
     state
         .views

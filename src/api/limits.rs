@@ -44,13 +44,14 @@ pub struct LimitArgs {
     #[arg(long, env = "WAVEGATE_MAX_WAITERS", default_value_t = 64)]
     pub max_waiters: usize,
     /// API requests one caller may have served at once (see the module comment for who a
-    /// caller is); more are refused with 429.
+    /// caller is); more are refused with 429. Each Application a batch of waves views judges
+    /// beside its first counts as one more.
     #[arg(long, env = "WAVEGATE_MAX_REQUESTS_PER_CALLER", default_value_t = 16)]
     pub max_requests_per_caller: usize,
     /// Gate waits one caller may hold open at once; more are refused with 429.
     #[arg(long, env = "WAVEGATE_MAX_WAITERS_PER_CALLER", default_value_t = 16)]
     pub max_waiters_per_caller: usize,
-    /// Applications `GET /api/v1/applications` judges at once.
+    /// Applications `GET /api/v1/applications` (or one batch of waves views) judges at once.
     #[arg(long, env = "WAVEGATE_APPLICATIONS_CONCURRENCY", default_value_t = 4)]
     pub applications_concurrency: usize,
 }
@@ -152,6 +153,13 @@ pub(crate) fn waiter(state: &AppState, caller: &str) -> Result<WaiterPermit, Api
     })
 }
 
+/// A place among the requests served at once and in the caller's share, held for as long as
+/// the work it admits lasts.
+pub(crate) struct RequestPlace {
+    _share: Share,
+    _permit: OwnedSemaphorePermit,
+}
+
 /// A place among the waiters and in the caller's share, held for as long as the wait lasts.
 pub(crate) struct WaiterPermit {
     _share: Share,
@@ -167,6 +175,29 @@ impl Limits {
             waiters_by_caller: Arc::default(),
             args,
         }
+    }
+
+    /// A place among the requests served at once, in `caller`'s share: what a request holds
+    /// while it is served (see [`bounded`]).
+    pub(crate) fn request(&self, caller: &str) -> Result<RequestPlace, ApiError> {
+        let permit = self.requests.clone().try_acquire_owned().map_err(|_| {
+            ApiError::Overloaded(format!(
+                "wavegate is already serving its limit of {} concurrent API requests \
+                 (--max-concurrent-requests); retry shortly",
+                self.args.max_concurrent_requests
+            ))
+        })?;
+        let most = self.args.max_requests_per_caller;
+        let share = self.requests_by_caller.take(caller, most).ok_or_else(|| {
+            ApiError::CallerBusy(format!(
+                "this caller already has {most} API requests in flight \
+                 (--max-requests-per-caller); retry shortly"
+            ))
+        })?;
+        Ok(RequestPlace {
+            _share: share,
+            _permit: permit,
+        })
     }
 
     /// A place among the waiters for `caller`, held for as long as the wait lasts.
@@ -205,26 +236,14 @@ pub(crate) async fn bounded(
     next: Next,
 ) -> Result<Response, ApiError> {
     let limits = &state.limits;
-    let _permit = limits.requests.clone().try_acquire_owned().map_err(|_| {
-        state.metrics.record_refusal("overloaded");
-        ApiError::Overloaded(format!(
-            "wavegate is already serving its limit of {} concurrent API requests \
-             (--max-concurrent-requests); retry shortly",
-            limits.args.max_concurrent_requests
-        ))
-    })?;
     let caller = caller(req.headers(), req.extensions().get::<Peer>());
-    let most = limits.args.max_requests_per_caller;
-    let _share = limits
-        .requests_by_caller
-        .take(&caller, most)
-        .ok_or_else(|| {
-            state.metrics.record_refusal("caller_busy");
-            ApiError::CallerBusy(format!(
-                "this caller already has {most} API requests in flight \
-                 (--max-requests-per-caller); retry shortly"
-            ))
-        })?;
+    let _place = limits.request(&caller).inspect_err(|e| {
+        let reason = match e {
+            ApiError::CallerBusy(_) => "caller_busy",
+            _ => "overloaded",
+        };
+        state.metrics.record_refusal(reason);
+    })?;
     let timeout = limits.args.request_timeout;
     tokio::time::timeout(timeout, next.run(req))
         .await

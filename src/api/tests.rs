@@ -667,3 +667,55 @@ async fn database_role_parameters_are_checked_and_a_failed_read_is_not_healthy()
         "{body}"
     );
 }
+
+/// A batch of waves views judges several Applications at once, each of which its own request
+/// would have judged under a place of the caller's share: batching must not multiply the
+/// share. With the share taken by a batch, the caller's next request is refused; a batch
+/// whose caller has no place left beside it is still answered, one Application at a time,
+/// with no part refused.
+#[tokio::test]
+async fn a_batchs_applications_judged_at_once_count_against_the_callers_share() {
+    // Each part holds its places until the request timeout: the API server never answers.
+    let slow = state_with(silent_client().await, Duration::from_secs(5));
+    let app = router(slow.with_limits(LimitArgs {
+        max_requests_per_caller: 2,
+        applications_concurrency: 4,
+        request_timeout: Duration::from_secs(1),
+        ..LimitArgs::default()
+    }));
+    let batch = "/api/v1/applications/waves?app=argocd/a&app=argocd/b&app=argocd/c";
+    let running = tokio::spawn({
+        let app = app.clone();
+        async move { call(&app, get(batch)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let single = "/api/v1/applications/argocd/other/waves";
+    let (code, headers, body) = call(&app, get(single)).await;
+    assert_eq!(code, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    assert!(
+        error_of(&body).contains("--max-requests-per-caller"),
+        "{body}"
+    );
+    assert_eq!(headers[header::RETRY_AFTER], "1");
+    let (code, _, body) = running.await.unwrap();
+    assert!(
+        error_of(&body).contains("--request-timeout"),
+        "{code}: {body}"
+    );
+    // The batch's places are given back with it.
+    let (code, _, body) = call(&app, get(single)).await;
+    assert_ne!(code, StatusCode::TOO_MANY_REQUESTS, "{body}");
+
+    // A share of one: the batch's own place, and nothing beside it.
+    let one = router(state(Duration::from_millis(200)).with_limits(LimitArgs {
+        max_requests_per_caller: 1,
+        ..LimitArgs::default()
+    }));
+    let (code, _, body) = call(&one, get(batch)).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let parts = body["applications"].as_array().unwrap();
+    assert_eq!(parts.len(), 3, "{body}");
+    for part in parts {
+        assert_eq!(part["status"], 503, "not synced, never refused: {body}");
+    }
+}

@@ -63,6 +63,8 @@ OUT="${TEST_OUTPUT:-$ROOT/test-output}/argocd"
 [[ "$WAVEGATE_ARGOCD_VERSION" == "$("$ROOT/scripts/argocd.sh" versions --pinned)" ]] || OUT="$OUT-v$WAVEGATE_ARGOCD_VERSION"
 WAVEGATE="${WAVEGATE_BIN:-$ROOT/target/debug/wavegate}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/wavegate-argocd-e2e.XXXXXX")"
+# Until wavegate runs (the trap then stops it too): WORK holds a copy of the binary.
+trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$OUT"
 now_ms() { date +%s%3N; }
 version_ge() { [[ "$(printf '%s\n%s\n' "$2" "$1" | sort -V | head -n1)" == "$2" ]]; } # a >= b
@@ -74,7 +76,10 @@ for _ in $(seq 60); do
   sleep 1
 done
 curl -sf --max-time 3 "$WAVEGATE_ARGOCD_CONTROLLER_METRICS/healthz" | grep -qx ok || fail "application-controller /healthz does not answer (60 s)"
-[[ -x "$WAVEGATE" ]] || fail "$WAVEGATE missing (cargo build --bin wavegate)"
+# shellcheck source=tests/private-copy.sh
+source "$ROOT/tests/private-copy.sh"
+private_copy "$WAVEGATE" "$WORK/wavegate" || fail "$WAVEGATE missing (cargo build --bin wavegate)"
+WAVEGATE="$WORK/wavegate"
 
 # The API server straight from the kubeconfig: polling through curl is ~10x faster than kubectl.
 API="$(sed -n 's/^ *server: //p' "$KUBECONFIG" | head -n1)"

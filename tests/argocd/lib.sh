@@ -244,7 +244,7 @@ for a in c.get("command", [])[1:] + c.get("args", []):
 PY
   ) || fail "cannot read the container of $ns/$pod"
   # cmd: --setenv NAME VALUE ... -- /wavegate ARGS...; the image's /wavegate is the binary under
-  # test ($WAVEGATE, run from where it was built: the host's root, read-only).
+  # test ($WAVEGATE, the test's private copy, run from where it lies: the host's root, read-only).
   local i sep=0 args=() envs=()
   for (( i=0; i<${#cmd[@]}; i++ )); do
     if (( sep )); then args+=("${cmd[$i]}"); elif [[ "${cmd[$i]}" == -- ]]; then sep=1; else envs+=("${cmd[$i]}"); fi

@@ -35,7 +35,10 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/wavegate-no-lua.XXXXXX")"
 chmod 755 "$WORK"
 mkdir -p "$OUT"
 argocd_env
-[[ -x "$WAVEGATE" ]] || fail "$WAVEGATE missing (cargo build --bin wavegate)"
+# shellcheck source=tests/private-copy.sh
+source "$ROOT/tests/private-copy.sh"
+private_copy "$WAVEGATE" "$WORK/wavegate" || fail "$WAVEGATE missing (cargo build --bin wavegate)"
+WAVEGATE="$WORK/wavegate"
 command -v bwrap >/dev/null || fail "bwrap missing (apt-get install bubblewrap)"
 
 NS=e2e-nolua

@@ -31,7 +31,10 @@ WORK="$(mktemp -d "${TMPDIR:-/tmp}/wavegate-order.XXXXXX")"
 chmod 755 "$WORK"
 mkdir -p "$OUT"
 argocd_env
-[[ -x "$WAVEGATE" ]] || fail "$WAVEGATE missing (cargo build --bin wavegate)"
+# shellcheck source=tests/private-copy.sh
+source "$ROOT/tests/private-copy.sh"
+private_copy "$WAVEGATE" "$WORK/wavegate" || fail "$WAVEGATE missing (cargo build --bin wavegate)"
+WAVEGATE="$WORK/wavegate"
 
 NS=e2e-order
 MANIFESTS="$ROOT/tests/argocd/order/manifests.yaml"

@@ -30,10 +30,15 @@ export TEST_OUTPUT="${TEST_OUTPUT:-$ROOT/test-output}"
 OUT="$TEST_OUTPUT/argocd"
 WAVEGATE="${WAVEGATE_BIN:-$ROOT/target/debug/wavegate}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/wavegate-argocd-ui.XXXXXX")"
+# Until wavegate runs (the trap then stops it too): WORK holds a copy of the binary.
+trap 'rm -rf "$WORK"' EXIT
 mkdir -p "$OUT"
 
 "$ROOT/scripts/argocd.sh" status >/dev/null || fail "Argo CD is not up (run: scripts/argocd.sh up)"
-[[ -x "$WAVEGATE" ]] || fail "$WAVEGATE missing (cargo build --bin wavegate)"
+# shellcheck source=tests/private-copy.sh
+source "$ROOT/tests/private-copy.sh"
+private_copy "$WAVEGATE" "$WORK/wavegate" || fail "$WAVEGATE missing (cargo build --bin wavegate)"
+WAVEGATE="$WORK/wavegate"
 # The real UI, not the placeholder page the Go module embeds. Asked for 60 s: with the Rust e2e
 # tests and another Argo CD release's tests on the same 2 cores, one request can miss its 5 s.
 served() { # url pattern [curl args...]

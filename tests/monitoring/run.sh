@@ -57,10 +57,9 @@ YAML
 
 head -c 24 /dev/urandom | base64 | tr -d '=+/' >"$tmp/token"
 cargo build --quiet --bin wavegate
-# A copy of its own: the other lane's cargo may be putting target/debug/wavegate in place again
-# at this moment (cargo removes it and links the new one), which once made it missing here.
-for _ in $(seq 1 50); do cp target/debug/wavegate "$tmp/wavegate" 2>/dev/null && break; sleep 0.2; done
-[[ -x "$tmp/wavegate" ]] || die "target/debug/wavegate did not appear after cargo build"
+# shellcheck source=tests/private-copy.sh
+source tests/private-copy.sh
+private_copy target/debug/wavegate "$tmp/wavegate" || die "target/debug/wavegate did not appear after cargo build"
 "$tmp/wavegate" serve --listen "127.0.0.1:$port" --namespaces "$ns" --resync 1s \
   --status-validity 4s --annotate --token-file "$tmp/token" >"$out/monitoring-serve.log" 2>&1 &
 serve_pid=$!

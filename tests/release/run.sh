@@ -38,6 +38,16 @@ cleanup() {
 }
 trap cleanup EXIT
 
+# The binary under test, copied before anything else (see tests/private-copy.sh).
+BIN="${WAVEGATE_RELEASE_BIN:-}"
+if [[ -z "$BIN" ]]; then
+  BIN="$ROOT/target/debug/wavegate"
+  [[ -x "$ROOT/target/release/wavegate" && "$ROOT/target/release/wavegate" -nt "$BIN" ]] && BIN="$ROOT/target/release/wavegate"
+fi
+# shellcheck source=tests/private-copy.sh
+source "$ROOT/tests/private-copy.sh"
+private_copy "$BIN" "$WORK/wavegate" || fail "$BIN missing (cargo build --bin wavegate)"
+
 # ------------------------------------------------------------- 1. actionlint ----
 ACTIONLINT="$("$ROOT/scripts/tools.sh" path actionlint)"
 ls "$ROOT"/.github/workflows/*.yml >/dev/null 2>&1 || fail "no workflow in .github/workflows"
@@ -102,13 +112,7 @@ chmod 1777 "$RFS/tmp"; chown 65532:65532 "$RFS/home/nonroot"
 [[ -e "$RFS/usr/share/zoneinfo/UTC" && -e "$RFS/etc/services" && -s "$RFS/etc/ssl/certs/ca-certificates.crt" ]] \
   || fail "rootfs lacks zoneinfo, /etc/services or the CA bundle"
 
-BIN="${WAVEGATE_RELEASE_BIN:-}"
-if [[ -z "$BIN" ]]; then
-  BIN="$ROOT/target/debug/wavegate"
-  [[ -x "$ROOT/target/release/wavegate" && "$ROOT/target/release/wavegate" -nt "$BIN" ]] && BIN="$ROOT/target/release/wavegate"
-fi
-[[ -x "$BIN" ]] || fail "$BIN missing (cargo build --bin wavegate)"
-install -m 0755 "$BIN" "$RFS/wavegate"
+install -m 0755 "$WORK/wavegate" "$RFS/wavegate"
 command -v strip >/dev/null && strip "$RFS/wavegate" 2>/dev/null || true
 # No shell, no package manager: as in the distroless image.
 [[ ! -e "$RFS/bin/sh" && ! -e "$RFS/usr/bin/apt-get" && ! -e "$RFS/usr/bin/dpkg" ]] || fail "the rootfs has a shell or a package manager"

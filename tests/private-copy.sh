@@ -1,0 +1,16 @@
+# Sourced by the tests that run the wavegate binary (tests/monitoring, tests/argocd, tests/release).
+#
+# private_copy SRC DEST: DEST, a copy of SRC made once, for a test to run instead of SRC. SRC is
+# cargo's target/debug/wavegate, which another lane of scripts/test.sh (or a build in the same
+# checkout) may be linking anew while the test runs: cargo removes the old file before it puts
+# the new one in place, so SRC can be missing for a moment (the monitoring check once found it
+# so), and every later run of it can be a different build than the test began with. Retried for
+# 10 s while SRC is missing; fails when it never appears.
+private_copy() {
+  local src="$1" dest="$2" _
+  for _ in $(seq 1 50); do
+    install -m 0755 "$src" "$dest" 2>/dev/null && return 0
+    sleep 0.2
+  done
+  return 1
+}
