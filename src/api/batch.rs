@@ -16,11 +16,12 @@
 //!
 //! Each Application judged at once beyond the first holds a place in its caller's share
 //! (`--max-requests-per-caller`) and among the requests served at once, as its own request
-//! would: otherwise each of a caller's batches, one request to the bounds, would judge
-//! `--applications-concurrency` Applications at a time, several times what the caller's share
-//! lets its single requests judge. The batch's own place carries its first Application, so a
-//! batch whose caller has no place left is still answered, one Application at a time, rather
-//! than in refused parts.
+//! would, while it is judged ([`Places`]): otherwise each of a caller's batches, one request to
+//! the bounds, would judge `--applications-concurrency` Applications at a time, several times
+//! what the caller's share lets its single requests judge. A part served from its kept answer
+//! takes no place. The batch's own place judges one Application at a time, so a batch whose
+//! caller has no place left is still answered, one Application at a time, rather than in
+//! refused parts.
 //!
 //! With shards, an Application whose destination another replica judges is a 421 part ("ask it
 //! alone"), not forwarded from here: the single endpoint forwards it (`forward`), with its own
@@ -28,7 +29,7 @@
 //! mix with the others'. Such Applications are few on a page and move only with a shard, so the
 //! page's extra request for each costs little.
 
-use super::handlers::{ViewAnswer, view_answer};
+use super::handlers::{ViewAnswer, kept_view, view_answer};
 use super::limits::Peer;
 use super::scope::AppScope;
 use super::{ApiError, AppState};
@@ -153,14 +154,11 @@ pub(crate) async fn waves(
     let scope = scope.as_ref().map(|Extension(s)| &**s);
     let state = &state;
     let caller = super::limits::caller(&headers, peer.as_ref().map(|Extension(p)| p));
-    let beside: Vec<_> = (1..state.limits.applications_concurrency().min(apps.len()))
-        .map_while(|_| state.limits.request(&caller).ok())
-        .collect();
-    // A few at a time, in order, as the list of applications judges them: as many as the
-    // request's own place and those taken beside it.
-    let in_flight = 1 + beside.len();
-    let (served_at, parts) = resolved(&apps, in_flight, |a| resolve(state, scope, a)).await;
-    drop(beside);
+    let places = Places::new(state, caller);
+    // A few at a time, in order, as the list of applications judges them.
+    let in_flight = state.limits.applications_concurrency().min(apps.len());
+    let (served_at, parts) =
+        resolved(&apps, in_flight, |a| resolve(state, scope, &places, a)).await;
     let served_at = crate::timeline::rfc3339(served_at);
     let body = write(&served_at, apps, parts)
         .map(super::handlers::Pieces::of)
@@ -233,15 +231,74 @@ where
 }
 
 /// One Application's view as its own route would serve it: through Argo CD's proxy, admitted
-/// as `scope::AppScope::admit` admits that route first.
-async fn resolve(state: &AppState, scope: Option<&AppScope>, a: &Asked) -> Part {
+/// as `scope::AppScope::admit` admits that route first. Its kept answer, if it holds, costs
+/// no place; only judging it does.
+async fn resolve(
+    state: &AppState,
+    scope: Option<&AppScope>,
+    places: &Places<'_>,
+    a: &Asked,
+) -> Part {
     if let Some(scope) = scope
         && !scope.allows_application_named(&a.namespace, &a.name).await
     {
         state.metrics.record_refusal("out_of_scope");
         return Err(scope.refuse(&format!("Application {}/{}", a.namespace, a.name)));
     }
+    let now = std::time::Instant::now();
+    if let Some(kept) = kept_view(state, &a.namespace, &a.name, scope, now) {
+        return Ok(kept);
+    }
+    let _place = places.to_judge().await;
     view_answer(state, &a.namespace, &a.name, scope).await
+}
+
+/// The places a batch judges its Applications under: the request's own, which judges one at
+/// a time, and those of its caller's share taken beside it for as long as one judgement
+/// lasts. A place is taken only to judge, and given back as soon as that judgement ends, so a
+/// batch served from kept answers, or waiting on one slow Application, holds no more of its
+/// caller's share than a single request: a caller (one ingress's dashboards, Argo CD's
+/// anonymous users) is many pages, each polling a batch.
+struct Places<'a> {
+    state: &'a AppState,
+    caller: String,
+    own: tokio::sync::Semaphore,
+}
+
+/// What one judgement is made under, given back when dropped.
+enum Place<'a> {
+    Own {
+        _permit: tokio::sync::SemaphorePermit<'a>,
+    },
+    Beside {
+        _place: super::limits::RequestPlace,
+    },
+}
+
+impl<'a> Places<'a> {
+    fn new(state: &'a AppState, caller: String) -> Self {
+        Places {
+            state,
+            caller,
+            own: tokio::sync::Semaphore::new(1),
+        }
+    }
+
+    /// The request's own place if free, else one beside it if the caller's share (and the
+    /// server's bound) has one, else the own place in turn: never refused, never waiting on
+    /// the share, and no more judged at once than the places held.
+    async fn to_judge(&self) -> Place<'_> {
+        if let Ok(own) = self.own.try_acquire() {
+            return Place::Own { _permit: own };
+        }
+        if let Ok(beside) = self.state.limits.request(&self.caller) {
+            return Place::Beside { _place: beside };
+        }
+        let own = self.own.acquire().await;
+        Place::Own {
+            _permit: own.expect("the own place is never closed"),
+        }
+    }
 }
 
 /// The answer's pieces: each part's fields from serde, and a 200 part's view as its kept bytes
