@@ -418,7 +418,13 @@ impl ViewAnswer {
     /// that nothing is kept or served from what they were.
     pub(crate) fn stamp(&self, clusters: &Clusters) -> Option<crate::clusters::Stamp> {
         let read = self.read.iter().map(|c| &**c);
-        Clusters::vouched(read.clone()).then(|| clusters.stamp(read))
+        Clusters::vouched(read).then(|| self.read_stamp(clusters))
+    }
+
+    /// The stamp, now, of the clusters it read, vouched for or not: it differs from an earlier
+    /// one when anything those caches saw has changed since.
+    pub(crate) fn read_stamp(&self, clusters: &Clusters) -> crate::clusters::Stamp {
+        clusters.stamp(self.read.iter().map(|c| &**c))
     }
 
     /// `body` with [`NOW`] in it, split there.
