@@ -6,6 +6,16 @@
 # the new one in place, so SRC can be missing for a moment (the monitoring check once found it
 # so), and every later run of it can be a different build than the test began with. Retried for
 # 10 s while SRC is missing; fails when it never appears.
+# appeared SRC: true once SRC exists, waiting up to 10 s while it is missing (being linked anew).
+appeared() {
+  local src="$1" _
+  for _ in $(seq 1 50); do
+    [[ -e "$src" ]] && return 0
+    sleep 0.2
+  done
+  return 1
+}
+
 private_copy() {
   local src="$1" dest="$2" _
   for _ in $(seq 1 50); do
