@@ -50,7 +50,7 @@ if [[ -z "$BIN" ]]; then
   appeared "$BIN" || true
   [[ -x "$RELEASE" && -e "$BIN" && "$RELEASE" -nt "$BIN" ]] && BIN="$RELEASE"
 fi
-private_copy "$BIN" "$WORK/wavegate" || fail "$BIN missing (cargo build --bin wavegate)"
+private_copy "$BIN" "$WORK/wavegate" || fail "no private copy of $BIN to test (above: why)"
 
 # ------------------------------------------------------------- 1. actionlint ----
 ACTIONLINT="$("$ROOT/scripts/tools.sh" path actionlint)"
