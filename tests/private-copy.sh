@@ -5,11 +5,28 @@
 # checkout) may be linking anew while the test runs: cargo removes the old file before it puts
 # the new one in place, so SRC can be missing for a moment (the monitoring check once found it
 # so), and every later run of it can be a different build than the test began with. Retried for
-# 10 s while SRC is missing; fails when it never appears.
+# 10 s while SRC is missing; on failure, says on stderr what failed.
 private_copy() {
-  local src="$1" dest="$2" _
+  local src="$1" dest="$2" why _
   for _ in $(seq 1 50); do
-    install -m 0755 "$src" "$dest" 2>/dev/null && return 0
+    why="$(install -m 0755 "$src" "$dest" 2>&1)" && return 0
+    # Only a missing SRC is waited for: any other failure (no space, DEST's directory gone) stays.
+    [[ -e "$src" ]] && break
+    sleep 0.2
+  done
+  if [[ -e "$src" ]]; then
+    echo "cannot copy $src to $dest: $why" >&2
+  else
+    echo "$src is missing after 10 s (cargo build --bin wavegate)" >&2
+  fi
+  return 1
+}
+
+# appeared SRC: true once SRC exists, waiting up to 10 s while it is missing (being linked anew).
+appeared() {
+  local src="$1" _
+  for _ in $(seq 1 50); do
+    [[ -e "$src" ]] && return 0
     sleep 0.2
   done
   return 1

@@ -16,11 +16,12 @@
 //!
 //! Each Application judged at once beyond the first holds a place in its caller's share
 //! (`--max-requests-per-caller`) and among the requests served at once, as its own request
-//! would: otherwise each of a caller's batches, one request to the bounds, would judge
-//! `--applications-concurrency` Applications at a time, several times what the caller's share
-//! lets its single requests judge. The batch's own place carries its first Application, so a
-//! batch whose caller has no place left is still answered, one Application at a time, rather
-//! than in refused parts.
+//! would, while it is judged ([`Places`]): otherwise each of a caller's batches, one request to
+//! the bounds, would judge `--applications-concurrency` Applications at a time, several times
+//! what the caller's share lets its single requests judge. A part served from its kept answer
+//! takes no place. The batch's own place judges one Application at a time, so a batch whose
+//! caller has no place left is still answered, one Application at a time, rather than in
+//! refused parts.
 //!
 //! With shards, an Application whose destination another replica judges is a 421 part ("ask it
 //! alone"), not forwarded from here: the single endpoint forwards it (`forward`), with its own
@@ -28,7 +29,7 @@
 //! mix with the others'. Such Applications are few on a page and move only with a shard, so the
 //! page's extra request for each costs little.
 
-use super::handlers::{ViewAnswer, view_answer};
+use super::handlers::{ViewAnswer, kept_view, view_answer};
 use super::limits::Peer;
 use super::scope::AppScope;
 use super::{ApiError, AppState};
@@ -148,19 +149,25 @@ pub(crate) async fn waves(
     peer: Option<Extension<Peer>>,
     query: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
+    // The request's time began about now (`limits::bounded`); a tenth of it is left to write
+    // the answer once its parts are resolved.
+    let started = std::time::Instant::now();
     let Query(query) = query?;
     let apps = asked(&query)?;
     let scope = scope.as_ref().map(|Extension(s)| &**s);
     let state = &state;
     let caller = super::limits::caller(&headers, peer.as_ref().map(|Extension(p)| p));
-    let beside: Vec<_> = (1..state.limits.applications_concurrency().min(apps.len()))
-        .map_while(|_| state.limits.request(&caller).ok())
-        .collect();
-    // A few at a time, in order, as the list of applications judges them: as many as the
-    // request's own place and those taken beside it.
-    let in_flight = 1 + beside.len();
-    let (served_at, parts) = resolved(&apps, in_flight, |a| resolve(state, scope, a)).await;
-    drop(beside);
+    let places = Places::new(state, caller);
+    // A few at a time, in order, as the list of applications judges them.
+    let in_flight = state.limits.applications_concurrency().min(apps.len());
+    let (served_at, parts) = resolved(
+        &apps,
+        in_flight,
+        started + state.limits.args.request_timeout * 9 / 10,
+        |a| resolve(state, scope, &places, a),
+        |_, answer| answer.read_stamp(&state.clusters),
+    )
+    .await;
     let served_at = crate::timeline::rfc3339(served_at);
     let body = write(&served_at, apps, parts)
         .map(super::handlers::Pieces::of)
@@ -178,7 +185,8 @@ pub(crate) async fn waves(
 
 /// How many times a batch resolves the parts that no longer hold at the time it is served at.
 /// A part still past its time after that stopped holding as soon as it was judged (its
-/// judging outlasted its verdicts), and is served as its own endpoint serves such an answer.
+/// judging outlasted its verdicts, or its cluster changed as often), and is served as its own
+/// endpoint serves such an answer.
 const ROUNDS: usize = 3;
 
 /// A part: its Application's view as its own endpoint would serve it, or why not.
@@ -187,61 +195,143 @@ type Part = Result<Arc<ViewAnswer>, ApiError>;
 /// Every part, resolved `in_flight` at a time, and the time they are all served at.
 ///
 /// The time is taken once every part is resolved, as the single endpoint takes it after its
-/// view, so that no part is newer than `now`. A kept answer resolved early may by then have
-/// passed the time one of its verdicts changes by itself (a grace period ending, a probe answer
-/// ageing; `kept`): served at `now`, it would show what was true before `now` as true at it.
-/// Such parts are resolved again (judged afresh), and the time taken again.
-async fn resolved<'a, F, Fut>(
+/// view, so that no part is newer than `now`. A part resolved early may by then no longer be
+/// what its own endpoint would answer: one of its verdicts has changed by itself (a grace
+/// period ending, a probe answer ageing; `kept`), or what it read has changed in the cluster
+/// (`stamp` of it, as it resolved and now, differs) while later parts were judged. Served at
+/// `now`, it would show what was true before `now` as true at it. Such parts are resolved again,
+/// and the time taken again; rounds after the first stop at `deadline`, so that looking again
+/// never costs the whole answer its request's time.
+async fn resolved<'a, F, Fut, St, S>(
     apps: &'a [Asked],
     in_flight: usize,
+    deadline: std::time::Instant,
     resolve: F,
+    stamp: St,
 ) -> (k8s_openapi::jiff::Timestamp, Vec<Part>)
 where
     F: Fn(&'a Asked) -> Fut,
     Fut: std::future::Future<Output = Part>,
+    St: Fn(&Asked, &ViewAnswer) -> S,
+    S: PartialEq,
 {
-    let resolve = &resolve;
+    let (resolve, stamp) = (&resolve, &stamp);
     let each = |which: Vec<usize>| {
         futures::stream::iter(which)
             .map(move |i| {
                 let part = resolve(&apps[i]);
-                async move { (i, part.await) }
+                async move {
+                    let part = part.await;
+                    let read = part.as_ref().ok().map(|answer| stamp(&apps[i], answer));
+                    (i, (part, read))
+                }
             })
             .buffered(in_flight)
-            .collect::<Vec<_>>()
     };
-    let mut parts: Vec<Part> = (each((0..apps.len()).collect()).await)
-        .into_iter()
+    let mut parts: Vec<(Part, Option<S>)> = (each((0..apps.len()).collect()))
         .map(|(_, part)| part)
-        .collect();
+        .collect()
+        .await;
     let mut round = 1;
     loop {
-        let at = std::time::Instant::now();
         let served_at = k8s_openapi::jiff::Timestamp::now();
-        let stale: Vec<usize> = (parts.iter().enumerate())
-            .filter(|(_, part)| part.as_ref().is_ok_and(|answer| !answer.holds_at(at)))
+        let at = std::time::Instant::now();
+        let stale: Vec<usize> = (apps.iter().zip(&parts).enumerate())
+            .filter(|(_, (a, (part, read)))| {
+                part.as_ref().is_ok_and(|answer| {
+                    !answer.holds_at(at) || read.as_ref() != Some(&stamp(a, answer))
+                })
+            })
             .map(|(i, _)| i)
             .collect();
         if stale.is_empty() || round == ROUNDS {
-            return (served_at, parts);
+            return (served_at, parts.into_iter().map(|(part, _)| part).collect());
         }
-        for (i, part) in each(stale).await {
-            parts[i] = part;
+        let again = each(stale);
+        let mut again = std::pin::pin!(again);
+        let redone = tokio::time::timeout_at(deadline.into(), async {
+            while let Some((i, part)) = again.next().await {
+                parts[i] = part;
+            }
+        })
+        .await;
+        if redone.is_err() {
+            let served_at = k8s_openapi::jiff::Timestamp::now();
+            return (served_at, parts.into_iter().map(|(part, _)| part).collect());
         }
         round += 1;
     }
 }
 
 /// One Application's view as its own route would serve it: through Argo CD's proxy, admitted
-/// as `scope::AppScope::admit` admits that route first.
-async fn resolve(state: &AppState, scope: Option<&AppScope>, a: &Asked) -> Part {
+/// as `scope::AppScope::admit` admits that route first. Its kept answer, if it holds, costs
+/// no place; only judging it does.
+async fn resolve(
+    state: &AppState,
+    scope: Option<&AppScope>,
+    places: &Places<'_>,
+    a: &Asked,
+) -> Part {
     if let Some(scope) = scope
         && !scope.allows_application_named(&a.namespace, &a.name).await
     {
         state.metrics.record_refusal("out_of_scope");
         return Err(scope.refuse(&format!("Application {}/{}", a.namespace, a.name)));
     }
+    let now = std::time::Instant::now();
+    if let Some(kept) = kept_view(state, &a.namespace, &a.name, scope, now) {
+        return Ok(kept);
+    }
+    let _place = places.to_judge().await;
     view_answer(state, &a.namespace, &a.name, scope).await
+}
+
+/// The places a batch judges its Applications under: the request's own, which judges one at
+/// a time, and those of its caller's share taken beside it for as long as one judgement
+/// lasts. A place is taken only to judge, and given back as soon as that judgement ends, so a
+/// batch served from kept answers, or waiting on one slow Application, holds no more of its
+/// caller's share than a single request: a caller (one ingress's dashboards, Argo CD's
+/// anonymous users) is many pages, each polling a batch.
+struct Places<'a> {
+    state: &'a AppState,
+    caller: String,
+    own: tokio::sync::Semaphore,
+}
+
+/// What one judgement is made under, given back when dropped.
+enum Place<'a> {
+    Own {
+        _permit: tokio::sync::SemaphorePermit<'a>,
+    },
+    Beside {
+        _place: super::limits::RequestPlace,
+    },
+}
+
+impl<'a> Places<'a> {
+    fn new(state: &'a AppState, caller: String) -> Self {
+        Places {
+            state,
+            caller,
+            own: tokio::sync::Semaphore::new(1),
+        }
+    }
+
+    /// The request's own place if free, else one beside it if the caller's share (and the
+    /// server's bound) has one, else the own place in turn: never refused, never waiting on
+    /// the share, and no more judged at once than the places held.
+    async fn to_judge(&self) -> Place<'_> {
+        if let Ok(own) = self.own.try_acquire() {
+            return Place::Own { _permit: own };
+        }
+        if let Ok(beside) = self.state.limits.request(&self.caller) {
+            return Place::Beside { _place: beside };
+        }
+        let own = self.own.acquire().await;
+        Place::Own {
+            _permit: own.expect("the own place is never closed"),
+        }
+    }
 }
 
 /// The answer's pieces: each part's fields from serde, and a 200 part's view as its kept bytes
@@ -348,15 +438,96 @@ mod tests {
                 Ok(Arc::new(answer))
             }
         };
-        let (_, parts) = resolved(&apps, 1, resolve).await;
-        let view = |part: &Part| {
-            let answer = part.as_ref().expect("a view");
-            let [head, ..] = answer.pieces_at(&Bytes::new());
-            String::from_utf8(head.to_vec()).unwrap()
-        };
+        let (_, parts) = resolved(&apps, 1, far(), resolve, |_, _| ()).await;
         assert_eq!(view(&parts[0]), "\"kept 1\"", "served past its time");
         assert_eq!(view(&parts[1]), "\"slow\"");
         assert_eq!(kept_resolved.load(SeqCst), 2);
+    }
+
+    /// No deadline for looking again within a test's time.
+    fn far() -> std::time::Instant {
+        std::time::Instant::now() + std::time::Duration::from_secs(3600)
+    }
+
+    /// The text of a part's view.
+    fn view(part: &Part) -> String {
+        let answer = part.as_ref().expect("a view");
+        let [head, ..] = answer.pieces_at(&Bytes::new());
+        String::from_utf8(head.to_vec()).unwrap()
+    }
+
+    /// The first Application is served from its kept answer (Healthy); its Deployment then
+    /// fails while the second is judged for seconds. Served as it was under a `now` after the
+    /// failure, it would say Healthy at a time it was not: what it read changed since it was
+    /// resolved, so it is resolved again.
+    #[tokio::test]
+    async fn a_kept_view_whose_objects_changed_while_others_were_judged_is_resolved_again() {
+        use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
+        use std::time::Duration;
+        let apps = asked(&query(&[("app", "argocd/kept"), ("app", "argocd/slow")])).unwrap();
+        let kept_resolved = AtomicUsize::new(0);
+        // The changes seen in the first Application's cluster.
+        let changes = AtomicU64::new(0);
+        let resolve = |a: &Asked| {
+            let kept = (a.name == "kept").then(|| kept_resolved.fetch_add(1, SeqCst));
+            let changes = &changes;
+            async move {
+                let body = match kept {
+                    Some(n) => format!("\"kept {n}\""),
+                    None => {
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        changes.fetch_add(1, SeqCst);
+                        tokio::time::sleep(Duration::from_millis(50)).await;
+                        "\"slow\"".into()
+                    }
+                };
+                Ok(Arc::new(ViewAnswer::test(body.as_bytes(), None)))
+            }
+        };
+        let stamp = |a: &Asked, _: &ViewAnswer| (a.name == "kept").then(|| changes.load(SeqCst));
+        let (_, parts) = resolved(&apps, 1, far(), resolve, stamp).await;
+        assert_eq!(
+            view(&parts[0]),
+            "\"kept 1\"",
+            "served from before the change"
+        );
+        assert_eq!(
+            view(&parts[1]),
+            "\"slow\"",
+            "judged once: nothing it read changed"
+        );
+        assert_eq!(kept_resolved.load(SeqCst), 2);
+    }
+
+    /// A part whose cluster changes as often as it is looked at, and whose judging then takes
+    /// long: looking again stops at the deadline, and the answer is served in the request's
+    /// time rather than abandoned with 503.
+    #[tokio::test]
+    async fn looking_again_stops_at_the_deadline() {
+        use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
+        use std::time::{Duration, Instant};
+        let apps = asked(&query(&[("app", "argocd/busy")])).unwrap();
+        let first = std::sync::atomic::AtomicBool::new(true);
+        let resolve = |_: &Asked| {
+            let first = first.swap(false, SeqCst);
+            async move {
+                if !first {
+                    tokio::time::sleep(Duration::from_secs(60)).await;
+                }
+                Ok(Arc::new(ViewAnswer::test(b"\"first\"", None)))
+            }
+        };
+        let changes = AtomicU64::new(0);
+        let stamp = |_: &Asked, _: &ViewAnswer| changes.fetch_add(1, SeqCst);
+        let deadline = Instant::now() + Duration::from_millis(200);
+        let started = Instant::now();
+        let (_, parts) = resolved(&apps, 1, deadline, resolve, stamp).await;
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{:?}",
+            started.elapsed()
+        );
+        assert_eq!(view(&parts[0]), "\"first\"");
     }
 
     #[test]

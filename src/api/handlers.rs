@@ -330,6 +330,16 @@ pub(crate) struct ViewKey {
     scope: Option<(String, String, crate::views::TrackingMethod)>,
 }
 
+impl ViewKey {
+    fn of(namespace: &str, name: &str, scope: Option<&waves::ViewScope>) -> ViewKey {
+        ViewKey {
+            namespace: namespace.to_string(),
+            name: name.to_string(),
+            scope: scope.map(|s| (s.project.clone(), s.argocd_namespace.clone(), s.method)),
+        }
+    }
+}
+
 /// A serialised answer, split where the time it is served goes (`timeline.now`), and the
 /// clusters whose caches it read.
 pub(crate) struct ViewAnswer {
@@ -402,6 +412,19 @@ impl ViewAnswer {
     /// the clusters since it was read.
     pub(crate) fn holds_at(&self, at: std::time::Instant) -> bool {
         self.valid_until.is_none_or(|until| at < until)
+    }
+
+    /// The stamp, now, of the clusters it read; `None` when they cannot be vouched for, so
+    /// that nothing is kept or served from what they were.
+    pub(crate) fn stamp(&self, clusters: &Clusters) -> Option<crate::clusters::Stamp> {
+        let read = self.read.iter().map(|c| &**c);
+        Clusters::vouched(read).then(|| self.read_stamp(clusters))
+    }
+
+    /// The stamp, now, of the clusters it read, vouched for or not: it differs from an earlier
+    /// one when anything those caches saw has changed since.
+    pub(crate) fn read_stamp(&self, clusters: &Clusters) -> crate::clusters::Stamp {
+        clusters.stamp(self.read.iter().map(|c| &**c))
     }
 
     /// `body` with [`NOW`] in it, split there.
@@ -598,6 +621,36 @@ async fn waves_of(
     Ok(answer.respond(Some(k8s_openapi::jiff::Timestamp::now()), known))
 }
 
+/// The kept answer of one application's view, if it holds at `at`: what [`view_answer`] would
+/// serve without judging anything.
+pub(crate) fn kept_view(
+    state: &AppState,
+    namespace: &str,
+    name: &str,
+    scope: Option<&AppScope>,
+    at: std::time::Instant,
+) -> Option<Arc<ViewAnswer>> {
+    let view_scope = scope.map(AppScope::view_scope);
+    let key = ViewKey::of(namespace, name, view_scope.as_ref());
+    state
+        .views
+        .get_by(&key, |answer| answer.stamp(&state.clusters), at)
+}
+
+/// Keeps `{"kept": name, "now": <time served>}` as the view of `namespace/name` (unscoped),
+/// read from no cluster: it holds until it is kept anew.
+#[cfg(test)]
+pub(crate) fn keep_view(state: &AppState, namespace: &str, name: &str) {
+    let now = serde_json::to_string(&*NOW).expect("a string serialises");
+    let body = format!(r#"{{"kept":{name:?},"now":{now}}}"#);
+    let answer = ViewAnswer::with_now(body.into_bytes(), Vec::new());
+    let stamp = answer.stamp(&state.clusters).expect("no cluster read");
+    let key = ViewKey::of(namespace, name, None);
+    let at = std::time::Instant::now();
+    let until = answer.valid_until;
+    state.views.put(key, (stamp, at), until, Arc::new(answer));
+}
+
 /// The waves view and timeline of one application, kept until what it read changes or one of
 /// its verdicts expires (see `kept`); through Argo CD's proxy, reading only what the
 /// application really manages (`waves::ViewScope`). What `waves_of` serves, and each part of a
@@ -610,18 +663,9 @@ pub(crate) async fn view_answer(
 ) -> Result<Arc<ViewAnswer>, ApiError> {
     let target = Target::new(CheckKind::APPLICATION, namespace, name)?;
     let view_scope = scope.map(AppScope::view_scope);
-    let key = ViewKey {
-        namespace: namespace.to_string(),
-        name: name.to_string(),
-        scope: view_scope
-            .as_ref()
-            .map(|s| (s.project.clone(), s.argocd_namespace.clone(), s.method)),
-    };
+    let key = ViewKey::of(namespace, name, view_scope.as_ref());
     let now = std::time::Instant::now();
-    let stamp_of = |answer: &ViewAnswer| {
-        let read = answer.read.iter().map(|c| &**c);
-        Clusters::vouched(read.clone()).then(|| state.clusters.stamp(read))
-    };
+    let stamp_of = |answer: &ViewAnswer| answer.stamp(&state.clusters);
     if let Some(kept) = state.views.get_by(&key, stamp_of, now) {
         return Ok(kept);
     }

@@ -45,7 +45,7 @@ pub struct LimitArgs {
     pub max_waiters: usize,
     /// API requests one caller may have served at once (see the module comment for who a
     /// caller is); more are refused with 429. Each Application a batch of waves views judges
-    /// beside its first counts as one more.
+    /// at once beside another counts as one more, while it is judged.
     #[arg(long, env = "WAVEGATE_MAX_REQUESTS_PER_CALLER", default_value_t = 16)]
     pub max_requests_per_caller: usize,
     /// Gate waits one caller may hold open at once; more are refused with 429.

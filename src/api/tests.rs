@@ -719,3 +719,39 @@ async fn a_batchs_applications_judged_at_once_count_against_the_callers_share() 
         assert_eq!(part["status"], 503, "not synced, never refused: {body}");
     }
 }
+
+/// Every dashboard behind one ingress is one caller: a batch that took its extra places for
+/// its whole life filled the caller's share with a few pages' polls, served from kept answers
+/// or waiting on one slow Application, and the next page was refused with 429. A kept part
+/// takes no place, and one Application judged at a time takes only the batch's own.
+#[tokio::test]
+async fn a_batch_of_kept_views_holds_no_place_beside_its_own() {
+    // The cold Application is judged until the request timeout: the API server never answers.
+    let slow = state_with(silent_client().await, Duration::from_secs(5));
+    handlers::keep_view(&slow, "argocd", "a");
+    handlers::keep_view(&slow, "argocd", "b");
+    let app = router(slow.with_limits(LimitArgs {
+        max_requests_per_caller: 2,
+        applications_concurrency: 4,
+        request_timeout: Duration::from_secs(1),
+        ..LimitArgs::default()
+    }));
+    let batch = "/api/v1/applications/waves?app=argocd/a&app=argocd/b&app=argocd/cold";
+    let running = tokio::spawn({
+        let app = app.clone();
+        async move { call(&app, get(batch)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (code, _, body) = call(&app, get("/api/v1/applications/argocd/other/waves")).await;
+    assert_ne!(code, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    let (_, _, body) = running.await.unwrap();
+    assert!(error_of(&body).contains("--request-timeout"), "{body}");
+    // Kept parts are served from what was kept, at the answer's time.
+    let kept = "/api/v1/applications/waves?app=argocd/a&app=argocd/b";
+    let (code, _, body) = call(&app, get(kept)).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    let parts = body["applications"].as_array().unwrap();
+    assert_eq!(parts[0]["waves"]["kept"], "a", "{body}");
+    assert_eq!(parts[0]["waves"]["now"], body["now"], "{body}");
+    assert_eq!(parts[1]["waves"]["kept"], "b", "{body}");
+}

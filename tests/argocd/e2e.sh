@@ -78,7 +78,7 @@ done
 curl -sf --max-time 3 "$WAVEGATE_ARGOCD_CONTROLLER_METRICS/healthz" | grep -qx ok || fail "application-controller /healthz does not answer (60 s)"
 # shellcheck source=tests/private-copy.sh
 source "$ROOT/tests/private-copy.sh"
-private_copy "$WAVEGATE" "$WORK/wavegate" || fail "$WAVEGATE missing (cargo build --bin wavegate)"
+private_copy "$WAVEGATE" "$WORK/wavegate" || fail "no private copy of $WAVEGATE to test (above: why)"
 WAVEGATE="$WORK/wavegate"
 
 # The API server straight from the kubeconfig: polling through curl is ~10x faster than kubectl.

@@ -32,12 +32,14 @@ enter_argocd_netns "$0" "$@"
 OUT="${TEST_OUTPUT:-$ROOT/test-output}/argocd"
 WAVEGATE="${WAVEGATE_BIN:-$ROOT/target/debug/wavegate}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/wavegate-no-lua.XXXXXX")"
+# Until the cleanup below is set: WORK holds a copy of the binary (99 MB in a debug build).
+trap 'rm -rf "$WORK"' EXIT
 chmod 755 "$WORK"
 mkdir -p "$OUT"
 argocd_env
 # shellcheck source=tests/private-copy.sh
 source "$ROOT/tests/private-copy.sh"
-private_copy "$WAVEGATE" "$WORK/wavegate" || fail "$WAVEGATE missing (cargo build --bin wavegate)"
+private_copy "$WAVEGATE" "$WORK/wavegate" || fail "no private copy of $WAVEGATE to test (above: why)"
 WAVEGATE="$WORK/wavegate"
 command -v bwrap >/dev/null || fail "bwrap missing (apt-get install bubblewrap)"
 

@@ -28,12 +28,14 @@ enter_argocd_netns "$0" "$@"
 OUT="${TEST_OUTPUT:-$ROOT/test-output}/argocd"
 WAVEGATE="${WAVEGATE_BIN:-$ROOT/target/debug/wavegate}"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/wavegate-order.XXXXXX")"
+# Until the cleanup below is set: WORK holds a copy of the binary (99 MB in a debug build).
+trap 'rm -rf "$WORK"' EXIT
 chmod 755 "$WORK"
 mkdir -p "$OUT"
 argocd_env
 # shellcheck source=tests/private-copy.sh
 source "$ROOT/tests/private-copy.sh"
-private_copy "$WAVEGATE" "$WORK/wavegate" || fail "$WAVEGATE missing (cargo build --bin wavegate)"
+private_copy "$WAVEGATE" "$WORK/wavegate" || fail "no private copy of $WAVEGATE to test (above: why)"
 WAVEGATE="$WORK/wavegate"
 
 NS=e2e-order

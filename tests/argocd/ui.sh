@@ -37,7 +37,7 @@ mkdir -p "$OUT"
 "$ROOT/scripts/argocd.sh" status >/dev/null || fail "Argo CD is not up (run: scripts/argocd.sh up)"
 # shellcheck source=tests/private-copy.sh
 source "$ROOT/tests/private-copy.sh"
-private_copy "$WAVEGATE" "$WORK/wavegate" || fail "$WAVEGATE missing (cargo build --bin wavegate)"
+private_copy "$WAVEGATE" "$WORK/wavegate" || fail "no private copy of $WAVEGATE to test (above: why)"
 WAVEGATE="$WORK/wavegate"
 # The real UI, not the placeholder page the Go module embeds. Asked for 60 s: with the Rust e2e
 # tests and another Argo CD release's tests on the same 2 cores, one request can miss its 5 s.

@@ -15,7 +15,7 @@ const run = promisify(execFile);
 const KUBECTL = process.env.KUBECTL || 'kubectl';
 const BASE = wavegateUrl(); // throws (fails the file) when WAVEGATE_URL is unset
 const GATE = '[data-testid="gate-cicd-forgejo-ready"]';
-const APP = '[data-testid="app-argocd-platform"]';
+const APP = '[data-testid="app-argocd/platform"]';
 
 async function kubectl(...args) {
   if (!process.env.KUBECONFIG) throw new Error('KUBECONFIG is not set: the dashboard test edits the scenario with kubectl');

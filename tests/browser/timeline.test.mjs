@@ -20,7 +20,7 @@ const KUBECTL = process.env.KUBECTL || 'kubectl';
 const BASE = wavegateUrl(); // throws (fails the file) when WAVEGATE_URL is unset
 const APP = { namespace: 'argocd', name: 'platform', project: 'default' };
 const WAVES = `api/v1/applications/${APP.namespace}/${APP.name}/waves`;
-const DASH_FIG = '[data-testid="app-argocd-platform"] [data-testid="timeline"]';
+const DASH_FIG = '[data-testid="app-argocd/platform"] [data-testid="timeline"]';
 const EXT_FIG = '[data-testid="wavegate-waves-tab"] [data-testid="wavegate-timeline"]';
 
 async function kubectl(...args) {
@@ -185,9 +185,9 @@ describe('wave timeline', () => {
     // (text selection and focus survive).
     const axisEnd = page.locator(`${DASH_FIG} [data-testid="timeline-axis-end"]`);
     const endBefore = await axisEnd.textContent();
-    await page.evaluate(() => { document.querySelector('[data-testid="app-argocd-platform"] h3').__kept = true; });
+    await page.evaluate(() => { document.querySelector('[data-testid="app-argocd/platform"] h3').__kept = true; });
     await eventually(async () => (await axisEnd.textContent()) !== endBefore, { ms: 10000, what: 'the running sync\'s timeline to move on' });
-    assert.equal(await page.evaluate(() => document.querySelector('[data-testid="app-argocd-platform"] h3').__kept === true), true,
+    assert.equal(await page.evaluate(() => document.querySelector('[data-testid="app-argocd/platform"] h3').__kept === true), true,
       'the card\'s heading was rebuilt although only the timeline changed');
 
     // The fix: the gate turns Ready, and its wave gets a healthy mark at the gate's transition.

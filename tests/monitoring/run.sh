@@ -59,7 +59,7 @@ head -c 24 /dev/urandom | base64 | tr -d '=+/' >"$tmp/token"
 cargo build --quiet --bin wavegate
 # shellcheck source=tests/private-copy.sh
 source tests/private-copy.sh
-private_copy target/debug/wavegate "$tmp/wavegate" || die "target/debug/wavegate did not appear after cargo build"
+private_copy target/debug/wavegate "$tmp/wavegate" || die "no private copy of target/debug/wavegate to test (above: why)"
 "$tmp/wavegate" serve --listen "127.0.0.1:$port" --namespaces "$ns" --resync 1s \
   --status-validity 4s --annotate --token-file "$tmp/token" >"$out/monitoring-serve.log" 2>&1 &
 serve_pid=$!

@@ -39,14 +39,18 @@ cleanup() {
 trap cleanup EXIT
 
 # The binary under test, copied before anything else (see tests/private-copy.sh).
+# shellcheck source=tests/private-copy.sh
+source "$ROOT/tests/private-copy.sh"
 BIN="${WAVEGATE_RELEASE_BIN:-}"
 if [[ -z "$BIN" ]]; then
   BIN="$ROOT/target/debug/wavegate"
-  [[ -x "$ROOT/target/release/wavegate" && "$ROOT/target/release/wavegate" -nt "$BIN" ]] && BIN="$ROOT/target/release/wavegate"
+  RELEASE="$ROOT/target/release/wavegate"
+  # The newer build of the two. `-nt` is true when the debug binary is missing, as it is while
+  # cargo links it anew: wait for it, and take the release one only when both are there.
+  appeared "$BIN" || true
+  [[ -x "$RELEASE" && -e "$BIN" && "$RELEASE" -nt "$BIN" ]] && BIN="$RELEASE"
 fi
-# shellcheck source=tests/private-copy.sh
-source "$ROOT/tests/private-copy.sh"
-private_copy "$BIN" "$WORK/wavegate" || fail "$BIN missing (cargo build --bin wavegate)"
+private_copy "$BIN" "$WORK/wavegate" || fail "no private copy of $BIN to test (above: why)"
 
 # ------------------------------------------------------------- 1. actionlint ----
 ACTIONLINT="$("$ROOT/scripts/tools.sh" path actionlint)"
