@@ -149,9 +149,6 @@ pub(crate) async fn waves(
     peer: Option<Extension<Peer>>,
     query: Result<Query<Vec<(String, String)>>, axum::extract::rejection::QueryRejection>,
 ) -> Result<Response, ApiError> {
-    // The request's time began about now (`limits::bounded`); a tenth of it is left to write
-    // the answer once its parts are resolved.
-    let started = std::time::Instant::now();
     let Query(query) = query?;
     let apps = asked(&query)?;
     let scope = scope.as_ref().map(|Extension(s)| &**s);
@@ -160,14 +157,8 @@ pub(crate) async fn waves(
     let places = Places::new(state, caller);
     // A few at a time, in order, as the list of applications judges them.
     let in_flight = state.limits.applications_concurrency().min(apps.len());
-    let (served_at, parts) = resolved(
-        &apps,
-        in_flight,
-        started + state.limits.args.request_timeout * 9 / 10,
-        |a| resolve(state, scope, &places, a),
-        |_, answer| answer.read_stamp(&state.clusters),
-    )
-    .await;
+    let (served_at, parts) =
+        resolved(&apps, in_flight, |a| resolve(state, scope, &places, a)).await;
     let served_at = crate::timeline::rfc3339(served_at);
     let body = write(&served_at, apps, parts)
         .map(super::handlers::Pieces::of)
@@ -183,84 +174,34 @@ pub(crate) async fn waves(
     Ok((StatusCode::OK, headers, axum::body::Body::new(body)).into_response())
 }
 
-/// How many times a batch resolves the parts that no longer hold at the time it is served at.
-/// A part still past its time after that stopped holding as soon as it was judged (its
-/// judging outlasted its verdicts, or its cluster changed as often), and is served as its own
-/// endpoint serves such an answer.
-const ROUNDS: usize = 3;
-
 /// A part: its Application's view as its own endpoint would serve it, or why not.
 type Part = Result<Arc<ViewAnswer>, ApiError>;
 
-/// Every part, resolved `in_flight` at a time, and the time they are all served at.
+/// The time the answer is served at, then every part, resolved `in_flight` at a time, in order.
 ///
-/// The time is taken once every part is resolved, as the single endpoint takes it after its
-/// view, so that no part is newer than `now`. A part resolved early may by then no longer be
-/// what its own endpoint would answer: one of its verdicts has changed by itself (a grace
-/// period ending, a probe answer ageing; `kept`), or what it read has changed in the cluster
-/// (`stamp` of it, as it resolved and now, differs) while later parts were judged. Served at
-/// `now`, it would show what was true before `now` as true at it. Such parts are resolved again,
-/// and the time taken again; rounds after the first stop at `deadline`, so that looking again
-/// never costs the whole answer its request's time.
-async fn resolved<'a, F, Fut, St, S>(
+/// The time is taken before any part is resolved. Each part is then what its own endpoint
+/// answered at a time no earlier than `now`: a kept answer that still held when it was looked
+/// up, or a view judged after it. So no part says at `now` what had stopped being true by then
+/// (taken after the parts, `now` was as late as the slowest part, and a view kept earlier could
+/// be served at a time past its verdicts' expiry or after its objects changed). A view judged
+/// after `now` may name a time just past it; the timeline draws such a time where it is.
+async fn resolved<'a, F, Fut>(
     apps: &'a [Asked],
     in_flight: usize,
-    deadline: std::time::Instant,
     resolve: F,
-    stamp: St,
 ) -> (k8s_openapi::jiff::Timestamp, Vec<Part>)
 where
     F: Fn(&'a Asked) -> Fut,
     Fut: std::future::Future<Output = Part>,
-    St: Fn(&Asked, &ViewAnswer) -> S,
-    S: PartialEq,
 {
-    let (resolve, stamp) = (&resolve, &stamp);
-    let each = |which: Vec<usize>| {
-        futures::stream::iter(which)
-            .map(move |i| {
-                let part = resolve(&apps[i]);
-                async move {
-                    let part = part.await;
-                    let read = part.as_ref().ok().map(|answer| stamp(&apps[i], answer));
-                    (i, (part, read))
-                }
-            })
-            .buffered(in_flight)
-    };
-    let mut parts: Vec<(Part, Option<S>)> = (each((0..apps.len()).collect()))
-        .map(|(_, part)| part)
+    let served_at = k8s_openapi::jiff::Timestamp::now();
+    let resolve = &resolve;
+    let parts = futures::stream::iter(0..apps.len())
+        .map(move |i| resolve(&apps[i]))
+        .buffered(in_flight)
         .collect()
         .await;
-    let mut round = 1;
-    loop {
-        let served_at = k8s_openapi::jiff::Timestamp::now();
-        let at = std::time::Instant::now();
-        let stale: Vec<usize> = (apps.iter().zip(&parts).enumerate())
-            .filter(|(_, (a, (part, read)))| {
-                part.as_ref().is_ok_and(|answer| {
-                    !answer.holds_at(at) || read.as_ref() != Some(&stamp(a, answer))
-                })
-            })
-            .map(|(i, _)| i)
-            .collect();
-        if stale.is_empty() || round == ROUNDS {
-            return (served_at, parts.into_iter().map(|(part, _)| part).collect());
-        }
-        let again = each(stale);
-        let mut again = std::pin::pin!(again);
-        let redone = tokio::time::timeout_at(deadline.into(), async {
-            while let Some((i, part)) = again.next().await {
-                parts[i] = part;
-            }
-        })
-        .await;
-        if redone.is_err() {
-            let served_at = k8s_openapi::jiff::Timestamp::now();
-            return (served_at, parts.into_iter().map(|(part, _)| part).collect());
-        }
-        round += 1;
-    }
+    (served_at, parts)
 }
 
 /// One Application's view as its own route would serve it: through Argo CD's proxy, admitted
@@ -412,41 +353,38 @@ mod tests {
         }
     }
 
-    /// The first Application's kept view turns (a grace period ends) while the second is
-    /// judged: served as it was, it would say at the answer's `now` what was true before it.
-    /// It is resolved again, and the view served is the one that holds at `now`.
+    /// The answer's `now` is taken before any part is resolved: a part kept, or judged, while
+    /// a slower one was judged is never served at a time later than it was looked up at.
     #[tokio::test]
-    async fn a_view_that_turned_while_others_were_judged_is_resolved_again() {
-        use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
-        use std::time::{Duration, Instant};
+    async fn the_answers_time_is_no_later_than_any_part() {
+        use std::time::Duration;
         let apps = asked(&query(&[("app", "argocd/kept"), ("app", "argocd/slow")])).unwrap();
-        let kept_resolved = AtomicUsize::new(0);
+        let looked_up = std::sync::Mutex::new(Vec::new());
         let resolve = |a: &Asked| {
-            let kept = (a.name == "kept").then(|| kept_resolved.fetch_add(1, SeqCst));
+            let looked_up = &looked_up;
+            let slow = a.name == "slow";
             async move {
-                let answer = match kept {
-                    // Its first view holds for 50 ms more, the next for good.
-                    Some(n) => ViewAnswer::test(
-                        format!("\"kept {n}\"").as_bytes(),
-                        (n == 0).then(|| Instant::now() + Duration::from_millis(50)),
-                    ),
-                    None => {
-                        tokio::time::sleep(Duration::from_millis(300)).await;
-                        ViewAnswer::test(b"\"slow\"", None)
-                    }
-                };
-                Ok(Arc::new(answer))
+                if slow {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                }
+                looked_up
+                    .lock()
+                    .unwrap()
+                    .push(k8s_openapi::jiff::Timestamp::now());
+                Ok(Arc::new(ViewAnswer::test(b"\"view\"", None)))
             }
         };
-        let (_, parts) = resolved(&apps, 1, far(), resolve, |_, _| ()).await;
-        assert_eq!(view(&parts[0]), "\"kept 1\"", "served past its time");
-        assert_eq!(view(&parts[1]), "\"slow\"");
-        assert_eq!(kept_resolved.load(SeqCst), 2);
-    }
-
-    /// No deadline for looking again within a test's time.
-    fn far() -> std::time::Instant {
-        std::time::Instant::now() + std::time::Duration::from_secs(3600)
+        let (served_at, parts) = resolved(&apps, 2, resolve).await;
+        assert_eq!(parts.len(), 2);
+        let looked_up = looked_up.into_inner().unwrap();
+        assert_eq!(looked_up.len(), 2);
+        for at in looked_up {
+            assert!(
+                served_at <= at,
+                "served at {served_at}, a part looked up at {at}"
+            );
+        }
+        assert_eq!(view(&parts[0]), "\"view\"");
     }
 
     /// The text of a part's view.
@@ -454,80 +392,6 @@ mod tests {
         let answer = part.as_ref().expect("a view");
         let [head, ..] = answer.pieces_at(&Bytes::new());
         String::from_utf8(head.to_vec()).unwrap()
-    }
-
-    /// The first Application is served from its kept answer (Healthy); its Deployment then
-    /// fails while the second is judged for seconds. Served as it was under a `now` after the
-    /// failure, it would say Healthy at a time it was not: what it read changed since it was
-    /// resolved, so it is resolved again.
-    #[tokio::test]
-    async fn a_kept_view_whose_objects_changed_while_others_were_judged_is_resolved_again() {
-        use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::SeqCst};
-        use std::time::Duration;
-        let apps = asked(&query(&[("app", "argocd/kept"), ("app", "argocd/slow")])).unwrap();
-        let kept_resolved = AtomicUsize::new(0);
-        // The changes seen in the first Application's cluster.
-        let changes = AtomicU64::new(0);
-        let resolve = |a: &Asked| {
-            let kept = (a.name == "kept").then(|| kept_resolved.fetch_add(1, SeqCst));
-            let changes = &changes;
-            async move {
-                let body = match kept {
-                    Some(n) => format!("\"kept {n}\""),
-                    None => {
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        changes.fetch_add(1, SeqCst);
-                        tokio::time::sleep(Duration::from_millis(50)).await;
-                        "\"slow\"".into()
-                    }
-                };
-                Ok(Arc::new(ViewAnswer::test(body.as_bytes(), None)))
-            }
-        };
-        let stamp = |a: &Asked, _: &ViewAnswer| (a.name == "kept").then(|| changes.load(SeqCst));
-        let (_, parts) = resolved(&apps, 1, far(), resolve, stamp).await;
-        assert_eq!(
-            view(&parts[0]),
-            "\"kept 1\"",
-            "served from before the change"
-        );
-        assert_eq!(
-            view(&parts[1]),
-            "\"slow\"",
-            "judged once: nothing it read changed"
-        );
-        assert_eq!(kept_resolved.load(SeqCst), 2);
-    }
-
-    /// A part whose cluster changes as often as it is looked at, and whose judging then takes
-    /// long: looking again stops at the deadline, and the answer is served in the request's
-    /// time rather than abandoned with 503.
-    #[tokio::test]
-    async fn looking_again_stops_at_the_deadline() {
-        use std::sync::atomic::{AtomicU64, Ordering::SeqCst};
-        use std::time::{Duration, Instant};
-        let apps = asked(&query(&[("app", "argocd/busy")])).unwrap();
-        let first = std::sync::atomic::AtomicBool::new(true);
-        let resolve = |_: &Asked| {
-            let first = first.swap(false, SeqCst);
-            async move {
-                if !first {
-                    tokio::time::sleep(Duration::from_secs(60)).await;
-                }
-                Ok(Arc::new(ViewAnswer::test(b"\"first\"", None)))
-            }
-        };
-        let changes = AtomicU64::new(0);
-        let stamp = |_: &Asked, _: &ViewAnswer| changes.fetch_add(1, SeqCst);
-        let deadline = Instant::now() + Duration::from_millis(200);
-        let started = Instant::now();
-        let (_, parts) = resolved(&apps, 1, deadline, resolve, stamp).await;
-        assert!(
-            started.elapsed() < Duration::from_secs(5),
-            "{:?}",
-            started.elapsed()
-        );
-        assert_eq!(view(&parts[0]), "\"first\"");
     }
 
     #[test]

@@ -408,23 +408,11 @@ impl ViewAnswer {
         answer
     }
 
-    /// Whether it is still what a fresh judgement would say at `at`, but for what changed in
-    /// the clusters since it was read.
-    pub(crate) fn holds_at(&self, at: std::time::Instant) -> bool {
-        self.valid_until.is_none_or(|until| at < until)
-    }
-
     /// The stamp, now, of the clusters it read; `None` when they cannot be vouched for, so
     /// that nothing is kept or served from what they were.
     pub(crate) fn stamp(&self, clusters: &Clusters) -> Option<crate::clusters::Stamp> {
         let read = self.read.iter().map(|c| &**c);
-        Clusters::vouched(read).then(|| self.read_stamp(clusters))
-    }
-
-    /// The stamp, now, of the clusters it read, vouched for or not: it differs from an earlier
-    /// one when anything those caches saw has changed since.
-    pub(crate) fn read_stamp(&self, clusters: &Clusters) -> crate::clusters::Stamp {
-        clusters.stamp(self.read.iter().map(|c| &**c))
+        Clusters::vouched(read).then(|| clusters.stamp(self.read.iter().map(|c| &**c)))
     }
 
     /// `body` with [`NOW`] in it, split there.

@@ -628,11 +628,13 @@ mod tests {
                 .body(Body::empty())
                 .unwrap();
             let resp = self.app.clone().oneshot(req).await.unwrap();
-            assert_eq!(resp.status(), 200);
-            let now = resp.headers()["wavegate-now"].to_str().unwrap().to_string();
+            let status = resp.status();
+            let now = resp.headers().get("wavegate-now").cloned();
             let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
                 .await
                 .unwrap();
+            assert_eq!(status, 200, "{}", String::from_utf8_lossy(&body));
+            let now = now.expect("Wavegate-Now").to_str().unwrap().to_string();
             (now, body)
         }
 
