@@ -14,7 +14,7 @@ import { wavegateUrl, WAVEGATE_TOKEN, launch, screenshot, guardNetwork, apiGet, 
 const run = promisify(execFile);
 const KUBECTL = process.env.KUBECTL || 'kubectl';
 const BASE = wavegateUrl(); // throws (fails the file) when WAVEGATE_URL is unset
-const GATE = '[data-testid="gate-cicd-forgejo-ready"]';
+const GATE = '[data-testid="gate-cicd/forgejo-ready"]';
 const APP = '[data-testid="app-argocd/platform"]';
 
 async function kubectl(...args) {
