@@ -7,11 +7,18 @@
 # so), and every later run of it can be a different build than the test began with. Retried for
 # 10 s while SRC is missing; on failure, says on stderr what failed.
 private_copy() {
-  local src="$1" dest="$2" why _
+  local src="$1" dest="$2" why present=0 _
   for _ in $(seq 1 50); do
     why="$(install -m 0755 "$src" "$dest" 2>&1)" && return 0
-    # Only a missing SRC is waited for: any other failure (no space, DEST's directory gone) stays.
-    [[ -e "$src" ]] && break
+    # A missing SRC is waited for, and so is one that was missing when install opened it and
+    # is back now (cargo put the new build in place meanwhile): only a failure with SRC there
+    # at two looks running (no space, DEST's directory gone) stays.
+    if [[ -e "$src" ]]; then
+      present=$((present + 1))
+      ((present >= 2)) && break
+    else
+      present=0
+    fi
     sleep 0.2
   done
   if [[ -e "$src" ]]; then

@@ -16,7 +16,7 @@
 # The binary: $WAVEGATE_RELEASE_BIN, default target/release/wavegate when it is newer than the
 # debug one, else target/debug/wavegate. Both link glibc dynamically, as the Dockerfile's release
 # build on rust:1-bookworm does, so both run on the same Debian 12 libraries; the release build
-# (lto = "thin") is too costly for every CI run on 2 cores (docs/benchmarks.md).
+# (whole-program LTO) is too costly for every CI run on 2 cores (docs/benchmarks.md).
 #
 # Needs: apt-get + dpkg (Debian 12), bwrap (Debian's bubblewrap), setpriv, curl, go, and the local
 # control plane up (scripts/control-plane.sh up).
@@ -47,8 +47,12 @@ if [[ -z "$BIN" ]]; then
   RELEASE="$ROOT/target/release/wavegate"
   # The newer build of the two. `-nt` is true when the debug binary is missing, as it is while
   # cargo links it anew: wait for it, and take the release one only when both are there.
-  appeared "$BIN" || true
-  [[ -x "$RELEASE" && -e "$BIN" && "$RELEASE" -nt "$BIN" ]] && BIN="$RELEASE"
+  if ! appeared "$BIN"; then
+    # No debug build at all (a checkout built for release only): the release one.
+    [[ -x "$RELEASE" ]] && BIN="$RELEASE"
+  elif [[ -x "$RELEASE" && "$RELEASE" -nt "$BIN" ]]; then
+    BIN="$RELEASE"
+  fi
 fi
 private_copy "$BIN" "$WORK/wavegate" || fail "no private copy of $BIN to test (above: why)"
 
