@@ -8,8 +8,8 @@
 //!    parameters are named, and the registry of check kinds; what the cache keeps of pods, Services and EndpointSlices; typed
 //!    reads of JSON objects; Argo CD's wildcards (argocd-cm keys);
 //! 2. [`argocd_lua`] — Argo CD's health scripts run in its sandbox, and where they come from;
-//! 3. [`metrics`], [`checks`], `table`, `store_index` — counters; the pure check functions;
-//!    kubectl-style tables; the views' store;
+//! 3. [`metrics`], [`checks`], `table`, `store_index`, [`app_status`] — counters; the pure check
+//!    functions; kubectl-style tables; the views' store; an Application's resource lists, compact;
 //! 4. [`cache`], [`probe`], [`written`], [`leader`], [`events`], `progress`, [`lint`] — the
 //!    watch cache; CockroachDB probes; what the writers share; which replica writes; which
 //!    Event a transition deserves; `wavegate wait`'s output; wave order and readiness found in
@@ -64,6 +64,7 @@
 mod adding_a_kind;
 pub mod annotate;
 pub mod api;
+pub mod app_status;
 pub mod argocd_lua;
 pub(crate) mod ask;
 pub mod cache;

@@ -16,6 +16,7 @@
 //! the same manifests. Argo CD's argocd-cm is not read (a ConfigMap): the rules count only
 //! Argo CD's built-in health checks, as `wavegate lint` does without `--argocd-cm`.
 
+use crate::app_status::{App, text};
 use crate::cache::Cache;
 use crate::evaluate::Evaluator;
 use crate::json::At;
@@ -360,34 +361,29 @@ pub(crate) struct Listed {
 /// types are what the last sync recorded for it (`syncResult.resources[].hookType`, one result
 /// per phase it ran in); hooks that sync deleted again are not listed, and neither are they
 /// in the manifests' live objects.
-pub(crate) fn lint_resources(app: &Value) -> Vec<Listed> {
-    let Some(list) = app.array_at("/status/resources") else {
-        return Vec::new();
-    };
-    let results = app
-        .array_at("/status/operationState/syncResult/resources")
-        .map(Vec::as_slice)
-        .unwrap_or_default();
-    list.iter()
+pub(crate) fn lint_resources(app: &App) -> Vec<Listed> {
+    let lists = app.lists();
+    lists
+        .resources
+        .iter()
         .map(|r| {
-            let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
             let resource = ResourceRef {
-                group: s("group"),
-                version: s("version"),
-                kind: s("kind"),
-                namespace: s("namespace"),
-                name: s("name"),
+                group: text(&r.group).to_string(),
+                version: text(&r.version).to_string(),
+                kind: text(&r.kind).to_string(),
+                namespace: text(&r.namespace).to_string(),
+                name: text(&r.name).to_string(),
             };
-            let hook = if r.get("hook").and_then(Value::as_bool).unwrap_or(false) {
+            let hook = if r.hook {
                 let mut types: Vec<&str> = Vec::new();
-                for t in results
-                    .iter()
+                for t in (lists.results.iter())
                     .filter(|x| {
-                        ["group", "kind", "namespace", "name"]
-                            .iter()
-                            .all(|k| x.get(*k).and_then(Value::as_str).unwrap_or("") == s(k))
+                        text(&x.group) == resource.group
+                            && text(&x.kind) == resource.kind
+                            && text(&x.namespace) == resource.namespace
+                            && text(&x.name) == resource.name
                     })
-                    .filter_map(|x| x.get("hookType").and_then(Value::as_str))
+                    .filter_map(|x| x.hook_type.as_deref())
                 {
                     if !t.is_empty() && !types.contains(&t) {
                         types.push(t);
@@ -403,7 +399,7 @@ pub(crate) fn lint_resources(app: &Value) -> Vec<Listed> {
             };
             Listed {
                 resource,
-                wave: r.get("syncWave").and_then(Value::as_i64).unwrap_or(0),
+                wave: r.sync_wave,
                 hook,
             }
         })
@@ -616,7 +612,7 @@ mod tests {
 
     /// What the waves view lints for `app`, the live objects read as `manifests` show them.
     fn live_findings(app: &Value, manifests: &[Value]) -> Vec<(Rule, String)> {
-        let objects: Vec<Object> = lint_resources(app)
+        let objects: Vec<Object> = lint_resources(&App::of(app.clone()))
             .into_iter()
             .map(|l| {
                 let m = manifests
@@ -753,7 +749,7 @@ mod tests {
                  "name": "web", "syncWave": 1},
                 {"group": "", "version": "v1", "kind": "ConfigMap", "namespace": "shop",
                  "name": "conf"}]}});
-        let listed = lint_resources(&app);
+        let listed = lint_resources(&App::of(app.clone()));
         let (kept, policy) = (Kept::default(), CheckPolicy::default());
         let read = || async {
             fed::settle().await;

@@ -24,6 +24,7 @@
 //! `--notice-interval`, and none when the notice on the Application is already the one wanted:
 //! a settled system sends none.
 
+use crate::app_status::App;
 use crate::cache::{CacheError, Change};
 use crate::deps::{Dep, DepIndex};
 use crate::evaluate::Evaluator;
@@ -110,27 +111,24 @@ pub struct HeldBy {
 
 /// The WaveGates (namespace, name) Argo CD's running sync of `app` waits for; empty when no
 /// sync runs or when the Application is being deleted.
-pub fn holding_gates(app: &Value) -> Vec<(String, String)> {
+pub fn holding_gates(app: &App) -> Vec<(String, String)> {
     if app.str_at("/metadata/deletionTimestamp").is_some()
         || app.str_at("/status/operationState/phase") != Some("Running")
     {
         return Vec::new();
     }
     let app_ns = app.str_at("/metadata/namespace").unwrap_or_default();
-    app.array_at("/status/operationState/syncResult/resources")
-        .into_iter()
-        .flatten()
+    (app.lists().results.iter())
         .filter(|r| {
-            r.str_at("/group") == Some("wavegate.dev")
-                && r.str_at("/kind") == Some("WaveGate")
-                && r.str_at("/hookPhase") == Some("Running")
+            r.group.as_deref() == Some("wavegate.dev")
+                && r.kind.as_deref() == Some("WaveGate")
+                && r.hook_phase.as_deref() == Some("Running")
         })
         .filter_map(|r| {
-            let name = r.str_at("/name")?.to_string();
+            let name = r.name.as_deref()?.to_string();
             // A namespaced resource without a namespace goes to the destination's; the gate
             // lookup below only needs a name to say "not found" when that differs.
-            let ns = r
-                .str_at("/namespace")
+            let ns = (r.namespace.as_deref())
                 .or_else(|| app.str_at("/spec/destination/namespace"))
                 .unwrap_or(app_ns)
                 .to_string();
@@ -140,18 +138,15 @@ pub fn holding_gates(app: &Value) -> Vec<(String, String)> {
 }
 
 /// The sync wave `app` records for a gate (`status.resources[].syncWave`), else 0.
-pub fn wave_of(app: &Value, namespace: &str, name: &str) -> i64 {
-    app.array_at("/status/resources")
-        .into_iter()
-        .flatten()
+pub fn wave_of(app: &App, namespace: &str, name: &str) -> i64 {
+    (app.lists().resources.iter())
         .find(|r| {
-            r.str_at("/group") == Some("wavegate.dev")
-                && r.str_at("/kind") == Some("WaveGate")
-                && r.str_at("/name") == Some(name)
-                && r.str_at("/namespace").unwrap_or(namespace) == namespace
+            r.group.as_deref() == Some("wavegate.dev")
+                && r.kind.as_deref() == Some("WaveGate")
+                && r.name.as_deref() == Some(name)
+                && r.namespace.as_deref().unwrap_or(namespace) == namespace
         })
-        .and_then(|r| r.i64_at("/syncWave"))
-        .unwrap_or(0)
+        .map_or(0, |r| r.sync_wave)
 }
 
 /// The gate's verdict for its current generation (a status about an older spec says nothing
@@ -424,7 +419,7 @@ impl Notices {
     async fn notice(&self, key: &Key) -> Result<Action, NoticeError> {
         let (ns, name) = key;
         let cache = self.evaluator.cache();
-        let Some(app) = cache.object(&APPLICATIONS, ns, name).await? else {
+        let Some(app) = cache.application(ns, name).await? else {
             self.forget(key);
             return Ok(Action::await_change());
         };

@@ -30,6 +30,7 @@
 //!   is unknown and said to be; a wave's healthy time is known only when every resource in it has
 //!   one.
 
+use crate::app_status::{App, ResourceResult, text};
 use crate::cache::{ARGOCD_MANAGER, Cache, CacheError};
 use crate::hashing::FastMap;
 use crate::health::HealthStatus;
@@ -217,13 +218,15 @@ type ResultKey<'a> = (&'a str, &'a str, &'a str, &'a str);
 /// resource of the view finds its result in constant time (an Application of 2,000 resources
 /// would otherwise scan 2,000 results 2,000 times). The first entry for a resource wins, as a
 /// scan in order would find it.
-fn sync_results(results: &[Value]) -> FastMap<ResultKey<'_>, &Value> {
-    fn s<'v>(v: &'v Value, k: &str) -> &'v str {
-        v.get(k).and_then(Value::as_str).unwrap_or("")
-    }
+fn sync_results(results: &[ResourceResult]) -> FastMap<ResultKey<'_>, &ResourceResult> {
     let mut out = FastMap::with_capacity_and_hasher(results.len(), Default::default());
-    for x in results.iter().filter(|x| s(x, "hookType").is_empty()) {
-        let key = (s(x, "group"), s(x, "kind"), s(x, "namespace"), s(x, "name"));
+    for x in results.iter().filter(|x| text(&x.hook_type).is_empty()) {
+        let key = (
+            text(&x.group),
+            text(&x.kind),
+            text(&x.namespace),
+            text(&x.name),
+        );
         out.entry(key).or_insert(x);
     }
     out
@@ -250,17 +253,14 @@ fn sync_window(app: &Value) -> Option<(SyncWindow, Timestamp, Option<Timestamp>)
 /// The last sync as `status.operationState` records it: its window and its results.
 pub(crate) struct LastSync<'a> {
     window: Option<(SyncWindow, Timestamp, Option<Timestamp>)>,
-    results: FastMap<ResultKey<'a>, &'a Value>,
+    results: FastMap<ResultKey<'a>, &'a ResourceResult>,
     running: bool,
 }
 
 impl<'a> LastSync<'a> {
-    pub(crate) fn of(app: &'a Value) -> LastSync<'a> {
+    pub(crate) fn of(app: &'a App) -> LastSync<'a> {
         let window = sync_window(app);
-        let results = app
-            .array_at("/status/operationState/syncResult/resources")
-            .map(|r| sync_results(r))
-            .unwrap_or_default();
+        let results = sync_results(&app.lists().results);
         let running = window.as_ref().is_some_and(|(w, ..)| w.phase == "Running");
         LastSync {
             window,
@@ -286,7 +286,7 @@ impl<'a> LastSync<'a> {
             r.name.as_str(),
         );
         let x = self.results.get(&key)?;
-        Some(x.get("status").and_then(Value::as_str))
+        Some(x.status.as_deref())
     }
 }
 
@@ -476,7 +476,7 @@ pub(crate) fn assemble_by<'r, R: 'r, T>(
 /// Build the timeline from the Application, its judged waves and what was read from each live
 /// object (`live`), at `now`. Pure: the clock and the cluster are inputs.
 pub(crate) fn build(
-    app: &Value,
+    app: &App,
     waves: &Waves,
     live: impl Fn(&ResourceRef) -> Live,
     now: Timestamp,
@@ -507,7 +507,7 @@ pub(crate) fn build(
 pub(crate) async fn of(
     cache: &Cache,
     policy: &CheckPolicy,
-    app: &Value,
+    app: &App,
     waves: &Waves,
     now: Timestamp,
 ) -> Timeline {
@@ -836,6 +836,16 @@ mod tests {
     fn result(group: &str, kind: &str, name: &str) -> Value {
         json!({"group": group, "version": "v1", "kind": kind, "namespace": "cicd", "name": name,
                "status": "Synced", "message": format!("{kind} {name} created"), "syncPhase": "Sync"})
+    }
+
+    /// [`super::build`] of an Application's whole JSON, as the tests edit it.
+    fn build(
+        app: &Value,
+        waves: &Waves,
+        live: impl Fn(&ResourceRef) -> Live,
+        now: Timestamp,
+    ) -> Timeline {
+        super::build(&App::of(app.clone()), waves, live, now)
     }
 
     /// Argo CD mid-sync: waves 0 and 1 applied, waiting on the gate in wave 2, wave 3 not reached.

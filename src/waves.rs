@@ -5,6 +5,7 @@
 //! (`ResourceStatus` in pkg/apis/application/v1alpha1/types.go). Since Argo CD 3.0 the
 //! per-resource `health` there is not persisted by default, so it is used only as a last resort.
 
+use crate::app_status::{App, text};
 use crate::ask::Ask;
 use crate::cache::Decoded;
 use crate::clusters::Clusters;
@@ -20,7 +21,6 @@ use crate::views::{TrackingMethod, managing_app};
 use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::Serialize;
-use serde_json::Value;
 use std::time::{Duration, Instant};
 
 pub(crate) mod listing;
@@ -299,30 +299,22 @@ pub(crate) type Managed = (ResourceRef, i64, Option<Verdict>);
 
 /// The resources of an Application with their waves, skipping hooks (they run during a sync
 /// phase and are not part of any wave's health).
-pub(crate) fn managed_resources(app: &Value) -> Vec<Managed> {
-    let Some(list) = app.array_at("/status/resources") else {
-        return Vec::new();
-    };
-    list.iter()
-        .filter(|r| !r.get("hook").and_then(Value::as_bool).unwrap_or(false))
+pub(crate) fn managed_resources(app: &App) -> Vec<Managed> {
+    app.lists()
+        .resources
+        .iter()
+        .filter(|r| !r.hook)
         .map(|r| {
-            let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
             let resource = ResourceRef {
-                group: s("group"),
-                version: s("version"),
-                kind: s("kind"),
-                namespace: s("namespace"),
-                name: s("name"),
+                group: text(&r.group).to_string(),
+                version: text(&r.version).to_string(),
+                kind: text(&r.kind).to_string(),
+                namespace: text(&r.namespace).to_string(),
+                name: text(&r.name).to_string(),
             };
-            let reported = r
-                .get("health")
-                .and_then(|h| serde_json::from_value::<Verdict>(h.clone()).ok())
-                .or_else(|| without_health_check(&resource, &s("status")));
-            (
-                resource,
-                r.get("syncWave").and_then(Value::as_i64).unwrap_or(0),
-                reported,
-            )
+            let reported = (r.health.as_deref().cloned())
+                .or_else(|| without_health_check(&resource, text(&r.status)));
+            (resource, r.sync_wave, reported)
         })
         .collect()
 }
@@ -533,7 +525,7 @@ fn gate_verdict(gate: Option<Decoded<WaveGate>>, r: &ResourceRef) -> Verdict {
 pub(crate) async fn view(
     clusters: &Clusters,
     policy: &CheckPolicy,
-    app: &Value,
+    app: &App,
     scope: Option<&ViewScope>,
 ) -> Waves {
     match clusters.of_application(app) {
@@ -541,7 +533,7 @@ pub(crate) async fn view(
         Err(why) => {
             let s = |p: &str| app.str_at(p).unwrap_or("");
             let (namespace, name) = (s("/metadata/namespace"), s("/metadata/name"));
-            let health = crate::checks::application::check(namespace, name, Some(app));
+            let health = crate::checks::application::check(namespace, name, Some(app.json()));
             let judged = managed_resources(app)
                 .into_iter()
                 .map(|(r, wave, _)| {
@@ -561,7 +553,7 @@ pub(crate) async fn view_with_findings(
     clusters: &Clusters,
     policy: &CheckPolicy,
     runs: &crate::live_lint::Runs,
-    app: &Value,
+    app: &App,
     scope: Option<&ViewScope>,
 ) -> Waves {
     let mut waves = view(clusters, policy, app, scope).await;
@@ -577,7 +569,7 @@ pub(crate) async fn findings(
     clusters: &Clusters,
     policy: &CheckPolicy,
     runs: &crate::live_lint::Runs,
-    app: &Value,
+    app: &App,
     scope: Option<&ViewScope>,
 ) -> (LiveLint, Option<Instant>) {
     let mut unsure_lint = false;
@@ -651,12 +643,12 @@ pub(crate) const JUDGED_AT_ONCE: usize = 32;
 async fn view_in(
     evaluator: &Evaluator,
     policy: &CheckPolicy,
-    app: &Value,
+    app: &App,
     scope: Option<&ViewScope>,
 ) -> Waves {
     let namespace = app.str_at("/metadata/namespace").unwrap_or("");
     let name = app.str_at("/metadata/name").unwrap_or("");
-    let health = crate::checks::application::check(namespace, name, Some(app));
+    let health = crate::checks::application::check(namespace, name, Some(app.json()));
     let scoped = scope.map(|scope| Scoped {
         scope,
         instance: instance_name(namespace, name, &scope.argocd_namespace),
@@ -1106,7 +1098,7 @@ mod tests {
             {"kind": "Job", "name": "wait", "namespace": "x", "hook": true, "syncWave": 2},
             {"kind": "Service", "name": "s", "namespace": "x", "version": "v1", "syncWave": -1}
         ]}});
-        let rs = managed_resources(&app);
+        let rs = managed_resources(&App::of(app));
         assert_eq!(rs.len(), 1);
         assert_eq!(rs[0].1, -1);
     }
@@ -1133,7 +1125,7 @@ mod tests {
     }
 
     /// What the cache keeps of a WaveGate: parsed as the JSON it stores would be.
-    fn decoded(gate: Value) -> Decoded<WaveGate> {
+    fn decoded(gate: serde_json::Value) -> Decoded<WaveGate> {
         serde_json::from_value(gate)
             .map(std::sync::Arc::new)
             .map_err(std::sync::Arc::new)
@@ -1167,7 +1159,7 @@ mod tests {
             {"group": "", "version": "v1", "kind": "ConfigMap", "namespace": "cicd", "name": "next-app", "status": "Synced", "syncWave": 5},
             {"group": "", "version": "v1", "kind": "ConfigMap", "namespace": "cicd", "name": "later", "status": "OutOfSync", "syncWave": 6},
             {"group": "", "version": "v1", "kind": "Pod", "namespace": "cicd", "name": "bare", "status": "Synced", "syncWave": 6}]}});
-        let listed = managed_resources(&app);
+        let listed = managed_resources(&App::of(app));
         let health = |name: &str| {
             listed
                 .iter()

@@ -3,6 +3,7 @@ use super::error::Reading;
 use super::extract::{ApiPath, ApiQuery};
 use super::scope::AppScope;
 use super::{ApiError, AppState};
+use crate::app_status::App;
 use crate::ask::Ask;
 use crate::cache::CacheError;
 use crate::clusters::Clusters;
@@ -267,8 +268,7 @@ pub(crate) async fn applications(
     // Taken before any read: a change while judging leaves what is kept stale, never newer.
     let stamp = state.clusters.stamp(clusters.iter().map(|c| &**c));
     let read_at = std::time::Instant::now();
-    let kind = CheckKind::APPLICATION.kind();
-    let mut apps = match state.clusters.home().cache.objects(&kind, None).await {
+    let mut apps = match state.clusters.home().cache.applications(None).await {
         Ok(apps) => apps,
         Err(CacheError::NotInstalled(_)) => Vec::new(),
         Err(e) => return Err(e.into()),
@@ -649,7 +649,8 @@ pub(crate) async fn view_answer(
     name: &str,
     scope: Option<&AppScope>,
 ) -> Result<Arc<ViewAnswer>, ApiError> {
-    let target = Target::new(CheckKind::APPLICATION, namespace, name)?;
+    // Names as a check of the Application would take them: a bad one is a 400, not a 404.
+    Target::new(CheckKind::APPLICATION, namespace, name)?;
     let view_scope = scope.map(AppScope::view_scope);
     let key = ViewKey::of(namespace, name, view_scope.as_ref());
     let now = std::time::Instant::now();
@@ -672,7 +673,7 @@ pub(crate) async fn view_answer(
         .clusters
         .home()
         .cache
-        .object(&target.resource.kind(), namespace, name)
+        .application(namespace, name)
         .await
         .map_err(|e| ApiError::reading(e, Reading::Application))?
         .ok_or_else(|| ApiError::NotFound(format!("Application {namespace}/{name} not found")))?;
@@ -734,7 +735,7 @@ pub(crate) async fn view_answer(
 /// with [`NOW`] for the time it is served; and when it may change with time alone.
 async fn judged_afresh(
     state: &AppState,
-    app: &serde_json::Value,
+    app: &App,
     view_scope: Option<&waves::ViewScope>,
     destination: &Result<Arc<crate::clusters::Cluster>, crate::clusters::ClusterError>,
 ) -> (WavesWithTimeline, Option<std::time::Instant>) {
@@ -768,7 +769,7 @@ async fn judged_afresh(
 
 /// [`judged_afresh`], serialised: what a view's answer is, whatever rows were kept.
 #[cfg(test)]
-pub(crate) async fn afresh(state: &AppState, app: &serde_json::Value) -> Vec<u8> {
+pub(crate) async fn afresh(state: &AppState, app: &App) -> Vec<u8> {
     let destination = state.clusters.destination_of(app);
     let (view, _) = judged_afresh(state, app, None, &destination).await;
     serde_json::to_vec(&view).unwrap()
@@ -894,10 +895,10 @@ mod tests {
             "\u{1}wavegate-now\u{1}".to_string(),
             "\u{1}wavegate-now-00000000000000000000000000000000\u{1}".to_string(),
         ] {
-            let app = serde_json::json!({"status": {"resources": [{
+            let app = App::of(serde_json::json!({"status": {"resources": [{
                 "group": "example.com", "version": "v1", "kind": "Widget",
                 "namespace": "shop", "name": "w",
-                "health": {"status": "Progressing", "message": forged}}]}});
+                "health": {"status": "Progressing", "message": forged}}]}}));
             let (resource, _, reported) = crate::waves::managed_resources(&app)
                 .into_iter()
                 .next()

@@ -22,6 +22,7 @@
 //! rests on reads alone is kept), so a row that holds never outlives one; the answer's own
 //! expiry is that of the rows built afresh and of live lint, as before.
 
+use crate::app_status::App;
 use crate::evaluate::{Evaluator, Holding};
 use crate::hashing::FastMap;
 use crate::health::Verdict;
@@ -29,7 +30,6 @@ use crate::policy::CheckPolicy;
 use crate::resource::ResourceRef;
 use crate::timeline::{self, LastSync, Timed, WavesWithTimeline};
 use crate::waves::{self, JudgedResource, JudgedRow, Managed, Rests, Wave, Waves};
-use serde_json::Value;
 use serde_json::value::RawValue;
 use std::collections::HashMap;
 use std::sync::{Arc, Weak};
@@ -108,14 +108,14 @@ pub(crate) async fn assemble(
     evaluator: &Arc<Evaluator>,
     policy: &CheckPolicy,
     runs: &crate::live_lint::Runs,
-    app: &Value,
+    app: &App,
     last: Option<&Rows>,
     now_marker: &str,
 ) -> Result<Assembled, serde_json::Error> {
     use crate::json::At;
     let namespace = app.str_at("/metadata/namespace").unwrap_or("");
     let name = app.str_at("/metadata/name").unwrap_or("");
-    let health = crate::checks::application::check(namespace, name, Some(app));
+    let health = crate::checks::application::check(namespace, name, Some(app.json()));
     let listing = waves::listing::of(app);
     let sync = LastSync::of(app);
     let last = last.filter(|l| {
@@ -650,9 +650,8 @@ mod tests {
             // Past the coalesced verdicts' millisecond.
             tokio::time::sleep(Duration::from_millis(2)).await;
             let (now, served) = self.serve().await;
-            let kind = GroupResource::new("argoproj.io", "applications");
             let home = self.state.clusters.home();
-            let app = home.cache.object(&kind, NS, "shop").await.unwrap().unwrap();
+            let app = home.cache.application(NS, "shop").await.unwrap().unwrap();
             crate::evaluate::tests::KEEP_NOTHING.set(true);
             let fresh = afresh(&self.state, &app).await;
             crate::evaluate::tests::KEEP_NOTHING.set(false);

@@ -29,6 +29,7 @@
 
 use super::error::Reading;
 use super::{ApiError, AppState};
+use crate::app_status::{App, text};
 use crate::clusters::{Cluster, ClusterError};
 use crate::evaluate::Evaluator;
 use crate::json::At;
@@ -133,7 +134,7 @@ impl AppScope {
             .clusters
             .home()
             .cache
-            .object(&CheckKind::APPLICATION.kind(), namespace, name)
+            .application(namespace, name)
             .await
             .map_err(|e| ApiError::reading(e, Reading::Scope(&what)))?
             .ok_or_else(|| {
@@ -378,19 +379,13 @@ impl AppScope {
 }
 
 /// Every entry of `status.resources`, hooks included (they are the application's too).
-fn owned(app: &Value) -> Vec<Owned> {
-    let Some(list) = app.array_at("/status/resources") else {
-        return Vec::new();
-    };
-    list.iter()
-        .map(|r| {
-            let s = |k: &str| r.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-            Owned {
-                group: s("group"),
-                kind: s("kind"),
-                namespace: s("namespace"),
-                name: s("name"),
-            }
+fn owned(app: &App) -> Vec<Owned> {
+    (app.lists().resources.iter())
+        .map(|r| Owned {
+            group: text(&r.group).to_string(),
+            kind: text(&r.kind).to_string(),
+            namespace: text(&r.namespace).to_string(),
+            name: text(&r.name).to_string(),
         })
         .collect()
 }
@@ -518,7 +513,7 @@ mod tests {
             method: TrackingMethod::Annotation,
             argocd_namespace: "argocd".into(),
             policy: Arc::default(),
-            resources: owned(app),
+            resources: owned(&App::of(app.clone())),
             home: None,
             destination: Err(ClusterError::UnknownName("x".into())),
         }

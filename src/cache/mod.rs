@@ -56,6 +56,7 @@ mod watches;
 pub(crate) use marks::{Dep, Look as MarkLook, Marks, Stamp as MarkStamp};
 pub(crate) use strip::ARGOCD_MANAGER;
 
+use crate::app_status::{App, Lists};
 use crate::locks::lock;
 use crate::metrics::Metrics;
 use crate::resource::GroupResource;
@@ -91,6 +92,9 @@ const CHANGE_FEED_CAPACITY: usize = 4096;
 /// until this many namespaces of one kind are watched; then one cluster-wide watch costs the
 /// API server and wavegate less than more namespaced ones would.
 const NAMESPACES_PER_KIND: usize = 8;
+
+/// Argo CD's Applications, read with their resource lists ([`Cache::application`]).
+const APPLICATIONS: GroupResource = GroupResource::fixed("argoproj.io", "applications");
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub(crate) enum CacheError {
@@ -581,6 +585,36 @@ impl Cache {
         Ok(out)
     }
 
+    /// One Argo CD Application (`None` when it does not exist): its JSON and its resource lists
+    /// ([`App`]), of one version.
+    pub(crate) async fn application(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<App>, CacheError> {
+        let w = self.dynamic_watch(&APPLICATIONS, namespace).await?;
+        self.read(&w).await?;
+        Ok(w.reader
+            .get_with::<Lists>(namespace, name)
+            .map(|(json, lists)| App::kept(json, lists)))
+    }
+
+    /// Every Application in `namespace`, or in every watched namespace when `None`, as
+    /// [`Cache::application`] reads one.
+    pub(crate) async fn applications(
+        &self,
+        namespace: Option<&str>,
+    ) -> Result<Vec<App>, CacheError> {
+        let mut out = Vec::new();
+        for (scope, w) in self.dynamic_watches(&APPLICATIONS, namespace).await? {
+            out.extend(
+                (w.reader.all_with::<Lists>(scope.as_deref()).into_iter())
+                    .map(|(json, lists)| App::kept(json, lists)),
+            );
+        }
+        Ok(out)
+    }
+
     /// The namespace and name of every object [`Cache::objects`] would return.
     pub(crate) async fn names(
         &self,
@@ -736,7 +770,7 @@ impl Cache {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
             None => Api::all_with(self.client.clone(), &ar),
         };
-        let (objects, sink) = Objects::new(ar, strip::for_kind(kind));
+        let (objects, sink) = Objects::new(ar, strip::for_kind(kind), strip::taken_for_kind(kind));
         self.start(kind.clone(), scope, api, objects, sink)
     }
 

@@ -9,6 +9,7 @@
 
 use super::bounds;
 use super::sink::Sink;
+use super::strip::{Take, Taken};
 use kube::Resource;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
@@ -74,13 +75,15 @@ pub(super) struct Stored {
     uid: Option<String>,
     json: Arc<Value>,
     parsed: OnceLock<Parsed>,
+    taken: Option<Taken>,
 }
 
 impl Stored {
-    fn new(object: DynamicObject, parser: Option<&Parser>) -> Stored {
+    fn new(mut object: DynamicObject, parser: Option<&Parser>, take: Option<Take>) -> Stored {
         let meta = &object.metadata;
         let (name, namespace) = (meta.name.clone(), meta.namespace.clone());
         let (resource_version, uid) = (meta.resource_version.clone(), meta.uid.clone());
+        let taken = take.map(|take| take(&mut object.data));
         let json = Arc::new(json_of(object));
         let parsed = OnceLock::new();
         if let Some((_, parse)) = parser {
@@ -93,7 +96,14 @@ impl Stored {
             uid,
             json,
             parsed,
+            taken,
         }
+    }
+
+    /// Its JSON, and what was taken out of it as `T` (`None`: nothing, or not a `T`).
+    fn with_taken<T: Send + Sync + 'static>(&self) -> (Arc<Value>, Option<Arc<T>>) {
+        let taken = self.taken.clone().and_then(|t| t.downcast::<T>().ok());
+        (self.json(), taken)
     }
 
     /// Namespace ("" for none) and name.
@@ -179,10 +189,11 @@ pub(super) struct Objects {
 
 impl Objects {
     /// An empty store of `resource`, and the sink its watch fills it through, dropping from
-    /// every object what `strip` drops.
+    /// every object what `strip` drops and keeping beside its JSON what `take` takes out of it.
     pub(super) fn new(
         resource: ApiResource,
         strip: fn(&mut DynamicObject),
+        take: Option<Take>,
     ) -> (Objects, DynamicSink) {
         let writer = reflector::store::Writer::new(resource.clone());
         let parser = Arc::new(OnceLock::new());
@@ -195,6 +206,7 @@ impl Objects {
             writer,
             resource,
             strip,
+            take,
             parser,
         };
         (objects, sink)
@@ -219,6 +231,27 @@ impl Objects {
     /// Every object (of `namespace` only, when given) as JSON.
     pub(super) fn all(&self, namespace: Option<&str>) -> Vec<Arc<Value>> {
         self.matching(namespace).map(|o| o.json()).collect()
+    }
+
+    /// One object as JSON, with what its kind keeps beside it as `T` (of the same version).
+    pub(super) fn get_with<T: Send + Sync + 'static>(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> Option<(Arc<Value>, Option<Arc<T>>)> {
+        self.store
+            .get(&self.key(namespace, name))
+            .map(|o| o.with_taken::<T>())
+    }
+
+    /// Every object (of `namespace` only, when given) as [`Objects::get_with`] reads it.
+    pub(super) fn all_with<T: Send + Sync + 'static>(
+        &self,
+        namespace: Option<&str>,
+    ) -> Vec<(Arc<Value>, Option<Arc<T>>)> {
+        self.matching(namespace)
+            .map(|o| o.with_taken::<T>())
+            .collect()
     }
 
     /// The (namespace, name) of every object (of `namespace` only, when given).
@@ -270,13 +303,14 @@ pub(super) struct DynamicSink {
     writer: reflector::store::Writer<Stored>,
     resource: ApiResource,
     strip: fn(&mut DynamicObject),
+    take: Option<Take>,
     parser: Arc<OnceLock<Parser>>,
 }
 
 impl DynamicSink {
     fn stored(&self, mut object: DynamicObject) -> Stored {
         (self.strip)(&mut object);
-        Stored::new(object, self.parser.get())
+        Stored::new(object, self.parser.get(), self.take)
     }
 }
 
@@ -341,7 +375,7 @@ mod tests {
             &kube::api::GroupVersionKind::gvk("wavegate.dev", "v1alpha1", "WaveGate"),
             "wavegates",
         );
-        Objects::new(resource, super::super::strip::strip_meta)
+        Objects::new(resource, super::super::strip::strip_meta, None)
     }
 
     fn listed(sink: &mut DynamicSink, objects: Vec<DynamicObject>) {
@@ -360,6 +394,63 @@ mod tests {
         assert_eq!(json_of(o.clone()), serde_json::to_value(&o).unwrap());
         o.types = None;
         assert_eq!(json_of(o.clone()), serde_json::to_value(&o).unwrap());
+    }
+
+    /// An Application's lists leave its JSON when it is stored, and a read hands out the JSON
+    /// and the lists of one version.
+    #[test]
+    fn what_a_kind_keeps_beside_its_json_is_read_with_it() {
+        use crate::app_status::Lists;
+        let resource = ApiResource::from_gvk_with_plural(
+            &kube::api::GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Application"),
+            "applications",
+        );
+        let kind = crate::resource::GroupResource::fixed("argoproj.io", "applications");
+        let (objects, mut sink) = Objects::new(
+            resource,
+            super::super::strip::for_kind(&kind),
+            super::super::strip::taken_for_kind(&kind),
+        );
+        let app = |version: &str, names: &[&str]| -> DynamicObject {
+            let resources: Vec<Value> = names
+                .iter()
+                .map(|n| json!({"kind": "Service", "namespace": "shop", "name": n}))
+                .collect();
+            serde_json::from_value(json!({
+                "apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+                "metadata": {"name": "shop", "namespace": "argocd", "resourceVersion": version},
+                "status": {"sync": {"status": "Synced"}, "resources": resources}
+            }))
+            .unwrap()
+        };
+        listed(&mut sink, vec![app("1", &["web"])]);
+        let (json, lists) = objects.get_with::<Lists>("argocd", "shop").unwrap();
+        assert!(json.pointer("/status/resources").is_none());
+        assert_eq!(json["status"]["sync"]["status"], "Synced");
+        let lists = lists.expect("kept beside the JSON");
+        assert_eq!(lists.resources[0].name.as_deref(), Some("web"));
+
+        sink.apply(watcher::Event::Apply(app("2", &["web", "api"])));
+        let all = objects.all_with::<Lists>(None);
+        assert_eq!(all.len(), 1);
+        let (json, lists) = &all[0];
+        assert_eq!(json["metadata"]["resourceVersion"], "2");
+        assert_eq!(lists.as_ref().unwrap().resources.len(), 2);
+        // Asked as another type: nothing.
+        assert!(
+            objects
+                .get_with::<Gate>("argocd", "shop")
+                .unwrap()
+                .1
+                .is_none()
+        );
+
+        // A kind that keeps nothing beside: its JSON whole.
+        let (gates, mut gate_sink) = store();
+        listed(&mut gate_sink, vec![object("g", json!(["a"]))]);
+        let (json, none) = gates.get_with::<Lists>("shop", "g").unwrap();
+        assert!(none.is_none());
+        assert_eq!(json["spec"]["checks"], json!(["a"]));
     }
 
     #[test]

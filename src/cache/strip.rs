@@ -1,11 +1,14 @@
 //! JSON stripping: what the cache keeps of a whole object is what the checks, views and the
 //! timeline read, not its managed fields, last-applied annotation or sync history.
 
+use crate::app_status::Lists;
 use crate::resource::GroupResource;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::Resource as KubeResource;
 use kube::api::DynamicObject;
 use serde_json::Value;
+use std::any::Any;
+use std::sync::Arc;
 
 /// The one managedFields entry the cache keeps.
 pub(crate) use crate::views::ARGOCD_MANAGER;
@@ -21,6 +24,23 @@ pub(super) fn for_kind(kind: &GroupResource) -> fn(&mut DynamicObject) {
     } else {
         strip_meta
     }
+}
+
+/// What an object keeps typed beside its JSON, taken out of the JSON when it is stored.
+pub(crate) type Taken = Arc<dyn Any + Send + Sync>;
+
+/// How a kind's objects have it taken out of their JSON (their `data`: what is not metadata).
+pub(super) type Take = fn(&mut Value) -> Taken;
+
+/// What objects of `kind` keep typed beside their JSON, taken out of it when they are stored:
+/// an Application's resource lists ([`crate::app_status`]), kept as JSON a tenth of the memory
+/// of a big Application's stripped object.
+pub(super) fn taken_for_kind(kind: &GroupResource) -> Option<Take> {
+    (*kind == GroupResource::fixed("argoproj.io", "applications")).then_some(take_lists as Take)
+}
+
+fn take_lists(data: &mut Value) -> Taken {
+    Arc::new(Lists::take(data))
 }
 
 /// Drop what no check reads: managed fields and the last-applied annotation are often larger

@@ -275,7 +275,7 @@ impl Gates {
         // another project's Application and learn from the gate's status whether it exists and
         // when it syncs. One that is not there and one that does not list the gate read alike.
         let sync = match &managed_by {
-            Some((app_ns, app)) => match applications.object(&APPLICATIONS, app_ns, app).await {
+            Some((app_ns, app)) => match applications.application(app_ns, app).await {
                 Ok(Some(found))
                     if sync::lists_gate(&found, ns, name)
                         && (self.context.deploys_here)(&found) =>

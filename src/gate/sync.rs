@@ -4,7 +4,7 @@
 //! gate's wait from these.
 
 use super::crd::WaveGate;
-use crate::json::At;
+use crate::app_status::App;
 use crate::resource::{CheckKind, Target};
 use crate::views::{INSTANCE_LABEL, ObjectId, TRACKING_ID, TrackingMethod, app_of_id};
 use k8s_openapi::jiff::Timestamp;
@@ -47,16 +47,13 @@ pub(crate) fn managing_application(
 /// Whether `app`'s `status.resources` lists the gate `namespace/name`: Argo CD's own record
 /// that the Application manages it (it lists every object its manifests render, created or not
 /// yet, from the comparison before a sync: argo-cd `controller/state.go` `CompareAppState`).
-pub(crate) fn lists_gate(app: &serde_json::Value, namespace: &str, name: &str) -> bool {
-    app.array_at("/status/resources")
-        .into_iter()
-        .flatten()
-        .any(|r| {
-            r.str_at("/group") == Some("wavegate.dev")
-                && r.str_at("/kind") == Some("WaveGate")
-                && r.str_at("/namespace") == Some(namespace)
-                && r.str_at("/name") == Some(name)
-        })
+pub(crate) fn lists_gate(app: &App, namespace: &str, name: &str) -> bool {
+    app.lists().resources.iter().any(|r| {
+        r.group.as_deref() == Some("wavegate.dev")
+            && r.kind.as_deref() == Some("WaveGate")
+            && r.namespace.as_deref() == Some(namespace)
+            && r.name.as_deref() == Some(name)
+    })
 }
 
 /// One attempt of an Argo CD sync operation. Argo CD's automatic retry

@@ -58,22 +58,25 @@ fn waiting() -> Notice {
 #[test]
 fn a_gate_argo_cd_still_waits_for_holds_the_sync() {
     let a = app(Some("Running"), &[("db-ready", "Running")]);
-    assert_eq!(holding_gates(&a), vec![("ddb".into(), "db-ready".into())]);
-    assert_eq!(wave_of(&a, "ddb", "db-ready"), 5);
-    assert_eq!(wave_of(&a, "ddb", "unlisted"), 0);
+    assert_eq!(
+        holding_gates(&App::of(a.clone())),
+        vec![("ddb".into(), "db-ready".into())]
+    );
+    assert_eq!(wave_of(&App::of(a.clone()), "ddb", "db-ready"), 5);
+    assert_eq!(wave_of(&App::of(a.clone()), "ddb", "unlisted"), 0);
 }
 
 #[test]
 fn a_released_gate_or_an_ended_sync_holds_nothing() {
-    assert!(holding_gates(&app(Some("Running"), &[("db-ready", "Succeeded")])).is_empty());
+    assert!(holding_gates(&App::of(app(Some("Running"), &[("db-ready", "Succeeded")]))).is_empty());
     for phase in ["Succeeded", "Failed", "Error", "Terminating"] {
         let a = app(Some(phase), &[("db-ready", "Running")]);
-        assert!(holding_gates(&a).is_empty(), "{phase}");
+        assert!(holding_gates(&App::of(a)).is_empty(), "{phase}");
     }
-    assert!(holding_gates(&app(None, &[])).is_empty());
+    assert!(holding_gates(&App::of(app(None, &[]))).is_empty());
     let mut deleting = app(Some("Running"), &[("db-ready", "Running")]);
     deleting["metadata"]["deletionTimestamp"] = json!("2026-12-03T10:00:00Z");
-    assert!(holding_gates(&deleting).is_empty());
+    assert!(holding_gates(&App::of(deleting)).is_empty());
 }
 
 #[test]
@@ -82,7 +85,7 @@ fn a_resource_that_is_not_a_wavegate_holds_no_notice() {
     a["status"]["operationState"]["syncResult"]["resources"] = json!([
         {"group": "apps", "kind": "Deployment", "namespace": "ddb", "name": "forgejo", "hookPhase": "Running"}
     ]);
-    assert!(holding_gates(&a).is_empty());
+    assert!(holding_gates(&App::of(a)).is_empty());
 }
 
 #[test]

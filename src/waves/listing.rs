@@ -6,10 +6,10 @@
 //! from the API server) is parsed at every read.
 
 use super::{Managed, managed_resources};
+use crate::app_status::App;
 use crate::json::At;
 use crate::live_lint::{Listed, lint_resources};
 use crate::locks::lock;
-use serde_json::Value;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
 
@@ -34,7 +34,7 @@ fn kept() -> &'static Mutex<KeptListings> {
 }
 
 /// The listing of `app`, parsed once per version.
-pub(crate) fn of(app: &Value) -> Arc<Listing> {
+pub(crate) fn of(app: &App) -> Arc<Listing> {
     let parse = || {
         Arc::new(Listing {
             managed: managed_resources(app),
@@ -64,9 +64,9 @@ pub(crate) fn of(app: &Value) -> Arc<Listing> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn app(version: &str, names: &[&str]) -> Value {
+    fn app(version: &str, names: &[&str]) -> App {
         let resources: Vec<Value> = names
             .iter()
             .map(|n| {
@@ -74,9 +74,9 @@ mod tests {
                             "namespace": "shop", "name": n, "syncWave": 1})
             })
             .collect();
-        json!({"metadata": {"name": "shop", "namespace": "argocd",
-                            "uid": "listing-test-uid", "resourceVersion": version},
-               "status": {"resources": resources}})
+        App::of(json!({"metadata": {"name": "shop", "namespace": "argocd",
+                                    "uid": "listing-test-uid", "resourceVersion": version},
+                       "status": {"resources": resources}}))
     }
 
     fn names(listing: &Listing) -> Vec<String> {
@@ -97,11 +97,8 @@ mod tests {
         assert_eq!(names(&next), ["web", "api"]);
         assert_eq!(next.linted.len(), 2);
         // Without a resourceVersion nothing is kept, so nothing stale can be served.
-        let mut bare = app("", &["db"]);
-        bare["metadata"]
-            .as_object_mut()
-            .unwrap()
-            .remove("resourceVersion");
+        let bare = app("", &["db"]);
+        assert_eq!(bare.str_at("/metadata/resourceVersion"), Some(""));
         assert_eq!(names(&of(&bare)), ["db"]);
     }
 }

@@ -12,7 +12,7 @@ const LAYERS: &[&[&str]] = &[
         "health", "resource", "views", "locks", "json", "testing", "glob", "hashing", "heap",
     ],
     &["argocd_lua"],
-    &["metrics", "checks", "table", "store_index"],
+    &["metrics", "checks", "table", "store_index", "app_status"],
     &[
         "cache", "probe", "written", "leader", "events", "progress", "lint",
     ],
