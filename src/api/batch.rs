@@ -19,9 +19,10 @@
 //! would, while it is judged ([`Places`]): otherwise each of a caller's batches, one request to
 //! the bounds, would judge `--applications-concurrency` Applications at a time, several times
 //! what the caller's share lets its single requests judge. A part served from its kept answer
-//! takes no place. The batch's own place judges one Application at a time, so a batch whose
-//! caller has no place left is still answered, one Application at a time, rather than in
-//! refused parts.
+//! takes no place, nor does one waiting for another request's judgement of its Application
+//! (`handlers::view_answer` takes the place only when it is the part's turn to judge). The
+//! batch's own place judges one Application at a time, so a batch whose caller has no place
+//! left is still answered, one Application at a time, rather than in refused parts.
 //!
 //! With shards, an Application whose destination another replica judges is a 421 part ("ask it
 //! alone"), not forwarded from here: the single endpoint forwards it (`forward`), with its own
@@ -29,7 +30,7 @@
 //! mix with the others'. Such Applications are few on a page and move only with a shard, so the
 //! page's extra request for each costs little.
 
-use super::handlers::{ViewAnswer, kept_view, view_answer};
+use super::handlers::{ViewAnswer, view_answer};
 use super::limits::Peer;
 use super::scope::AppScope;
 use super::{ApiError, AppState};
@@ -206,7 +207,7 @@ where
 
 /// One Application's view as its own route would serve it: through Argo CD's proxy, admitted
 /// as `scope::AppScope::admit` admits that route first. Its kept answer, if it holds, costs
-/// no place; only judging it does.
+/// no place, nor does waiting for another request's judgement of it; only judging it does.
 async fn resolve(
     state: &AppState,
     scope: Option<&AppScope>,
@@ -219,19 +220,15 @@ async fn resolve(
         state.metrics.record_refusal("out_of_scope");
         return Err(scope.refuse(&format!("Application {}/{}", a.namespace, a.name)));
     }
-    let now = std::time::Instant::now();
-    if let Some(kept) = kept_view(state, &a.namespace, &a.name, scope, now) {
-        return Ok(kept);
-    }
-    let _place = places.to_judge().await;
-    view_answer(state, &a.namespace, &a.name, scope).await
+    view_answer(state, &a.namespace, &a.name, scope, places.to_judge()).await
 }
 
 /// The places a batch judges its Applications under: the request's own, which judges one at
 /// a time, and those of its caller's share taken beside it for as long as one judgement
-/// lasts. A place is taken only to judge, and given back as soon as that judgement ends, so a
-/// batch served from kept answers, or waiting on one slow Application, holds no more of its
-/// caller's share than a single request: a caller (one ingress's dashboards, Argo CD's
+/// lasts. A place is taken only to judge, once it is the part's turn (`handlers::view_answer`),
+/// and given back as soon as that judgement ends, so a batch served from kept answers, waiting
+/// on one slow Application or on another page's judgement of its Applications, holds no more
+/// of its caller's share than a single request: a caller (one ingress's dashboards, Argo CD's
 /// anonymous users) is many pages, each polling a batch.
 struct Places<'a> {
     state: &'a AppState,

@@ -605,24 +605,9 @@ async fn waves_of(
     known: Option<&HeaderValue>,
 ) -> Result<Response, ApiError> {
     let scope = scope.as_ref().map(|Extension(s)| &**s);
-    let answer = view_answer(state, namespace, name, scope).await?;
+    // Judged under the request's own place (`limits::bounded`).
+    let answer = view_answer(state, namespace, name, scope, std::future::ready(())).await?;
     Ok(answer.respond(Some(k8s_openapi::jiff::Timestamp::now()), known))
-}
-
-/// The kept answer of one application's view, if it holds at `at`: what [`view_answer`] would
-/// serve without judging anything.
-pub(crate) fn kept_view(
-    state: &AppState,
-    namespace: &str,
-    name: &str,
-    scope: Option<&AppScope>,
-    at: std::time::Instant,
-) -> Option<Arc<ViewAnswer>> {
-    let view_scope = scope.map(AppScope::view_scope);
-    let key = ViewKey::of(namespace, name, view_scope.as_ref());
-    state
-        .views
-        .get_by(&key, |answer| answer.stamp(&state.clusters), at)
 }
 
 /// Keeps `{"kept": name, "now": <time served>}` as the view of `namespace/name` (unscoped),
@@ -643,11 +628,17 @@ pub(crate) fn keep_view(state: &AppState, namespace: &str, name: &str) {
 /// its verdicts expires (see `kept`); through Argo CD's proxy, reading only what the
 /// application really manages (`waves::ViewScope`). What `waves_of` serves, and each part of a
 /// batch (`batch`).
-pub(crate) async fn view_answer(
+///
+/// A judgement is made under what `to_judge` gives (a batch's place, `batch::Places`), taken
+/// only when nothing kept serves the view and it is this request's turn: a request served
+/// what another judged, or waiting for it to, holds none. Whoever holds such a place has
+/// passed its turn, so waiting for one while holding a turn waits for no turn in return.
+pub(crate) async fn view_answer<P>(
     state: &AppState,
     namespace: &str,
     name: &str,
     scope: Option<&AppScope>,
+    to_judge: impl std::future::Future<Output = P>,
 ) -> Result<Arc<ViewAnswer>, ApiError> {
     let target = Target::new(CheckKind::APPLICATION, namespace, name)?;
     let view_scope = scope.map(AppScope::view_scope);
@@ -664,6 +655,7 @@ pub(crate) async fn view_answer(
     if let Some(kept) = kept.or_else(|| state.views.read_since(&key, asked, now)) {
         return Ok(kept);
     }
+    let _place = to_judge.await;
     // Taken before any read: a change while judging leaves what is kept stale, never newer.
     let clusters = state.clusters.all();
     let stamp = state.clusters.stamp(clusters.iter().map(|c| &**c));

@@ -755,3 +755,37 @@ async fn a_batch_of_kept_views_holds_no_place_beside_its_own() {
     assert_eq!(parts[0]["waves"]["now"], body["now"], "{body}");
     assert_eq!(parts[1]["waves"]["kept"], "b", "{body}");
 }
+
+/// Five dashboards behind one ingress are one caller. When a change leaves their pages' kept
+/// views stale, the first batch judges them and the others wait for its turns, to be served
+/// what it keeps: a part that only waited took a place beside its batch's own, so a few
+/// waiting pages filled the caller's share and the next page (or the UI extension) was
+/// refused with 429. A part takes its place only once it is its turn to judge.
+#[tokio::test]
+async fn batch_parts_waiting_for_anothers_judgement_hold_no_place() {
+    // The first batch judges until the request timeout: the API server never answers.
+    let slow = state_with(silent_client().await, Duration::from_secs(5));
+    let app = router(slow.with_limits(LimitArgs {
+        max_requests_per_caller: 6,
+        applications_concurrency: 4,
+        request_timeout: Duration::from_secs(2),
+        ..LimitArgs::default()
+    }));
+    let batch = "/api/v1/applications/waves?app=argocd/a&app=argocd/b&app=argocd/c&app=argocd/d";
+    let page = || {
+        let app = app.clone();
+        tokio::spawn(async move { call(&app, get(batch)).await })
+    };
+    // Its own place and three beside it: four of the six.
+    let judging = page();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Its own place; its parts wait for the first batch's turns.
+    let waiting = page();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (code, _, body) = call(&app, get("/api/v1/applications/argocd/other/waves")).await;
+    assert_ne!(code, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    for page in [judging, waiting] {
+        let (code, _, body) = page.await.unwrap();
+        assert_ne!(code, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    }
+}
