@@ -7,8 +7,10 @@
 //! is exactly what the Application's own endpoint (`GET /api/v1/applications/{namespace}/{name}
 //! /waves`) would answer the same caller, from the same kept answers (`handlers::view_answer`):
 //! its status, its ETag, and with 200 its view, or 304 with no view when the tag the caller sent
-//! for it still names it. The time every part is served at is the answer's `now`, so a page can
-//! move the clock of a view it kept (ui/waves.js `withNow`).
+//! for it still names it. Every part is served with the answer's `now` as its time, so a page
+//! can move the clock of a view it kept (ui/waves.js `withNow`); `now` is taken before any part
+//! is resolved, and each part was resolved (served from what was kept, or judged) at some time
+//! between `now` and when the answer was written, as late as `--request-timeout` after it.
 //!
 //! Through Argo CD's proxy each part is admitted as the single route would be
 //! (`AppScope::allows_application_named`), with the same 403 and message: a part says no more
@@ -53,8 +55,10 @@ pub(crate) const MAX_APPS: usize = 50;
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "WavesBatch")]
 pub(crate) struct WavesBatch {
-    /// The time every part is served at: each 200 part's `timeline.now`, and what a 304 part's
-    /// view, held by the caller, would now say.
+    /// The time every part is served with: each 200 part's `timeline.now`, and what a 304
+    /// part's view, held by the caller, would now say. Taken before any part was resolved: each
+    /// was resolved at some time between it and when the answer was written (within
+    /// `--request-timeout`).
     pub now: String,
     pub applications: Vec<WavesPart>,
 }
@@ -185,7 +189,9 @@ type Part = Result<Arc<ViewAnswer>, ApiError>;
 /// up, or a view judged after it. So no part says at `now` what had stopped being true by then
 /// (taken after the parts, `now` was as late as the slowest part, and a view kept earlier could
 /// be served at a time past its verdicts' expiry or after its objects changed). A view judged
-/// after `now` may name a time just past it; the timeline draws such a time where it is.
+/// after `now` may name a time past it (a sync started, a wave applied meanwhile), by as much
+/// as the request's `--request-timeout`; the timeline draws such a time where it is, and says
+/// "now" only at `now`.
 async fn resolved<'a, F, Fut>(
     apps: &'a [Asked],
     in_flight: usize,
