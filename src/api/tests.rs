@@ -789,3 +789,85 @@ async fn batch_parts_waiting_for_anothers_judgement_hold_no_place() {
         assert_ne!(code, StatusCode::TOO_MANY_REQUESTS, "{body}");
     }
 }
+
+/// A cache stops its watches only once dropped, and a kept view is dropped by nothing but a
+/// newer answer of its Application: a view kept of an Application deploying to a remote
+/// cluster kept that cluster, and its watches, alive after its source replaced or removed it,
+/// for as long as nobody looked at the view again. A kept view holds no cluster it read, and
+/// the next poll judges it afresh.
+#[tokio::test]
+async fn a_kept_view_does_not_keep_a_removed_cluster_watched() {
+    use crate::cache::fed::{self, Feed};
+    use crate::clusters::{Build, Cluster, Clusters, Source};
+    use crate::resource::GroupResource;
+    use kube::api::DynamicObject;
+    use serde_json::json;
+    let typed = |v: Value| -> DynamicObject { serde_json::from_value(v).unwrap() };
+    let metrics = Arc::new(Metrics::default());
+    let home = fed::cache("argocd", &[("argoproj.io", "applications", "Application")]).await;
+    let apps: Arc<Feed<DynamicObject>> =
+        home.feed(&GroupResource::new("argoproj.io", "applications"));
+    apps.list([typed(
+        json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": "shop", "namespace": "argocd", "uid": "app", "resourceVersion": "1"},
+        "spec": {"project": "default", "destination": {"name": "edge", "namespace": "shop"}},
+        "status": {"sync": {"status": "Synced"}, "health": {"status": "Healthy"},
+                   "resources": [{"version": "v1", "kind": "ConfigMap", "namespace": "shop",
+                                  "name": "settings", "status": "Synced"}]}}),
+    )]);
+    let edge = fed::cache("shop", &[("", "configmaps", "ConfigMap")]).await;
+    let configmaps: Arc<Feed<DynamicObject>> = edge.feed(&GroupResource::new("", "configmaps"));
+    configmaps.list([typed(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "settings", "namespace": "shop"}}))]);
+    let edge = Evaluator::new(edge, EvalConfig::default(), metrics.clone()).unwrap();
+    let edge = std::sync::Mutex::new(Some(edge));
+    let build: Box<Build> = Box::new(move |_, _| {
+        let built = edge.lock().unwrap().take();
+        built.ok_or_else(|| "built once".to_string())
+    });
+    let home = Evaluator::new(home, EvalConfig::default(), metrics.clone()).unwrap();
+    let clusters = Clusters::new(Cluster::home(home));
+    let dir = std::env::temp_dir().join(format!("wavegate-kept-edge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("edge"),
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:9'}\n\
+         contexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n\
+         users:\n- name: u\n  user: {token: t}\n",
+    )
+    .unwrap();
+    let source = Source::kubeconfig_dir(dir.clone());
+    clusters.refresh(&source, &build).await.unwrap();
+    let app = router(AppState::of(clusters.clone(), metrics));
+    let view = "/api/v1/applications/argocd/shop/waves";
+    let (code, _, judged) = call(&app, get(view)).await;
+    assert_eq!(code, StatusCode::OK, "{judged}");
+    let resource = &judged["waves"][0]["resources"][0];
+    assert_eq!(resource["name"], "settings", "{judged}");
+    assert_eq!(
+        resource["status"], "Healthy",
+        "read from the edge cluster: {judged}"
+    );
+    let cluster = Arc::downgrade(&clusters.remotes()["edge"]);
+    let cache = Arc::downgrade(&clusters.remotes()["edge"].cache);
+
+    std::fs::remove_file(dir.join("edge")).unwrap();
+    clusters.refresh(&source, &build).await.unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(clusters.remotes().is_empty());
+    let started = Instant::now();
+    while cluster.strong_count() > 0 || cache.strong_count() > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the removed cluster ({} holders) and its cache ({}) are still held",
+            cluster.strong_count(),
+            cache.strong_count()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (code, _, again) = call(&app, get(view)).await;
+    assert_eq!(code, StatusCode::OK, "{again}");
+    let resource = &again["waves"][0]["resources"][0];
+    assert_ne!(resource["status"], "Healthy", "judged afresh: {again}");
+}
