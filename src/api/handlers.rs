@@ -617,17 +617,27 @@ async fn waves_of(
 }
 
 /// Keeps `{"kept": name, "now": <time served>}` as the view of `namespace/name` (unscoped),
-/// read from no cluster: it holds until it is kept anew.
+/// read now from `read`: it holds until `valid_until`, or until what it read changes.
 #[cfg(test)]
-pub(crate) fn keep_view(state: &AppState, namespace: &str, name: &str) {
+pub(crate) fn keep_view(
+    state: &AppState,
+    namespace: &str,
+    name: &str,
+    read: &[Arc<crate::clusters::Cluster>],
+    valid_until: Option<std::time::Instant>,
+) {
     let now = serde_json::to_string(&*NOW).expect("a string serialises");
     let body = format!(r#"{{"kept":{name:?},"now":{now}}}"#);
-    let answer = ViewAnswer::with_now(body.into_bytes(), &[]);
-    let stamp = answer.stamp(&state.clusters).expect("no cluster read");
+    let mut answer = ViewAnswer::with_now(body.into_bytes(), read);
+    answer.valid_until = valid_until;
+    let stamp = answer
+        .stamp(&state.clusters)
+        .expect("its clusters vouched for");
     let key = ViewKey::of(namespace, name, None);
     let at = std::time::Instant::now();
-    let until = answer.valid_until;
-    state.views.put(key, (stamp, at), until, Arc::new(answer));
+    state
+        .views
+        .put(key, (stamp, at), valid_until, Arc::new(answer));
 }
 
 /// The waves view and timeline of one application, kept until what it read changes or one of
