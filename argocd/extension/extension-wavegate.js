@@ -483,6 +483,9 @@
     var end = running ? now : parse(sync.finishedAt);
     waves.forEach(function (w) { [w.appliedAt, w.healthyAt].forEach(function (s) { var v = parse(s); if (v != null && (end == null || v > end)) end = v; }); });
     if (t0 == null || end == null || end <= t0) end = (t0 || 0) + 1000;
+    // A view may name times after its `now` (a batch's part is served with the batch's `now`,
+    // taken before the part was judged): the axis then ends at one of those, which is not now.
+    var endsAs = running ? (end === now ? ' (now)' : '') : (end === parse(sync.finishedAt) ? ' (sync finished)' : '');
     var x = function (v) { return LEFT + (W - LEFT - RIGHT) * Math.max(0, Math.min(1, (v - t0) / (end - t0))); };
     var rel = function (v) {
       var s = Math.round((v - t0) / 1000), neg = s < 0; s = Math.abs(s);
@@ -501,7 +504,7 @@
       [[t0, 'start'], [t0 + (end - t0) / 2, 'middle'], [end, 'end']].forEach(function (p) {
         shapes.push({ tag: 'line', attrs: { x1: x(p[0]), y1: TOP - 12, x2: x(p[0]), y2: TOP - 4, stroke: '#8c959f', strokeWidth: 1 } });
         shapes.push(text(x(p[0]), TOP - 22, p[0] === t0 ? 'sync started ' + new Date(t0).toLocaleTimeString()
-          : p[0] === end ? rel(end) + (running ? ' (now)' : ' (sync finished)') : rel(p[0]),
+          : p[0] === end ? rel(end) + endsAs : rel(p[0]),
           { textAnchor: p[1], fill: MUTED, fontSize: 11, 'data-testid': 'timeline-axis-' + p[1] }));
       });
     } else {

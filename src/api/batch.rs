@@ -7,8 +7,10 @@
 //! is exactly what the Application's own endpoint (`GET /api/v1/applications/{namespace}/{name}
 //! /waves`) would answer the same caller, from the same kept answers (`handlers::view_answer`):
 //! its status, its ETag, and with 200 its view, or 304 with no view when the tag the caller sent
-//! for it still names it. The time every part is served at is the answer's `now`, so a page can
-//! move the clock of a view it kept (ui/waves.js `withNow`).
+//! for it still names it. Every part is served with the answer's `now` as its time, so a page
+//! can move the clock of a view it kept (ui/waves.js `withNow`); `now` is taken before any part
+//! is resolved, and each part was resolved (served from what was kept, or judged) at some time
+//! between `now` and when the answer was written, as late as `--request-timeout` after it.
 //!
 //! Through Argo CD's proxy each part is admitted as the single route would be
 //! (`AppScope::allows_application_named`), with the same 403 and message: a part says no more
@@ -19,9 +21,10 @@
 //! would, while it is judged ([`Places`]): otherwise each of a caller's batches, one request to
 //! the bounds, would judge `--applications-concurrency` Applications at a time, several times
 //! what the caller's share lets its single requests judge. A part served from its kept answer
-//! takes no place. The batch's own place judges one Application at a time, so a batch whose
-//! caller has no place left is still answered, one Application at a time, rather than in
-//! refused parts.
+//! takes no place, nor does one waiting for another request's judgement of its Application
+//! (`handlers::view_answer` takes the place only when it is the part's turn to judge). The
+//! batch's own place judges one Application at a time, so a batch whose caller has no place
+//! left is still answered, one Application at a time, rather than in refused parts.
 //!
 //! With shards, an Application whose destination another replica judges is a 421 part ("ask it
 //! alone"), not forwarded from here: the single endpoint forwards it (`forward`), with its own
@@ -29,7 +32,7 @@
 //! mix with the others'. Such Applications are few on a page and move only with a shard, so the
 //! page's extra request for each costs little.
 
-use super::handlers::{ViewAnswer, kept_view, view_answer};
+use super::handlers::{ViewAnswer, view_answer};
 use super::limits::Peer;
 use super::scope::AppScope;
 use super::{ApiError, AppState};
@@ -52,8 +55,10 @@ pub(crate) const MAX_APPS: usize = 50;
 #[serde(rename_all = "camelCase")]
 #[schemars(rename = "WavesBatch")]
 pub(crate) struct WavesBatch {
-    /// The time every part is served at: each 200 part's `timeline.now`, and what a 304 part's
-    /// view, held by the caller, would now say.
+    /// The time every part is served with: each 200 part's `timeline.now`, and what a 304
+    /// part's view, held by the caller, would now say. Taken before any part was resolved: each
+    /// was resolved at some time between it and when the answer was written (within
+    /// `--request-timeout`).
     pub now: String,
     pub applications: Vec<WavesPart>,
 }
@@ -184,7 +189,9 @@ type Part = Result<Arc<ViewAnswer>, ApiError>;
 /// up, or a view judged after it. So no part says at `now` what had stopped being true by then
 /// (taken after the parts, `now` was as late as the slowest part, and a view kept earlier could
 /// be served at a time past its verdicts' expiry or after its objects changed). A view judged
-/// after `now` may name a time just past it; the timeline draws such a time where it is.
+/// after `now` may name a time past it (a sync started, a wave applied meanwhile), by as much
+/// as the request's `--request-timeout`; the timeline draws such a time where it is, and says
+/// "now" only at `now`.
 async fn resolved<'a, F, Fut>(
     apps: &'a [Asked],
     in_flight: usize,
@@ -206,7 +213,7 @@ where
 
 /// One Application's view as its own route would serve it: through Argo CD's proxy, admitted
 /// as `scope::AppScope::admit` admits that route first. Its kept answer, if it holds, costs
-/// no place; only judging it does.
+/// no place, nor does waiting for another request's judgement of it; only judging it does.
 async fn resolve(
     state: &AppState,
     scope: Option<&AppScope>,
@@ -219,19 +226,15 @@ async fn resolve(
         state.metrics.record_refusal("out_of_scope");
         return Err(scope.refuse(&format!("Application {}/{}", a.namespace, a.name)));
     }
-    let now = std::time::Instant::now();
-    if let Some(kept) = kept_view(state, &a.namespace, &a.name, scope, now) {
-        return Ok(kept);
-    }
-    let _place = places.to_judge().await;
-    view_answer(state, &a.namespace, &a.name, scope).await
+    view_answer(state, &a.namespace, &a.name, scope, places.to_judge()).await
 }
 
 /// The places a batch judges its Applications under: the request's own, which judges one at
 /// a time, and those of its caller's share taken beside it for as long as one judgement
-/// lasts. A place is taken only to judge, and given back as soon as that judgement ends, so a
-/// batch served from kept answers, or waiting on one slow Application, holds no more of its
-/// caller's share than a single request: a caller (one ingress's dashboards, Argo CD's
+/// lasts. A place is taken only to judge, once it is the part's turn (`handlers::view_answer`),
+/// and given back as soon as that judgement ends, so a batch served from kept answers, waiting
+/// on one slow Application or on another page's judgement of its Applications, holds no more
+/// of its caller's share than a single request: a caller (one ingress's dashboards, Argo CD's
 /// anonymous users) is many pages, each polling a batch.
 struct Places<'a> {
     state: &'a AppState,

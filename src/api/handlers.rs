@@ -21,7 +21,7 @@ use axum::response::{Html, IntoResponse, Response};
 use futures::StreamExt;
 use schemars::JsonSchema;
 use serde::Serialize;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 /// The proxy scope, when the request came through Argo CD (see `scope`).
 type Scope = Option<Extension<Arc<AppScope>>>;
@@ -310,8 +310,8 @@ pub(crate) async fn applications(
     let listed = ApplicationList {
         applications: views.into_iter().map(|(summary, _)| summary).collect(),
     };
-    let answer = ViewAnswer::whole(serde_json::to_vec(&listed).map_err(internal)?, clusters);
-    let valid_until = waves::earliest(valid_until, kept_at_most(&answer.read, now));
+    let answer = ViewAnswer::whole(serde_json::to_vec(&listed).map_err(internal)?, &clusters);
+    let valid_until = waves::earliest(valid_until, kept_at_most(&clusters, now));
     let answer = Arc::new(answer);
     if scope.is_none() {
         state
@@ -347,7 +347,11 @@ pub(crate) struct ViewAnswer {
     /// them (a megabyte per poll of a 2,000-resource view, freed again after each).
     head: Bytes,
     tail: Bytes,
-    read: Vec<Arc<crate::clusters::Cluster>>,
+    /// Not held: a cache stops its watches only once dropped, and kept answers are dropped
+    /// by nothing but a newer answer of their view, so a cluster replaced or removed by its
+    /// source would go on being watched for as long as a view that read it stays kept. One
+    /// gone is no longer vouched for, and the view is judged again.
+    read: Vec<Weak<crate::clusters::Cluster>>,
     /// The rows it was assembled from, for the next answer of its view (`rows`).
     rows: Option<Arc<super::rows::Rows>>,
     /// When one of its verdicts may change by itself, as it is kept until (see `kept`): served
@@ -377,14 +381,14 @@ static NOW: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
 });
 
 impl ViewAnswer {
-    fn whole(body: Vec<u8>, read: Vec<Arc<crate::clusters::Cluster>>) -> ViewAnswer {
+    fn whole(body: Vec<u8>, read: &[Arc<crate::clusters::Cluster>]) -> ViewAnswer {
         ViewAnswer::split(body, Vec::new(), read)
     }
 
     fn split(
         mut head: Vec<u8>,
         tail: Vec<u8>,
-        read: Vec<Arc<crate::clusters::Cluster>>,
+        read: &[Arc<crate::clusters::Cluster>],
     ) -> ViewAnswer {
         let etag = entity_tag(&head, &tail);
         // Kept as long as the view: without the room it grew into while it was serialised (up
@@ -393,7 +397,7 @@ impl ViewAnswer {
         ViewAnswer {
             head: Bytes::from(head),
             tail: Bytes::from(tail),
-            read,
+            read: read.iter().map(Arc::downgrade).collect(),
             rows: None,
             valid_until: None,
             etag,
@@ -403,20 +407,22 @@ impl ViewAnswer {
     /// An answer of `body` (no place for the time) that holds until `valid_until`.
     #[cfg(test)]
     pub(crate) fn test(body: &[u8], valid_until: Option<std::time::Instant>) -> ViewAnswer {
-        let mut answer = ViewAnswer::whole(body.to_vec(), Vec::new());
+        let mut answer = ViewAnswer::whole(body.to_vec(), &[]);
         answer.valid_until = valid_until;
         answer
     }
 
-    /// The stamp, now, of the clusters it read; `None` when they cannot be vouched for, so
-    /// that nothing is kept or served from what they were.
+    /// The stamp, now, of the clusters it read; `None` when they cannot be vouched for (one
+    /// is gone), so that nothing is kept or served from what they were.
     pub(crate) fn stamp(&self, clusters: &Clusters) -> Option<crate::clusters::Stamp> {
-        let read = self.read.iter().map(|c| &**c);
-        Clusters::vouched(read).then(|| clusters.stamp(self.read.iter().map(|c| &**c)))
+        let read: Vec<Arc<crate::clusters::Cluster>> =
+            self.read.iter().map(Weak::upgrade).collect::<Option<_>>()?;
+        let read = || read.iter().map(|c| &**c);
+        Clusters::vouched(read()).then(|| clusters.stamp(read()))
     }
 
     /// `body` with [`NOW`] in it, split there.
-    fn with_now(body: Vec<u8>, read: Vec<Arc<crate::clusters::Cluster>>) -> ViewAnswer {
+    fn with_now(body: Vec<u8>, read: &[Arc<crate::clusters::Cluster>]) -> ViewAnswer {
         let marker = serde_json::to_vec(&*NOW).expect("a string serialises");
         // memmem, not a window compared at every byte: that was a memcmp call per byte of a
         // megabyte answer, a tenth of a 2,000-resource view's CPU after a change.
@@ -605,49 +611,50 @@ async fn waves_of(
     known: Option<&HeaderValue>,
 ) -> Result<Response, ApiError> {
     let scope = scope.as_ref().map(|Extension(s)| &**s);
-    let answer = view_answer(state, namespace, name, scope).await?;
+    // Judged under the request's own place (`limits::bounded`).
+    let answer = view_answer(state, namespace, name, scope, std::future::ready(())).await?;
     Ok(answer.respond(Some(k8s_openapi::jiff::Timestamp::now()), known))
 }
 
-/// The kept answer of one application's view, if it holds at `at`: what [`view_answer`] would
-/// serve without judging anything.
-pub(crate) fn kept_view(
+/// Keeps `{"kept": name, "now": <time served>}` as the view of `namespace/name` (unscoped),
+/// read now from `read`: it holds until `valid_until`, or until what it read changes.
+#[cfg(test)]
+pub(crate) fn keep_view(
     state: &AppState,
     namespace: &str,
     name: &str,
-    scope: Option<&AppScope>,
-    at: std::time::Instant,
-) -> Option<Arc<ViewAnswer>> {
-    let view_scope = scope.map(AppScope::view_scope);
-    let key = ViewKey::of(namespace, name, view_scope.as_ref());
-    state
-        .views
-        .get_by(&key, |answer| answer.stamp(&state.clusters), at)
-}
-
-/// Keeps `{"kept": name, "now": <time served>}` as the view of `namespace/name` (unscoped),
-/// read from no cluster: it holds until it is kept anew.
-#[cfg(test)]
-pub(crate) fn keep_view(state: &AppState, namespace: &str, name: &str) {
+    read: &[Arc<crate::clusters::Cluster>],
+    valid_until: Option<std::time::Instant>,
+) {
     let now = serde_json::to_string(&*NOW).expect("a string serialises");
     let body = format!(r#"{{"kept":{name:?},"now":{now}}}"#);
-    let answer = ViewAnswer::with_now(body.into_bytes(), Vec::new());
-    let stamp = answer.stamp(&state.clusters).expect("no cluster read");
+    let mut answer = ViewAnswer::with_now(body.into_bytes(), read);
+    answer.valid_until = valid_until;
+    let stamp = answer
+        .stamp(&state.clusters)
+        .expect("its clusters vouched for");
     let key = ViewKey::of(namespace, name, None);
     let at = std::time::Instant::now();
-    let until = answer.valid_until;
-    state.views.put(key, (stamp, at), until, Arc::new(answer));
+    state
+        .views
+        .put(key, (stamp, at), valid_until, Arc::new(answer));
 }
 
 /// The waves view and timeline of one application, kept until what it read changes or one of
 /// its verdicts expires (see `kept`); through Argo CD's proxy, reading only what the
 /// application really manages (`waves::ViewScope`). What `waves_of` serves, and each part of a
 /// batch (`batch`).
-pub(crate) async fn view_answer(
+///
+/// A judgement is made under what `to_judge` gives (a batch's place, `batch::Places`), taken
+/// only when nothing kept serves the view and it is this request's turn: a request served
+/// what another judged, or waiting for it to, holds none. Whoever holds such a place has
+/// passed its turn, so waiting for one while holding a turn waits for no turn in return.
+pub(crate) async fn view_answer<P>(
     state: &AppState,
     namespace: &str,
     name: &str,
     scope: Option<&AppScope>,
+    to_judge: impl std::future::Future<Output = P>,
 ) -> Result<Arc<ViewAnswer>, ApiError> {
     // Names as a check of the Application would take them: a bad one is a 400, not a 404.
     Target::new(CheckKind::APPLICATION, namespace, name)?;
@@ -665,6 +672,7 @@ pub(crate) async fn view_answer(
     if let Some(kept) = kept.or_else(|| state.views.read_since(&key, asked, now)) {
         return Ok(kept);
     }
+    let _place = to_judge.await;
     // Taken before any read: a change while judging leaves what is kept stale, never newer.
     let clusters = state.clusters.all();
     let stamp = state.clusters.stamp(clusters.iter().map(|c| &**c));
@@ -721,7 +729,7 @@ pub(crate) async fn view_answer(
     };
     let valid_until = waves::earliest(valid_until, kept_at_most(&read, now));
     let stamp = stamp.only(read.iter().map(|c| &**c));
-    let mut answer = ViewAnswer::with_now(body, read);
+    let mut answer = ViewAnswer::with_now(body, &read);
     answer.rows = rows;
     answer.valid_until = valid_until;
     let answer = Arc::new(answer);
@@ -915,7 +923,7 @@ mod tests {
                 timeline::build(&app, &waves, |_| timeline::Live::default(), served_at);
             timeline.now = NOW.clone();
             let body = serde_json::to_vec(&WavesWithTimeline::new(waves, timeline)).unwrap();
-            let response = ViewAnswer::with_now(body, Vec::new()).respond(Some(served_at), None);
+            let response = ViewAnswer::with_now(body, &[]).respond(Some(served_at), None);
             let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
                 .await
                 .unwrap();
@@ -936,7 +944,7 @@ mod tests {
     fn answer(head: &str, tail: &str) -> ViewAnswer {
         ViewAnswer::with_now(
             format!(r#"{head}{}{tail}"#, serde_json::to_string(&*NOW).unwrap()).into_bytes(),
-            Vec::new(),
+            &[],
         )
     }
 

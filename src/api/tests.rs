@@ -4,12 +4,16 @@
 
 use super::*;
 use crate::cache::Cache;
+use crate::cache::fed::{self, Feed};
 use crate::evaluate::{EvalConfig, Evaluator};
 use crate::metrics::Metrics;
+use crate::resource::GroupResource;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode, header};
 use http_body_util::BodyExt;
+use kube::api::DynamicObject;
 use serde_json::Value;
+use serde_json::json;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tower::ServiceExt;
@@ -728,8 +732,8 @@ async fn a_batchs_applications_judged_at_once_count_against_the_callers_share() 
 async fn a_batch_of_kept_views_holds_no_place_beside_its_own() {
     // The cold Application is judged until the request timeout: the API server never answers.
     let slow = state_with(silent_client().await, Duration::from_secs(5));
-    handlers::keep_view(&slow, "argocd", "a");
-    handlers::keep_view(&slow, "argocd", "b");
+    handlers::keep_view(&slow, "argocd", "a", &[], None);
+    handlers::keep_view(&slow, "argocd", "b", &[], None);
     let app = router(slow.with_limits(LimitArgs {
         max_requests_per_caller: 2,
         applications_concurrency: 4,
@@ -754,4 +758,207 @@ async fn a_batch_of_kept_views_holds_no_place_beside_its_own() {
     assert_eq!(parts[0]["waves"]["kept"], "a", "{body}");
     assert_eq!(parts[0]["waves"]["now"], body["now"], "{body}");
     assert_eq!(parts[1]["waves"]["kept"], "b", "{body}");
+}
+
+/// Five dashboards behind one ingress are one caller. When a change leaves their pages' kept
+/// views stale, the first batch judges them and the others wait for its turns, to be served
+/// what it keeps: a part that only waited took a place beside its batch's own, so a few
+/// waiting pages filled the caller's share and the next page (or the UI extension) was
+/// refused with 429. A part takes its place only once it is its turn to judge.
+#[tokio::test]
+async fn batch_parts_waiting_for_anothers_judgement_hold_no_place() {
+    // The first batch judges until the request timeout: the API server never answers.
+    let slow = state_with(silent_client().await, Duration::from_secs(5));
+    let app = router(slow.with_limits(LimitArgs {
+        max_requests_per_caller: 6,
+        applications_concurrency: 4,
+        request_timeout: Duration::from_secs(2),
+        ..LimitArgs::default()
+    }));
+    let batch = "/api/v1/applications/waves?app=argocd/a&app=argocd/b&app=argocd/c&app=argocd/d";
+    let page = || {
+        let app = app.clone();
+        tokio::spawn(async move { call(&app, get(batch)).await })
+    };
+    // Its own place and three beside it: four of the six.
+    let judging = page();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Its own place; its parts wait for the first batch's turns.
+    let waiting = page();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let (code, _, body) = call(&app, get("/api/v1/applications/argocd/other/waves")).await;
+    assert_ne!(code, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    for page in [judging, waiting] {
+        let (code, _, body) = page.await.unwrap();
+        assert_ne!(code, StatusCode::TOO_MANY_REQUESTS, "{body}");
+    }
+}
+
+/// An Application in `argocd` that Argo CD reports Synced and `health`, deploying to
+/// `destination` the ConfigMaps `shop/<name>` of `configmaps`.
+fn application(name: &str, destination: Value, health: &str, configmaps: &[&str]) -> DynamicObject {
+    let resources: Vec<Value> = configmaps
+        .iter()
+        .map(|c| json!({"version": "v1", "kind": "ConfigMap", "namespace": "shop", "name": c, "status": "Synced"}))
+        .collect();
+    serde_json::from_value(
+        json!({"apiVersion": "argoproj.io/v1alpha1", "kind": "Application",
+        "metadata": {"name": name, "namespace": "argocd", "uid": name, "resourceVersion": "1"},
+        "spec": {"project": "default", "destination": destination},
+        "status": {"sync": {"status": "Synced"}, "health": {"status": health},
+                   "resources": resources}}),
+    )
+    .unwrap()
+}
+
+/// A cache of Argo CD's namespace whose Applications the test feeds.
+async fn argocd_cache() -> (Arc<Cache>, Arc<Feed<DynamicObject>>) {
+    let cache = fed::cache("argocd", &[("argoproj.io", "applications", "Application")]).await;
+    let apps = cache.feed(&GroupResource::new("argoproj.io", "applications"));
+    (cache, apps)
+}
+
+/// A cache stops its watches only once dropped, and a kept view is dropped by nothing but a
+/// newer answer of its Application: a view kept of an Application deploying to a remote
+/// cluster kept that cluster, and its watches, alive after its source replaced or removed it,
+/// for as long as nobody looked at the view again. A kept view holds no cluster it read, and
+/// the next poll judges it afresh.
+#[tokio::test]
+async fn a_kept_view_does_not_keep_a_removed_cluster_watched() {
+    use crate::clusters::{Build, Cluster, Clusters, Source};
+    let metrics = Arc::new(Metrics::default());
+    let (home, apps) = argocd_cache().await;
+    let to_edge = json!({"name": "edge", "namespace": "shop"});
+    apps.list([application("shop", to_edge, "Healthy", &["settings"])]);
+    let edge = fed::cache("shop", &[("", "configmaps", "ConfigMap")]).await;
+    let configmaps: Arc<Feed<DynamicObject>> = edge.feed(&GroupResource::new("", "configmaps"));
+    configmaps.list([
+        serde_json::from_value(json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "settings", "namespace": "shop"}}))
+        .unwrap(),
+    ]);
+    let edge = Evaluator::new(edge, EvalConfig::default(), metrics.clone()).unwrap();
+    let edge = std::sync::Mutex::new(Some(edge));
+    let build: Box<Build> = Box::new(move |_, _| {
+        let built = edge.lock().unwrap().take();
+        built.ok_or_else(|| "built once".to_string())
+    });
+    let home = Evaluator::new(home, EvalConfig::default(), metrics.clone()).unwrap();
+    let clusters = Clusters::new(Cluster::home(home));
+    let dir = std::env::temp_dir().join(format!("wavegate-kept-edge-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(
+        dir.join("edge"),
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: 'http://127.0.0.1:9'}\n\
+         contexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n\
+         users:\n- name: u\n  user: {token: t}\n",
+    )
+    .unwrap();
+    let source = Source::kubeconfig_dir(dir.clone());
+    clusters.refresh(&source, &build).await.unwrap();
+    let app = router(AppState::of(clusters.clone(), metrics));
+    let view = "/api/v1/applications/argocd/shop/waves";
+    let (code, _, judged) = call(&app, get(view)).await;
+    assert_eq!(code, StatusCode::OK, "{judged}");
+    let resource = &judged["waves"][0]["resources"][0];
+    assert_eq!(resource["name"], "settings", "{judged}");
+    assert_eq!(
+        resource["status"], "Healthy",
+        "read from the edge cluster: {judged}"
+    );
+    let cluster = Arc::downgrade(&clusters.remotes()["edge"]);
+    let cache = Arc::downgrade(&clusters.remotes()["edge"].cache);
+
+    std::fs::remove_file(dir.join("edge")).unwrap();
+    clusters.refresh(&source, &build).await.unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    assert!(clusters.remotes().is_empty());
+    let started = Instant::now();
+    while cluster.strong_count() > 0 || cache.strong_count() > 0 {
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "the removed cluster ({} holders) and its cache ({}) are still held",
+            cluster.strong_count(),
+            cache.strong_count()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (code, _, again) = call(&app, get(view)).await;
+    assert_eq!(code, StatusCode::OK, "{again}");
+    let resource = &again["waves"][0]["resources"][0];
+    assert_ne!(resource["status"], "Healthy", "judged afresh: {again}");
+}
+
+/// A part of a batch is its kept answer only while that answer holds, as for its own endpoint:
+/// past the time one of its verdicts may change by itself, or once anything it read changed
+/// (its Application written again), the batch judges it afresh.
+#[tokio::test]
+async fn a_batch_judges_again_a_kept_view_that_expired_or_whose_reads_changed() {
+    let metrics = Arc::new(Metrics::default());
+    let (cache, apps) = argocd_cache().await;
+    let in_cluster = json!({"name": "in-cluster", "namespace": "shop"});
+    apps.list([
+        application("expiring", in_cluster.clone(), "Healthy", &[]),
+        application("changing", in_cluster.clone(), "Healthy", &[]),
+    ]);
+    let evaluator = Evaluator::new(cache, EvalConfig::default(), metrics.clone()).unwrap();
+    let state = AppState::new(evaluator, metrics);
+    let app = router(state.clone());
+    let batch = "/api/v1/applications/waves?app=argocd/expiring&app=argocd/changing";
+    let parts = |body: &Value| body["applications"].as_array().unwrap().clone();
+    // Judged once, so that every watch the views read has listed: what is kept below is
+    // stamped with the cache as it stays.
+    let (code, _, body) = call(&app, get(batch)).await;
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert!(parts(&body).iter().all(|p| p["status"] == 200), "{body}");
+    let home = [state.clusters.home().clone()];
+    let until = Instant::now() + Duration::from_millis(300);
+    handlers::keep_view(&state, "argocd", "expiring", &home, Some(until));
+    handlers::keep_view(&state, "argocd", "changing", &home, None);
+    let (_, _, body) = call(&app, get(batch)).await;
+    let [expiring, changing] = <[Value; 2]>::try_from(parts(&body)).unwrap();
+    assert_eq!(expiring["waves"]["kept"], "expiring", "{body}");
+    assert_eq!(changing["waves"]["kept"], "changing", "{body}");
+
+    tokio::time::sleep_until(until.into()).await;
+    let (_, _, body) = call(&app, get(batch)).await;
+    let [expiring, changing] = <[Value; 2]>::try_from(parts(&body)).unwrap();
+    assert_eq!(expiring["status"], 200, "{body}");
+    assert_eq!(
+        expiring["waves"]["kept"],
+        Value::Null,
+        "served past its expiry: {body}"
+    );
+    assert_eq!(expiring["waves"]["name"], "expiring", "judged: {body}");
+    assert_eq!(
+        changing["waves"]["kept"], "changing",
+        "nothing it read changed: {body}"
+    );
+
+    apps.send(kube::runtime::watcher::Event::Apply(application(
+        "changing",
+        in_cluster,
+        "Degraded",
+        &[],
+    )));
+    // Served as kept only until the watch has applied the change.
+    let changed = Instant::now();
+    let (_, _, body) = loop {
+        let answer = call(&app, get(batch)).await;
+        if answer.2["applications"][1]["waves"]["kept"].is_null() {
+            break answer;
+        }
+        assert!(
+            changed.elapsed() < Duration::from_secs(5),
+            "still served as kept after its Application changed: {}",
+            answer.2
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let changing = &parts(&body)[1];
+    assert_eq!(changing["status"], 200, "{body}");
+    assert_eq!(changing["waves"]["name"], "changing", "judged: {body}");
+    let health = changing["waves"]["health"]["message"].as_str().unwrap();
+    assert!(health.ends_with("health Degraded"), "as changed: {body}");
 }

@@ -52,6 +52,27 @@ test('the layout draws every state the API can send, and times only what has a t
   assert.match(none.shapes[0].text, /no sync operation/);
 });
 
+// A part of a batch is served with the batch's `now`, taken before it was judged: its sync may
+// have started, and its waves been applied, after that `now`. The axis then ends at the latest
+// time the view names, and calls no time "now" that is not the timeline's now.
+test('the axis end says (now) only at the timeline\'s now', () => {
+  const wave = o => ({ wave: 0, status: 'Progressing', applied: 'applied', appliedAt: null, appliedNote: '',
+    healthy: 'notHealthy', healthyAt: null, healthyNote: '', blocking: true, reason: 'r', ...o });
+  const end = t => timelineLayout(t).shapes.find(s => s.attrs['data-testid'] === 'timeline-axis-end').text;
+  const running = { phase: 'Running', startedAt: '2026-12-01T03:00:00Z', message: '' };
+  assert.equal(end({ sync: running, now: '2026-12-01T03:00:30Z', blockingWave: 0, waves: [wave({ appliedAt: '2026-12-01T03:00:10Z' })] }),
+    '+30s (now)');
+  // Started after `now`: the axis is a second long, from the start, and no end of it is now.
+  assert.equal(end({ sync: { ...running, startedAt: '2026-12-01T03:00:02Z' }, now: '2026-12-01T03:00:00Z', blockingWave: 0, waves: [wave()] }),
+    '+1s');
+  // Applied after `now`: the axis reaches the applied time, which is not now either.
+  assert.equal(end({ sync: running, now: '2026-12-01T03:00:05Z', blockingWave: 0, waves: [wave({ appliedAt: '2026-12-01T03:00:07Z' })] }),
+    '+7s');
+  const finished = { ...running, phase: 'Succeeded', finishedAt: '2026-12-01T03:00:20Z' };
+  assert.equal(end({ sync: finished, now: '2026-12-01T03:01:00Z', blockingWave: null, waves: [wave({ appliedAt: '2026-12-01T03:00:10Z' })] }),
+    '+20s (sync finished)');
+});
+
 const resource = (kind, name, o) => ({ group: '', version: 'v1', kind, namespace: 'cicd', name, status: 'Healthy', message: '', judgedBy: 'wavegate', ...o });
 const finding = (wave, rule) => ({ rule, level: 'warning', message: rule + ' in ' + wave, why: 'w', fix: 'f', wave });
 

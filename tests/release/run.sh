@@ -14,9 +14,12 @@
 #      ask. Nothing from the host's root is visible to it.
 #
 # The binary: $WAVEGATE_RELEASE_BIN, default target/release/wavegate when it is newer than the
-# debug one, else target/debug/wavegate. Both link glibc dynamically, as the Dockerfile's release
-# build on rust:1-bookworm does, so both run on the same Debian 12 libraries; the release build
-# (whole-program LTO) is too costly for every CI run on 2 cores (docs/benchmarks.md).
+# debug one, else target/debug/wavegate. With no debug build, the release one only when it is
+# newer than everything it is built from (Cargo.toml, Cargo.lock, src/, ui/): one left from
+# older sources fails the check, naming the newer file, rather than be checked in their stead.
+# Both link glibc dynamically, as the Dockerfile's release build on rust:1-bookworm does, so both
+# run on the same Debian 12 libraries; the release build (whole-program LTO) is too costly for
+# every CI run on 2 cores (docs/benchmarks.md).
 #
 # Needs: apt-get + dpkg (Debian 12), bwrap (Debian's bubblewrap), setpriv, curl, go, and the local
 # control plane up (scripts/control-plane.sh up).
@@ -48,8 +51,12 @@ if [[ -z "$BIN" ]]; then
   # The newer build of the two. `-nt` is true when the debug binary is missing, as it is while
   # cargo links it anew: wait for it, and take the release one only when both are there.
   if ! appeared "$BIN"; then
-    # No debug build at all (a checkout built for release only): the release one.
-    [[ -x "$RELEASE" ]] && BIN="$RELEASE"
+    # No debug build at all (a checkout built for release only): the release one, if it was
+    # built from these sources.
+    [[ -x "$RELEASE" ]] || fail "neither $BIN nor $RELEASE exists: cargo build --bin wavegate, or name the binary in WAVEGATE_RELEASE_BIN"
+    newer="$(find "$ROOT/Cargo.toml" "$ROOT/Cargo.lock" "$ROOT/src" "$ROOT/ui" -type f -newer "$RELEASE" -print -quit || true)"
+    [[ -z "$newer" ]] || fail "$RELEASE is older than ${newer#"$ROOT"/} and there is no debug build: build it again (cargo build --release --bin wavegate), or name the binary in WAVEGATE_RELEASE_BIN"
+    BIN="$RELEASE"
   elif [[ -x "$RELEASE" && "$RELEASE" -nt "$BIN" ]]; then
     BIN="$RELEASE"
   fi
