@@ -64,7 +64,7 @@
 mod adding_a_kind;
 pub mod annotate;
 pub mod api;
-pub mod app_status;
+pub(crate) mod app_status;
 pub mod argocd_lua;
 pub(crate) mod ask;
 pub mod cache;

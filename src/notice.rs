@@ -25,7 +25,7 @@
 //! a settled system sends none.
 
 use crate::app_status::App;
-use crate::cache::{CacheError, Change};
+use crate::cache::{APPLICATIONS, CacheError, Change};
 use crate::deps::{Dep, DepIndex};
 use crate::evaluate::Evaluator;
 use crate::gate::crd::WaveGate;
@@ -35,7 +35,6 @@ use crate::leader::{Fence, Fenced};
 use crate::locks::lock;
 use crate::metrics::{Metrics, refused_precondition};
 use crate::queue::{self, Action, QueueConfig, Reconcile};
-use crate::resource::GroupResource;
 use crate::written::{self, FIELD_MANAGER};
 use kube::api::{Api, DynamicObject, Patch, PatchParams};
 use serde_json::{Map, Value, json};
@@ -61,8 +60,6 @@ const MAX_CONTENT: usize = 500;
 
 /// The default of `--notice-interval`.
 pub const DEFAULT_INTERVAL: Duration = Duration::from_secs(10);
-
-const APPLICATIONS: GroupResource = GroupResource::fixed("argoproj.io", "applications");
 
 #[derive(Debug, Error)]
 pub(crate) enum NoticeError {
@@ -111,7 +108,7 @@ pub struct HeldBy {
 
 /// The WaveGates (namespace, name) Argo CD's running sync of `app` waits for; empty when no
 /// sync runs or when the Application is being deleted.
-pub fn holding_gates(app: &App) -> Vec<(String, String)> {
+pub(crate) fn holding_gates(app: &App) -> Vec<(String, String)> {
     if app.str_at("/metadata/deletionTimestamp").is_some()
         || app.str_at("/status/operationState/phase") != Some("Running")
     {
@@ -138,7 +135,7 @@ pub fn holding_gates(app: &App) -> Vec<(String, String)> {
 }
 
 /// The sync wave `app` records for a gate (`status.resources[].syncWave`), else 0.
-pub fn wave_of(app: &App, namespace: &str, name: &str) -> i64 {
+pub(crate) fn wave_of(app: &App, namespace: &str, name: &str) -> i64 {
     (app.lists().resources.iter())
         .find(|r| {
             r.group.as_deref() == Some("wavegate.dev")

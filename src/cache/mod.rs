@@ -56,7 +56,7 @@ mod watches;
 pub(crate) use marks::{Dep, Look as MarkLook, Marks, Stamp as MarkStamp};
 pub(crate) use strip::ARGOCD_MANAGER;
 
-use crate::app_status::{App, Lists};
+use crate::app_status::App;
 use crate::locks::lock;
 use crate::metrics::Metrics;
 use crate::resource::GroupResource;
@@ -94,7 +94,7 @@ const CHANGE_FEED_CAPACITY: usize = 4096;
 const NAMESPACES_PER_KIND: usize = 8;
 
 /// Argo CD's Applications, read with their resource lists ([`Cache::application`]).
-const APPLICATIONS: GroupResource = GroupResource::fixed("argoproj.io", "applications");
+pub(crate) const APPLICATIONS: GroupResource = GroupResource::fixed("argoproj.io", "applications");
 
 #[derive(Debug, Error, Clone, PartialEq, Eq)]
 pub(crate) enum CacheError {
@@ -595,7 +595,7 @@ impl Cache {
         let w = self.dynamic_watch(&APPLICATIONS, namespace).await?;
         self.read(&w).await?;
         Ok(w.reader
-            .get_with::<Lists>(namespace, name)
+            .get_with_lists(namespace, name)
             .map(|(json, lists)| App::kept(json, lists)))
     }
 
@@ -608,7 +608,7 @@ impl Cache {
         let mut out = Vec::new();
         for (scope, w) in self.dynamic_watches(&APPLICATIONS, namespace).await? {
             out.extend(
-                (w.reader.all_with::<Lists>(scope.as_deref()).into_iter())
+                (w.reader.all_with_lists(scope.as_deref()).into_iter())
                     .map(|(json, lists)| App::kept(json, lists)),
             );
         }
@@ -770,7 +770,7 @@ impl Cache {
             Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
             None => Api::all_with(self.client.clone(), &ar),
         };
-        let (objects, sink) = Objects::new(ar, strip::for_kind(kind), strip::taken_for_kind(kind));
+        let (objects, sink) = Objects::new(ar, strip::for_kind(kind), strip::lists_taken_for(kind));
         self.start(kind.clone(), scope, api, objects, sink)
     }
 

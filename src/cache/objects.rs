@@ -9,7 +9,8 @@
 
 use super::bounds;
 use super::sink::Sink;
-use super::strip::{Take, Taken};
+use super::strip::Take;
+use crate::app_status::Lists;
 use kube::Resource;
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, Lookup, ObjectRef, Store};
@@ -75,7 +76,8 @@ pub(super) struct Stored {
     uid: Option<String>,
     json: Arc<Value>,
     parsed: OnceLock<Parsed>,
-    taken: Option<Taken>,
+    /// An Application's resource lists, taken out of `json` ([`super::strip::lists_taken_for`]).
+    lists: Option<Arc<Lists>>,
 }
 
 impl Stored {
@@ -83,7 +85,7 @@ impl Stored {
         let meta = &object.metadata;
         let (name, namespace) = (meta.name.clone(), meta.namespace.clone());
         let (resource_version, uid) = (meta.resource_version.clone(), meta.uid.clone());
-        let taken = take.map(|take| take(&mut object.data));
+        let lists = take.map(|take| take(&mut object.data));
         let json = Arc::new(json_of(object));
         let parsed = OnceLock::new();
         if let Some((_, parse)) = parser {
@@ -96,14 +98,14 @@ impl Stored {
             uid,
             json,
             parsed,
-            taken,
+            lists,
         }
     }
 
-    /// Its JSON, and what was taken out of it as `T` (`None`: nothing, or not a `T`).
-    fn with_taken<T: Send + Sync + 'static>(&self) -> (Arc<Value>, Option<Arc<T>>) {
-        let taken = self.taken.clone().and_then(|t| t.downcast::<T>().ok());
-        (self.json(), taken)
+    /// Its JSON, and the resource lists taken out of it (`None`: none were, and the JSON has
+    /// them).
+    fn with_lists(&self) -> (Arc<Value>, Option<Arc<Lists>>) {
+        (self.json(), self.lists.clone())
     }
 
     /// Namespace ("" for none) and name.
@@ -189,7 +191,8 @@ pub(super) struct Objects {
 
 impl Objects {
     /// An empty store of `resource`, and the sink its watch fills it through, dropping from
-    /// every object what `strip` drops and keeping beside its JSON what `take` takes out of it.
+    /// every object what `strip` drops and keeping beside its JSON the lists `take` takes out
+    /// of it.
     pub(super) fn new(
         resource: ApiResource,
         strip: fn(&mut DynamicObject),
@@ -233,25 +236,23 @@ impl Objects {
         self.matching(namespace).map(|o| o.json()).collect()
     }
 
-    /// One object as JSON, with what its kind keeps beside it as `T` (of the same version).
-    pub(super) fn get_with<T: Send + Sync + 'static>(
+    /// One object as JSON, with the resource lists taken out of it, of the same version.
+    pub(super) fn get_with_lists(
         &self,
         namespace: &str,
         name: &str,
-    ) -> Option<(Arc<Value>, Option<Arc<T>>)> {
+    ) -> Option<(Arc<Value>, Option<Arc<Lists>>)> {
         self.store
             .get(&self.key(namespace, name))
-            .map(|o| o.with_taken::<T>())
+            .map(|o| o.with_lists())
     }
 
-    /// Every object (of `namespace` only, when given) as [`Objects::get_with`] reads it.
-    pub(super) fn all_with<T: Send + Sync + 'static>(
+    /// Every object (of `namespace` only, when given) as [`Objects::get_with_lists`] reads it.
+    pub(super) fn all_with_lists(
         &self,
         namespace: Option<&str>,
-    ) -> Vec<(Arc<Value>, Option<Arc<T>>)> {
-        self.matching(namespace)
-            .map(|o| o.with_taken::<T>())
-            .collect()
+    ) -> Vec<(Arc<Value>, Option<Arc<Lists>>)> {
+        self.matching(namespace).map(|o| o.with_lists()).collect()
     }
 
     /// The (namespace, name) of every object (of `namespace` only, when given).
@@ -312,13 +313,18 @@ impl DynamicSink {
         (self.strip)(&mut object);
         Stored::new(object, self.parser.get(), self.take)
     }
+
+    /// A deleted object: only what the store finds it by (no parse, no lists taken).
+    fn deleted(&self, object: DynamicObject) -> Stored {
+        Stored::new(object, None, None)
+    }
 }
 
 impl Sink<DynamicObject> for DynamicSink {
     fn apply(&mut self, event: watcher::Event<DynamicObject>) -> Vec<(String, String)> {
         let event = match event {
             watcher::Event::Apply(o) => watcher::Event::Apply(self.stored(o)),
-            watcher::Event::Delete(o) => watcher::Event::Delete(self.stored(o)),
+            watcher::Event::Delete(o) => watcher::Event::Delete(self.deleted(o)),
             watcher::Event::Init => watcher::Event::Init,
             watcher::Event::InitApply(o) => watcher::Event::InitApply(self.stored(o)),
             watcher::Event::InitDone => watcher::Event::InitDone,
@@ -400,7 +406,6 @@ mod tests {
     /// and the lists of one version.
     #[test]
     fn what_a_kind_keeps_beside_its_json_is_read_with_it() {
-        use crate::app_status::Lists;
         let resource = ApiResource::from_gvk_with_plural(
             &kube::api::GroupVersionKind::gvk("argoproj.io", "v1alpha1", "Application"),
             "applications",
@@ -409,7 +414,7 @@ mod tests {
         let (objects, mut sink) = Objects::new(
             resource,
             super::super::strip::for_kind(&kind),
-            super::super::strip::taken_for_kind(&kind),
+            super::super::strip::lists_taken_for(&kind),
         );
         let app = |version: &str, names: &[&str]| -> DynamicObject {
             let resources: Vec<Value> = names
@@ -424,31 +429,23 @@ mod tests {
             .unwrap()
         };
         listed(&mut sink, vec![app("1", &["web"])]);
-        let (json, lists) = objects.get_with::<Lists>("argocd", "shop").unwrap();
+        let (json, lists) = objects.get_with_lists("argocd", "shop").unwrap();
         assert!(json.pointer("/status/resources").is_none());
         assert_eq!(json["status"]["sync"]["status"], "Synced");
         let lists = lists.expect("kept beside the JSON");
         assert_eq!(lists.resources[0].name.as_deref(), Some("web"));
 
         sink.apply(watcher::Event::Apply(app("2", &["web", "api"])));
-        let all = objects.all_with::<Lists>(None);
+        let all = objects.all_with_lists(None);
         assert_eq!(all.len(), 1);
         let (json, lists) = &all[0];
         assert_eq!(json["metadata"]["resourceVersion"], "2");
         assert_eq!(lists.as_ref().unwrap().resources.len(), 2);
-        // Asked as another type: nothing.
-        assert!(
-            objects
-                .get_with::<Gate>("argocd", "shop")
-                .unwrap()
-                .1
-                .is_none()
-        );
 
         // A kind that keeps nothing beside: its JSON whole.
         let (gates, mut gate_sink) = store();
         listed(&mut gate_sink, vec![object("g", json!(["a"]))]);
-        let (json, none) = gates.get_with::<Lists>("shop", "g").unwrap();
+        let (json, none) = gates.get_with_lists("shop", "g").unwrap();
         assert!(none.is_none());
         assert_eq!(json["spec"]["checks"], json!(["a"]));
     }

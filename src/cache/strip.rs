@@ -1,13 +1,13 @@
 //! JSON stripping: what the cache keeps of a whole object is what the checks, views and the
 //! timeline read, not its managed fields, last-applied annotation or sync history.
 
+use super::APPLICATIONS;
 use crate::app_status::Lists;
 use crate::resource::GroupResource;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ManagedFieldsEntry;
 use kube::Resource as KubeResource;
 use kube::api::DynamicObject;
 use serde_json::Value;
-use std::any::Any;
 use std::sync::Arc;
 
 /// The one managedFields entry the cache keeps.
@@ -15,7 +15,7 @@ pub(crate) use crate::views::ARGOCD_MANAGER;
 
 /// What objects of `kind` lose before they are stored.
 pub(super) fn for_kind(kind: &GroupResource) -> fn(&mut DynamicObject) {
-    if *kind == GroupResource::fixed("argoproj.io", "applications") {
+    if *kind == APPLICATIONS {
         strip_application
     } else if *kind == GroupResource::fixed("postgresql.cnpg.io", "databases")
         || *kind == GroupResource::fixed("postgresql.cnpg.io", "databaseroles")
@@ -26,20 +26,18 @@ pub(super) fn for_kind(kind: &GroupResource) -> fn(&mut DynamicObject) {
     }
 }
 
-/// What an object keeps typed beside its JSON, taken out of the JSON when it is stored.
-pub(crate) type Taken = Arc<dyn Any + Send + Sync>;
+/// How objects of a kind have their resource lists taken out of their JSON (their `data`:
+/// what is not metadata) when they are stored, to be kept beside it.
+pub(super) type Take = fn(&mut Value) -> Arc<Lists>;
 
-/// How a kind's objects have it taken out of their JSON (their `data`: what is not metadata).
-pub(super) type Take = fn(&mut Value) -> Taken;
-
-/// What objects of `kind` keep typed beside their JSON, taken out of it when they are stored:
-/// an Application's resource lists ([`crate::app_status`]), kept as JSON a tenth of the memory
-/// of a big Application's stripped object.
-pub(super) fn taken_for_kind(kind: &GroupResource) -> Option<Take> {
-    (*kind == GroupResource::fixed("argoproj.io", "applications")).then_some(take_lists as Take)
+/// Whether objects of `kind` keep their resource lists typed beside their JSON: Applications
+/// do ([`crate::app_status`]). As JSON, the lists were nine tenths of a big Application's
+/// stripped object.
+pub(super) fn lists_taken_for(kind: &GroupResource) -> Option<Take> {
+    (*kind == APPLICATIONS).then_some(take_lists as Take)
 }
 
-fn take_lists(data: &mut Value) -> Taken {
+fn take_lists(data: &mut Value) -> Arc<Lists> {
     Arc::new(Lists::take(data))
 }
 

@@ -11,7 +11,7 @@ use super::decide::{Inputs, Rules, SyncClock, decide, health_of};
 use super::stamp;
 use super::sync;
 use crate::ask::{Ask, Check};
-use crate::cache::{CacheError, Change};
+use crate::cache::{APPLICATIONS, CacheError, Change};
 use crate::deps::{Dep, DepIndex};
 use crate::evaluate::{Evaluator, Judgement, reads};
 use crate::events;
@@ -20,7 +20,6 @@ use crate::locks::lock;
 use crate::metrics::{Metrics, refused_precondition};
 use crate::policy::CheckPolicy;
 use crate::queue::{self, Action, QueueConfig, Reconcile};
-use crate::resource::GroupResource;
 use crate::views::TrackingMethod;
 use crate::written::{self, DEFAULT_STATUS_VALIDITY, FIELD_MANAGER};
 use kube::api::{Api, Patch, PatchParams};
@@ -30,9 +29,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use thiserror::Error;
-
-/// Argo CD Applications, whose running sync restarts a gate's timeout.
-const APPLICATIONS: GroupResource = GroupResource::fixed("argoproj.io", "applications");
 
 #[derive(Debug, Error)]
 pub(crate) enum GateError {
