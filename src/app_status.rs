@@ -176,6 +176,11 @@ impl App {
     pub fn lists(&self) -> &Lists {
         &self.lists
     }
+
+    /// Its lists, to keep beyond this read (shared, not copied).
+    pub fn shared_lists(&self) -> Arc<Lists> {
+        self.lists.clone()
+    }
 }
 
 impl Deref for App {

@@ -29,7 +29,7 @@
 
 use super::error::Reading;
 use super::{ApiError, AppState};
-use crate::app_status::{App, text};
+use crate::app_status::{Lists, text};
 use crate::clusters::{Cluster, ClusterError};
 use crate::evaluate::Evaluator;
 use crate::json::At;
@@ -49,15 +49,6 @@ pub(crate) const PROJECT_HEADER: &str = "argocd-project-name";
 /// Set by argocd-server on every proxied request (its own namespace).
 const NAMESPACE_HEADER: &str = "argocd-namespace";
 
-/// One entry of an Application's `status.resources`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct Owned {
-    group: String,
-    kind: String,
-    namespace: String,
-    name: String,
-}
-
 /// What one proxied request may see: the application Argo CD authorized, and its resources.
 #[derive(Clone)]
 pub(crate) struct AppScope {
@@ -72,7 +63,9 @@ pub(crate) struct AppScope {
     argocd_namespace: String,
     /// Which kinds generic checks may name: checked before anything is read.
     policy: Arc<crate::policy::CheckPolicy>,
-    resources: Vec<Owned>,
+    /// Its `status.resources`, hooks included (they are the application's too): shared with
+    /// the cache, not copied per request.
+    lists: Arc<Lists>,
     /// Where Applications are read (the home cluster).
     home: Option<Arc<Evaluator>>,
     /// Where its resources live: the object routes without `{cluster}` read this cluster
@@ -157,7 +150,7 @@ impl AppScope {
             method: state.tracking_method,
             argocd_namespace: state.argocd_namespace.clone(),
             policy: state.policy.clone(),
-            resources: owned(&app),
+            lists: app.shared_lists(),
             home: Some(state.clusters.home().evaluator.clone()),
             destination: state.clusters.destination_of(&app),
         })
@@ -192,8 +185,11 @@ impl AppScope {
     }
 
     fn owns(&self, group: &str, kind: &str, namespace: &str, name: &str) -> bool {
-        self.resources.iter().any(|r| {
-            r.group == group && r.kind == kind && r.namespace == namespace && r.name == name
+        self.lists.resources.iter().any(|r| {
+            text(&r.group) == group
+                && text(&r.kind) == kind
+                && text(&r.namespace) == namespace
+                && text(&r.name) == name
         })
     }
 
@@ -287,15 +283,16 @@ impl AppScope {
                     )
             }
             CheckKind::Generic { group, plural } => {
-                for r in self
-                    .resources
-                    .iter()
-                    .filter(|r| &r.group == group && r.namespace == namespace && r.name == name)
-                {
-                    let found = cache.plural_of(group, &r.kind).await;
+                for r in (self.lists.resources.iter()).filter(|r| {
+                    text(&r.group) == group
+                        && text(&r.namespace) == namespace
+                        && text(&r.name) == name
+                }) {
+                    let kind = text(&r.kind);
+                    let found = cache.plural_of(group, kind).await;
                     if found.as_deref() == Ok(plural.as_str()) {
                         return self
-                            .live_manages(&resource.kind(), &r.kind, namespace, name)
+                            .live_manages(&resource.kind(), kind, namespace, name)
                             .await;
                     }
                 }
@@ -378,18 +375,6 @@ impl AppScope {
     }
 }
 
-/// Every entry of `status.resources`, hooks included (they are the application's too).
-fn owned(app: &App) -> Vec<Owned> {
-    (app.lists().resources.iter())
-        .map(|r| Owned {
-            group: text(&r.group).to_string(),
-            kind: text(&r.kind).to_string(),
-            namespace: text(&r.namespace).to_string(),
-            name: text(&r.name).to_string(),
-        })
-        .collect()
-}
-
 /// Middleware on the whole server: a request that carries any of Argo CD's proxy headers came
 /// through argocd-server for one application, and reaches only the scoped API (`/api/*`,
 /// checked by [`authorize`]); the dashboard, the probes and `/metrics` are not for it.
@@ -454,6 +439,7 @@ pub(crate) async fn authorize(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::app_status::App;
     use axum::http::HeaderValue;
 
     fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
@@ -513,7 +499,7 @@ mod tests {
             method: TrackingMethod::Annotation,
             argocd_namespace: "argocd".into(),
             policy: Arc::default(),
-            resources: owned(&App::of(app.clone())),
+            lists: App::of(app.clone()).shared_lists(),
             home: None,
             destination: Err(ClusterError::UnknownName("x".into())),
         }
