@@ -22,9 +22,11 @@
 //! the bounds, would judge `--applications-concurrency` Applications at a time, several times
 //! what the caller's share lets its single requests judge. A part served from its kept answer
 //! takes no place, nor does one waiting for another request's judgement of its Application
-//! (`handlers::view_answer` takes the place only when it is the part's turn to judge). The
-//! batch's own place judges one Application at a time, so a batch whose caller has no place
-//! left is still answered, one Application at a time, rather than in refused parts.
+//! (`handlers::view_answer` takes the place only when it is the part's turn to judge), and a
+//! part waiting for a place holds no turn, so no request for its Application waits for the
+//! batch's other judgements. The batch's own place judges one Application at a time, so a
+//! batch whose caller has no place left is still answered, one Application at a time, rather
+//! than in refused parts.
 //!
 //! With shards, an Application whose destination another replica judges is a 421 part ("ask it
 //! alone"), not forwarded from here: the single endpoint forwards it (`forward`), with its own
@@ -32,7 +34,7 @@
 //! mix with the others'. Such Applications are few on a page and move only with a shard, so the
 //! page's extra request for each costs little.
 
-use super::handlers::{ViewAnswer, view_answer};
+use super::handlers::{self, ViewAnswer, view_answer};
 use super::limits::Peer;
 use super::scope::AppScope;
 use super::{ApiError, AppState};
@@ -226,7 +228,7 @@ async fn resolve(
         state.metrics.record_refusal("out_of_scope");
         return Err(scope.refuse(&format!("Application {}/{}", a.namespace, a.name)));
     }
-    view_answer(state, &a.namespace, &a.name, scope, places.to_judge()).await
+    view_answer(state, &a.namespace, &a.name, scope, &places).await
 }
 
 /// The places a batch judges its Applications under: the request's own, which judges one at
@@ -260,20 +262,30 @@ impl<'a> Places<'a> {
             own: tokio::sync::Semaphore::new(1),
         }
     }
+}
 
-    /// The request's own place if free, else one beside it if the caller's share (and the
-    /// server's bound) has one, else the own place in turn: never refused, never waiting on
-    /// the share, and no more judged at once than the places held.
-    async fn to_judge(&self) -> Place<'_> {
-        if let Ok(own) = self.own.try_acquire() {
-            return Place::Own { _permit: own };
+/// The request's own place if free, else one beside it if the caller's share (and the
+/// server's bound) has one, else the own place once free: never refused, never waiting on the
+/// share, and no more judged at once than the places held.
+impl<'p> handlers::PlacesToJudge for &'p Places<'_> {
+    type Place = Place<'p>;
+
+    fn free(&self) -> Option<Place<'p>> {
+        let places = *self;
+        if let Ok(own) = places.own.try_acquire() {
+            return Some(Place::Own { _permit: own });
         }
-        if let Ok(beside) = self.state.limits.request(&self.caller) {
-            return Place::Beside { _place: beside };
-        }
-        let own = self.own.acquire().await;
-        Place::Own {
-            _permit: own.expect("the own place is never closed"),
+        let beside = places.state.limits.request(&places.caller).ok()?;
+        Some(Place::Beside { _place: beside })
+    }
+
+    fn next_free(&self) -> impl std::future::Future<Output = Place<'p>> + Send {
+        let places = *self;
+        async move {
+            let own = places.own.acquire().await;
+            Place::Own {
+                _permit: own.expect("the own place is never closed"),
+            }
         }
     }
 }

@@ -611,8 +611,7 @@ async fn waves_of(
     known: Option<&HeaderValue>,
 ) -> Result<Response, ApiError> {
     let scope = scope.as_ref().map(|Extension(s)| &**s);
-    // Judged under the request's own place (`limits::bounded`).
-    let answer = view_answer(state, namespace, name, scope, std::future::ready(())).await?;
+    let answer = view_answer(state, namespace, name, scope, &Admitted).await?;
     Ok(answer.respond(Some(k8s_openapi::jiff::Timestamp::now()), known))
 }
 
@@ -640,21 +639,46 @@ pub(crate) fn keep_view(
         .put(key, (stamp, at), valid_until, Arc::new(answer));
 }
 
+/// What a view is judged under: a place among the requests served at once (`limits`).
+pub(crate) trait PlacesToJudge {
+    type Place: Send;
+    /// A place free now, if any.
+    fn free(&self) -> Option<Self::Place>;
+    /// The next place to come free.
+    fn next_free(&self) -> impl std::future::Future<Output = Self::Place> + Send;
+}
+
+/// The place a single request was admitted with (`limits::bounded`): always at hand.
+struct Admitted;
+
+impl PlacesToJudge for Admitted {
+    type Place = ();
+    fn free(&self) -> Option<()> {
+        Some(())
+    }
+    fn next_free(&self) -> impl std::future::Future<Output = ()> + Send {
+        std::future::ready(())
+    }
+}
+
 /// The waves view and timeline of one application, kept until what it read changes or one of
 /// its verdicts expires (see `kept`); through Argo CD's proxy, reading only what the
 /// application really manages (`waves::ViewScope`). What `waves_of` serves, and each part of a
 /// batch (`batch`).
 ///
-/// A judgement is made under what `to_judge` gives (a batch's place, `batch::Places`), taken
-/// only when nothing kept serves the view and it is this request's turn: a request served
-/// what another judged, or waiting for it to, holds none. Whoever holds such a place has
-/// passed its turn, so waiting for one while holding a turn waits for no turn in return.
-pub(crate) async fn view_answer<P>(
+/// A judgement is made under a place of `places` (a batch's, `batch::Places`), taken only when
+/// nothing kept serves the view and it is this request's turn: a request served what another
+/// judged, or waiting for it to, holds none. A turn is never held while waiting for a place:
+/// a batch's place may be judging another Application for seconds, and every request for this
+/// one, any caller's, waits for its turn. So a request with no place free at its turn gives
+/// the turn back, waits for a place holding nothing else, then waits for the turn again and
+/// looks again at what is kept: waiters take places before turns, so no wait goes round.
+pub(crate) async fn view_answer(
     state: &AppState,
     namespace: &str,
     name: &str,
     scope: Option<&AppScope>,
-    to_judge: impl std::future::Future<Output = P>,
+    places: &impl PlacesToJudge,
 ) -> Result<Arc<ViewAnswer>, ApiError> {
     // Names as a check of the Application would take them: a bad one is a 400, not a 404.
     Target::new(CheckKind::APPLICATION, namespace, name)?;
@@ -666,13 +690,22 @@ pub(crate) async fn view_answer<P>(
         return Ok(kept);
     }
     let asked = now;
-    let _turn = state.views.turn(&key).await;
-    let now = std::time::Instant::now();
-    let kept = state.views.get_by(&key, stamp_of, now);
-    if let Some(kept) = kept.or_else(|| state.views.read_since(&key, asked, now)) {
-        return Ok(kept);
-    }
-    let _place = to_judge.await;
+    let mut waited = None;
+    let (_turn, _place) = loop {
+        let turn = state.views.turn(&key).await;
+        let now = std::time::Instant::now();
+        let kept = state.views.get_by(&key, stamp_of, now);
+        if let Some(kept) = kept.or_else(|| state.views.read_since(&key, asked, now)) {
+            return Ok(kept);
+        }
+        match waited.take().or_else(|| places.free()) {
+            Some(place) => break (turn, place),
+            None => {
+                drop(turn);
+                waited = Some(places.next_free().await);
+            }
+        }
+    };
     // Taken before any read: a change while judging leaves what is kept stale, never newer.
     let clusters = state.clusters.all();
     let stamp = state.clusters.stamp(clusters.iter().map(|c| &**c));
@@ -727,7 +760,7 @@ pub(crate) async fn view_answer<P>(
             )
         }
     };
-    let valid_until = waves::earliest(valid_until, kept_at_most(&read, now));
+    let valid_until = waves::earliest(valid_until, kept_at_most(&read, read_at));
     let stamp = stamp.only(read.iter().map(|c| &**c));
     let mut answer = ViewAnswer::with_now(body, &read);
     answer.rows = rows;

@@ -794,6 +794,67 @@ async fn batch_parts_waiting_for_anothers_judgement_hold_no_place() {
     }
 }
 
+/// A batch whose caller has no place beside its own judges one Application at a time, its
+/// other parts waiting for that place. A part that waited holding its Application's turn made
+/// every request for that Application, any caller's, wait behind the batch's judgements of
+/// others, up to `--request-timeout` (503). A part waits for a place holding no turn: another
+/// caller asking for one of those Applications is served at once.
+#[tokio::test]
+async fn a_batch_waiting_for_its_place_keeps_no_other_caller_from_its_applications() {
+    let metrics = Arc::new(Metrics::default());
+    let cache = fed::cache(
+        "argocd",
+        &[
+            ("argoproj.io", "applications", "Application"),
+            ("apps", "deployments", "Deployment"),
+        ],
+    )
+    .await;
+    let apps: Arc<Feed<DynamicObject>> =
+        cache.feed(&GroupResource::new("argoproj.io", "applications"));
+    // Never listed: the slow Application's Deployment is judged until the request timeout.
+    let _deployments: Arc<Feed<DynamicObject>> =
+        cache.feed(&GroupResource::new("apps", "deployments"));
+    let in_cluster = json!({"name": "in-cluster", "namespace": "argocd"});
+    let mut slow = application("slow", in_cluster.clone(), "Healthy", &[]);
+    slow.data["status"]["resources"] = json!([{"group": "apps", "version": "v1",
+        "kind": "Deployment", "namespace": "argocd", "name": "web", "status": "Synced"}]);
+    let quick = ["b", "c", "d"].map(|name| application(name, in_cluster.clone(), "Healthy", &[]));
+    apps.list(std::iter::once(slow).chain(quick));
+    let evaluator = Evaluator::new(cache, EvalConfig::default(), metrics.clone()).unwrap();
+    let app = router(AppState::new(evaluator, metrics).with_limits(LimitArgs {
+        max_requests_per_caller: 1,
+        applications_concurrency: 4,
+        request_timeout: Duration::from_secs(10),
+        ..LimitArgs::default()
+    }));
+    // Two callers, by the address each connects from.
+    let from = |path: &str, ip: &str| {
+        Request::get(path)
+            .extension(limits::Peer(ip.parse().unwrap()))
+            .body(Body::empty())
+            .unwrap()
+    };
+    let batch = "/api/v1/applications/waves?app=argocd/slow&app=argocd/b&app=argocd/c&app=argocd/d";
+    let running = tokio::spawn({
+        let app = app.clone();
+        let asked = from(batch, "10.0.0.1");
+        async move { call(&app, asked).await }
+    });
+    // The slow part judges under the batch's own place; the others wait for it.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let single = from("/api/v1/applications/argocd/b/waves", "10.0.0.2");
+    let served = tokio::time::timeout(Duration::from_secs(5), call(&app, single)).await;
+    let (code, _, body) = served.expect("another caller waited for the batch's judgements");
+    assert_eq!(code, StatusCode::OK, "{body}");
+    assert_eq!(body["name"], "b", "{body}");
+    assert!(
+        !running.is_finished(),
+        "the slow part was not judged until the timeout: nobody waited on the batch's place"
+    );
+    running.abort();
+}
+
 /// An Application in `argocd` that Argo CD reports Synced and `health`, deploying to
 /// `destination` the ConfigMaps `shop/<name>` of `configmaps`.
 fn application(name: &str, destination: Value, health: &str, configmaps: &[&str]) -> DynamicObject {
@@ -913,15 +974,16 @@ async fn a_batch_judges_again_a_kept_view_that_expired_or_whose_reads_changed() 
     assert_eq!(code, StatusCode::OK, "{body}");
     assert!(parts(&body).iter().all(|p| p["status"] == 200), "{body}");
     let home = [state.clusters.home().clone()];
-    let until = Instant::now() + Duration::from_millis(300);
-    handlers::keep_view(&state, "argocd", "expiring", &home, Some(until));
+    let later = Instant::now() + Duration::from_secs(60);
+    handlers::keep_view(&state, "argocd", "expiring", &home, Some(later));
     handlers::keep_view(&state, "argocd", "changing", &home, None);
     let (_, _, body) = call(&app, get(batch)).await;
     let [expiring, changing] = <[Value; 2]>::try_from(parts(&body)).unwrap();
     assert_eq!(expiring["waves"]["kept"], "expiring", "{body}");
     assert_eq!(changing["waves"]["kept"], "changing", "{body}");
 
-    tokio::time::sleep_until(until.into()).await;
+    // Kept again, expired as soon as kept.
+    handlers::keep_view(&state, "argocd", "expiring", &home, Some(Instant::now()));
     let (_, _, body) = call(&app, get(batch)).await;
     let [expiring, changing] = <[Value; 2]>::try_from(parts(&body)).unwrap();
     assert_eq!(expiring["status"], 200, "{body}");

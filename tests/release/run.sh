@@ -15,8 +15,10 @@
 #
 # The binary: $WAVEGATE_RELEASE_BIN, default target/release/wavegate when it is newer than the
 # debug one, else target/debug/wavegate. With no debug build, the release one only when it is
-# newer than everything it is built from (Cargo.toml, Cargo.lock, src/, ui/): one left from
-# older sources fails the check, naming the newer file, rather than be checked in their stead.
+# newer than everything it was built from: Cargo.toml, Cargo.lock and the files cargo's
+# dep-info beside it (target/release/wavegate.d) names, so not a test-only file cargo would not
+# rebuild it for. One left from older sources fails the check, naming the newer file, rather
+# than be checked in their stead.
 # Both link glibc dynamically, as the Dockerfile's release build on rust:1-bookworm does, so both
 # run on the same Debian 12 libraries; the release build (whole-program LTO) is too costly for
 # every CI run on 2 cores (docs/benchmarks.md).
@@ -54,8 +56,19 @@ if [[ -z "$BIN" ]]; then
     # No debug build at all (a checkout built for release only): the release one, if it was
     # built from these sources.
     [[ -x "$RELEASE" ]] || fail "neither $BIN nor $RELEASE exists: cargo build --bin wavegate, or name the binary in WAVEGATE_RELEASE_BIN"
-    newer="$(find "$ROOT/Cargo.toml" "$ROOT/Cargo.lock" "$ROOT/src" "$ROOT/ui" -type f -newer "$RELEASE" -print -quit || true)"
-    [[ -z "$newer" ]] || fail "$RELEASE is older than ${newer#"$ROOT"/} and there is no debug build: build it again (cargo build --release --bin wavegate), or name the binary in WAVEGATE_RELEASE_BIN"
+    again="build it again (cargo build --release --bin wavegate), or name the binary in WAVEGATE_RELEASE_BIN"
+    [[ -r "$RELEASE.d" ]] || fail "$RELEASE has no dep-info ($RELEASE.d) to tell what it was built from, and there is no debug build: $again"
+    # Make's syntax, one line: `<binary>: <file> <file> …`, a space in a path written `\ `;
+    # a path relative to the workspace with build.dep-info-basedir set.
+    mapfile -t sources < <(sed -e '1!d' -e 's/\\ /\x01/g' -e 's/^[^ ]*: *//' "$RELEASE.d" | tr ' ' '\n' | tr '\001' ' ' | grep -v '^$' || true)
+    (( ${#sources[@]} )) || fail "$RELEASE.d names no file $RELEASE was built from: $again"
+    for source in "$ROOT/Cargo.toml" "$ROOT/Cargo.lock" "${sources[@]}"; do
+      [[ "$source" == /* ]] || source="$ROOT/$source"
+      [[ -e "$source" ]] || fail "$RELEASE was built from ${source#"$ROOT"/}, which is gone, and there is no debug build: $again"
+      if [[ "$source" -nt "$RELEASE" ]]; then
+        fail "$RELEASE is older than ${source#"$ROOT"/} and there is no debug build: $again"
+      fi
+    done
     BIN="$RELEASE"
   elif [[ -x "$RELEASE" && "$RELEASE" -nt "$BIN" ]]; then
     BIN="$RELEASE"
