@@ -331,7 +331,7 @@ pub(crate) struct ViewKey {
 }
 
 impl ViewKey {
-    fn of(namespace: &str, name: &str, scope: Option<&waves::ViewScope>) -> ViewKey {
+    pub(crate) fn of(namespace: &str, name: &str, scope: Option<&waves::ViewScope>) -> ViewKey {
         ViewKey {
             namespace: namespace.to_string(),
             name: name.to_string(),
@@ -671,8 +671,12 @@ impl PlacesToJudge for Admitted {
 /// judged, or waiting for it to, holds none. A turn is never held while waiting for a place:
 /// a batch's place may be judging another Application for seconds, and every request for this
 /// one, any caller's, waits for its turn. So a request with no place free at its turn gives
-/// the turn back, waits for a place holding nothing else, then waits for the turn again and
-/// looks again at what is kept: waiters take places before turns, so no wait goes round.
+/// the turn back, waits for a place holding nothing else, then takes the turn again and looks
+/// again at what is kept. Nor is a place held while waiting for a turn: the batch's other
+/// parts wait for that place, and another caller judging this Application may take seconds.
+/// With the place it waited for, a request takes the turn only if it is free; if not, it gives
+/// the place back and waits for the turn holding nothing. Each such round needs someone else to
+/// have taken the turn in between, so no wait goes round.
 pub(crate) async fn view_answer(
     state: &AppState,
     namespace: &str,
@@ -692,7 +696,16 @@ pub(crate) async fn view_answer(
     let asked = now;
     let mut waited = None;
     let (_turn, _place) = loop {
-        let turn = state.views.turn(&key).await;
+        let turn = match waited {
+            Some(_) => match state.views.try_turn(&key) {
+                Some(turn) => turn,
+                None => {
+                    waited = None;
+                    state.views.turn(&key).await
+                }
+            },
+            None => state.views.turn(&key).await,
+        };
         let now = std::time::Instant::now();
         let kept = state.views.get_by(&key, stamp_of, now);
         if let Some(kept) = kept.or_else(|| state.views.read_since(&key, asked, now)) {

@@ -131,6 +131,26 @@ impl<K: Hash + Eq, V> Kept<K, V> {
         }
     }
 
+    /// The turn for `key` if nobody holds it now.
+    pub(crate) fn try_turn(&self, key: &K) -> Option<Turn<'_, K, V>>
+    where
+        K: Clone,
+    {
+        let turn = {
+            let mut turns = lock(&self.turns);
+            if turns.len() >= MAX_TURNS {
+                turns.retain(|_, t| Arc::strong_count(t) > 1);
+            }
+            turns.entry(key.clone()).or_default().clone()
+        };
+        let held = turn.try_lock_owned().ok()?;
+        Some(Turn {
+            kept: self,
+            key: key.clone(),
+            held: Some(held),
+        })
+    }
+
     #[cfg(test)]
     fn waiting(&self) -> usize {
         lock(&self.turns).len()

@@ -855,6 +855,83 @@ async fn a_batch_waiting_for_its_place_keeps_no_other_caller_from_its_applicatio
     running.abort();
 }
 
+/// A place a test hands out: one permit of a semaphore it can look at; `waiting` says a
+/// request has begun to wait for one.
+struct Permits {
+    permits: Arc<tokio::sync::Semaphore>,
+    waiting: Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl handlers::PlacesToJudge for Permits {
+    type Place = tokio::sync::OwnedSemaphorePermit;
+    fn free(&self) -> Option<Self::Place> {
+        self.permits.clone().try_acquire_owned().ok()
+    }
+    fn next_free(&self) -> impl std::future::Future<Output = Self::Place> + Send {
+        self.waiting
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let permits = self.permits.clone();
+        async move { permits.acquire_owned().await.expect("never closed") }
+    }
+}
+
+/// Until `done` holds, for at most 5 s; whether it did.
+async fn eventually(done: impl Fn() -> bool) -> bool {
+    let until = Instant::now() + Duration::from_secs(5);
+    while !done() && Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    done()
+}
+
+/// A part that waited for its batch's place and then finds its Application's turn taken (by
+/// another caller judging it, which may take seconds) gives the place back while it waits for
+/// the turn: it held it, and the batch's other parts, which could judge meanwhile, waited.
+#[tokio::test]
+async fn a_part_holds_no_place_while_it_waits_for_a_turn() {
+    let metrics = Arc::new(Metrics::default());
+    let (cache, apps) = argocd_cache().await;
+    apps.list([application(
+        "y",
+        json!({"name": "in-cluster"}),
+        "Healthy",
+        &[],
+    )]);
+    let evaluator = Evaluator::new(cache, EvalConfig::default(), metrics.clone()).unwrap();
+    let state = AppState::new(evaluator, metrics);
+    let permits = Arc::new(tokio::sync::Semaphore::new(1));
+    let waiting = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // The batch's place is taken (another part judges under it).
+    let busy = permits.clone().try_acquire_owned().unwrap();
+    let part = tokio::spawn({
+        let state = state.clone();
+        let places = Permits {
+            permits: permits.clone(),
+            waiting: waiting.clone(),
+        };
+        async move {
+            handlers::view_answer(&state, "argocd", "y", None, &places)
+                .await
+                .map(|_| ())
+        }
+    });
+    // No place at its turn: the part gave the turn back and waits for the place.
+    let began = || waiting.load(std::sync::atomic::Ordering::SeqCst);
+    assert!(eventually(began).await, "the part never waited for a place");
+    let key = handlers::ViewKey::of("argocd", "y", None);
+    let other = state.views.try_turn(&key).expect("the part holds no turn");
+    // The place comes free (to the part, first in line) while another caller holds the turn.
+    drop(busy);
+    let given_back = || permits.clone().try_acquire_owned().is_ok();
+    assert!(
+        eventually(given_back).await,
+        "the part kept the place while it waited for the turn"
+    );
+    assert!(!part.is_finished());
+    drop(other);
+    part.abort();
+}
+
 /// An Application in `argocd` that Argo CD reports Synced and `health`, deploying to
 /// `destination` the ConfigMaps `shop/<name>` of `configmaps`.
 fn application(name: &str, destination: Value, health: &str, configmaps: &[&str]) -> DynamicObject {
