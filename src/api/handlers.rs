@@ -675,8 +675,9 @@ impl PlacesToJudge for Admitted {
 /// again at what is kept. Nor is a place held while waiting for a turn: the batch's other
 /// parts wait for that place, and another caller judging this Application may take seconds.
 /// With the place it waited for, a request takes the turn only if it is free; if not, it gives
-/// the place back and waits for the turn holding nothing. Each such round needs someone else to
-/// have taken the turn in between, so no wait goes round.
+/// the place back and waits for the turn holding nothing. It does so once: parts that keep
+/// handing turns and places to one another could otherwise go round without any judging, so
+/// the next time it waits for the turn holding the place, and at most three rounds are made.
 pub(crate) async fn view_answer(
     state: &AppState,
     namespace: &str,
@@ -695,16 +696,18 @@ pub(crate) async fn view_answer(
     }
     let asked = now;
     let mut waited = None;
+    let mut gave_back = false;
     let (_turn, _place) = loop {
         let turn = match waited {
-            Some(_) => match state.views.try_turn(&key) {
+            Some(_) if !gave_back => match state.views.try_turn(&key) {
                 Some(turn) => turn,
                 None => {
                     waited = None;
+                    gave_back = true;
                     state.views.turn(&key).await
                 }
             },
-            None => state.views.turn(&key).await,
+            _ => state.views.turn(&key).await,
         };
         let now = std::time::Instant::now();
         let kept = state.views.get_by(&key, stamp_of, now);
