@@ -14,11 +14,12 @@
 #      ask. Nothing from the host's root is visible to it.
 #
 # The binary: $WAVEGATE_RELEASE_BIN, default target/release/wavegate when it is newer than the
-# debug one, else target/debug/wavegate. With no debug build, the release one only when it is
-# newer than everything it was built from: Cargo.toml, Cargo.lock and the files cargo's
-# dep-info beside it (target/release/wavegate.d) names, so not a test-only file cargo would not
-# rebuild it for. One left from older sources fails the check, naming the newer file, rather
-# than be checked in their stead.
+# debug one, else target/debug/wavegate. With no debug build, the release one only when it was
+# built here (cargo's dep-info beside it, target/release/wavegate.d, names this checkout's
+# src/main.rs) and is newer than everything it was built from: Cargo.toml, Cargo.lock and the
+# files that dep-info names, so not a test-only file cargo would not rebuild it for. One left
+# from older sources fails the check, naming the newer file, rather than be checked in their
+# stead.
 # Both link glibc dynamically, as the Dockerfile's release build on rust:1-bookworm does, so both
 # run on the same Debian 12 libraries; the release build (whole-program LTO) is too costly for
 # every CI run on 2 cores (docs/benchmarks.md).
@@ -26,7 +27,8 @@
 # Needs: apt-get + dpkg (Debian 12), bwrap (Debian's bubblewrap), setpriv, curl, go, and the local
 # control plane up (scripts/control-plane.sh up).
 set -euo pipefail
-ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+# Symlinks resolved, as in the paths cargo writes.
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd -P)"
 CACHE="${WAVEGATE_CACHE:-$HOME/.cache/wavegate}"
 OUT="${TEST_OUTPUT:-$ROOT/test-output}/release"
 mkdir -p "$OUT"
@@ -62,19 +64,26 @@ if [[ -z "$BIN" ]]; then
     # a path relative to the workspace with build.dep-info-basedir set.
     mapfile -t sources < <(sed -e '1!d' -e 's/\\ /\x01/g' -e 's/^[^ ]*: *//' "$RELEASE.d" | tr ' ' '\n' | tr '\001' ' ' | grep -v '^$' || true)
     (( ${#sources[@]} )) || fail "$RELEASE.d names no file $RELEASE was built from: $again"
-    # Built here: a target directory copied from another checkout names that checkout's
-    # sources, which exist and are older. (Cargo.toml and Cargo.lock are not compared: an
-    # edit cargo does not rebuild for, a comment, would fail the check for good.)
+    # Built here: a target directory copied from another checkout (or from a worktree inside
+    # this one) names that checkout's sources, which exist and are older.
     here=0
     for source in "${sources[@]}"; do
-      [[ "$source" != /* || "$source" == "$ROOT"/* ]] && here=1
+      if [[ "$source" == "$ROOT/src/main.rs" || "$source" == src/main.rs ]]; then here=1; fi
     done
-    (( here )) || fail "$RELEASE was built from another checkout's sources ($RELEASE.d names none under $ROOT): $again"
+    (( here )) || fail "$RELEASE was not built from $ROOT/src/main.rs ($RELEASE.d names another checkout's sources): $again"
     for source in "${sources[@]}"; do
       [[ "$source" == /* ]] || source="$ROOT/$source"
       [[ -e "$source" ]] || fail "$RELEASE was built from ${source#"$ROOT"/}, which is gone, and there is no debug build: $again"
       if [[ "$source" -nt "$RELEASE" ]]; then
         fail "$RELEASE is older than ${source#"$ROOT"/} and there is no debug build: $again"
+      fi
+    done
+    # Dependencies, features and profiles: cargo's dep-info names none of these. An edit that
+    # changes nothing it builds (a comment) leaves the binary as old as it was: then
+    # `touch src/main.rs` before building it again.
+    for manifest in "$ROOT/Cargo.toml" "$ROOT/Cargo.lock"; do
+      if [[ "$manifest" -nt "$RELEASE" ]]; then
+        fail "$RELEASE is older than ${manifest#"$ROOT"/} and there is no debug build: $again (touch src/main.rs first if cargo finds nothing to rebuild)"
       fi
     done
     BIN="$RELEASE"
