@@ -117,18 +117,8 @@ impl<K: Hash + Eq, V> Kept<K, V> {
     where
         K: Clone,
     {
-        let turn = {
-            let mut turns = lock(&self.turns);
-            if turns.len() >= MAX_TURNS {
-                turns.retain(|_, t| Arc::strong_count(t) > 1);
-            }
-            turns.entry(key.clone()).or_default().clone()
-        };
-        Turn {
-            kept: self,
-            key: key.clone(),
-            held: Some(turn.lock_owned().await),
-        }
+        let held = self.turn_of(key).lock_owned().await;
+        self.held(key, held)
     }
 
     /// The turn for `key` if nobody holds it now.
@@ -136,19 +126,31 @@ impl<K: Hash + Eq, V> Kept<K, V> {
     where
         K: Clone,
     {
-        let turn = {
-            let mut turns = lock(&self.turns);
-            if turns.len() >= MAX_TURNS {
-                turns.retain(|_, t| Arc::strong_count(t) > 1);
-            }
-            turns.entry(key.clone()).or_default().clone()
-        };
-        let held = turn.try_lock_owned().ok()?;
-        Some(Turn {
+        let held = self.turn_of(key).try_lock_owned().ok()?;
+        Some(self.held(key, held))
+    }
+
+    /// The lock of `key`'s turn, shared by all who want it.
+    fn turn_of(&self, key: &K) -> Arc<tokio::sync::Mutex<()>>
+    where
+        K: Clone,
+    {
+        let mut turns = lock(&self.turns);
+        if turns.len() >= MAX_TURNS {
+            turns.retain(|_, t| Arc::strong_count(t) > 1);
+        }
+        turns.entry(key.clone()).or_default().clone()
+    }
+
+    fn held(&self, key: &K, held: tokio::sync::OwnedMutexGuard<()>) -> Turn<'_, K, V>
+    where
+        K: Clone,
+    {
+        Turn {
             kept: self,
             key: key.clone(),
             held: Some(held),
-        })
+        }
     }
 
     #[cfg(test)]
