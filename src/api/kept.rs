@@ -126,8 +126,19 @@ impl<K: Hash + Eq, V> Kept<K, V> {
     where
         K: Clone,
     {
-        let held = self.turn_of(key).try_lock_owned().ok()?;
-        Some(self.held(key, held))
+        let turn = self.turn_of(key);
+        match turn.clone().try_lock_owned() {
+            Ok(held) => Some(self.held(key, held)),
+            Err(_) => {
+                // Its holder may have let go meanwhile and, seeing this look, left the key in
+                // place: the map's and this look's, nobody holds or waits for it.
+                let mut turns = lock(&self.turns);
+                if Arc::strong_count(&turn) == 2 {
+                    turns.remove(key);
+                }
+                None
+            }
+        }
     }
 
     /// The lock of `key`'s turn, shared by all who want it.
@@ -389,6 +400,20 @@ mod tests {
         let held = kept.turn(&"app".to_string()).await;
         assert_eq!(kept.waiting(), 1);
         drop(held);
+        assert_eq!(kept.waiting(), 0);
+    }
+
+    /// A look at a turn someone holds leaves nothing behind once the holder lets go.
+    #[tokio::test]
+    async fn a_look_at_a_held_turn_leaves_no_key_behind() {
+        let kept: Kept<&str, u32> = Kept::default();
+        let held = kept.turn(&"app").await;
+        assert!(kept.try_turn(&"app").is_none());
+        drop(held);
+        assert_eq!(kept.waiting(), 0);
+        let again = kept.try_turn(&"app").expect("nobody holds it");
+        assert!(kept.try_turn(&"app").is_none());
+        drop(again);
         assert_eq!(kept.waiting(), 0);
     }
 

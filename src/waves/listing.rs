@@ -66,7 +66,8 @@ mod tests {
     use super::*;
     use serde_json::{Value, json};
 
-    fn app(version: &str, names: &[&str]) -> App {
+    /// An Application's whole JSON, listing Deployments `names`.
+    fn whole(version: &str, names: &[&str]) -> Value {
         let resources: Vec<Value> = names
             .iter()
             .map(|n| {
@@ -74,9 +75,13 @@ mod tests {
                             "namespace": "shop", "name": n, "syncWave": 1})
             })
             .collect();
-        App::of(json!({"metadata": {"name": "shop", "namespace": "argocd",
-                                    "uid": "listing-test-uid", "resourceVersion": version},
-                       "status": {"resources": resources}}))
+        json!({"metadata": {"name": "shop", "namespace": "argocd",
+                            "uid": "listing-test-uid", "resourceVersion": version},
+               "status": {"resources": resources}})
+    }
+
+    fn app(version: &str, names: &[&str]) -> App {
+        App::of(whole(version, names))
     }
 
     fn names(listing: &Listing) -> Vec<String> {
@@ -97,8 +102,15 @@ mod tests {
         assert_eq!(names(&next), ["web", "api"]);
         assert_eq!(next.linted.len(), 2);
         // Without a resourceVersion nothing is kept, so nothing stale can be served.
-        let bare = app("", &["db"]);
-        assert_eq!(bare.str_at("/metadata/resourceVersion"), Some(""));
-        assert_eq!(names(&of(&bare)), ["db"]);
+        for version in [Some(""), None] {
+            let mut bare = whole("", &["db"]);
+            if version.is_none() {
+                let meta = bare["metadata"].as_object_mut().unwrap();
+                meta.remove("resourceVersion");
+            }
+            let bare = App::of(bare);
+            assert_eq!(bare.str_at("/metadata/resourceVersion"), version);
+            assert_eq!(names(&of(&bare)), ["db"]);
+        }
     }
 }
